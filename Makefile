@@ -1,0 +1,32 @@
+# Two commands do everything on a fresh machine with Python 3.11+:
+#   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it
+#   make test   - create .venv, install qrelkit with test extras, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+DEMO   ?= demo-out
+
+.PHONY: venv install demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	QRELKIT=$(BIN)/qrelkit bash scripts/demo.sh $(DEMO)
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test,bench]"
+	$(BIN)/python benchmarks/bench_pool.py
+
+clean:
+	rm -rf $(VENV) $(DEMO) .pytest_cache

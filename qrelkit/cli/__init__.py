@@ -1,0 +1,58 @@
+"""The ``qrelkit`` command line: thin Typer commands over the library.
+
+Bad input never crashes: an :class:`~qrelkit.errors.InputError` becomes one line on stderr
+(``qrelkit: error: FILE:LINE: [rule] message``) and exit code 2, with no output written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from qrelkit.errors import InputError
+
+app = typer.Typer(
+    name="qrelkit",
+    help="Build TREC-style test collections: validate runs, build judgment pools, make assessor batches.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    from qrelkit.cli import batch, pool, runs, simulate
+
+    app.add_typer(runs.app, name="runs")
+    app.add_typer(pool.app, name="pool")
+    app.add_typer(batch.app, name="batch")
+    app.add_typer(simulate.app, name="simulate")
+
+
+_register()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv``; returns the exit code (used by tests)."""
+    import click
+
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except InputError as exc:
+        sys.stderr.write(f"qrelkit: error: {exc}\n")
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        sys.stderr.write("qrelkit: aborted\n")
+        return 1
+    except click.exceptions.ClickException as exc:
+        exc.show(file=sys.stderr)
+        return 2
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    """Entry point of the console script."""
+    sys.exit(run())

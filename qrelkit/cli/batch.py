@@ -1,0 +1,88 @@
+"""``qrelkit batch``: assessor batches out, completed labels back in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import pyarrow as pa
+import typer
+
+from qrelkit.cli import common
+from qrelkit.errors import InputError
+from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.topics import read_topics
+from qrelkit.pooler import import_batches, make_batches
+
+app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
+
+
+@app.command("make")
+def make(
+    pool: Path = typer.Argument(..., help="A pool table (.parquet) in assessor order."),
+    output: Path = typer.Option(..., "-o", "--output", help="Batch table: .csv, .jsonl or .parquet."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Corpus to join passage texts from (streamed)."),
+    topics: Optional[Path] = typer.Option(None, "--topics", "-t", help="Topics file for the query texts."),
+    first_n: Optional[int] = typer.Option(None, "--first-n", help="First batch per topic: this many items (default 100)."),
+    assessors: Optional[int] = typer.Option(None, "--assessors", help="Number of assessors (named A01, A02, ...)."),
+    names: Optional[str] = typer.Option(None, "--assessor-names", help="Comma-separated assessor names."),
+    per_item: Optional[int] = typer.Option(None, "--per-item", help="Assessors per item (default: config, 1)."),
+    per_assessor_dir: Optional[Path] = typer.Option(None, "--per-assessor-dir", help="Also write one file per assessor here."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Split each topic's pool into batches (first N, then the rest) for k assessors each,
+    in a seeded random order per assessor, with passage texts."""
+    cfg = common.config(config)
+    t = read_table(pool)
+    for col in ("qid", "docid", "position"):
+        if col not in t.column_names:
+            raise InputError("missing-column", f"not a pool table (no column {col!r})", file=str(pool))
+    who = [n.strip() for n in names.split(",")] if names else (assessors or max(int(cfg.get_value("batch", "assessors_per_item", per_item)), 1))
+    texts = None
+    if corpus is not None:
+        with common.progress("joining passage texts", None):
+            texts = lookup_texts(corpus, set(t["docid"].to_pylist()))
+    queries = dict(zip(*read_topics(topics)[["qid", "text"]].T.values)) if topics else None
+    s = int(cfg.get_value("batch", "seed", seed))
+    n = int(cfg.get_value("batch", "first_n", first_n))
+    k = int(cfg.get_value("batch", "assessors_per_item", per_item))
+    batches = make_batches(t, first_n=n, assessors=who, per_item=k, seed=s, texts=texts, queries=queries)
+    params = {"pool": str(pool), "corpus": str(corpus) if corpus else None, "first_n": n, "assessors": who,
+              "per_item": k, "seed": s}
+    table = pa.Table.from_pandas(batches, preserve_index=False)
+    write_table(table, output, kind="batches", params=params)
+    if per_assessor_dir is not None:
+        ext = output.suffix or ".csv"
+        for a, part in batches.groupby("assessor", sort=True):
+            write_table(pa.Table.from_pandas(part, preserve_index=False), per_assessor_dir / f"{a}{ext}",
+                        kind="batches", params={**params, "assessor": a})
+    missing = int((batches["text"] == "").sum()) if corpus is not None else None
+    summary = {"output": str(output), "rows": len(batches), "batches": int(batches["batch_id"].nunique()),
+               "assessors": int(batches["assessor"].nunique()), "texts_missing": missing}
+    common.emit(summary, as_json, f"wrote {len(batches)} rows in {summary['batches']} batches for "
+                f"{summary['assessors']} assessors -> {output}")
+
+
+@app.command("import")
+def import_(
+    files: List[Path] = typer.Argument(..., help="Completed batch files (.csv, .tsv, .jsonl, .parquet)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Judgments table (.parquet/.csv/.tsv)."),
+    issued: Optional[Path] = typer.Option(None, "--issued", help="The batch table as issued: unknown items are rejected."),
+    scale: Optional[str] = typer.Option(None, "--scale", help="Allowed grades, comma-separated (default: config)."),
+    lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop bad rows and report counts instead of failing."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id)."""
+    cfg = common.config(config)
+    sc = [int(x) for x in scale.split(",")] if scale else list(cfg.get_value("labels", "scale"))
+    iss = read_table(issued).to_pandas() if issued else None
+    judgments, report = import_batches(files, issued=iss, scale=sc, lenient=lenient)
+    write_table(pa.Table.from_pandas(judgments, preserve_index=False), output, kind="judgments",
+                params={"files": [str(f) for f in files], "issued": str(issued) if issued else None, "scale": sc})
+    counts = dict(zip(report["rule"], report["count"].astype(int)))
+    common.emit({"output": str(output), **counts}, as_json,
+                f"imported {counts.get('imported', 0)} judgments -> {output} ({counts})")

@@ -1,0 +1,59 @@
+"""What every command shares: options, progress on stderr, the one-line error contract, and
+``--json`` summaries on stdout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from qrelkit.config import Config, load_config
+
+stderr = Console(stderr=True)
+stdout = Console() if Console().is_terminal else Console(width=200)
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)
+JsonOpt = typer.Option(False, "--json", help="Print a machine-readable JSON summary on stdout.")
+SeedOpt = typer.Option(None, "--seed", help="Random seed (default: the config's, else 0).")
+
+
+def config(path: Optional[Path]) -> Config:
+    return load_config(path)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None) -> Iterator:
+    """A rich progress bar on stderr (only when stderr is a terminal). Yields ``advance(n)``."""
+    if not stderr.is_terminal:
+        yield lambda n=1: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=stderr, transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)
+
+
+def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> None:
+    """Report: JSON on stdout with ``--json``, else a human line on stderr."""
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    elif human:
+        stderr.print(human)
+
+
+def print_table(df, title: str | None = None, console: Console | None = None) -> None:
+    t = Table(title=title, show_lines=False)
+    for c in df.columns:
+        t.add_column(str(c), justify="right" if str(df[c].dtype).startswith(("int", "float", "Int")) else "left")
+    for row in df.itertuples(index=False):
+        t.add_row(*["" if v is None else str(v) for v in row])
+    (console or stdout).print(t)

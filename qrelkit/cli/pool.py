@@ -1,0 +1,261 @@
+"""``qrelkit pool``: select pooled runs, build pools, describe them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import pandas as pd
+import pyarrow as pa
+import typer
+
+from qrelkit.cli import common
+from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.errors import InputError
+from qrelkit.io.classes import read_classes
+from qrelkit.io.manifest import read_manifest
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_table, write_table
+from qrelkit.pooler import (
+    depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
+    restrict_runs, select_pool_runs, top1_pool,
+)
+
+app = typer.Typer(help="Build judgment pools with provenance.", no_args_is_help=True)
+
+ManifestOpt = typer.Option(None, "--manifest", "-m", help="Manifest: pool only the selected runs (see 'pool select').")
+AllRunsOpt = typer.Option(False, "--all-runs", help="Pool every run even when a manifest is given.")
+ClassesOpt = typer.Option(None, "--classes", help="Near-duplicate classes (docid -> class id): pool class ids.")
+QrelsOpt = typer.Option(None, "--qrels", "-q", help="Qrels: mark or drop what is already judged.")
+JudgedOpt = typer.Option(None, "--judged", help="keep | mark | drop already judged items (default: config).")
+OutputOpt = typer.Option(..., "-o", "--output", help="Output table: .parquet (with parameters), .tsv, .csv, .jsonl.")
+LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
+
+
+def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, include=None, exclude=None) -> pd.DataFrame:
+    return select_pool_runs(
+        manifest_df,
+        per_group=int(cfg.get_value("selection", "per_group", per_group)),
+        include_baselines=bool(cfg.get_value("selection", "include_baselines", baselines)),
+        by_subtask=bool(cfg.get_value("selection", "by_subtask")),
+        priority_order=str(cfg.get_value("selection", "priority_order")),
+        include=include or cfg.get_value("selection", "include") or [],
+        exclude=exclude or cfg.get_value("selection", "exclude") or [],
+    )
+
+
+def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels):
+    """Load runs (restricted to the pooled ones when a manifest is given), classes and qrels."""
+    man = read_manifest(manifest) if manifest else None
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient)
+    table = rs.table
+    pooled = rs.runs
+    if man is not None and not all_runs:
+        sel = _selection(cfg, man)
+        pooled = sorted(set(sel.loc[sel["pooled"], "run"]) & set(rs.runs))
+        table = filter_runs(table, pooled)
+    cls = read_classes(classes) if classes else None
+    q = read_qrels(qrels) if qrels else None
+    return table, pooled, cls, q
+
+
+def _params(**kw) -> dict:
+    return {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v) for k, v in kw.items()}
+
+
+def _report(pool: pa.Table, output: Path, pooled: list[str], as_json: bool, extra: dict | None = None) -> None:
+    dist = pool_size_distribution(pool)
+    summary = {"output": str(output), "runs_pooled": len(pooled), "items": pool.num_rows, "topics": dist["topics"],
+               "size_mean": dist["mean"], "size_median": dist["median"], "size_min": dist["min"], "size_max": dist["max"]}
+    if "judged" in pool.column_names:
+        summary["already_judged"] = int(pa.compute.sum(pool["judged"]).as_py() or 0)
+    summary.update(extra or {})
+    common.emit(summary, as_json, f"pooled {pool.num_rows} items over {dist['topics']} topics from {len(pooled)} runs "
+                f"(mean {dist['mean']:.2f} per topic) -> {output}")
+
+
+@app.command("select")
+def select(
+    manifest: Path = typer.Option(..., "--manifest", "-m", help="Manifest (CSV/TOML)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the selection table."),
+    per_group: Optional[int] = typer.Option(None, "--per-group", help="Highest-priority runs per group and subtask."),
+    baselines: Optional[bool] = typer.Option(None, "--baselines/--no-baselines", help="Pool all baselines."),
+    include: List[str] = typer.Option([], "--include", help="Always pool this run (repeatable)."),
+    exclude: List[str] = typer.Option([], "--exclude", help="Never pool this run (repeatable)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Choose the runs that feed the pool: baselines + N highest-priority runs per group and subtask."""
+    cfg = common.config(config)
+    sel = _selection(cfg, read_manifest(manifest), per_group, baselines, include, exclude)
+    if output:
+        write_table(pa.Table.from_pandas(sel, preserve_index=False), output, kind="pool-selection",
+                    params=_params(manifest=manifest, per_group=per_group, include=include, exclude=exclude))
+    if as_json:
+        common.emit({"pooled": int(sel["pooled"].sum()), "runs": len(sel),
+                     "selection": sel[["run", "group", "subtask", "priority", "baseline", "pooled", "reason"]].to_dict(orient="records")}, True)
+    else:
+        common.print_table(sel[["run", "group", "subtask", "priority", "baseline", "pooled", "reason"]],
+                           title=f"{int(sel['pooled'].sum())} of {len(sel)} runs pooled")
+
+
+@app.command("depth")
+def depth(
+    runs: List[Path] = RunsArg,
+    output: Path = OutputOpt,
+    depth_: Optional[int] = typer.Option(None, "--depth", "-k", help="Pool depth (default: config, 10)."),
+    run_depth: Optional[Path] = typer.Option(None, "--run-depth", help="CSV run,depth: per-run depths."),
+    manifest: Optional[Path] = ManifestOpt,
+    all_runs: bool = AllRunsOpt,
+    classes: Optional[Path] = ClassesOpt,
+    qrels: Optional[Path] = QrelsOpt,
+    judged: Optional[str] = JudgedOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
+    cfg = common.config(config)
+    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    k = int(cfg.get_value("pool", "depth", depth_))
+    per_run = None
+    if run_depth:
+        df = pd.read_csv(run_depth, dtype={"run": str})
+        if not {"run", "depth"} <= set(df.columns):
+            raise InputError("missing-column", "per-run depth file needs columns run,depth", file=str(run_depth), line=1)
+        per_run = dict(zip(df["run"], df["depth"].astype(int)))
+    pol = str(cfg.get_value("pool", "judged", judged))
+    pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
+    write_table(pool, output, kind="pool-depth", params=_params(
+        runs=runs, pooled_runs=pooled, depth=k, per_run_depth=per_run or {}, classes=classes, qrels=qrels,
+        judged=pol, config=cfg.source))
+    _report(pool, output, pooled, as_json, {"depth": k})
+
+
+@app.command("top1")
+def top1(
+    runs: List[Path] = RunsArg,
+    output: Path = OutputOpt,
+    qrels: Optional[Path] = typer.Option(None, "--qrels", "-q", help="Add each topic's known relevant passages (the perfect run)."),
+    perfect_min_rel: Optional[int] = typer.Option(None, "--perfect-min-rel", help="Grade a qrel needs to join."),
+    manifest: Optional[Path] = ManifestOpt,
+    all_runs: bool = AllRunsOpt,
+    classes: Optional[Path] = ClassesOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
+    cfg = common.config(config)
+    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
+    pool = top1_pool(table, qrels=q, perfect_min_rel=mr, classes=cls)
+    write_table(pool, output, kind="pool-top1", params=_params(runs=runs, pooled_runs=pooled, qrels=qrels,
+                perfect_min_rel=mr, classes=classes, config=cfg.source))
+    dist = pool_size_distribution(pool)
+    _report(pool, output, pooled, as_json, {"histogram": dist["histogram"]})
+
+
+@app.command("fused")
+def fused(
+    runs: List[Path] = RunsArg,
+    output: Path = OutputOpt,
+    take: Optional[int] = typer.Option(None, "--take", "-n", help="Items per topic."),
+    method: Optional[str] = typer.Option(None, "--method", help="rrf or rbp."),
+    rrf_k: Optional[float] = typer.Option(None, "--rrf-k"),
+    rbp_p: Optional[float] = typer.Option(None, "--rbp-p"),
+    manifest: Optional[Path] = ManifestOpt,
+    all_runs: bool = AllRunsOpt,
+    classes: Optional[Path] = ClassesOpt,
+    qrels: Optional[Path] = QrelsOpt,
+    judged: Optional[str] = JudgedOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
+    cfg = common.config(config)
+    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    m = str(cfg.get_value("fused", "method", method))
+    n = int(cfg.get_value("fused", "take", take))
+    kk = float(cfg.get_value("fused", "rrf_k", rrf_k))
+    pp = float(cfg.get_value("fused", "rbp_p", rbp_p))
+    pol = str(cfg.get_value("pool", "judged", judged))
+    pool = fused_pool(table, n, method=m, k=kk, p=pp, classes=cls, qrels=q, judged=pol)
+    write_table(pool, output, kind="pool-fused", params=_params(runs=runs, pooled_runs=pooled, method=m, take=n,
+                rrf_k=kk, rbp_p=pp, classes=classes, qrels=qrels, judged=pol, config=cfg.source))
+    _report(pool, output, pooled, as_json, {"method": m, "take": n})
+
+
+@app.command("fractional")
+def fractional(
+    runs: List[Path] = RunsArg,
+    corpus: Path = typer.Option(..., "--corpus", help="The passage corpus (streamed)."),
+    output: Path = OutputOpt,
+    fraction: Optional[float] = typer.Option(None, "--fraction", help="Share of the deduplicated corpus kept."),
+    seed: Optional[int] = common.SeedOpt,
+    depth_: Optional[int] = typer.Option(None, "--depth", "-k"),
+    ids_out: Optional[Path] = typer.Option(None, "--ids-out", help="Also write the kept passage ids (.parquet/.tsv)."),
+    runs_out: Optional[Path] = typer.Option(None, "--runs-out", help="Also write the restricted runs (.parquet or TREC text)."),
+    manifest: Optional[Path] = ManifestOpt,
+    all_runs: bool = AllRunsOpt,
+    classes: Optional[Path] = ClassesOpt,
+    qrels: Optional[Path] = QrelsOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
+    their depth-k pool minus what is already judged."""
+    cfg = common.config(config)
+    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    f = float(cfg.get_value("fractional", "fraction", fraction))
+    s = int(cfg.get_value("fractional", "seed", seed))
+    k = int(cfg.get_value("pool", "depth", depth_))
+    with common.progress("sampling corpus", None):
+        kept = fractional_ids_from_corpus(corpus, f, s, classes=cls)
+    restricted = restrict_runs(table, kept, classes=cls)
+    pool = depth_pool(restricted, k, classes=cls, qrels=q, judged="drop")
+    params = _params(runs=runs, pooled_runs=pooled, corpus=corpus, fraction=f, seed=s, depth=k, classes=classes,
+                     qrels=qrels, config=cfg.source)
+    if ids_out:
+        write_table(pa.table({"pid": kept}), ids_out, kind="fractional-ids", params=params)
+    if runs_out:
+        if runs_out.suffix == ".parquet":
+            write_table(restricted, runs_out, kind="runs-restricted", params=params)
+        else:
+            from qrelkit.io.runs import write_trec_run
+
+            write_trec_run(restricted, runs_out)
+    write_table(pool, output, kind="pool-fractional", params=params)
+    _report(pool, output, pooled, as_json, {"fraction": f, "seed": s, "kept_passages": len(kept),
+                                            "restricted_documents": restricted.num_rows})
+
+
+@app.command("stats")
+def stats(
+    pool: Path = typer.Argument(..., help="A pool written by a pool command (.parquet)."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", "-m", help="Map runs to groups."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Folder for the tables (CSV)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Pool size per topic, unique contributions per run and group, overlap between runs."""
+    common.config(config)
+    t = read_table(pool)
+    if "runs" not in t.column_names:
+        raise InputError("missing-column", "not a pool table (no provenance column 'runs')", file=str(pool))
+    res = pool_stats(t, read_manifest(manifest) if manifest else None)
+    if output:
+        for name, df in res.items():
+            write_table(pa.Table.from_pandas(df, preserve_index=False), output / f"{name}.csv", kind=f"pool-stats-{name}",
+                        params={"pool": str(pool)})
+    dist = pool_size_distribution(t)
+    if as_json:
+        common.emit({"size": {k: v for k, v in dist.items() if k != "sizes"},
+                     **{k: v.to_dict(orient="records") for k, v in res.items() if k != "overlap"}}, True)
+        return
+    common.stdout.print(f"{dist['total']} items over {dist['topics']} topics: mean {dist['mean']:.2f}, "
+                        f"median {dist['median']:.1f}, min {dist['min']}, max {dist['max']}")
+    common.print_table(res["groups"], title="Contributions per group")
+    common.print_table(res["runs"], title="Contributions per run")

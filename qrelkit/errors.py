@@ -1,0 +1,32 @@
+"""Error types.
+
+Every defect in user input is reported as an :class:`InputError` that names the file, the line
+(1-based, counted in the decompressed text) and the *rule* that was broken. The command line
+prints ``str(error)`` as one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+
+class QrelkitError(Exception):
+    """Base class of qrelkit's own errors."""
+
+
+class InputError(QrelkitError, ValueError):
+    """Bad user input: a named rule broken at a file and line."""
+
+    def __init__(self, rule: str, message: str, file: str | None = None, line: int | None = None):
+        self.rule = rule
+        self.message = message
+        self.file = None if file is None else str(file)
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.file or "<input>"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        return f"{where}: [{self.rule}] {self.message}"
+
+    def __reduce__(self):  # picklable across processes
+        return (InputError, (self.rule, self.message, self.file, self.line))

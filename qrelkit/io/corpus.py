@@ -1,0 +1,188 @@
+"""Passage corpora, read in a streaming way (chunks of rows), so that any size works.
+
+Formats (chosen by the file name; ``.gz`` allowed for text formats):
+
+* JSONL: MS MARCO v2 ``{"pid", "passage", "docid"}``, or ``{"id"|"_id"|"doc_id", "text"}``;
+  a ``title`` key is prepended to the text when present;
+* TSV: ``pid<TAB>text`` with an optional third column ``docid``, no header;
+* Parquet: columns ``pid`` (or ``id``), ``text`` (or ``passage``), optional ``docid``.
+
+Every chunk is a pyarrow table ``pid: string, text: string, docid: string`` (``docid`` null when
+the corpus has no document field).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from qrelkit.errors import InputError
+
+CORPUS_SCHEMA = pa.schema([("pid", pa.string()), ("text", pa.string()), ("docid", pa.string())])
+ID_KEYS = ("pid", "id", "_id", "doc_id", "docid", "segment_id")
+TEXT_KEYS = ("passage", "text", "contents", "body", "segment")
+DOC_KEYS = ("docid", "doc_id", "document_id")
+
+
+def _open(path: Path):
+    fh = open(path, "rb")
+    if fh.read(2) == b"\x1f\x8b":
+        fh.seek(0)
+        return gzip.open(fh, "rb")
+    fh.seek(0)
+    return fh
+
+
+def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
+    """Yield (first line number, bytes) chunks that end at line boundaries."""
+    line = 1
+    rest = b""
+    with _open(path) as fh:
+        while True:
+            block = fh.read(size)
+            if not block:
+                break
+            block = rest + block
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                rest = block
+                continue
+            chunk, rest = block[: cut + 1], block[cut + 1 :]
+            yield line, chunk
+            line += chunk.count(b"\n")
+    if rest.strip():
+        yield line, rest + b"\n"
+
+
+def _normalize(t: pa.Table, path: Path, first_line: int | None) -> pa.Table:
+    names = t.column_names
+    id_key = next((k for k in ID_KEYS if k in names), None)
+    text_key = next((k for k in TEXT_KEYS if k in names), None)
+    if id_key is None or text_key is None:
+        raise InputError(
+            "missing-column",
+            f"corpus needs an id field ({'/'.join(ID_KEYS)}) and a text field ({'/'.join(TEXT_KEYS)}); found {names}",
+            file=str(path),
+            line=first_line,
+        )
+    doc_key = next((k for k in DOC_KEYS if k in names and k != id_key), None)
+    pid = pc.cast(t[id_key], pa.string())
+    text = pc.cast(t[text_key], pa.string())
+    if "title" in names and text_key != "title":
+        title = pc.cast(t["title"], pa.string())
+        both = pc.binary_join_element_wise(pc.fill_null(title, ""), pc.fill_null(text, ""), " ")
+        text = pc.utf8_trim_whitespace(both)
+    text = pc.fill_null(text, "")
+    docid = pc.cast(t[doc_key], pa.string()) if doc_key else pa.nulls(t.num_rows, pa.string())
+    if pid.null_count:
+        raise InputError("missing-value", "a passage has no id", file=str(path), line=first_line)
+    return pa.table({"pid": pid, "text": text, "docid": docid}, schema=CORPUS_SCHEMA)
+
+
+def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+    try:
+        t = pajson.read_json(
+            io.BytesIO(chunk),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(chunk), 1 << 20)),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # find the exact line: parse line by line
+        rows = []
+        for i, line in enumerate(chunk.split(b"\n")):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(path), line=first_line + i) from None
+            if not isinstance(obj, dict):
+                raise InputError("bad-json", "a line is not a JSON object", file=str(path), line=first_line + i)
+            rows.append({k: (v if isinstance(v, str) or v is None else json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in obj.items()})
+        t = pa.Table.from_pylist(rows)
+    return _normalize(t, path, first_line)
+
+
+def _tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+    ncol = chunk[: chunk.find(b"\n")].count(b"\t") + 1
+    if ncol not in (2, 3):
+        raise InputError("missing-column" if ncol < 2 else "extra-column",
+                         f"TSV corpus needs pid<TAB>text[<TAB>docid], found {ncol} columns", file=str(path), line=first_line)
+    names = ["pid", "text", "docid"][:ncol]
+    bad = []
+
+    def on_invalid(row):
+        bad.append(row)
+        return "error"
+
+    try:
+        t = pacsv.read_csv(
+            io.BytesIO(chunk),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False, block_size=max(len(chunk), 1 << 20)),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid:
+        for i, line in enumerate(chunk.split(b"\n")):
+            if line and line.count(b"\t") + 1 != ncol:
+                raise InputError("column-count", f"expected {ncol} tab-separated columns", file=str(path), line=first_line + i) from None
+        raise InputError("unreadable", "cannot parse TSV corpus", file=str(path), line=first_line) from None
+    return _normalize(t, path, first_line)
+
+
+def corpus_format(path: str | os.PathLike) -> str:
+    name = Path(path).name.lower().removesuffix(".gz")
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if name.endswith((".tsv", ".txt", ".tab")):
+        return "tsv"
+    raise InputError("unknown-format", "corpus must be .jsonl, .tsv or .parquet (optionally .gz)", file=str(path))
+
+
+def iter_corpus(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_rows: int = 200_000) -> Iterator[pa.Table]:
+    """Stream a corpus as :data:`CORPUS_SCHEMA` tables, in corpus order."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("unreadable", "no such file", file=str(p))
+    fmt = corpus_format(p)
+    if fmt == "parquet":
+        try:
+            pf = pq.ParquetFile(p)
+        except Exception as exc:  # noqa: BLE001
+            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
+        for batch in pf.iter_batches(batch_size=chunk_rows):
+            yield _normalize(pa.Table.from_batches([batch]), p, None)
+        return
+    parse = _jsonl_chunk if fmt == "jsonl" else _tsv_chunk
+    for first_line, chunk in _byte_chunks(p, chunk_bytes):
+        yield parse(chunk, p, first_line)
+
+
+def read_corpus(path: str | os.PathLike) -> pa.Table:
+    """The whole corpus as one table (for corpora that fit in memory)."""
+    chunks = list(iter_corpus(path))
+    return pa.concat_tables(chunks) if chunks else CORPUS_SCHEMA.empty_table()
+
+
+def lookup_texts(path: str | os.PathLike, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+    """Stream the corpus once and return ``pid -> (text, docid)`` for the wanted passages."""
+    wanted = pa.array(sorted(pids), pa.string())
+    found: dict[str, tuple[str, str | None]] = {}
+    for chunk in iter_corpus(path):
+        sel = chunk.filter(pc.is_in(chunk["pid"], value_set=wanted))
+        for pid, text, docid in zip(sel["pid"].to_pylist(), sel["text"].to_pylist(), sel["docid"].to_pylist()):
+            found.setdefault(pid, (text, docid))
+        if len(found) == len(pids):
+            break
+    return found

@@ -1,0 +1,95 @@
+"""Run manifests: which group submitted each run, with its priority, baseline flag and subtask.
+
+CSV (header row) or TOML (an array of tables ``[[runs]]``). Columns:
+
+=========  ========  ==========================================================================
+run        required  the run's name (its tag)
+group      required  the submitting group
+priority   optional  integer; 1 is the highest priority, as on TREC submission forms (default 1)
+baseline   optional  true/false, yes/no, 1/0 (default false)
+subtask    optional  e.g. ``rerank`` or ``fullrank`` (default empty)
+file       optional  the run's file name; then each file's tag must equal its ``run``
+...        optional  any further columns are kept as they are
+=========  ========  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+
+from qrelkit.errors import InputError
+
+_TRUE = {"true", "yes", "y", "1", "t"}
+_FALSE = {"false", "no", "n", "0", "f", ""}
+
+
+def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
+    """Read and validate a manifest; returns one row per run (strings, ``priority`` int,
+    ``baseline`` bool)."""
+    p = Path(path)
+    if p.suffix == ".toml":
+        try:
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InputError("bad-toml", str(exc), file=str(p)) from None
+        except OSError as exc:
+            raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
+        rows = doc.get("runs", doc.get("run"))
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise InputError("missing-column", "TOML manifest needs an array of tables [[runs]]", file=str(p))
+        df = pd.DataFrame(rows)
+        line_of = {i: None for i in range(len(df))}
+    else:
+        try:
+            df = pd.read_csv(p, dtype=str, keep_default_na=False, sep=None, engine="python")
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise InputError("unreadable", f"not a readable CSV manifest: {exc}", file=str(p)) from None
+        line_of = {i: i + 2 for i in range(len(df))}  # header is line 1
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    for col in ("run", "group"):
+        if col not in df.columns:
+            raise InputError("missing-column", f"manifest needs a {col!r} column", file=str(p), line=1 if line_of else None)
+    if df.empty:
+        raise InputError("empty-file", "manifest lists no runs", file=str(p))
+    df["run"] = df["run"].astype(str).str.strip()
+    df["group"] = df["group"].astype(str).str.strip()
+    for i, r in enumerate(df["run"]):
+        if not r:
+            raise InputError("missing-value", "empty run name", file=str(p), line=line_of[i])
+    dup = df["run"].duplicated()
+    if dup.any():
+        i = int(dup.to_numpy().nonzero()[0][0])
+        raise InputError("duplicate-run", f"run {df['run'].iloc[i]!r} listed twice", file=str(p), line=line_of[i])
+    if "priority" not in df.columns:
+        df["priority"] = 1
+    prio = []
+    for i, v in enumerate(df["priority"]):
+        s = str(v).strip()
+        try:
+            prio.append(int(s))
+        except ValueError:
+            raise InputError("bad-priority", f"priority {s!r} is not an integer", file=str(p), line=line_of[i]) from None
+    df["priority"] = prio
+    if "baseline" not in df.columns:
+        df["baseline"] = False
+    base = []
+    for i, v in enumerate(df["baseline"]):
+        s = str(v).strip().lower()
+        if isinstance(v, bool):
+            base.append(v)
+        elif s in _TRUE:
+            base.append(True)
+        elif s in _FALSE:
+            base.append(False)
+        else:
+            raise InputError("bad-baseline", f"baseline {v!r} is not true/false", file=str(p), line=line_of[i])
+    df["baseline"] = base
+    if "subtask" not in df.columns:
+        df["subtask"] = ""
+    df["subtask"] = df["subtask"].astype(str).str.strip()
+    front = ["run", "group", "priority", "baseline", "subtask"]
+    return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)

@@ -1,0 +1,118 @@
+"""Qrels: ``qid iteration docid rel`` text (plain or gzip) and Parquet.
+
+The qrels table (:data:`QRELS_SCHEMA`) is ``qid: string, docid: string, rel: int32``, sorted by
+topic (natural order) then docid. Grades must be integers: a fractional grade is an error
+(trec_eval silently truncates it). Negative grades mean "pooled, not judged" and are kept;
+:func:`judged` drops them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from qrelkit.errors import InputError
+from qrelkit.io.text import Column, parse_columns, read_bytes
+
+QRELS_SCHEMA = pa.schema([("qid", pa.string()), ("docid", pa.string()), ("rel", pa.int32())])
+
+QRELS_TEXT_COLUMNS = [
+    Column("qid", "str"),
+    Column("iteration", "skip"),
+    Column("docid", "str"),
+    Column("rel", "float", rule="grade-not-numeric"),
+]
+
+
+def sort_qrels(table: pa.Table) -> pa.Table:
+    """Order qrels by topic (natural order), then docid."""
+    from qrelkit.io.runs import _natural_codes
+
+    if table.num_rows == 0:
+        return table
+    codes, _ = _natural_codes(table["qid"])
+    t = table.append_column("_q", pa.array(codes))
+    idx = pc.sort_indices(t, sort_keys=[("_q", "ascending"), ("docid", "ascending")])
+    return table.take(idx)
+
+
+def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
+    """Read qrels (TREC text, ``.gz`` or Parquet) into :data:`QRELS_SCHEMA`.
+
+    Rules: ``missing-column``/``extra-column``, ``grade-not-numeric``, ``grade-not-integer``
+    (a fractional grade), ``duplicate-judgment`` (same topic and docid twice), ``empty-file``.
+    Strict mode raises :class:`InputError`; lenient mode drops bad lines and keeps the first of
+    duplicate judgments.
+    """
+    p = Path(path)
+    if p.suffix == ".parquet":
+        try:
+            t = pq.read_table(p)
+        except Exception as exc:  # noqa: BLE001
+            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
+        for c in ("qid", "docid", "rel"):
+            if c not in t.column_names:
+                raise InputError("missing-column", f"Parquet qrels need column {c!r}", file=str(p))
+        t = pa.table(
+            {
+                "qid": pc.cast(t["qid"], pa.string()),
+                "docid": pc.cast(t["docid"], pa.string()),
+                "rel": pc.cast(t["rel"], pa.float64()),
+                "_line": pa.array(np.arange(1, t.num_rows + 1, dtype=np.int64)),
+            }
+        )
+        problems = []
+    else:
+        parsed = parse_columns(read_bytes(p), QRELS_TEXT_COLUMNS, str(p))
+        t = parsed.table
+        problems = parsed.problems
+    if problems and not lenient:
+        rule, line, msg = min(problems, key=lambda x: x[1])
+        raise InputError(rule, msg, file=str(p), line=line)
+    if t.num_rows == 0:
+        raise InputError("empty-file", "no judgments", file=str(p))
+    rel = t["rel"].to_numpy()
+    lines = t["_line"].to_numpy()
+    keep = np.ones(len(rel), bool)
+    bad = ~np.isfinite(rel) | (rel != np.floor(rel))
+    if bad.any():
+        if not lenient:
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError("grade-not-integer", f"grade {rel[i]!r} is not an integer", file=str(p), line=int(lines[i]))
+        keep &= ~bad
+    key = pd.DataFrame({"q": t["qid"].to_numpy(zero_copy_only=False), "d": t["docid"].to_numpy(zero_copy_only=False)})
+    dup = key.duplicated().to_numpy() & keep
+    if dup.any():
+        if not lenient:
+            i = int(np.flatnonzero(dup)[0])
+            raise InputError("duplicate-judgment", f"topic {key.q[i]} docid {key.d[i]} judged twice",
+                             file=str(p), line=int(lines[i]))
+        keep &= ~dup
+    out = pa.table(
+        {"qid": t["qid"], "docid": t["docid"], "rel": pa.array(np.where(keep, rel, 0).astype(np.int32))}
+    ).filter(pa.array(keep))
+    return sort_qrels(out.cast(QRELS_SCHEMA))
+
+
+def judged(qrels: pa.Table) -> pa.Table:
+    """Only the judged rows (grade >= 0)."""
+    return qrels.filter(pc.greater_equal(qrels["rel"], 0))
+
+
+def write_qrels(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write qrels as TREC text (``qid 0 docid rel``), atomically, in qrels order."""
+    import pyarrow.csv as pacsv
+
+    from qrelkit.io.atomic import atomic_path
+
+    t = sort_qrels(table.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA))
+    n = t.num_rows
+    out = pa.table({"qid": t["qid"], "it": pa.array(np.zeros(n, np.int32)), "docid": t["docid"], "rel": t["rel"]})
+    with atomic_path(path) as tmp:
+        pacsv.write_csv(out, tmp, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))

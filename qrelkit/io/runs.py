@@ -1,0 +1,551 @@
+"""Runs: reading, validating and holding TREC runs in canonical order.
+
+A run table (:data:`RUN_SCHEMA`) has one row per retrieved document::
+
+    run: string   qid: string   docid: string   rank: int32   score: float64
+
+It is always in **canonical order**: runs by name, topics in natural order (numerically when
+every qid is an integer, else as strings), then score descending with ties broken by docid
+descending (byte order), exactly as trec_eval orders a run. ``rank`` is recomputed from that order
+(1-based); the rank column of the input file is only checked, never trusted.
+
+Validation names a rule for each defect (see :data:`RULES`). Strict mode (the default) raises an
+:class:`~qrelkit.errors.InputError` for the first error (file, line, rule); lenient mode repairs
+what can be repaired and reports counts per rule. Warnings never abort.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from qrelkit.errors import InputError
+from qrelkit.io.text import Column, parse_columns, read_bytes
+
+RUN_SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),
+        ("qid", pa.string()),
+        ("docid", pa.string()),
+        ("rank", pa.int32()),
+        ("score", pa.float64()),
+    ]
+)
+
+RUN_TEXT_COLUMNS = [
+    Column("qid", "str"),
+    Column("q0", "skip"),
+    Column("docid", "str"),
+    Column("rank", "float", rule="rank-not-integer", soft=True),
+    Column("score", "float", rule="score-not-numeric"),
+    Column("tag", "str"),
+]
+
+#: rule name -> (severity, what lenient mode does)
+RULES: dict[str, tuple[str, str]] = {
+    "unreadable": ("error", "file skipped"),
+    "bad-gzip": ("error", "file skipped"),
+    "empty-file": ("error", "file skipped"),
+    "not-utf8": ("error", "bytes replaced by U+FFFD"),
+    "missing-column": ("error", "line dropped"),
+    "extra-column": ("error", "line dropped"),
+    "score-not-numeric": ("error", "line dropped"),
+    "score-not-finite": ("error", "line dropped"),
+    "duplicate-docid": ("error", "first occurrence in the file kept"),
+    "multiple-tags": ("error", "all lines kept under the file's run name"),
+    "tag-mismatch": ("error", "the manifest's run name used"),
+    "not-in-manifest": ("error", "run kept"),
+    "duplicate-run": ("error", "later file skipped"),
+    "unknown-topic": ("error", "lines dropped"),
+    "max-depth": ("error", "topic truncated to the maximum depth in canonical order"),
+    "rank-not-integer": ("warning", "ranks are recomputed"),
+    "rank-zero-based": ("warning", "ranks are recomputed"),
+    "rank-order-differs": ("warning", "ranks are recomputed from score, docid"),
+    "tie-order-differs": ("warning", "ties are ordered by docid descending"),
+    "shallow-topics": ("warning", "reported only"),
+    "missing-topic": ("warning", "reported only"),
+    "blank-line": ("warning", "ignored"),
+    "comment-line": ("warning", "ignored"),
+}
+
+ISSUE_COLUMNS = ["file", "run", "rule", "severity", "count", "line", "message", "repair"]
+
+
+def qid_order(qids: Iterable[str]) -> list[str]:
+    """Natural topic order: numeric when every qid is an integer, else by string."""
+    uniq = sorted(set(qids))
+    if all(q.isascii() and q.isdigit() for q in uniq):
+        # numeric order without int(): int() refuses strings of more than 4300 digits
+        return sorted(uniq, key=lambda q: (len(q.lstrip("0")), q.lstrip("0"), q))
+    return uniq
+
+
+@dataclass
+class RunSet:
+    """Runs read from files: the canonical table plus what validation found."""
+
+    table: pa.Table
+    issues: pd.DataFrame  # ISSUE_COLUMNS, one row per (file, rule)
+    summary: pd.DataFrame  # one row per run
+    files: dict[str, str] = field(default_factory=dict)  # run -> file
+
+    @property
+    def runs(self) -> list[str]:
+        return list(self.summary["run"])
+
+    def errors(self) -> pd.DataFrame:
+        return self.issues[self.issues["severity"] == "error"]
+
+
+@dataclass
+class _Issue:
+    rule: str
+    count: int
+    line: int | None
+    message: str
+
+
+@dataclass
+class _FileResult:
+    path: str
+    run: str | None = None
+    table: pa.Table | None = None
+    issues: list[_Issue] = field(default_factory=list)
+    lines: int = 0
+
+    def add(self, rule: str, count: int, line: int | None, message: str) -> None:
+        if count:
+            self.issues.append(_Issue(rule, int(count), None if line is None else int(line), message))
+
+    def first_error(self) -> _Issue | None:
+        errs = [i for i in self.issues if RULES[i.rule][0] == "error"]
+        if not errs:
+            return None
+        return min(errs, key=lambda i: (i.line if i.line is not None else 0, i.rule))
+
+
+def expand_sources(sources: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """Files named by ``sources``: files as given, folders expanded to their visible files
+    (sorted by name)."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    out: list[Path] = []
+    for s in sources:
+        p = Path(s)
+        if p.is_dir():
+            kids = sorted(k for k in p.iterdir() if k.is_file() and not k.name.startswith("."))
+            if not kids:
+                raise InputError("empty-folder", "folder holds no run files", file=str(p))
+            out.extend(kids)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise InputError("unreadable", "no such file", file=str(p))
+    return out
+
+
+def _first_line(mask: np.ndarray, lines: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(lines[idx[0]]) if len(idx) else None
+
+
+def _natural_codes(qid: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``qid`` values in natural topic order (code 0 = first topic)."""
+    enc = pc.dictionary_encode(qid)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    values = enc.dictionary.to_pylist()
+    order = qid_order(values)
+    pos = {q: i for i, q in enumerate(order)}
+    remap = np.array([pos[v] for v in values], dtype=np.int32)
+    codes = remap[enc.indices.to_numpy(zero_copy_only=False)] if len(values) else np.zeros(0, np.int32)
+    return codes, order
+
+
+def canonical_indices(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> np.ndarray | None:
+    """Row order (qid code asc, score desc, docid desc); ``None`` when already in that order."""
+    n = len(qcodes)
+    if n < 2:
+        return None
+    dq = np.diff(qcodes)
+    same = dq == 0
+    ds = np.diff(score)
+    ordered = bool((dq >= 0).all()) and not bool((same & (ds > 0)).any())
+    if ordered:
+        tie = np.flatnonzero(same & (ds == 0))
+        if len(tie) == 0:
+            return None
+        left = docid.take(pa.array(tie))
+        right = docid.take(pa.array(tie + 1))
+        if pc.all(pc.greater(left, right)).as_py():
+            return None
+    table = pa.table({"q": qcodes, "s": score, "d": docid})
+    idx = pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")])
+    return idx.to_numpy()
+
+
+def _block_ranks(qcodes: np.ndarray) -> np.ndarray:
+    """1-based position of each row within its run of equal qid codes (rows already grouped)."""
+    n = len(qcodes)
+    if n == 0:
+        return np.zeros(0, np.int32)
+    starts = np.flatnonzero(np.concatenate(([True], qcodes[1:] != qcodes[:-1])))
+    lengths = np.diff(np.concatenate((starts, [n])))
+    return (np.arange(n) - np.repeat(starts, lengths) + 1).astype(np.int32)
+
+
+@dataclass
+class RunOptions:
+    """What :func:`read_runs` checks. ``max_depth`` and ``expected_depth`` are per topic."""
+
+    lenient: bool = False
+    topics: set[str] | None = None
+    max_depth: int | None = None
+    expected_depth: int | None = None
+    file_runs: Mapping[str, str] | None = None  # file name -> run name from a manifest
+    known_runs: set[str] | None = None  # runs of the manifest
+
+
+def _load_table(path: Path) -> tuple[pa.Table, _FileResult]:
+    """Parse one file (text or Parquet) into qid, docid, rank, score, tag, _line."""
+    res = _FileResult(path=str(path))
+    if path.suffix == ".parquet":
+        try:
+            t = pq.read_table(path)
+        except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
+            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(path)) from None
+        names = set(t.column_names)
+        need = {"qid", "docid", "score"}
+        if not need <= names:
+            raise InputError("missing-column", f"Parquet run needs columns {sorted(need)}", file=str(path))
+        tag_col = "run" if "run" in names else ("tag" if "tag" in names else None)
+        n = t.num_rows
+        cols = {
+            "qid": pc.cast(t["qid"], pa.string()),
+            "docid": pc.cast(t["docid"], pa.string()),
+            "rank": pc.cast(t["rank"], pa.float64()) if "rank" in names else pa.array(np.arange(1, n + 1, dtype=np.float64)),
+            "score": pc.cast(t["score"], pa.float64()),
+            "tag": pc.cast(t[tag_col], pa.string()) if tag_col else pa.array([path.stem] * n, pa.string()),
+            "_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+        }
+        res.lines = n
+        return pa.table(cols).combine_chunks(), res
+    data = read_bytes(path)
+    parsed = parse_columns(data, RUN_TEXT_COLUMNS, str(path))
+    for rule, line, message in parsed.problems:
+        res.add(rule, 1, line, message)
+    # aggregate repeated problems into one issue per rule (first line, count)
+    agg: dict[str, _Issue] = {}
+    for i in res.issues:
+        if i.rule in agg:
+            agg[i.rule].count += i.count
+        else:
+            agg[i.rule] = i
+    res.issues = list(agg.values())
+    for rule, lines in parsed.soft.items():
+        res.add(rule, len(lines), lines[0], "rank is not a number")
+    res.add("blank-line", parsed.blank_lines, None, "blank lines ignored")
+    res.add("comment-line", parsed.comment_lines, None, "comment lines ignored")
+    res.lines = parsed.table.num_rows
+    return parsed.table, res
+
+
+def _process_file(path: Path, opts: RunOptions) -> _FileResult:
+    try:
+        t, res = _load_table(path)
+    except InputError as exc:
+        res = _FileResult(path=str(path))
+        res.add(exc.rule, 1, exc.line, exc.message)
+        return res
+    if t.num_rows == 0:
+        res.add("empty-file", 1, None, "no run lines")
+        return res
+    lines = t["_line"].to_numpy()
+    score = t["score"].to_numpy()
+    keep = np.ones(t.num_rows, dtype=bool)
+
+    # run name: the tag of the first line, or the manifest's name for this file
+    tags = pc.dictionary_encode(t["tag"]).combine_chunks() if isinstance(t["tag"], pa.ChunkedArray) else pc.dictionary_encode(t["tag"])
+    tag_values = tags.dictionary.to_pylist()
+    tag_codes = tags.indices.to_numpy()
+    first_tag = tag_values[tag_codes[0]]
+    run = first_tag
+    if len(tag_values) > 1:
+        other = tag_codes != tag_codes[0]
+        res.add("multiple-tags", int(other.sum()), _first_line(other, lines),
+                f"{len(tag_values)} tags in one file ({', '.join(sorted(tag_values)[:5])})")
+    if opts.file_runs is not None and path.name in opts.file_runs:
+        expected = opts.file_runs[path.name]
+        if expected != first_tag:
+            res.add("tag-mismatch", 1, int(lines[0]), f"tag {first_tag!r} but the manifest names this file's run {expected!r}")
+        run = expected
+    elif opts.known_runs is not None and run not in opts.known_runs:
+        res.add("not-in-manifest", 1, int(lines[0]), f"run {run!r} is not in the manifest")
+    res.run = run
+
+    finite = np.isfinite(score)
+    if not finite.all():
+        bad = ~finite
+        res.add("score-not-finite", int(bad.sum()), _first_line(bad, lines), "score is NaN or infinite")
+        keep &= finite
+
+    qid = t["qid"]
+    if opts.topics is not None:
+        known = pc.is_in(qid, value_set=pa.array(sorted(opts.topics), pa.string())).to_numpy(zero_copy_only=False)
+        unknown = ~known
+        if unknown.any():
+            first = _first_line(unknown, lines)
+            bad_q = pc.unique(qid.filter(pa.array(unknown))).to_pylist()
+            res.add("unknown-topic", int(unknown.sum()), first,
+                    f"topic(s) not in the topics file: {', '.join(sorted(bad_q)[:5])}")
+            keep &= known
+
+    qcodes, order = _natural_codes(qid)
+    docid = t["docid"]
+    denc = pc.dictionary_encode(docid)
+    if isinstance(denc, pa.ChunkedArray):
+        denc = denc.combine_chunks()
+    key = qcodes.astype(np.int64) * max(len(denc.dictionary), 1) + denc.indices.to_numpy()
+    kept_idx = np.flatnonzero(keep)  # a dropped line never makes a later one a duplicate
+    dup = np.zeros(len(keep), bool)
+    dup[kept_idx[pd.Series(key[kept_idx]).duplicated().to_numpy()]] = True
+    if dup.any():
+        res.add("duplicate-docid", int(dup.sum()), _first_line(dup, lines), "docid retrieved twice for one topic")
+        keep &= ~dup
+
+    rank_in = t["rank"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        nonint = np.isfinite(rank_in) & (rank_in != np.floor(rank_in))
+    if nonint.any():
+        res.add("rank-not-integer", int(nonint.sum()), _first_line(nonint, lines), "rank is not an integer")
+    zero = rank_in == 0
+    if zero.any():
+        res.add("rank-zero-based", int(zero.sum()), _first_line(zero, lines), "ranks start at 0")
+
+    if not keep.all():
+        sel = pa.array(keep)
+        t = t.filter(sel)
+        qcodes = qcodes[keep]
+        lines = lines[keep]
+        rank_in = rank_in[keep]
+    score = t["score"].to_numpy()
+    docid = t["docid"]
+    idx = canonical_indices(qcodes, score, docid)
+    if idx is not None:
+        t = t.take(pa.array(idx))
+        qcodes = qcodes[idx]
+        rank_in = rank_in[idx]
+        lines = lines[idx]
+    rank = _block_ranks(qcodes)
+    # given ranks should increase along the canonical order within each topic; disorder among
+    # equal scores only means the run broke ties differently from trec_eval (docid descending)
+    same = qcodes[1:] == qcodes[:-1]
+    with np.errstate(invalid="ignore"):
+        disorder = same & ~(rank_in[1:] > rank_in[:-1])
+    tied = t["score"].to_numpy()
+    tied = tied[1:] == tied[:-1]
+    for rule, mask, what in (
+        ("rank-order-differs", disorder & ~tied, "given ranks disagree with the score order"),
+        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than docid descending"),
+    ):
+        if mask.any():
+            nq = len(np.unique(qcodes[1:][mask]))
+            res.add(rule, nq, None, f"{what} in {nq} topic(s)")
+
+    if opts.max_depth is not None:
+        over = rank > opts.max_depth
+        if over.any():
+            first = int(lines[over].min())
+            res.add("max-depth", int(over.sum()), first, f"more than {opts.max_depth} documents for a topic")
+            t = t.filter(pa.array(~over))
+            rank = rank[~over]
+    n = t.num_rows
+    t = pa.table(
+        {
+            "run": pa.array([run], pa.string()).take(pa.array(np.zeros(n, np.int32))) if n else pa.array([], pa.string()),
+            "qid": t["qid"],
+            "docid": t["docid"],
+            "rank": pa.array(rank, pa.int32()),
+            "score": t["score"],
+        },
+        schema=RUN_SCHEMA,
+    )
+    res.table = t
+    return res
+
+
+def _depth_issues(res: _FileResult, opts: RunOptions) -> None:
+    t = res.table
+    if t is None or t.num_rows == 0:
+        return
+    depth = pc.value_counts(t["qid"])
+    counts = depth.field("counts").to_numpy()
+    topics = depth.field("values").to_pylist()
+    if opts.expected_depth:
+        shallow = counts < opts.expected_depth
+        if shallow.any():
+            res.add("shallow-topics", int(shallow.sum()), None,
+                    f"{int(shallow.sum())} of {len(counts)} topics have fewer than {opts.expected_depth} "
+                    f"documents (median {int(np.median(counts))})")
+    if opts.topics is not None:
+        missing = sorted(opts.topics - set(topics))
+        if missing:
+            res.add("missing-topic", len(missing), None, f"no documents for topic(s) {', '.join(missing[:5])}")
+
+
+def read_runs(
+    sources: str | os.PathLike | Sequence[str | os.PathLike],
+    *,
+    lenient: bool = False,
+    topics: Iterable[str] | None = None,
+    max_depth: int | None = None,
+    expected_depth: int | None = None,
+    manifest: pd.DataFrame | None = None,
+    threads: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RunSet:
+    """Read and validate TREC runs (text, ``.gz`` or Parquet; files or folders).
+
+    Strict mode raises :class:`InputError` for the first error in the first offending file (in
+    file-name order). Lenient mode repairs (see :data:`RULES`) and reports every rule's count in
+    ``RunSet.issues``. ``manifest`` (see :func:`qrelkit.io.manifest.read_manifest`) checks that
+    every run is known and, when it has a ``file`` column, that each file's tag matches.
+    ``expected_depth`` flags topics with fewer documents (a warning). The returned table is in
+    canonical order with ranks recomputed.
+    """
+    paths = expand_sources(sources)
+    opts = RunOptions(
+        lenient=lenient,
+        topics=None if topics is None else {str(q) for q in topics},
+        max_depth=max_depth,
+        expected_depth=expected_depth,
+    )
+    if manifest is not None:
+        opts.known_runs = set(manifest["run"].astype(str))
+        if "file" in manifest.columns:
+            opts.file_runs = {
+                Path(str(f)).name: str(r) for f, r in zip(manifest["file"], manifest["run"]) if isinstance(f, str) and f
+            }
+    nthreads = threads or min(2, os.cpu_count() or 1)
+
+    def work(p: Path) -> _FileResult:
+        r = _process_file(p, opts)
+        _depth_issues(r, opts)
+        if progress is not None:
+            progress(1)
+        return r
+
+    if nthreads > 1 and len(paths) > 1:
+        with ThreadPoolExecutor(nthreads) as ex:
+            results = list(ex.map(work, paths))
+    else:
+        results = [work(p) for p in paths]
+
+    # cross-file rule: one run name per file
+    seen: dict[str, str] = {}
+    for r in results:
+        if r.run is None or r.table is None:
+            continue
+        if r.run in seen:
+            r.add("duplicate-run", 1, None, f"run {r.run!r} also read from {seen[r.run]}")
+            r.table = None
+        else:
+            seen[r.run] = r.path
+
+    if not lenient:
+        for r in results:
+            err = r.first_error()
+            if err is not None:
+                raise InputError(err.rule, err.message, file=r.path, line=err.line)
+
+    issues = []
+    summary = []
+    for r in results:
+        for i in r.issues:
+            sev, repair = RULES[i.rule]
+            issues.append([r.path, r.run, i.rule, sev, i.count, i.line, i.message, repair])
+    good = sorted((r for r in results if r.table is not None and r.table.num_rows), key=lambda r: r.run)
+    for r in results:
+        t = r.table
+        if t is not None and t.num_rows:
+            counts = pc.value_counts(t["qid"]).field("counts").to_numpy()
+            depth = (int(counts.min()), float(np.median(counts)), int(counts.max()))
+            ntopics = len(counts)
+            docs = t.num_rows
+        else:
+            depth = (0, 0.0, 0)
+            ntopics = 0
+            docs = 0
+        errs = sum(i.count for i in r.issues if RULES[i.rule][0] == "error")
+        warns = sum(i.count for i in r.issues if RULES[i.rule][0] == "warning")
+        status = "skipped" if r.table is None else ("repaired" if errs else ("warnings" if warns else "ok"))
+        summary.append([r.run, r.path, r.lines, docs, ntopics, *depth, errs, warns, status])
+    issues_df = pd.DataFrame(issues, columns=ISSUE_COLUMNS)
+    issues_df["line"] = issues_df["line"].astype("Int64")
+    summary_df = pd.DataFrame(
+        summary,
+        columns=["run", "file", "lines", "docs", "topics", "min_depth", "median_depth", "max_depth",
+                 "errors", "warnings", "status"],
+    ).sort_values(["run", "file"], na_position="last", kind="stable").reset_index(drop=True)
+    if good:
+        table = pa.concat_tables([r.table for r in good])
+    else:
+        table = RUN_SCHEMA.empty_table()
+    return RunSet(table=table, issues=issues_df, summary=summary_df, files={r.run: r.path for r in good})
+
+
+def canonicalize(table: pa.Table | pd.DataFrame) -> pa.Table:
+    """Put any table with run, qid, docid, score columns into canonical order; ranks recomputed.
+
+    A missing ``run`` column is treated as one run named ``run``.
+    """
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    n = table.num_rows
+    run = pc.cast(table["run"], pa.string()) if "run" in table.column_names else pa.array(["run"] * n, pa.string())
+    qid = pc.cast(table["qid"], pa.string())
+    docid = pc.cast(table["docid"], pa.string())
+    score = pc.cast(table["score"], pa.float64())
+    qcodes, _ = _natural_codes(qid)
+    t = pa.table({"r": run, "q": qcodes, "s": score, "d": docid})
+    idx = pc.sort_indices(t, sort_keys=[("r", "ascending"), ("q", "ascending"), ("s", "descending"), ("d", "descending")])
+    t = pa.table({"run": run, "qid": qid, "docid": docid, "score": score}).take(idx)
+    rcodes = pc.dictionary_encode(t["run"]).combine_chunks().indices.to_numpy() if n else np.zeros(0, np.int32)
+    q2 = qcodes[idx.to_numpy()]
+    group = rcodes.astype(np.int64) * (int(q2.max()) + 1 if n else 1) + q2
+    rank = _block_ranks(group)
+    return pa.table(
+        {"run": t["run"], "qid": t["qid"], "docid": t["docid"], "rank": pa.array(rank, pa.int32()), "score": t["score"]},
+        schema=RUN_SCHEMA,
+    )
+
+
+def write_trec_run(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write a run table as TREC text (``qid Q0 docid rank score run``), atomically."""
+    from qrelkit.io.atomic import atomic_path
+
+    n = table.num_rows
+    out = pa.table(
+        {
+            "qid": table["qid"],
+            "q0": pa.array(["Q0"], pa.string()).take(pa.array(np.zeros(n, np.int32))) if n else pa.array([], pa.string()),
+            "docid": table["docid"],
+            "rank": table["rank"],
+            "score": table["score"],
+            "run": table["run"],
+        }
+    )
+    with atomic_path(path) as tmp:
+        pacsv.write_csv(
+            out, tmp, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+        )

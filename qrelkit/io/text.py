@@ -1,0 +1,284 @@
+"""Reading whitespace-separated TREC text files (runs, qrels, near-duplicate lists).
+
+Two parsers stand behind one function, :func:`parse_columns`:
+
+* a **fast path** (pyarrow's multithreaded CSV reader) for files whose whitespace is regular
+  (single spaces or single tabs, no blank or comment lines), where row ``i`` is line ``i + 1``;
+* an **exact path** (line by line) that is the reference: it accepts any run of spaces and tabs,
+  CRLF, blank lines and ``#`` comment lines, and names the line of every defect.
+
+The fast path falls back to the exact path whenever the input is not regular or pyarrow rejects a
+row, so both give the same table for every input (this is tested with hypothesis).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from qrelkit.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+# The number grammars are pyarrow's (ASCII digits only; nan/inf/infinity in any letter case; a
+# "nan(...)" payload), so that the fast and the exact path accept exactly the same tokens.
+_INT = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|[nN][aA][nN](?:\([0-9A-Za-z_]*\))?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
+)
+_NAN_PAYLOAD = re.compile(r"\(.*")
+# whitespace that str.split() splits on but that is part of a token here: fields are separated by
+# spaces and tabs only (as in the fast path); "\r" is a separator too (CRLF line ends)
+_OTHER_SPACE = "\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+_SEP = re.compile(r"[ \t\r]+")
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """Read a whole file, decompressing gzip (detected by its magic bytes, not its name)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise InputError("unreadable", "is a directory, expected a file", file=str(p)) from None
+    except OSError as exc:
+        raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError("bad-gzip", f"cannot decompress: {exc}", file=str(p)) from None
+    return raw
+
+
+def parse_float(token: str) -> float | None:
+    """Parse a score the way the fast path does; ``None`` when it is not a number."""
+    if _NUMBER.fullmatch(token) is None:
+        return None
+    return float(_NAN_PAYLOAD.sub("", token))  # float() rejects "nan(...)"
+
+
+@dataclass
+class Column:
+    """One column of a text table: its name, its arrow type in the fast path, and the rule
+    broken when a token cannot be converted."""
+
+    name: str
+    kind: str  # "str", "float", "int", "skip"
+    rule: str = ""  # rule named when conversion fails ("" = never fails)
+    soft: bool = False  # a failed conversion gives NaN/None and is counted, not an error
+
+
+@dataclass
+class Parsed:
+    """Result of :func:`parse_columns`."""
+
+    table: pa.Table  # the converted columns plus ``_line`` (int64, 1-based line numbers)
+    problems: list[tuple[str, int, str]] = field(default_factory=list)  # (rule, line, message)
+    soft: dict[str, list[int]] = field(default_factory=dict)  # rule -> lines (soft failures)
+    blank_lines: int = 0
+    comment_lines: int = 0
+    fast: bool = False
+
+
+def _fast_ready(data: bytes) -> tuple[bytes, bytes] | None:
+    """Return (data, delimiter) when the fast path applies, else ``None``."""
+    if not data or data.startswith(UTF8_BOM):  # pyarrow drops a BOM silently; the exact path too
+        return None
+    if not data.isascii():  # pyarrow checks UTF-8 only in the columns it converts
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+        if b"\r" in data:
+            return None
+    has_tab = b"\t" in data
+    has_space = b" " in data
+    if has_tab and has_space:
+        return None
+    delim = b"\t" if has_tab else b" "
+    if (
+        delim + delim in data
+        or data[:1] in (delim, b"\n", b"#")
+        or delim + b"\n" in data
+        or b"\n" + delim in data
+        or b"\n\n" in data
+        or b"\n#" in data
+        or data.endswith(delim)
+        or b"\x00" in data
+    ):
+        return None
+    return data, delim
+
+
+def _arrow_type(col: Column) -> pa.DataType:
+    return {"str": pa.string(), "float": pa.float64(), "int": pa.int64()}[col.kind]
+
+
+def _read_type(col: Column) -> pa.DataType:
+    # int columns are read as text and checked against _INT: pyarrow's own integer parser takes
+    # "0x1f" (hex) and refuses "+5", the exact path does the opposite
+    return pa.string() if col.kind == "int" else _arrow_type(col)
+
+
+def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Table | None:
+    names = [c.name for c in columns]
+    bad = []
+
+    def on_invalid(row):  # any malformed row sends the whole file to the exact path
+        bad.append(row)
+        return "error"
+
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22, use_threads=False),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delim.decode(),
+                quote_char=False,
+                double_quote=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=on_invalid,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c.name: _read_type(c) for c in columns if c.kind != "skip"},
+                include_columns=[c.name for c in columns if c.kind != "skip"],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                null_values=[],
+                true_values=[],
+                false_values=[],
+                check_utf8=True,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        return None
+    if bad:
+        return None
+    for c in columns:
+        if c.kind == "float":
+            # pyarrow accepts a few spellings the exact path does not; keep the paths equal
+            if table[c.name].null_count:
+                return None
+        elif c.kind == "int":
+            col = table[c.name]
+            if not pc.all(pc.match_substring_regex(col, r"^-?[0-9]+$")).as_py():
+                return None
+            try:
+                table = table.set_column(table.column_names.index(c.name), c.name, pc.cast(col, pa.int64()))
+            except pa.ArrowInvalid:  # out of the int64 range
+                return None
+    table = table.combine_chunks()
+    return table.append_column("_line", pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64)))
+
+
+def _parse_exact(data: bytes, columns: Sequence[Column], path: str) -> Parsed:
+    ncol = len(columns)
+    expected = " ".join(c.name for c in columns)
+    out: list[list] = [[] for _ in columns]
+    lines_kept: list[int] = []
+    parsed = Parsed(table=pa.table({}))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        parsed.problems.append(("not-utf8", line, "bytes that are not UTF-8"))
+        text = data.decode("utf-8", errors="replace")
+    text = text.removeprefix("\ufeff")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    # str.split() is fast but also splits on \v, \f, NBSP, ...; use it only when none occurs
+    plain = not any(c in text for c in (_OTHER_SPACE[:6] if text.isascii() else _OTHER_SPACE))
+    for lineno, raw in enumerate(lines, 1):
+        tokens = raw.split() if plain else [t for t in _SEP.split(raw) if t]
+        if not tokens:
+            parsed.blank_lines += 1
+            continue
+        if tokens[0].startswith("#"):
+            parsed.comment_lines += 1
+            continue
+        if len(tokens) != ncol:
+            rule = "missing-column" if len(tokens) < ncol else "extra-column"
+            parsed.problems.append(
+                (rule, lineno, f"expected {ncol} columns ({expected}), found {len(tokens)}")
+            )
+            continue
+        values = []
+        ok = True
+        for col, tok in zip(columns, tokens):
+            if col.kind == "str" or col.kind == "skip":
+                values.append(tok)
+            elif col.kind == "float":
+                v = parse_float(tok)
+                if v is None:
+                    if col.soft:
+                        parsed.soft.setdefault(col.rule, []).append(lineno)
+                        v = math.nan
+                    else:
+                        parsed.problems.append((col.rule, lineno, f"{col.name} {tok!r} is not a number"))
+                        ok = False
+                        break
+                values.append(v)
+            elif col.kind == "int":
+                if _INT.fullmatch(tok) and len(tok.lstrip("+-0")) <= 19 and -(2**63) <= int(tok) < 2**63:
+                    values.append(int(tok))
+                else:
+                    if col.soft:
+                        parsed.soft.setdefault(col.rule, []).append(lineno)
+                        values.append(None)
+                    else:
+                        parsed.problems.append((col.rule, lineno, f"{col.name} {tok!r} is not an integer"))
+                        ok = False
+                        break
+        if not ok:
+            continue
+        for i, v in enumerate(values):
+            out[i].append(v)
+        lines_kept.append(lineno)
+    arrays = {}
+    for col, vals in zip(columns, out):
+        if col.kind == "skip":
+            continue
+        if col.kind == "int":
+            arrays[col.name] = pa.array(vals, type=pa.int64())
+        else:
+            arrays[col.name] = pa.array(vals, type=_arrow_type(col))
+    arrays["_line"] = pa.array(lines_kept, type=pa.int64())
+    parsed.table = pa.table(arrays)
+    return parsed
+
+
+def parse_columns(
+    data: bytes, columns: Sequence[Column], path: str, *, force_exact: bool = False
+) -> Parsed:
+    """Parse whitespace-separated text into typed columns plus a ``_line`` column.
+
+    Structural defects (wrong column count, unconvertible hard columns, non-UTF-8 bytes) are
+    returned in ``Parsed.problems``; rows with them are left out. Callers decide whether a
+    problem is fatal (strict mode) or counted (lenient mode).
+    """
+    if not force_exact:
+        ready = _fast_ready(data)
+        if ready is not None:
+            fast_data, delim = ready
+            table = _parse_fast(fast_data, delim, columns)
+            if table is not None:
+                return Parsed(table=table, fast=True)
+    return _parse_exact(data, columns, path)
+

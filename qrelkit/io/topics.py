@@ -1,0 +1,49 @@
+"""Topics: ``qid<TAB>text`` files (as MS MARCO / TREC DL), JSONL with qid/query keys, or a plain
+list of qids one per line."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from qrelkit.errors import InputError
+from qrelkit.io.text import read_bytes
+
+
+def read_topics(path: str | os.PathLike) -> pd.DataFrame:
+    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty)."""
+    p = Path(path)
+    try:
+        text = read_bytes(p).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not-utf8", "topics file is not UTF-8", file=str(p)) from None
+    rows = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if p.suffix in (".jsonl", ".json") or line.lstrip().startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
+            qid = obj.get("qid", obj.get("query_id", obj.get("id", obj.get("_id"))))
+            if qid is None:
+                raise InputError("missing-column", "no qid/query_id/id key", file=str(p), line=lineno)
+            qtext = obj.get("query", obj.get("text", obj.get("title", "")))
+        elif "\t" in line:
+            qid, _, qtext = line.partition("\t")
+        else:
+            parts = line.split(None, 1)
+            qid, qtext = parts[0], parts[1] if len(parts) > 1 else ""
+        qid = str(qid).strip()
+        if qid in seen:
+            raise InputError("duplicate-topic", f"topic {qid} already on line {seen[qid]}", file=str(p), line=lineno)
+        seen[qid] = lineno
+        rows.append((qid, str(qtext).strip()))
+    if not rows:
+        raise InputError("empty-file", "no topics", file=str(p))
+    return pd.DataFrame(rows, columns=["qid", "text"]).astype({"qid": str, "text": str})

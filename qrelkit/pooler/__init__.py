@@ -1,0 +1,26 @@
+"""Pools, pool-run selection, fractional collections and assessor batches."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qrelkit.pooler.batches import import_batches, make_batches
+from qrelkit.pooler.fractional import fractional_ids, fractional_ids_from_corpus, restrict_runs
+from qrelkit.pooler.pools import depth_pool, fused_pool, pool_size_distribution, top1_pool
+from qrelkit.pooler.select import select_pool_runs
+from qrelkit.pooler.stats import pool_stats
+
+
+def filter_runs(runs: pa.Table, names: Iterable[str]) -> pa.Table:
+    """Only the rows of the named runs (canonical order is kept)."""
+    return runs.filter(pc.is_in(runs["run"], value_set=pa.array(sorted(set(names)), pa.string())))
+
+
+__all__ = [
+    "depth_pool", "filter_runs", "fractional_ids", "fractional_ids_from_corpus", "fused_pool",
+    "import_batches", "make_batches", "pool_size_distribution", "pool_stats", "restrict_runs",
+    "select_pool_runs", "top1_pool",
+]

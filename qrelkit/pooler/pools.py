@@ -1,0 +1,302 @@
+"""Judgment pools with provenance.
+
+Every pool is a table with one row per (topic, pooled item)::
+
+    qid: string        docid: string (the class id when near-duplicate classes are given)
+    position: int32    1-based place in the assessor order within the topic
+    min_rank: int32    the smallest rank at which any contributing run retrieved it (null if none)
+    n_runs: int32      how many runs retrieved it within their pool depth
+    runs: list<struct<run: string, rank: int32>>  every (run, rank), by rank then run name
+
+plus, when qrels are given, ``judged: bool`` and ``rel: int32`` (null when unjudged).
+
+**Assessor order** (``position``) within a topic: smallest rank first, then the number of
+retrieving runs (more first), then docid ascending. Topics come in natural order.
+
+Runs must be in canonical order (score descending, docid descending; see
+:mod:`qrelkit.io.runs`), which is what makes "rank" well defined.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qrelkit.errors import InputError
+from qrelkit.io.classes import dedupe_runs, map_to_classes
+from qrelkit.io.qrels import judged as judged_only
+from qrelkit.io.runs import _block_ranks, _natural_codes
+
+PROVENANCE_TYPE = pa.list_(pa.struct([("run", pa.string()), ("rank", pa.int32())]))
+JUDGED_POLICIES = ("keep", "mark", "drop")
+
+
+def _depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | None) -> pa.Array:
+    if not per_run_depth:
+        return pc.less_equal(runs["rank"], depth)
+    names = sorted(per_run_depth)
+    idx = pc.index_in(runs["run"], value_set=pa.array(names, pa.string()))
+    depths = pa.array([int(per_run_depth[n]) for n in names], pa.int32())
+    limit = pc.fill_null(pc.take(depths, idx), depth)
+    return pc.less_equal(runs["rank"], limit)
+
+
+def group_provenance(cand: pa.Table) -> pa.Table:
+    """Group (run, qid, docid, rank) rows by (qid, docid): min rank, run count, provenance list.
+
+    Returns rows in (qid natural, docid) order without ``position``.
+    """
+    if cand.num_rows == 0:
+        return pa.table(
+            {
+                "qid": pa.array([], pa.string()),
+                "docid": pa.array([], pa.string()),
+                "min_rank": pa.array([], pa.int32()),
+                "n_runs": pa.array([], pa.int32()),
+                "runs": pa.array([], PROVENANCE_TYPE),
+            }
+        )
+    qcodes, _ = _natural_codes(cand["qid"])
+    t = pa.table(
+        {"q": qcodes, "docid": cand["docid"], "rank": cand["rank"], "run": cand["run"]}
+    )
+    idx = pc.sort_indices(
+        t, sort_keys=[("q", "ascending"), ("docid", "ascending"), ("rank", "ascending"), ("run", "ascending")]
+    )
+    t = t.take(idx)
+    q = t["q"].to_numpy()
+    d = t["docid"].combine_chunks()
+    n = t.num_rows
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = (q[1:] != q[:-1]) | pc.not_equal(d.slice(1), d.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(new)
+    offsets = np.append(starts, n).astype(np.int32)
+    rank = t["rank"].combine_chunks()
+    run = t["run"].combine_chunks()
+    prov = pa.ListArray.from_arrays(
+        pa.array(offsets), pa.StructArray.from_arrays([run, rank.cast(pa.int32())], names=["run", "rank"])
+    ).cast(PROVENANCE_TYPE)
+    starts_arr = pa.array(starts)
+    return pa.table(
+        {
+            "qid": pc.take(pc.take(cand["qid"], idx), starts_arr),
+            "docid": d.take(starts_arr),
+            "min_rank": rank.take(starts_arr).cast(pa.int32()),
+            "n_runs": pa.array(np.diff(offsets), pa.int32()),
+            "runs": prov,
+        }
+    )
+
+
+def order_pool(pool: pa.Table) -> pa.Table:
+    """Sort a pool into assessor order and (re)number ``position`` within each topic."""
+    if pool.num_rows == 0:
+        cols = {name: pool[name] for name in pool.column_names if name != "position"}
+        out = pa.table(cols)
+        return out.add_column(2, "position", pa.array([], pa.int32()))
+    qcodes, _ = _natural_codes(pool["qid"])
+    big = np.iinfo(np.int32).max
+    min_rank = pc.fill_null(pool["min_rank"], big).to_numpy()
+    key = pa.table(
+        {"q": qcodes, "m": min_rank, "n": pc.negate(pool["n_runs"]), "d": pool["docid"]}
+    )
+    idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("m", "ascending"), ("n", "ascending"), ("d", "ascending")])
+    out = pool.take(idx)
+    if "position" in out.column_names:
+        out = out.drop_columns(["position"])
+    pos = _block_ranks(qcodes[idx.to_numpy()])
+    return out.add_column(2, "position", pa.array(pos, pa.int32()))
+
+
+def match_rows(left: pa.Table, right: pa.Table, keys: list[str]) -> np.ndarray:
+    """For each row of ``left``, the index of the row of ``right`` with equal ``keys`` (-1 if
+    none). ``right`` must be unique on ``keys``."""
+    lt = pa.table({k: left[k] for k in keys}).append_column("_l", pa.array(np.arange(left.num_rows, dtype=np.int64)))
+    rt = pa.table({k: right[k] for k in keys}).append_column("_r", pa.array(np.arange(right.num_rows, dtype=np.int64)))
+    j = lt.join(rt, keys=keys, join_type="inner", use_threads=False)
+    out = np.full(left.num_rows, -1, dtype=np.int64)
+    out[j["_l"].to_numpy()] = j["_r"].to_numpy()
+    return out
+
+
+def attach_judgments(pool: pa.Table, qrels: pa.Table | None, *, judged: str = "mark",
+                     classes: pa.Table | None = None) -> pa.Table:
+    """Mark (``judged``, ``rel``) or drop pool items already judged in ``qrels``.
+
+    Negative grades ("pooled, unjudged") do not count as judged. With ``classes`` the qrels are
+    mapped to class ids first, so a judged member marks its whole class (the highest grade wins).
+    """
+    if judged not in JUDGED_POLICIES:
+        raise InputError("bad-option", f"judged must be one of {JUDGED_POLICIES}")
+    if qrels is None or judged == "keep":
+        return pool
+    q = judged_only(qrels)
+    docs = map_to_classes(q["docid"], classes) if classes is not None else q["docid"]
+    qk = pa.table({"qid": q["qid"], "docid": docs, "rel": q["rel"]}).group_by(["qid", "docid"]).aggregate(
+        [("rel", "max")]
+    ).rename_columns(["qid", "docid", "rel"])
+    m = match_rows(pool, qk, ["qid", "docid"])
+    found = m >= 0
+    rel = pc.take(qk["rel"], pa.array(np.where(found, m, 0))).to_numpy(zero_copy_only=False)
+    base = pool.drop_columns([c for c in ("rel", "judged") if c in pool.column_names])
+    joined = base.append_column("judged", pa.array(found)).append_column(
+        "rel", pa.array(rel, pa.int32(), mask=~found)
+    )
+    if judged == "drop":
+        joined = joined.filter(pc.invert(joined["judged"])).drop_columns(["rel", "judged"])
+    return order_pool(joined)
+
+
+def depth_pool(
+    runs: pa.Table,
+    depth: int = 10,
+    *,
+    per_run_depth: Mapping[str, int] | None = None,
+    classes: pa.Table | None = None,
+    qrels: pa.Table | None = None,
+    judged: str = "mark",
+) -> pa.Table:
+    """Depth-k pool of ``runs`` (already restricted to the pooled runs) with provenance.
+
+    ``per_run_depth`` overrides ``depth`` for the runs it names. With ``classes`` (docid ->
+    class id), runs are deduplicated first as TREC 2022 did (first hit per class kept, ranks
+    renumbered) and the pool holds class ids. With ``qrels``, already judged items are marked
+    (``judged="mark"``) or removed (``"drop"``).
+    """
+    if depth < 1:
+        raise InputError("bad-option", f"pool depth must be >= 1, got {depth}")
+    if classes is not None:
+        runs = dedupe_runs(runs, classes)
+        runs = runs.set_column(runs.column_names.index("docid"), "docid", runs["class_id"]).drop_columns(["class_id"])
+    cand = runs.filter(_depth_mask(runs, depth, per_run_depth))
+    pool = order_pool(group_provenance(cand))
+    return attach_judgments(pool, qrels, judged=judged, classes=classes)
+
+
+PERFECT_RUN = "qrels"
+
+
+def top1_pool(
+    runs: pa.Table,
+    *,
+    qrels: pa.Table | None = None,
+    perfect_min_rel: int = 1,
+    classes: pa.Table | None = None,
+) -> pa.Table:
+    """Shallow top-1 pool: every run's first passage per topic, plus (with ``qrels``) each topic's
+    known relevant passages (grade >= ``perfect_min_rel``), the "perfect run".
+
+    Adds ``in_qrels: bool``. A passage only the qrels contribute has ``n_runs`` 0 and a null
+    ``min_rank``; ``runs`` lists real runs only.
+    """
+    pool = depth_pool(runs, 1, classes=classes)
+    if qrels is None:
+        return pool.append_column("in_qrels", pa.array(np.zeros(pool.num_rows, bool)))
+    rel = qrels.filter(pc.greater_equal(qrels["rel"], perfect_min_rel))
+    docs = map_to_classes(rel["docid"], classes) if classes is not None else rel["docid"]
+    perfect = pa.table({"qid": rel["qid"], "docid": docs}).group_by(["qid", "docid"]).aggregate([])
+    m = match_rows(perfect, pool, ["qid", "docid"])
+    in_qrels = np.zeros(pool.num_rows, bool)
+    in_qrels[m[m >= 0]] = True
+    extra = perfect.filter(pa.array(m < 0))
+    n = extra.num_rows
+    add = pa.table(
+        {
+            "qid": extra["qid"],
+            "docid": extra["docid"],
+            "min_rank": pa.nulls(n, pa.int32()),
+            "n_runs": pa.array(np.zeros(n, np.int32)),
+            "runs": pa.array([[]] * n, PROVENANCE_TYPE),
+            "in_qrels": pa.array(np.ones(n, bool)),
+        }
+    )
+    base = pool.drop_columns(["position"]).append_column("in_qrels", pa.array(in_qrels))
+    return order_pool(pa.concat_tables([base, add.cast(base.schema)]))
+
+
+def pool_size_distribution(pool: pa.Table) -> dict:
+    """Pool sizes per topic: a ``{"sizes": {qid: n}, "histogram": {size: topics}, "mean",
+    "median", "min", "max", "topics", "total"}`` summary (PROTOCOL.md section 2)."""
+    vc = pc.value_counts(pool["qid"])
+    qids = vc.field("values").to_pylist()
+    counts = vc.field("counts").to_numpy()
+    if len(counts) == 0:
+        return {"sizes": {}, "histogram": {}, "mean": 0.0, "median": 0.0, "min": 0, "max": 0, "topics": 0, "total": 0}
+    from qrelkit.io.runs import qid_order
+
+    sizes = dict(zip(qids, counts.tolist()))
+    hist_vals, hist_counts = np.unique(counts, return_counts=True)
+    return {
+        "sizes": {q: sizes[q] for q in qid_order(qids)},
+        "histogram": {int(v): int(c) for v, c in zip(hist_vals, hist_counts)},
+        "mean": float(counts.mean()),
+        "median": float(np.median(counts)),
+        "min": int(counts.min()),
+        "max": int(counts.max()),
+        "topics": len(counts),
+        "total": int(counts.sum()),
+    }
+
+
+def fused_pool(
+    runs: pa.Table,
+    take: int,
+    *,
+    method: str = "rrf",
+    k: float = 60.0,
+    p: float = 0.8,
+    classes: pa.Table | None = None,
+    qrels: pa.Table | None = None,
+    judged: str = "mark",
+) -> pa.Table:
+    """Take-N pool by rank fusion over all runs' full rankings, per topic.
+
+    ``rrf``: score = sum over runs of 1 / (k + rank); ``rbp``: score = sum of (1 - p) p^(rank-1)
+    (the RBP weight of the rank). The ``take`` items with the highest fused score per topic
+    enter the pool (ties by docid ascending). Adds ``fused_score``; ``position`` follows the
+    fused score, and provenance lists every run that retrieved the item at any rank.
+    Works with any qid (strings included).
+    """
+    if method not in ("rrf", "rbp"):
+        raise InputError("bad-option", f"fusion method must be rrf or rbp, got {method!r}")
+    if take < 1:
+        raise InputError("bad-option", f"take must be >= 1, got {take}")
+    if classes is not None:
+        runs = dedupe_runs(runs, classes)
+        runs = runs.set_column(runs.column_names.index("docid"), "docid", runs["class_id"]).drop_columns(["class_id"])
+    rank = runs["rank"].to_numpy().astype(np.float64)
+    w = 1.0 / (k + rank) if method == "rrf" else (1.0 - p) * np.power(p, rank - 1.0)
+    grouped = group_provenance(runs)
+    scores = (
+        pa.table({"qid": runs["qid"], "docid": runs["docid"], "w": pa.array(w)})
+        .group_by(["qid", "docid"], use_threads=False)
+        .aggregate([("w", "sum")])
+        .rename_columns(["qid", "docid", "fused_score"])
+    )
+    m = match_rows(grouped, scores, ["qid", "docid"])
+    pool = grouped.append_column("fused_score", pc.take(scores["fused_score"], pa.array(m)))
+    qcodes, _ = _natural_codes(pool["qid"])
+    # round away float summation-order noise before ranking
+    fs = np.round(pool["fused_score"].to_numpy(), 12)
+    key = pa.table({"q": qcodes, "s": fs, "d": pool["docid"]})
+    idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "ascending")])
+    pool = pool.take(idx)
+    pos = _block_ranks(qcodes[idx.to_numpy()])
+    keep = pos <= take
+    pool = pool.filter(pa.array(keep))
+    pool = pool.set_column(pool.column_names.index("fused_score"), "fused_score", pa.array(fs[idx.to_numpy()][keep]))
+    pool = pool.add_column(2, "position", pa.array(pos[keep], pa.int32()))
+    out = pool.select(["qid", "docid", "position", "min_rank", "n_runs", "runs", "fused_score"])
+    if qrels is not None and judged != "keep":
+        marked = attach_judgments(out, qrels, judged=judged, classes=classes)
+        # attach_judgments re-sorts by rank; restore fused order
+        qc, _ = _natural_codes(marked["qid"])
+        key = pa.table({"q": qc, "s": marked["fused_score"], "d": marked["docid"]})
+        idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "ascending")])
+        marked = marked.take(idx).drop_columns(["position"])
+        out = marked.add_column(2, "position", pa.array(_block_ranks(qc[idx.to_numpy()]), pa.int32()))
+    return out
