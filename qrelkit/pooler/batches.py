@@ -112,7 +112,7 @@ def make_batches(
         res = pd.concat(out, ignore_index=True)
     else:
         res = pd.DataFrame(columns=[c for c in BATCH_COLUMNS if c not in ("query", "text", "grade")])
-    res["query"] = res["qid"].map(queries or {}).fillna("") if len(res) else ""
+    res["query"] = [(queries or {}).get(q, "") for q in res["qid"]] if len(res) else ""
     res["text"] = [(texts or {}).get(d, ("", None))[0] for d in res["docid"]] if len(res) else ""
     res["grade"] = pd.array([pd.NA] * len(res), dtype="Int32")
     res = res[BATCH_COLUMNS]
