@@ -117,3 +117,16 @@ def test_import_missing_column(tmp_path, issued):
     with pytest.raises(InputError) as e:
         import_batches([f])
     assert e.value.rule == "missing-column"
+
+
+def test_judgments_to_qrels():
+    from qrelkit.pooler.batches import judgments_to_qrels
+
+    j = pd.DataFrame({"qid": ["2", "2", "2", "10"], "docid": ["a", "a", "a", "b"], "assessor": ["x", "y", "z", "x"],
+                      "grade": [0, 3, 2, 1], "batch_id": ["2-1"] * 3 + ["10-1"]})
+    q = judgments_to_qrels(j)
+    assert q.to_pylist() == [{"qid": "2", "docid": "a", "rel": 2}, {"qid": "10", "docid": "b", "rel": 1}]
+    assert judgments_to_qrels(j, combine="max")["rel"].to_pylist() == [3, 1]
+    assert judgments_to_qrels(j, combine="min")["rel"].to_pylist() == [0, 1]
+    with pytest.raises(InputError):
+        judgments_to_qrels(j, combine="mean")

@@ -35,22 +35,14 @@ _register()
 
 def run(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv``; returns the exit code (used by tests)."""
-    import click
-
     try:
-        result = app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="qrelkit", standalone_mode=True)
     except InputError as exc:
         sys.stderr.write(f"qrelkit: error: {exc}\n")
         return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
-        sys.stderr.write("qrelkit: aborted\n")
-        return 1
-    except click.exceptions.ClickException as exc:
-        exc.show(file=sys.stderr)
-        return 2
-    return result if isinstance(result, int) else 0
+    except SystemExit as exc:  # standalone mode always ends here: usage errors are 2
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
 def main() -> None:

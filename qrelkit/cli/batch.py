@@ -14,6 +14,7 @@ from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
 from qrelkit.pooler import import_batches, make_batches
+from qrelkit.pooler.batches import judgments_to_qrels
 
 app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
 
@@ -73,6 +74,8 @@ def import_(
     issued: Optional[Path] = typer.Option(None, "--issued", help="The batch table as issued: unknown items are rejected."),
     scale: Optional[str] = typer.Option(None, "--scale", help="Allowed grades, comma-separated (default: config)."),
     lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop bad rows and report counts instead of failing."),
+    qrels_out: Optional[Path] = typer.Option(None, "--qrels-out", help="Also write TREC qrels (one grade per item)."),
+    combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -83,6 +86,14 @@ def import_(
     judgments, report = import_batches(files, issued=iss, scale=sc, lenient=lenient)
     write_table(pa.Table.from_pandas(judgments, preserve_index=False), output, kind="judgments",
                 params={"files": [str(f) for f in files], "issued": str(issued) if issued else None, "scale": sc})
+    if qrels_out is not None:
+        from qrelkit.io.qrels import write_qrels
+
+        q = judgments_to_qrels(judgments, combine=combine)
+        if qrels_out.suffix == ".parquet":
+            write_table(q, qrels_out, kind="qrels", params={"files": [str(f) for f in files], "combine": combine})
+        else:
+            write_qrels(q, qrels_out)
     counts = dict(zip(report["rule"], report["count"].astype(int)))
     common.emit({"output": str(output), **counts}, as_json,
                 f"imported {counts.get('imported', 0)} judgments -> {output} ({counts})")

@@ -95,9 +95,9 @@ def _issues_table(rs: RunSet):
 def canonicalize(
     runs: List[Path] = RunsArg,
     output: Path = typer.Option(..., "-o", "--output", help="Output: .parquet (all runs) or a TREC text file."),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", "-m"),
-    topics: Optional[Path] = typer.Option(None, "--topics", "-t"),
-    lenient: Optional[bool] = typer.Option(None, "--lenient/--strict"),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", "-m", help="Manifest (CSV/TOML): known runs, file -> run."),
+    topics: Optional[Path] = typer.Option(None, "--topics", "-t", help="Topics file: other topics are errors."),
+    lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair and report instead of failing."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:

@@ -38,3 +38,32 @@ def campaign(
         summary = simulate_campaign(output, n_passages=passages, n_topics=topics, n_groups=groups, depth=depth,
                                     dup_fraction=dup_fraction, seed=seed or 0, progress=report)
     common.emit(summary, as_json, f"campaign written to {output}")
+
+
+@app.command("judge")
+def judge(
+    batches: Path = typer.Argument(..., help="A batch table from 'batch make'."),
+    qrels: Path = typer.Option(..., "--qrels", "-q", help="Hidden truth (qrels) the simulated assessor follows."),
+    output: Path = typer.Option(..., "-o", "--output", help="Completed batch table (.csv/.jsonl/.parquet)."),
+    unjudged: str = typer.Option("zero", "--unjudged", help="Grade of passages missing from the qrels: zero | skip."),
+    error_rate: float = typer.Option(0.0, "--error-rate", help="Probability of a wrong grade."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Fill in a batch as a simulated assessor would, from hidden qrels."""
+    import pyarrow as pa
+
+    from qrelkit.io.qrels import read_qrels
+    from qrelkit.io.tables import read_table, write_table
+    from qrelkit.simulate.oracle import judge_batches
+
+    cfg = common.config(config)
+    done = judge_batches(read_table(batches).to_pandas(), read_qrels(qrels), unjudged=unjudged, error_rate=error_rate,
+                         scale=tuple(cfg.get_value("labels", "scale")), seed=seed or 0)
+    write_table(pa.Table.from_pandas(done, preserve_index=False), output, kind="batches-completed",
+                params={"batches": str(batches), "qrels": str(qrels), "unjudged": unjudged, "error_rate": error_rate,
+                        "seed": seed or 0})
+    graded = int(done["grade"].notna().sum())
+    common.emit({"output": str(output), "rows": len(done), "graded": graded}, as_json,
+                f"graded {graded} of {len(done)} rows -> {output}")

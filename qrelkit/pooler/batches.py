@@ -241,3 +241,29 @@ def import_batches(
     counts["imported"] = len(out)
     report = pd.DataFrame(sorted(counts.items()), columns=["rule", "count"])
     return out, report
+
+
+def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high") -> pa.Table:
+    """Qrels from a judgments table, one grade per (topic, passage).
+
+    ``combine`` says how several assessors' grades become one: ``median_high`` (the higher
+    middle grade, always a grade someone gave; the default), ``max`` or ``min``. The labels
+    module offers the full set of aggregation rules (majority vote, ceiled median, ...).
+    """
+    from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
+
+    if combine not in ("median_high", "max", "min"):
+        raise InputError("bad-option", f"combine must be median_high, max or min, got {combine!r}")
+    if len(judgments) == 0:
+        return QRELS_SCHEMA.empty_table()
+    g = judgments.groupby(["qid", "docid"], sort=False)["grade"]
+    if combine == "max":
+        agg = g.max()
+    elif combine == "min":
+        agg = g.min()
+    else:
+        agg = g.agg(lambda s: int(np.sort(s.to_numpy())[len(s) // 2]))
+    agg = agg.reset_index()
+    t = pa.table({"qid": agg["qid"].astype(str).tolist(), "docid": agg["docid"].astype(str).tolist(),
+                  "rel": pa.array(agg["grade"].astype(int).tolist(), pa.int32())})
+    return sort_qrels(t.cast(QRELS_SCHEMA))

@@ -1,0 +1,63 @@
+"""Write docs/commands.md from the Typer app, so the reference always matches the code.
+
+Run: python scripts/gen_commands_doc.py [--check]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer.main
+
+from qrelkit.cli import app
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
+
+
+def _walk(cmd: click.Command, path: list[str]):
+    if hasattr(cmd, "list_commands"):
+        ctx = cmd.make_context("qrelkit", [], resilient_parsing=True)
+        for name in cmd.list_commands(ctx):
+            yield from _walk(cmd.get_command(ctx, name), path + [name])
+    else:
+        yield path, cmd
+
+
+def render() -> str:
+    root = typer.main.get_command(app)
+    lines = [
+        "# Command reference",
+        "",
+        "Generated from the code by `python scripts/gen_commands_doc.py`; do not edit by hand.",
+        "",
+        "Every command exits 0 on success and 2 on bad input, printing one line",
+        "`qrelkit: error: FILE:LINE: [rule] message` and writing no output.",
+        "",
+    ]
+    for path, cmd in _walk(root, []):
+        name = " ".join(["qrelkit", *path])
+        lines += [f"## `{name}`", ""]
+        lines += [(cmd.help or "").strip(), ""]
+        args = [p for p in cmd.params if p.param_type_name == "argument"]
+        opts = [p for p in cmd.params if p.param_type_name == "option" and p.name != "help"]
+        usage = name + "".join(f" {a.name.upper()}{'...' if a.nargs == -1 else ''}" for a in args) + " [OPTIONS]"
+        lines += ["```", usage, "```", ""]
+        if args or opts:
+            lines += ["| argument / option | meaning |", "|---|---|"]
+            for a in args:
+                lines.append(f"| `{a.name.upper()}` | {(getattr(a, 'help', '') or '').replace('|', '/')} |")
+            for o in opts:
+                flags = ", ".join(f"`{x}`" for x in o.opts + o.secondary_opts)
+                req = " (required)" if o.required else ""
+                lines.append(f"| {flags} | {(o.help or '').replace('|', '/')}{req} |")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    text = render()
+    if "--check" in sys.argv:
+        sys.exit(0 if OUT.read_text() == text else 1)
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
