@@ -148,3 +148,14 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def test_outputs_follow_umask(campaign):
+    import os
+    import stat
+
+    out = campaign / "pool.tsv"
+    assert run(["pool", "depth", str(campaign / "runs"), "-o", str(out)]) == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~mask

@@ -1,0 +1,823 @@
+"""A synthetic TREC Deep Learning style campaign: corpus, near-duplicates, topics, hidden graded
+qrels and submitted runs, for testing and benchmarking qrelkit without real data.
+
+:func:`simulate_campaign` writes into one folder:
+
+``corpus.jsonl``
+    One JSON object per line, ``{"pid": "p0000123", "passage": "...", "docid": "d000045"}``, in
+    corpus order (MS MARCO v2 style). A document holds 1-10 consecutive passages. Ids are
+    zero-padded to a fixed width, so string order equals numeric order. Passage text is 30-80
+    words drawn from a Zipfian vocabulary (English stop words first, then pronounceable synthetic
+    words made of syllables), split into sentences (capitalized first word, final period, some
+    commas). Each topic owns 15 topic terms; passages related to a topic contain several of them.
+``neardup_truth.tsv``
+    The true near-duplicate classes: ``class_id<TAB>pid`` for every passage in a class of two or
+    more, sorted by class then pid. The class id is the canonical member, the class's first
+    passage in corpus order, which is also the original the other members were copied from.
+    A copy differs from it by 0-3 word edits (substitution, insertion, deletion) plus, for some
+    copies, changes of case or punctuation only. About ``dup_fraction`` of the corpus are copies;
+    class sizes are heavy tailed (mostly 2-3, a few as large as 1% of the corpus or 3,000).
+    Copies land anywhere in the corpus, so usually in other documents.
+``topics.tsv``
+    ``qid<TAB>query`` with qids ``"1001"``, ``"1002"``, ...; queries are built from topic terms.
+``qrels.txt``
+    Hidden graded qrels ``qid 0 pid grade`` (3 perfectly relevant, 2 highly relevant, 1 related,
+    0 irrelevant), sorted by topic then pid: every passage topically related to a topic, the
+    lexical decoys of the topic (grade 0, they carry query terms but are not relevant), and a
+    sample of the non-relevant passages the runs put in their top 20. Every near-duplicate of a
+    graded passage carries the same grade (expanded qrels). Topics vary: a few have fewer than
+    five relevant passages (possibly none), most 10-200, one or two very many.
+``runs/<run>.run``
+    TREC runs ``qid Q0 pid rank score run``, single spaces, ``depth`` lines per topic, ranks
+    1..depth, scores non-increasing with some exact ties. Most runs list tied passages in
+    trec_eval's order (pid descending); the groups marked ``tie_order = "asc"`` in the summary
+    list them pid ascending, as some real systems do (qrelkit reports that as the warning
+    ``tie-order-differs``). Runs come from the organizers' baselines (``p_bm25``, real BM25 over
+    the query terms, and ``p_bm25rm3``, BM25 with expansion terms) and from groups ``grpA``,
+    ``grpB``, ... whose runs score passages by a noisy function of lexical match, topical match and
+    true relevance, with a quality per group, noise shared within a group (runs of a group are
+    correlated) and noise shared by all runs (runs of different groups overlap). ``rerank`` runs
+    re-order the top 1000 of BM25; other subtasks rank a first-stage pool of BM25 and a "dense"
+    retriever. Near-duplicates score alike, so runs retrieve them side by side.
+``manifest.csv``
+    ``run,group,priority,baseline,subtask,file``: priority 1 is a group's highest priority.
+``summary.json``
+    The summary :func:`simulate_campaign` returns (parameters, counts, relative file paths,
+    per-topic and per-run details). It holds no time stamps or absolute paths, so the whole
+    folder is byte-identical for equal arguments.
+
+Determinism: all randomness comes from ``numpy.random.default_rng(seed)`` (and independent child
+generators spawned from it, one per stage, so that e.g. the corpus does not change when only the
+number of groups does); nothing depends on hashing, set order or the clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qrelkit.io.atomic import atomic_open, atomic_path
+
+__all__ = ["simulate_campaign"]
+
+#: number of topic-specific terms per topic
+TOPIC_TERMS = 15
+#: vocabulary size (stop words + synthetic words)
+VOCAB_SIZE = 50_000
+#: first-stage depth: rerank runs re-order the BM25 top this many passages
+FIRST_STAGE = 1000
+#: surface forms per word: case (lower, Capitalized, UPPER) x punctuation ("", ".", ",")
+_FORMS = 9
+_ZIPF_TABLE_BITS = 22
+
+_STOPWORDS = (
+    "the of and to a in is for that on with as by it are was be or an this from at which can have "
+    "has not your you more also their they one its all will other may these such when than most "
+    "into used but about some there been each how what many if new our we any only first use time "
+    "two between after over"
+).split()
+_ONSETS = ("b c d f g h j k l m n p r s t v w z br ch cl dr fl gr pl pr sh st th tr").split()
+_VOWELS = ("a e i o u a e i o ai ea ou").split()
+_CODAS = ("", "", "", "", "n", "r", "s", "l", "m", "t", "nd", "st", "x")
+_QUERY_TEMPLATES = (
+    "what is {}",
+    "how to {}",
+    "{} definition",
+    "why does {}",
+    "what causes {}",
+    "how long does {} take",
+    "where is {}",
+    "{}",
+    "is {} safe",
+    "what are the effects of {}",
+)
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+@functools.lru_cache(maxsize=1)
+def _vocabulary() -> tuple[tuple[str, ...], pa.Array, np.ndarray]:
+    """Words by frequency rank, their surface forms (index ``word * 9 + case * 3 + punct``) and a
+    Zipf sampling table. Independent of the campaign's seed (fixed generator), hence cached."""
+    rng = np.random.default_rng(20220101)
+    words: list[str] = list(_STOPWORDS)
+    used = set(words)
+    n = VOCAB_SIZE - len(words)
+    ranks = np.arange(n)
+    nsyl = np.where(ranks < 300, 1, np.where(ranks < 20000, 2, 3)) + (rng.random(n) < 0.08)
+    onset = rng.integers(0, len(_ONSETS), size=(n, 4))
+    has_onset = rng.random((n, 4)) < 0.9
+    vowel = rng.integers(0, len(_VOWELS), size=(n, 4))
+    coda = rng.integers(0, len(_CODAS), size=(n, 4))
+    for i in range(n):
+        k = int(nsyl[i])
+        parts = []
+        for s in range(k):
+            on = _ONSETS[onset[i, s]] if (s > 0 or has_onset[i, s]) else ""
+            parts.append(on + _VOWELS[vowel[i, s]] + (_CODAS[coda[i, s]] if s == k - 1 or coda[i, s] % 3 == 0 else ""))
+        w = "".join(parts)
+        while w in used or len(w) < 3:  # collision: add a syllable
+            w += _ONSETS[int(rng.integers(len(_ONSETS)))] + _VOWELS[int(rng.integers(len(_VOWELS)))]
+        used.add(w)
+        words.append(w)
+    base = pa.array(words, pa.string())
+    cases = [base, pc.utf8_capitalize(base), pc.utf8_upper(base)]
+    forms = []
+    for c in cases:
+        for p in ("", ".", ","):
+            forms.append(c if not p else pc.binary_join_element_wise(c, p, ""))
+    stacked = pa.concat_arrays(forms)  # index (case * 3 + punct) * V + word
+    code = np.arange(VOCAB_SIZE * _FORMS)
+    surface = stacked.take(pa.array((code % _FORMS) * VOCAB_SIZE + code // _FORMS))
+    # Zipf-Mandelbrot frequencies, sampled through a lookup table (every word gets a bucket)
+    p = 1.0 / (np.arange(VOCAB_SIZE) + 2.7) ** 1.07
+    m = 1 << _ZIPF_TABLE_BITS
+    counts = np.maximum(1, np.floor(p / p.sum() * m)).astype(np.int64)
+    counts[0] += m - counts.sum()
+    table = np.repeat(np.arange(VOCAB_SIZE, dtype=np.int32), counts)
+    return tuple(words), surface, table
+
+
+def _zipf_words(rng: np.random.Generator, table: np.ndarray, size: int) -> np.ndarray:
+    return table[rng.integers(0, len(table), size=size, dtype=np.int64)]
+
+
+# --------------------------------------------------------------------------- corpus structure
+
+
+def _doc_sizes(rng: np.random.Generator, n: int, n_docs: int | None) -> np.ndarray:
+    """Passages per document (1-10), summing to ``n``."""
+    if n_docs is None:
+        p = np.array([12, 12, 12, 11, 10, 10, 9, 8, 8, 8], float)
+        p /= p.sum()
+        sizes = np.zeros(0, np.int64)
+        while sizes.sum() < n:
+            sizes = np.concatenate([sizes, rng.choice(10, size=n // 4 + 16, p=p) + 1])
+        cum = np.cumsum(sizes)
+        k = int(np.searchsorted(cum, n))  # cum[k] >= n
+        sizes = sizes[: k + 1].copy()
+        sizes[k] -= int(cum[k] - n)
+        return sizes
+    sizes = np.ones(n_docs, np.int64)
+    extra = n - n_docs
+    while extra > 0:
+        room = np.flatnonzero(sizes < 10)
+        add = rng.multinomial(extra, np.full(len(room), 1.0 / len(room)))
+        sizes[room] += add
+        over = np.maximum(sizes - 10, 0)
+        extra = int(over.sum())
+        sizes -= over
+    return sizes
+
+
+def _class_sizes(rng: np.random.Generator, n: int, dup_fraction: float) -> np.ndarray:
+    """Sizes (>= 2) of near-duplicate classes with about ``dup_fraction * n`` copies in all."""
+    budget = int(round(dup_fraction * n))
+    if budget <= 0:
+        return np.zeros(0, np.int64)
+    cap = max(2, min(n // 100, 3000))  # largest class size
+    big: list[int] = []
+    for s in (cap, cap // 2, cap // 4):
+        if s >= 8 and sum(big) + s - 1 <= 0.3 * budget:
+            big.append(s - 1)
+    rest = budget - sum(big)
+    small = np.zeros(0, np.int64)
+    if rest > 0:
+        c = np.arange(1, max(2, cap))
+        pmf = c.astype(float) ** -2.7
+        draws = rng.choice(c, size=rest, p=pmf / pmf.sum())
+        cum = np.cumsum(draws)
+        k = int(np.searchsorted(cum, rest))
+        small = draws[: k + 1].astype(np.int64)
+        small[k] -= int(cum[k] - rest)
+    copies = np.concatenate([np.array(big, np.int64), small])
+    return copies + 1
+
+
+def _block_ranks(groups: np.ndarray) -> np.ndarray:
+    """0-based position of each element within its run of equal values (values grouped)."""
+    n = len(groups)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    lengths = np.diff(np.append(starts, n))
+    return np.arange(n) - np.repeat(starts, lengths)
+
+
+def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(start, start + length)`` for every segment."""
+    total = int(lengths.sum())
+    out_start = np.cumsum(lengths) - lengths
+    return np.repeat(starts - out_start, lengths) + np.arange(total)
+
+
+# --------------------------------------------------------------------------- the simulator
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def _pid_strings(ids: np.ndarray, prefix: str, width: int) -> list[str]:
+    return [f"{prefix}{i:0{width}d}" for i in ids.tolist()]
+
+
+def simulate_campaign(
+    out_dir: str | os.PathLike,
+    *,
+    n_passages: int = 20000,
+    n_docs: int | None = None,
+    n_topics: int = 20,
+    n_groups: int = 6,
+    runs_per_group: tuple[int, int] = (2, 5),
+    depth: int = 100,
+    dup_fraction: float = 0.1,
+    seed: int = 0,
+    subtasks: Sequence[str] = ("fullrank", "rerank"),
+    progress: Callable[[str, float], None] | None = None,
+) -> dict:
+    """Write a synthetic TREC-DL-style campaign into ``out_dir`` and return its summary.
+
+    Parameters
+    ----------
+    out_dir:
+        Output folder (created if needed). Files are written atomically; run files in
+        ``out_dir/runs`` that are not part of the new campaign (``*.run`` left by an earlier
+        simulation) are removed so that the folder matches ``manifest.csv``.
+    n_passages:
+        Corpus size (at least ``max(depth, 100)``).
+    n_docs:
+        Number of source documents (each holds 1-10 passages, so ``ceil(n_passages / 10) <=
+        n_docs <= n_passages``); ``None`` draws document sizes with a mean of about 5.
+    n_topics:
+        Number of topics (qids ``"1001"`` upwards).
+    n_groups:
+        Participating groups besides the organizers (whose group ``organizers`` submits the
+        baseline runs ``p_bm25`` and ``p_bm25rm3``).
+    runs_per_group:
+        ``(min, max)``, inclusive, runs submitted per group.
+    depth:
+        Passages per topic in every run.
+    dup_fraction:
+        Share of the corpus that are near-duplicate copies of another passage (0 to 0.5).
+    seed:
+        Seed of ``numpy.random.default_rng``; equal arguments give byte-identical files.
+    subtasks:
+        Subtask names for the manifest; ``"rerank"`` runs re-order the BM25 top 1000, any other
+        name ranks the first-stage pool.
+    progress:
+        Optional ``progress(step, fraction)``, called a few times; ``fraction`` is the overall
+        progress in [0, 1].
+
+    Returns
+    -------
+    dict
+        JSON-able summary, also written to ``summary.json``: ``parameters``, ``files`` (paths
+        relative to ``out_dir``), ``counts``, ``pool`` (depth-10 pool sizes), ``topics`` (per
+        topic: kind, query, graded passages per grade before and after expansion to
+        near-duplicates) and ``runs`` (per run: group, subtask, priority, baseline, the hidden
+        quality parameter, score style and tie order).
+    """
+    # ---- arguments
+    n = int(n_passages)
+    n_topics = int(n_topics)
+    n_groups = int(n_groups)
+    depth = int(depth)
+    subtasks = tuple(str(s) for s in subtasks)
+    lo, hi = (int(x) for x in runs_per_group)
+    _check(depth >= 1, "depth must be at least 1")
+    _check(n >= max(depth, 100), f"n_passages must be at least max(depth, 100) = {max(depth, 100)}")
+    _check(n < 10**9, "n_passages must be below 10**9")
+    _check(1 <= n_topics <= 3000, "n_topics must be between 1 and 3000")
+    _check(n_groups >= 0, "n_groups must not be negative")
+    _check(1 <= lo <= hi, "runs_per_group must be (min, max) with 1 <= min <= max")
+    _check(0.0 <= float(dup_fraction) <= 0.5, "dup_fraction must be between 0 and 0.5")
+    _check(len(subtasks) > 0 and all(s and "," not in s for s in subtasks) and len(set(subtasks)) == len(subtasks),
+           "subtasks must be distinct non-empty names without commas")
+    if n_docs is not None:
+        n_docs = int(n_docs)
+        _check(-(-n // 10) <= n_docs <= n, "n_docs must be between ceil(n_passages / 10) and n_passages")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def report(step: str, frac: float) -> None:
+        if progress is not None:
+            progress(step, float(frac))
+
+    root = np.random.default_rng(seed)
+    (rng_docs, rng_cls, rng_tok, rng_topic, rng_copy, rng_runs, rng_qrels, rng_fill) = root.spawn(8)
+
+    report("vocabulary", 0.0)
+    words, surface, zipf_table = _vocabulary()
+    V = len(words)
+
+    # ---- corpus structure: documents, near-duplicate classes
+    report("structure", 0.05)
+    doc_sizes = _doc_sizes(rng_docs, n, n_docs)
+    n_docs_out = len(doc_sizes)
+    sizes = _class_sizes(rng_cls, n, float(dup_fraction))
+    n_classes = len(sizes)
+    class_of = np.arange(n, dtype=np.int64)  # canonical (= source) slot of every passage
+    if n_classes:
+        perm = rng_cls.permutation(n)
+        total = int(sizes.sum())
+        block = np.repeat(np.arange(n_classes), sizes)
+        members = perm[:total]
+        order = np.lexsort((members, block))
+        members = members[order]
+        starts = np.cumsum(sizes) - sizes
+        sources_by_block = members[starts]
+        class_of[members] = np.repeat(sources_by_block, sizes)
+    is_copy = class_of != np.arange(n)
+    class_size = np.bincount(class_of, minlength=n)  # size of the class whose canonical is i
+
+    # ---- base tokens for every slot (copies are overwritten later)
+    report("tokens", 0.1)
+    lengths = np.clip(np.rint(rng_tok.normal(55, 13, size=n)), 30, 80).astype(np.int64)
+    base_off = np.concatenate([[0], np.cumsum(lengths)])
+    T = int(base_off[-1])
+    codes = _zipf_words(rng_tok, zipf_table, T)
+    codes *= _FORMS
+    rnd = rng_tok.integers(0, 256, size=T, dtype=np.uint8)
+    end = rnd < 21
+    end[base_off[1:] - 1] = True
+    comma = (rnd >= 21) & (rnd < 36) & ~end
+    del rnd
+    start = np.empty(T, bool)
+    start[0] = True
+    start[1:] = end[:-1]
+    codes += start.astype(np.int32) * 3 + end.astype(np.int32) + comma.astype(np.int32) * 2
+    del start, end, comma
+
+    # ---- topics: terms, queries, related passages
+    report("topics", 0.3)
+    term_pool_hi = 20000 if n_topics * TOPIC_TERMS <= 20000 - 300 else V
+    topic_terms = (rng_topic.choice(np.arange(300, term_pool_hi), size=n_topics * TOPIC_TERMS, replace=False)
+                   .reshape(n_topics, TOPIC_TERMS).astype(np.int64))
+    term_w = 1.0 / (np.arange(TOPIC_TERMS) + 1.0) ** 0.45
+    term_cdf = np.cumsum(term_w) / term_w.sum()
+    n_query_terms = rng_topic.integers(2, 6, size=n_topics)
+    templates = rng_topic.integers(0, len(_QUERY_TEMPLATES), size=n_topics)
+    qids = [str(1001 + t) for t in range(n_topics)]
+    queries = [
+        _QUERY_TEMPLATES[templates[t]].format(" ".join(words[w] for w in topic_terms[t, : n_query_terms[t]]))
+        for t in range(n_topics)
+    ]
+    kinds = np.array(["normal"] * n_topics, dtype=object)
+    n_few = max(1, round(0.12 * n_topics)) if n_topics >= 3 else 0
+    n_many = max(1, round(0.08 * n_topics)) if n_topics >= 4 else 0
+    kind_perm = rng_topic.permutation(n_topics)
+    kinds[kind_perm[:n_few]] = "few"
+    kinds[kind_perm[n_few : n_few + n_many]] = "many"
+    counts = np.zeros((n_topics, 4), np.int64)  # grades 0 (decoys), 1, 2, 3
+    for t in range(n_topics):
+        if kinds[t] == "few":
+            nrel = int(rng_topic.integers(0, 5))
+            n1 = int(rng_topic.integers(1, 10))
+            n0 = int(rng_topic.integers(5, 30))
+        elif kinds[t] == "many":
+            nrel = int(np.clip(round(rng_topic.uniform(0.015, 0.03) * n), 250, 5000))
+            n1 = int(round(nrel * rng_topic.uniform(0.3, 0.8)))
+            n0 = int(round((nrel + n1) * rng_topic.uniform(0.2, 0.4)))
+        else:
+            nrel = int(round(math.exp(rng_topic.uniform(math.log(10), math.log(200)))))
+            n1 = int(round(nrel * rng_topic.uniform(0.4, 1.5)))
+            n0 = int(round((nrel + n1) * rng_topic.uniform(0.3, 0.8))) + 5
+        n3 = int(rng_topic.binomial(nrel, rng_topic.uniform(0.2, 0.45)))
+        counts[t] = (n0, n1, nrel - n3, n3)
+    originals = np.flatnonzero(~is_copy)
+    limit = int(0.4 * len(originals))
+    if counts.sum() > limit:
+        counts = np.floor(counts * (limit / counts.sum())).astype(np.int64)
+    # the largest class becomes a decoy of one topic, a large one relevant to another
+    sources = np.unique(class_of[is_copy])  # canonical passages of the classes, ascending
+    big_order = np.argsort(-class_size[sources], kind="stable")
+    forced: list[tuple[int, int, int]] = []  # (topic, source slot, grade)
+    if len(sources) >= 2:
+        normal_topics = np.flatnonzero(kinds == "normal")
+        if len(normal_topics) == 0:
+            normal_topics = np.arange(n_topics)
+        forced.append((int(rng_topic.integers(n_topics)), int(sources[big_order[0]]), 0))
+        forced.append((int(rng_topic.choice(normal_topics)), int(sources[big_order[min(2, len(sources) - 1)]]), 2))
+    forced_src = np.array([f[1] for f in forced], np.int64)
+    pool_a = rng_topic.permutation(np.setdiff1d(sources, forced_src))
+    singletons = np.setdiff1d(originals, sources)
+    pool_b = rng_topic.permutation(singletons)
+    need = int(counts.sum())
+    n_a = min(len(pool_a), int(round(0.2 * need)))
+    pick = np.concatenate([pool_a[:n_a], pool_b, pool_a[n_a:]])[:need]
+    pick = rng_topic.permutation(pick)
+    per_topic = counts.sum(axis=1)
+    g_topic = np.repeat(np.arange(n_topics), per_topic)
+    g_grade = np.concatenate([np.repeat(np.array([3, 2, 1, 0]), counts[t, ::-1]) for t in range(n_topics)]) \
+        if need else np.zeros(0, np.int64)
+    g_pid = pick.astype(np.int64)
+    if forced:
+        g_topic = np.concatenate([g_topic, [f[0] for f in forced]]).astype(np.int64)
+        g_pid = np.concatenate([g_pid, forced_src])
+        g_grade = np.concatenate([g_grade, [f[2] for f in forced]]).astype(np.int64)
+    # insert topic terms into the originals (before copying, so copies carry them too)
+    m = np.select([g_grade == 3, g_grade == 2, g_grade == 1],
+                  [rng_topic.integers(6, 11, size=len(g_pid)), rng_topic.integers(4, 8, size=len(g_pid)),
+                   rng_topic.integers(2, 5, size=len(g_pid))],
+                  rng_topic.integers(2, 5, size=len(g_pid)))
+    occ = np.repeat(np.arange(len(g_pid)), m)
+    occ_pid = g_pid[occ]
+    pos = base_off[occ_pid] + (rng_topic.random(len(occ)) * lengths[occ_pid]).astype(np.int64)
+    j_any = np.searchsorted(term_cdf, rng_topic.random(len(occ)))
+    j_query = (rng_topic.random(len(occ)) * n_query_terms[g_topic[occ]]).astype(np.int64)
+    first_occ = _block_ranks(occ) == 0
+    use_query = (g_grade[occ] == 0) | (first_occ & (g_grade[occ] >= 2))
+    j = np.where(use_query, j_query, np.minimum(j_any, TOPIC_TERMS - 1))
+    term_word = topic_terms[g_topic[occ], j]
+    codes[pos] = (term_word * _FORMS + codes[pos] % _FORMS).astype(np.int32)
+
+    # ---- near-duplicate copies
+    report("duplicates", 0.4)
+    copy_slots = np.flatnonzero(is_copy)
+    n_copies = len(copy_slots)
+    if n_copies:
+        src = class_of[copy_slots]
+        ls = lengths[src]
+        pre_off = np.concatenate([[0], np.cumsum(ls)])
+        pre = codes[_segments(base_off[src], ls)]
+        n_edits = rng_copy.choice(4, size=n_copies, p=[0.4, 0.3, 0.18, 0.12])
+        mode = rng_copy.choice(5, size=n_copies, p=[0.3, 0.2, 0.15, 0.2, 0.15])
+        e_copy = np.repeat(np.arange(n_copies), n_edits)
+        e_type = rng_copy.integers(0, 3, size=len(e_copy))  # 0 substitute, 1 insert, 2 delete
+        e_pos = pre_off[e_copy] + (rng_copy.random(len(e_copy)) * ls[e_copy]).astype(np.int64)
+        sub = e_pos[e_type == 0]
+        pre[sub] = (_zipf_words(rng_copy, zipf_table, len(sub)) * _FORMS + pre[sub] % _FORMS).astype(np.int32)
+        keep = np.ones(len(pre), np.int64)
+        keep[e_pos[e_type == 2]] = 0
+        ins = np.bincount(e_pos[e_type == 1], minlength=len(pre))
+        cnt = keep + ins
+        src_tok = np.repeat(np.arange(len(pre)), cnt)
+        k_in = np.arange(len(src_tok)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        is_ins = k_in >= keep[src_tok]
+        copy_codes = pre[src_tok]
+        copy_codes[is_ins] = (_zipf_words(rng_copy, zipf_table, int(is_ins.sum())) * _FORMS).astype(np.int32)
+        new_len = np.add.reduceat(cnt, pre_off[:-1])
+        copy_off = np.concatenate([[0], np.cumsum(new_len)])
+        tok_mode = np.repeat(mode, new_len)
+        word = copy_codes // _FORMS
+        case = (copy_codes % _FORMS) // 3
+        punct = copy_codes % 3
+        r = rng_copy.random(len(copy_codes))
+        case = np.where(tok_mode == 1, 0, case)
+        punct = np.where(tok_mode == 2, 0, punct)
+        case = np.where((tok_mode == 3) & (r < 0.15), (case + 1 + (r < 0.05)) % 3, case)
+        punct = np.where((tok_mode == 4) & (r < 0.08), (punct + 1 + (r < 0.03)) % 3, punct)
+        copy_codes = (word * _FORMS + case * 3 + punct).astype(np.int32)
+        del pre, src_tok, k_in, is_ins, word, case, punct, r, tok_mode
+    else:
+        copy_codes = np.zeros(0, np.int32)
+        copy_off = np.zeros(1, np.int64)
+        n_edits = mode = new_len = np.zeros(0, np.int64)
+    final_len = lengths.copy()
+    final_len[copy_slots] = new_len
+
+    # ---- lexical features of every (topic, passage) with a topic term
+    report("features", 0.5)
+    lut = np.full(V, -1, np.int32)
+    lut[topic_terms.ravel()] = np.arange(n_topics * TOPIC_TERMS, dtype=np.int32)
+    term_ids = []
+    term_pids = []
+    for arr, off, slots in ((codes, base_off, None), (copy_codes, copy_off, copy_slots)):
+        for a in range(0, len(arr), 1 << 24):
+            tt = lut[arr[a : a + (1 << 24)] // _FORMS]
+            hit = np.flatnonzero(tt >= 0)
+            p = np.searchsorted(off, hit + a, side="right") - 1
+            if slots is None:
+                ok = ~is_copy[p]
+                hit, p = hit[ok], p[ok]
+            else:
+                p = slots[p]
+            term_ids.append(tt[hit].astype(np.int64))
+            term_pids.append(p.astype(np.int64))
+    term_id = np.concatenate(term_ids)
+    term_pid = np.concatenate(term_pids)
+    key, tf = np.unique(term_id * n + term_pid, return_counts=True)
+    u_term = key // n
+    u_pid = key % n
+    df = np.bincount(u_term, minlength=n_topics * TOPIC_TERMS)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    k1, b = 0.9, 0.4
+    norm = k1 * (1 - b + b * final_len[u_pid] / final_len.mean())
+    contrib = idf[u_term] * tf * (k1 + 1) / (tf + norm)
+    u_topic = u_term // TOPIC_TERMS
+    u_j = u_term % TOPIC_TERMS
+    is_q = u_j < n_query_terms[u_topic]
+
+    # candidate rows: every passage with a topic term, plus random filler per topic
+    fill = min(n, 2 * depth)
+    fill_key = (np.repeat(np.arange(n_topics, dtype=np.int64), fill) * n
+                + rng_fill.integers(0, n, size=n_topics * fill))
+    row_key, inv = np.unique(np.concatenate([u_topic * n + u_pid, fill_key]), return_inverse=True)
+    inv = inv[: len(key)]
+    r_topic = row_key // n
+    short = np.flatnonzero(np.bincount(r_topic, minlength=n_topics) < depth)
+    if len(short):  # small corpora: make sure every topic has enough candidates
+        extra = np.concatenate([t * n + rng_fill.permutation(n)[:depth] for t in short])
+        row_key = np.unique(np.concatenate([row_key, extra]))
+        r_topic = row_key // n
+        inv = np.searchsorted(row_key, u_topic * n + u_pid)
+    r_pid = row_key % n
+    nrows = len(row_key)
+    bm25 = np.bincount(inv, weights=np.where(is_q, contrib, 0.0), minlength=nrows)
+    rm3 = bm25 + 0.05 * np.bincount(inv, weights=np.where(is_q, 0.0, contrib), minlength=nrows)
+    sem = np.bincount(inv, weights=term_w[u_j] * np.log1p(tf), minlength=nrows)
+    bm25 = np.round(bm25, 10)  # identical passages: identical scores, whatever the summation order
+    rm3 = np.round(rm3, 10)
+
+    # grades of rows (expanded to near-duplicates)
+    member_order = np.argsort(class_of, kind="stable")
+    class_start = np.searchsorted(class_of[member_order], np.arange(n))
+
+    def expand(topic: np.ndarray, canon: np.ndarray, grade: np.ndarray):
+        sz = class_size[canon]
+        rep = np.repeat(np.arange(len(canon)), sz)
+        pids = member_order[_segments(class_start[canon], sz)]
+        return topic[rep], pids, grade[rep]
+
+    eg_topic, eg_pid, eg_grade = expand(g_topic, g_pid, g_grade)
+    eg_key = eg_topic * n + eg_pid
+    eg_sort = np.argsort(eg_key, kind="stable")
+    eg_key, eg_grade_s = eg_key[eg_sort], eg_grade[eg_sort]
+    r_grade = np.full(nrows, -1, np.int64)
+    if len(eg_key):
+        loc = np.minimum(np.searchsorted(eg_key, row_key), len(eg_key) - 1)
+        hit = eg_key[loc] == row_key
+        r_grade[hit] = eg_grade_s[loc[hit]]
+    r_class = r_topic * n + class_of[r_pid]
+    cls_key, r_cls = np.unique(r_class, return_inverse=True)
+    n_cls_rows = len(cls_key)
+
+    def zscore(x: np.ndarray) -> np.ndarray:
+        cnt = np.bincount(r_topic, minlength=n_topics)
+        mean = np.bincount(r_topic, weights=x, minlength=n_topics) / np.maximum(cnt, 1)
+        var = np.bincount(r_topic, weights=(x - mean[r_topic]) ** 2, minlength=n_topics) / np.maximum(cnt, 1)
+        return (x - mean[r_topic]) / np.sqrt(np.maximum(var, 1e-12))[r_topic]
+
+    lexz = zscore(bm25)
+    semz = zscore(sem)
+    latent = np.maximum(r_grade, 0) + 0.4 * rng_runs.normal(size=n_cls_rows)[r_cls]
+
+    def top_rows(score: np.ndarray, mask: np.ndarray | None, k: int, ascending_ties: bool = False) -> np.ndarray:
+        """Row indices of the top ``k`` per topic by score (ties: pid descending), in rank order."""
+        idx = np.arange(nrows) if mask is None else np.flatnonzero(mask)
+        pid_key = r_pid[idx] if ascending_ties else -r_pid[idx]
+        o = idx[np.lexsort((pid_key, -score[idx], r_topic[idx]))]
+        return o[_block_ranks(r_topic[o]) < k]
+
+    report("runs", 0.6)
+    k_first = max(FIRST_STAGE, depth)
+    in_bm25 = np.zeros(nrows, bool)
+    in_bm25[top_rows(bm25, None, k_first)] = True
+    dense = semz + 0.5 * latent + 0.5 * rng_runs.normal(size=nrows)
+    in_dense = np.zeros(nrows, bool)
+    in_dense[top_rows(dense, None, k_first)] = True
+    first_stage = in_bm25 | in_dense
+
+    # ---- groups and runs
+    full_task = next((s for s in subtasks if s != "rerank"), subtasks[0])
+    runs: list[dict] = []
+    runs.append(dict(run="p_bm25", group="organizers", priority=1, baseline=True, subtask=full_task,
+                     style="bm25", tie_order="desc", quality=None))
+    runs.append(dict(run="p_bm25rm3", group="organizers", priority=2, baseline=True, subtask=full_task,
+                     style="bm25", tie_order="desc", quality=None))
+    styles = ("logit", "prob", "dist", "logit", "prob")
+    group_params = []
+    for g in range(n_groups):
+        name = "grp" + _letters(g)
+        gp = dict(
+            quality=float(rng_runs.uniform(0.3, 1.6)),
+            lex=float(rng_runs.uniform(0.2, 1.0)),
+            sem=float(rng_runs.uniform(0.2, 1.0)),
+            sigma=float(rng_runs.uniform(1.0, 1.8)),
+            style=styles[int(rng_runs.integers(len(styles)))],
+            tie_order="asc" if rng_runs.random() < 0.3 else "desc",
+            main=subtasks[int(rng_runs.integers(len(subtasks)))],
+            noise=rng_runs.normal(size=n_cls_rows),
+        )
+        group_params.append(gp)
+        k = int(rng_runs.integers(lo, hi + 1))
+        quals = gp["quality"] * rng_runs.uniform(0.8, 1.1, size=k)
+        prio = np.argsort(np.argsort(-(quals + rng_runs.normal(0, 0.1, size=k)), kind="stable"), kind="stable") + 1
+        for i in range(k):
+            sub = gp["main"] if (len(subtasks) == 1 or rng_runs.random() < 0.7) else \
+                subtasks[int(rng_runs.integers(len(subtasks)))]
+            runs.append(dict(run=f"{name}_run{i + 1}", group=name, priority=int(prio[i]), baseline=False,
+                             subtask=sub, style=gp["style"], tie_order=gp["tie_order"], quality=round(float(quals[i]), 4),
+                             _g=g, _lex=gp["lex"] * float(rng_runs.uniform(0.8, 1.2)),
+                             _sem=gp["sem"] * float(rng_runs.uniform(0.8, 1.2)), _sigma=float(rng_runs.uniform(0.8, 1.4)),
+                             _offset=float(rng_runs.uniform(-2, 2)), _seed=int(rng_runs.integers(2**32))))
+
+    run_dir = out / "runs"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pid_width = max(7, len(str(n - 1)))
+    doc_width = max(6, len(str(n_docs_out - 1)))
+    top10: list[np.ndarray] = []
+    top20: list[np.ndarray] = []
+    tie_lines = 0
+    for ri, r in enumerate(runs):
+        if r["baseline"]:
+            raw = bm25 if r["run"] == "p_bm25" else rm3
+            sel = top_rows(raw, None, depth)
+            out_score = np.round(raw[sel], 4)
+        else:
+            gp = group_params[r["_g"]]
+            rr = np.random.default_rng(r["_seed"])
+            q_topic = r["quality"] * rr.lognormal(0.0, 0.5, size=n_topics)  # runs fail on some topics
+            s = (r["_lex"] * lexz + r["_sem"] * semz + q_topic[r_topic] * latent
+                 + gp["sigma"] * gp["noise"][r_cls] + r["_sigma"] * rr.standard_t(3, size=nrows))
+            mask = in_bm25 if r["subtask"] == "rerank" else first_stage
+            sel = top_rows(s, mask, depth)
+            x = s[sel]  # in rank order, topic by topic
+            starts = np.flatnonzero(_block_ranks(r_topic[sel]) == 0)
+            per_topic = np.diff(np.append(starts, len(x)))
+            if r["style"] == "logit":
+                out_score = np.round(2.0 * x + r["_offset"], 5)
+            elif r["style"] == "prob":  # a probability from per-topic standardized scores
+                mean = np.repeat(np.add.reduceat(x, starts) / per_topic, per_topic)
+                sd = np.sqrt(np.repeat(np.add.reduceat((x - mean) ** 2, starts) / per_topic, per_topic))
+                out_score = np.round(1.0 / (1.0 + np.exp(-(1.5 * (x - mean) / np.maximum(sd, 1e-9) - 0.5))), 4)
+            else:  # negative distance from the topic's best
+                top = np.repeat(x[starts], per_topic)
+                out_score = np.round(-3.0 * (top - x) - 1.0, 3)
+        t_sel = r_topic[sel]
+        p_sel = r_pid[sel]
+        pid_key = p_sel if r["tie_order"] == "asc" else -p_sel
+        o = np.lexsort((pid_key, -out_score, t_sel))
+        t_sel, p_sel, out_score = t_sel[o], p_sel[o], out_score[o]
+        rank = _block_ranks(t_sel) + 1
+        same = (t_sel[1:] == t_sel[:-1]) & (out_score[1:] == out_score[:-1])
+        tie_lines += int(same.sum())
+        r["tied_pairs"] = int(same.sum())
+        top10.append(t_sel[rank <= 10] * n + p_sel[rank <= 10])
+        top20.append(t_sel[rank <= 20] * n + p_sel[rank <= 20])
+        name = r["run"]
+        fmt = "{:.4f}" if r["style"] in ("bm25", "prob") else ("{:.5f}" if r["style"] == "logit" else "{:.3f}")
+        lines = [
+            f"{qids[t]} Q0 p{p:0{pid_width}d} {k} {fmt.format(sc)} {name}\n"
+            for t, p, k, sc in zip(t_sel.tolist(), p_sel.tolist(), rank.tolist(), out_score.tolist())
+        ]
+        with atomic_open(run_dir / f"{name}.run") as fh:
+            fh.write("".join(lines))
+        report("runs", 0.6 + 0.15 * (ri + 1) / len(runs))
+    run_files = {f"{r['run']}.run" for r in runs}
+    for stale in sorted(run_dir.glob("*.run")):
+        if stale.name not in run_files:
+            stale.unlink()
+
+    # ---- manifest
+    with atomic_open(out / "manifest.csv") as fh:
+        fh.write("run,group,priority,baseline,subtask,file\n")
+        for r in sorted(runs, key=lambda r: (r["group"] != "organizers", r["group"], r["priority"])):
+            fh.write(f"{r['run']},{r['group']},{r['priority']},{'true' if r['baseline'] else 'false'},"
+                     f"{r['subtask']},{r['run']}.run\n")
+
+    # ---- qrels: graded + decoys + a sample of pooled non-relevant passages, expanded
+    report("qrels", 0.78)
+    pooled = np.unique(np.concatenate(top20)) if top20 else np.zeros(0, np.int64)
+    p_topic, p_pid = pooled // n, pooled % n
+    p_cls = np.unique(p_topic * n + class_of[p_pid])
+    graded_cls = np.unique(g_topic * n + g_pid)
+    p_cls = p_cls[~np.isin(p_cls, graded_cls)]
+    p_cls = p_cls[rng_qrels.random(len(p_cls)) < 0.5]
+    z_topic, z_pid, z_grade = expand(p_cls // n, p_cls % n, np.zeros(len(p_cls), np.int64))
+    q_topic = np.concatenate([eg_topic, z_topic])
+    q_pid = np.concatenate([eg_pid, z_pid])
+    q_grade = np.concatenate([eg_grade, z_grade])
+    q_order = np.lexsort((q_pid, q_topic))
+    q_topic, q_pid, q_grade = q_topic[q_order], q_pid[q_order], q_grade[q_order]
+    assert len(np.unique(q_topic * n + q_pid)) == len(q_topic), "qrels must be unique per topic and pid"
+    with atomic_open(out / "qrels.txt") as fh:
+        fh.write("".join(f"{qids[t]} 0 p{p:0{pid_width}d} {g}\n"
+                         for t, p, g in zip(q_topic.tolist(), q_pid.tolist(), q_grade.tolist())))
+
+    # ---- topics, near-duplicate truth
+    with atomic_open(out / "topics.tsv") as fh:
+        fh.write("".join(f"{q}\t{text}\n" for q, text in zip(qids, queries)))
+    in_class = np.flatnonzero(class_size[class_of] >= 2)
+    nd_order = in_class[np.lexsort((in_class, class_of[in_class]))]
+    with atomic_open(out / "neardup_truth.tsv") as fh:
+        fh.write("".join(f"p{c:0{pid_width}d}\tp{p:0{pid_width}d}\n"
+                         for c, p in zip(class_of[nd_order].tolist(), nd_order.tolist())))
+
+    # ---- corpus text, rendered in chunks with pyarrow
+    report("corpus", 0.8)
+    copy_index = np.full(n, -1, np.int64)
+    copy_index[copy_slots] = np.arange(n_copies)
+    all_codes = np.concatenate([codes, copy_codes]) if n_copies else codes
+    del codes
+    seg_start = np.where(is_copy, len(all_codes) - len(copy_codes) + copy_off[np.maximum(copy_index, 0)],
+                         base_off[:-1])
+    docid_of = np.repeat(np.arange(n_docs_out, dtype=np.int64), doc_sizes)
+    chunk = 100_000
+    with atomic_path(out / "corpus.jsonl") as tmp, open(tmp, "wb") as fh:
+        for a in range(0, n, chunk):
+            z = min(n, a + chunk)
+            ln = final_len[a:z]
+            tok = all_codes[_segments(seg_start[a:z], ln)]
+            strings = surface.take(pa.array(tok))
+            offsets = pa.array(np.concatenate([[0], np.cumsum(ln)]).astype(np.int32))
+            text = pc.binary_join(pa.ListArray.from_arrays(offsets, strings), " ")
+            pid = pc.utf8_lpad(pc.cast(pa.array(np.arange(a, z)), pa.string()), width=pid_width, padding="0")
+            did = pc.utf8_lpad(pc.cast(pa.array(docid_of[a:z]), pa.string()), width=doc_width, padding="0")
+            line = pc.binary_join_element_wise('{"pid": "p', pid, '", "passage": "', text, '", "docid": "d', did,
+                                               '"}\n', "")
+            off = np.frombuffer(line.buffers()[1], np.int32)[line.offset : line.offset + len(line) + 1]
+            fh.write(memoryview(line.buffers()[2])[int(off[0]) : int(off[-1])])
+            report("corpus", 0.8 + 0.19 * z / n)
+
+    # ---- summary
+    pool10 = np.unique(np.concatenate(top10)) if top10 else np.zeros(0, np.int64)
+    pool10_sizes = np.bincount(pool10 // n, minlength=n_topics)
+    size_hist = np.bincount(np.digitize(sizes, [3, 4, 11, 101, 1001]), minlength=6) if n_classes else np.zeros(6, int)
+    grade_counts = np.bincount(q_grade, minlength=4)
+    topics_info = []
+    for t in range(n_topics):
+        gm = g_topic == t
+        qm = q_topic == t
+        topics_info.append({
+            "qid": qids[t],
+            "kind": str(kinds[t]),
+            "query": queries[t],
+            "query_terms": int(n_query_terms[t]),
+            "graded": {str(g): int(((g_grade == g) & gm).sum()) for g in range(4)},
+            "relevant": int(((g_grade >= 2) & gm).sum()),
+            "relevant_with_duplicates": int(((g_grade >= 2) & gm & (class_size[g_pid] >= 2)).sum()),
+            "qrels": int(qm.sum()),
+            "qrels_relevant": int(((q_grade >= 2) & qm).sum()),
+            "expansion": int(qm.sum() - ((g_topic == t).sum() + ((p_cls // n) == t).sum())),
+            "pool_depth10": int(pool10_sizes[t]),
+        })
+    summary = {
+        "generator": "qrelkit.simulate.campaign",
+        "parameters": {
+            "n_passages": n, "n_docs": n_docs, "n_topics": n_topics, "n_groups": n_groups,
+            "runs_per_group": [lo, hi], "depth": depth, "dup_fraction": float(dup_fraction), "seed": seed,
+            "subtasks": list(subtasks),
+        },
+        "files": {
+            "corpus": "corpus.jsonl", "neardup_truth": "neardup_truth.tsv", "topics": "topics.tsv",
+            "qrels": "qrels.txt", "manifest": "manifest.csv", "runs": "runs", "summary": "summary.json",
+        },
+        "counts": {
+            "passages": n,
+            "documents": n_docs_out,
+            "words": int(final_len.sum()),
+            "vocabulary": V,
+            "neardup_classes": n_classes,
+            "neardup_passages": int(len(in_class)),
+            "neardup_copies": n_copies,
+            "largest_class": int(sizes.max()) if n_classes else 0,
+            "class_sizes": dict(zip(["2", "3", "4-10", "11-100", "101-1000", ">1000"], map(int, size_hist))),
+            "copy_edits": {str(e): int((n_edits == e).sum()) for e in range(4)},
+            "copies_case_or_punct_only": int(((n_edits == 0) & (mode != 0)).sum()) if n_copies else 0,
+            "exact_copies": int(((n_edits == 0) & (mode == 0)).sum()) if n_copies else 0,
+            "topics": n_topics,
+            "groups": n_groups + 1,
+            "runs": len(runs),
+            "baseline_runs": sum(r["baseline"] for r in runs),
+            "run_lines": len(runs) * n_topics * depth,
+            "tied_score_pairs": tie_lines,
+            "qrels": int(len(q_grade)),
+            "qrels_by_grade": {str(g): int(grade_counts[g]) for g in range(4)},
+            "topics_without_relevant": int(sum(1 for x in topics_info if x["relevant"] == 0)),
+        },
+        "pool": {
+            "depth": 10,
+            "runs": len(runs),
+            "mean_distinct_per_topic": round(float(pool10_sizes.mean()), 2),
+            "min_distinct_per_topic": int(pool10_sizes.min()),
+            "max_distinct_per_topic": int(pool10_sizes.max()),
+        },
+        "topics": topics_info,
+        "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
+    }
+    with atomic_open(out / "summary.json") as fh:
+        fh.write(json.dumps(summary, indent=2) + "\n")
+    report("done", 1.0)
+    return summary
+
+
+def _letters(i: int) -> str:
+    """0 -> A, 25 -> Z, 26 -> AA, ... (spreadsheet column names)."""
+    s = ""
+    i += 1
+    while i:
+        i, rem = divmod(i - 1, 26)
+        s = chr(65 + rem) + s
+    return s
