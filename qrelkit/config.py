@@ -22,7 +22,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "include": [], "exclude": [],
     },
     "pool": {"depth": 10, "dedupe": True, "judged": "mark"},
-    "top1": {"perfect_min_rel": 1},
+    "top1": {"perfect_min_rel": 1, "perfect": "all"},
     "fused": {"method": "rrf", "take": 100, "rrf_k": 60.0, "rbp_p": 0.8},
     "fractional": {"fraction": 0.1, "seed": 0},
     "batch": {"first_n": 100, "assessors_per_item": 1, "seed": 0},

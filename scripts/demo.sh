@@ -26,7 +26,7 @@ $Q pool depth "$C/runs" -m "$C/manifest.csv" --classes "$C/neardup_truth.tsv" -c
 $Q pool stats "$OUT/pool-depth10.parquet" -m "$C/manifest.csv" -o "$OUT/pool-stats" | head -20
 
 step "5. shallow top-1 pool with the perfect run"
-$Q pool top1 "$C/runs" -m "$C/manifest.csv" -q "$C/qrels.txt" --perfect-min-rel 2 -c $CFG -o "$OUT/pool-top1.parquet"
+$Q pool top1 "$C/runs" -m "$C/manifest.csv" -q "$C/qrels.txt" --perfect best -c $CFG -o "$OUT/pool-top1.parquet"
 
 step "6. assessor batches: first 100 per topic, then the rest; 4 assessors"
 $Q batch make "$OUT/pool-depth10.parquet" --corpus "$C/corpus.jsonl" --topics "$C/topics.tsv" \

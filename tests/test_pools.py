@@ -137,3 +137,12 @@ def test_fused_rrf_and_rbp_any_qid():
 
 def test_filter_runs(runs):
     assert set(filter_runs(runs, ["A"])["run"].to_pylist()) == {"A"}
+
+
+def test_top1_perfect_best_only(runs):
+    qrels = pa.table({"qid": ["1", "1", "1"], "docid": ["q1", "q2", "q3"], "rel": pa.array([3, 3, 2], pa.int32())})
+    pool = top1_pool(runs, qrels=qrels, perfect="best")
+    extra = {r["docid"] for r in pool.to_pylist() if r["in_qrels"]}
+    assert extra == {"q1", "q2"}
+    with pytest.raises(InputError):
+        top1_pool(runs, qrels=qrels, perfect="some")

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from qrelkit.config import Config, load_config
 
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)
 stdout = Console() if Console().is_terminal else Console(width=200)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)

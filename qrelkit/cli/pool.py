@@ -138,6 +138,7 @@ def top1(
     output: Path = OutputOpt,
     qrels: Optional[Path] = typer.Option(None, "--qrels", "-q", help="Add each topic's known relevant passages (the perfect run)."),
     perfect_min_rel: Optional[int] = typer.Option(None, "--perfect-min-rel", help="Grade a qrel needs to join."),
+    perfect: Optional[str] = typer.Option(None, "--perfect", help="all qrels >= min grade, or only the best-graded: all | best."),
     manifest: Optional[Path] = ManifestOpt,
     all_runs: bool = AllRunsOpt,
     classes: Optional[Path] = ClassesOpt,
@@ -149,9 +150,10 @@ def top1(
     cfg = common.config(config)
     table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
     mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
-    pool = top1_pool(table, qrels=q, perfect_min_rel=mr, classes=cls)
+    pm = str(cfg.get_value("top1", "perfect", perfect))
+    pool = top1_pool(table, qrels=q, perfect_min_rel=mr, perfect=pm, classes=cls)
     write_table(pool, output, kind="pool-top1", params=_params(runs=runs, pooled_runs=pooled, qrels=qrels,
-                perfect_min_rel=mr, classes=classes, config=cfg.source))
+                perfect_min_rel=mr, perfect=pm, classes=classes, config=cfg.source))
     dist = pool_size_distribution(pool)
     _report(pool, output, pooled, as_json, {"histogram": dist["histogram"]})
 

@@ -185,10 +185,14 @@ def top1_pool(
     *,
     qrels: pa.Table | None = None,
     perfect_min_rel: int = 1,
+    perfect: str = "all",
     classes: pa.Table | None = None,
 ) -> pa.Table:
     """Shallow top-1 pool: every run's first passage per topic, plus (with ``qrels``) each topic's
     known relevant passages (grade >= ``perfect_min_rel``), the "perfect run".
+
+    ``perfect="all"`` adds every such qrel (sparse MS MARCO-style labels: usually one per topic);
+    ``"best"`` only those with the topic's highest grade (graded collections).
 
     Adds ``in_qrels: bool``. A passage only the qrels contribute has ``n_runs`` 0 and a null
     ``min_rank``; ``runs`` lists real runs only.
@@ -196,7 +200,13 @@ def top1_pool(
     pool = depth_pool(runs, 1, classes=classes)
     if qrels is None:
         return pool.append_column("in_qrels", pa.array(np.zeros(pool.num_rows, bool)))
+    if perfect not in ("all", "best"):
+        raise InputError("bad-option", f"perfect must be 'all' or 'best', got {perfect!r}")
     rel = qrels.filter(pc.greater_equal(qrels["rel"], perfect_min_rel))
+    if perfect == "best" and rel.num_rows:
+        best = rel.group_by("qid").aggregate([("rel", "max")])
+        m = match_rows(rel, best, ["qid"])
+        rel = rel.filter(pc.equal(rel["rel"], pc.take(best["rel_max"], pa.array(m))))
     docs = map_to_classes(rel["docid"], classes) if classes is not None else rel["docid"]
     perfect = pa.table({"qid": rel["qid"], "docid": docs}).group_by(["qid", "docid"]).aggregate([])
     m = match_rows(perfect, pool, ["qid", "docid"])
