@@ -64,7 +64,17 @@ def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
         yield line, rest + b"\n"
 
 
-def _normalize(t: pa.Table, path: Path, first_line: int | None) -> pa.Table:
+def _nonblank_line(chunk: bytes, first_line: int, row: int) -> int:
+    """File line of the ``row``-th (0-based) non-blank line of a chunk (JSON readers skip blanks)."""
+    for i, line in enumerate(chunk.split(b"\n")):
+        if line.strip():
+            if row == 0:
+                return first_line + i
+            row -= 1
+    return first_line
+
+
+def _normalize(t: pa.Table, path: Path, first_line: int | None, chunk: bytes | None = None) -> pa.Table:
     names = t.column_names
     id_key = next((k for k in ID_KEYS if k in names), None)
     text_key = next((k for k in TEXT_KEYS if k in names), None)
@@ -78,14 +88,20 @@ def _normalize(t: pa.Table, path: Path, first_line: int | None) -> pa.Table:
     doc_key = next((k for k in DOC_KEYS if k in names and k != id_key), None)
     pid = pc.cast(t[id_key], pa.string())
     text = pc.cast(t[text_key], pa.string())
+    no_text = pc.is_null(text)
     if "title" in names and text_key != "title":
         title = pc.cast(t["title"], pa.string())
+        no_text = pc.and_(no_text, pc.is_null(title))
         both = pc.binary_join_element_wise(pc.fill_null(title, ""), pc.fill_null(text, ""), " ")
         text = pc.utf8_trim_whitespace(both)
     text = pc.fill_null(text, "")
     docid = pc.cast(t[doc_key], pa.string()) if doc_key else pa.nulls(t.num_rows, pa.string())
-    if pid.null_count:
-        raise InputError("missing-value", "a passage has no id", file=str(path), line=first_line)
+    for what, null in (("id", pc.is_null(pid)), ("text", no_text)):
+        # a passage without a text field used to become an empty passage silently
+        if pc.any(null).as_py():
+            row = pc.index(null, True).as_py()
+            line = first_line if chunk is None or first_line is None else _nonblank_line(chunk, first_line, row)
+            raise InputError("missing-value", f"a passage has no {what}", file=str(path), line=line)
     return pa.table({"pid": pid, "text": text, "docid": docid}, schema=CORPUS_SCHEMA)
 
 
@@ -109,7 +125,7 @@ def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
                 raise InputError("bad-json", "a line is not a JSON object", file=str(path), line=first_line + i)
             rows.append({k: (v if isinstance(v, str) or v is None else json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in obj.items()})
         t = pa.Table.from_pylist(rows)
-    return _normalize(t, path, first_line)
+    return _normalize(t, path, first_line, chunk)
 
 
 def _tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:

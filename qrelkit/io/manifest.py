@@ -15,7 +15,10 @@ file       optional  the run's file name; then each file's tag must equal its ``
 
 from __future__ import annotations
 
+import csv
+import math
 import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -27,6 +30,16 @@ _TRUE = {"true", "yes", "y", "1", "t"}
 _FALSE = {"false", "no", "n", "0", "f", ""}
 
 
+def _missing(v) -> bool:
+    """A value a TOML table left out (pandas fills it with NaN)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _line_in(message: str) -> int | None:
+    m = re.search(r"\bline (\d+)", message)
+    return int(m.group(1)) if m else None
+
+
 def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     """Read and validate a manifest; returns one row per run (strings, ``priority`` int,
     ``baseline`` bool)."""
@@ -35,31 +48,38 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         try:
             doc = tomllib.loads(p.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError("bad-toml", str(exc), file=str(p)) from None
+            raise InputError("bad-toml", str(exc), file=str(p), line=_line_in(str(exc))) from None
         except OSError as exc:
             raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
         rows = doc.get("runs", doc.get("run"))
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise InputError("missing-column", "TOML manifest needs an array of tables [[runs]]", file=str(p))
-        df = pd.DataFrame(rows)
+        # dtype=object: a key left out of one table must not turn the column's integers to floats
+        df = pd.DataFrame(rows, dtype=object)
         line_of = {i: None for i in range(len(df))}
+        header_line = None
     else:
         try:
+            if p.stat().st_size == 0:
+                raise InputError("empty-file", "manifest lists no runs", file=str(p))
             df = pd.read_csv(p, dtype=str, keep_default_na=False, sep=None, engine="python")
-        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise InputError("unreadable", f"not a readable CSV manifest: {exc}", file=str(p)) from None
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
+            msg = " ".join(str(exc).split())  # pandas messages may end with a newline
+            raise InputError("unreadable", f"not a readable CSV manifest: {msg}", file=str(p),
+                             line=_line_in(msg)) from None
         line_of = {i: i + 2 for i in range(len(df))}  # header is line 1
+        header_line = 1
     df.columns = [str(c).strip().lower() for c in df.columns]
     for col in ("run", "group"):
         if col not in df.columns:
-            raise InputError("missing-column", f"manifest needs a {col!r} column", file=str(p), line=1 if line_of else None)
+            raise InputError("missing-column", f"manifest needs a {col!r} column", file=str(p), line=header_line)
     if df.empty:
         raise InputError("empty-file", "manifest lists no runs", file=str(p))
-    df["run"] = df["run"].astype(str).str.strip()
-    df["group"] = df["group"].astype(str).str.strip()
-    for i, r in enumerate(df["run"]):
-        if not r:
-            raise InputError("missing-value", "empty run name", file=str(p), line=line_of[i])
+    for col in ("run", "group"):
+        df[col] = ["" if _missing(v) else str(v).strip() for v in df[col]]
+        for i, v in enumerate(df[col]):
+            if not v:
+                raise InputError("missing-value", f"empty {col} name", file=str(p), line=line_of[i])
     dup = df["run"].duplicated()
     if dup.any():
         i = int(dup.to_numpy().nonzero()[0][0])
@@ -68,7 +88,10 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         df["priority"] = 1
     prio = []
     for i, v in enumerate(df["priority"]):
-        s = str(v).strip()
+        s = "" if _missing(v) else str(v).strip()
+        if not s:
+            prio.append(1)  # left out: the default
+            continue
         try:
             prio.append(int(s))
         except ValueError:
@@ -78,7 +101,7 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         df["baseline"] = False
     base = []
     for i, v in enumerate(df["baseline"]):
-        s = str(v).strip().lower()
+        s = "" if _missing(v) else str(v).strip().lower()
         if isinstance(v, bool):
             base.append(v)
         elif s in _TRUE:
@@ -90,6 +113,6 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     df["baseline"] = base
     if "subtask" not in df.columns:
         df["subtask"] = ""
-    df["subtask"] = df["subtask"].astype(str).str.strip()
+    df["subtask"] = ["" if _missing(v) else str(v).strip() for v in df["subtask"]]
     front = ["run", "group", "priority", "baseline", "subtask"]
     return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)

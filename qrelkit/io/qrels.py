@@ -46,7 +46,8 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
     """Read qrels (TREC text, ``.gz`` or Parquet) into :data:`QRELS_SCHEMA`.
 
     Rules: ``missing-column``/``extra-column``, ``grade-not-numeric``, ``grade-not-integer``
-    (a fractional grade), ``duplicate-judgment`` (same topic and docid twice), ``empty-file``.
+    (a fractional grade), ``grade-out-of-range`` (not a 32-bit integer), ``duplicate-judgment``
+    (same topic and docid twice), ``empty-file``.
     Strict mode raises :class:`InputError`; lenient mode drops bad lines and keeps the first of
     duplicate judgments.
     """
@@ -86,6 +87,15 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
             i = int(np.flatnonzero(bad)[0])
             raise InputError("grade-not-integer", f"grade {rel[i]!r} is not an integer", file=str(p), line=int(lines[i]))
         keep &= ~bad
+    with np.errstate(invalid="ignore"):
+        i32 = np.iinfo(np.int32)
+        huge = keep & ((rel > i32.max) | (rel < i32.min))  # would wrap around in the int32 cast
+    if huge.any():
+        if not lenient:
+            i = int(np.flatnonzero(huge)[0])
+            raise InputError("grade-out-of-range", f"grade {rel[i]!r} does not fit in 32 bits",
+                             file=str(p), line=int(lines[i]))
+        keep &= ~huge
     key = pd.DataFrame({"q": t["qid"].to_numpy(zero_copy_only=False), "d": t["docid"].to_numpy(zero_copy_only=False)})
     dup = key.duplicated().to_numpy() & keep
     if dup.any():

@@ -124,8 +124,16 @@ class _FileResult:
     lines: int = 0
 
     def add(self, rule: str, count: int, line: int | None, message: str) -> None:
-        if count:
-            self.issues.append(_Issue(rule, int(count), None if line is None else int(line), message))
+        if not count:
+            return
+        line = None if line is None else int(line)
+        for i in self.issues:  # one issue per rule: e.g. rank "x" (soft) and rank 3.5 both count
+            if i.rule == rule:
+                i.count += int(count)
+                if line is not None and (i.line is None or line < i.line):
+                    i.line, i.message = line, message
+                return
+        self.issues.append(_Issue(rule, int(count), line, message))
 
     def first_error(self) -> _Issue | None:
         errs = [i for i in self.issues if RULES[i.rule][0] == "error"]
@@ -268,7 +276,8 @@ def _process_file(path: Path, opts: RunOptions) -> _FileResult:
         res.add(exc.rule, 1, exc.line, exc.message)
         return res
     if t.num_rows == 0:
-        res.add("empty-file", 1, None, "no run lines")
+        if res.first_error() is None:  # else every line was malformed: that error is the news
+            res.add("empty-file", 1, None, "no run lines")
         return res
     lines = t["_line"].to_numpy()
     score = t["score"].to_numpy()
@@ -403,6 +412,28 @@ def _depth_issues(res: _FileResult, opts: RunOptions) -> None:
             res.add("missing-topic", len(missing), None, f"no documents for topic(s) {', '.join(missing[:5])}")
 
 
+def _common_topic_order(results: list[_FileResult]) -> None:
+    """Give every run the topic order of the whole run set.
+
+    Each file is put in natural topic order on its own; a file whose qids are all integers is
+    ordered numerically even when another file has a non-numeric qid, and then the concatenated
+    table would not be canonical. Such files are re-sorted by qid string (a stable sort keeps the
+    score/docid order within each topic).
+    """
+    if len(results) < 2:
+        return
+    qids = set()
+    for r in results:
+        qids.update(pc.unique(r.table["qid"]).to_pylist())
+    if all(q.isascii() and q.isdigit() for q in qids):
+        return
+    for r in results:
+        q = r.table["qid"]
+        if pc.all(pc.utf8_is_digit(q)).as_py() and pc.all(pc.string_is_ascii(q)).as_py():
+            idx = pc.sort_indices(pa.table({"q": q}), sort_keys=[("q", "ascending")])  # stable
+            r.table = r.table.take(idx)
+
+
 def read_runs(
     sources: str | os.PathLike | Sequence[str | os.PathLike],
     *,
@@ -475,6 +506,7 @@ def read_runs(
             sev, repair = RULES[i.rule]
             issues.append([r.path, r.run, i.rule, sev, i.count, i.line, i.message, repair])
     good = sorted((r for r in results if r.table is not None and r.table.num_rows), key=lambda r: r.run)
+    _common_topic_order(good)
     for r in results:
         t = r.table
         if t is not None and t.num_rows:

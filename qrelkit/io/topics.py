@@ -16,13 +16,17 @@ from qrelkit.io.text import read_bytes
 def read_topics(path: str | os.PathLike) -> pd.DataFrame:
     """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty)."""
     p = Path(path)
+    raw = read_bytes(p)
     try:
-        text = read_bytes(p).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not-utf8", "topics file is not UTF-8", file=str(p)) from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError("not-utf8", "topics file is not UTF-8", file=str(p), line=line) from None
     rows = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # split on "\n" only: splitlines() also breaks at \f, \x1c, U+2028, ... inside a topic's text
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if p.suffix in (".jsonl", ".json") or line.lstrip().startswith("{"):
@@ -30,6 +34,8 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
+            if not isinstance(obj, dict):  # e.g. a list or a number: obj.get would fail
+                raise InputError("bad-json", "a line is not a JSON object", file=str(p), line=lineno)
             qid = obj.get("qid", obj.get("query_id", obj.get("id", obj.get("_id"))))
             if qid is None:
                 raise InputError("missing-column", "no qid/query_id/id key", file=str(p), line=lineno)
