@@ -22,11 +22,12 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from qrelkit.cli import batch, pool, runs, simulate
+    from qrelkit.cli import batch, dedupe, pool, runs, simulate
 
     app.add_typer(runs.app, name="runs")
     app.add_typer(pool.app, name="pool")
     app.add_typer(batch.app, name="batch")
+    app.add_typer(dedupe.app, name="dedupe")
     app.add_typer(simulate.app, name="simulate")
 
 

@@ -185,6 +185,25 @@ def iter_corpus(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_r
         yield parse(chunk, p, first_line)
 
 
+def count_passages(path: str | os.PathLike) -> int:
+    """Number of passages: Parquet metadata, or non-empty lines of a text corpus (one pass)."""
+    p = Path(path)
+    if corpus_format(p) == "parquet":
+        return pq.ParquetFile(p).metadata.num_rows
+    n = 0
+    with _open(p) as fh:
+        last = b"\n"
+        while True:
+            block = fh.read(16 << 20)
+            if not block:
+                break
+            n += block.count(b"\n") - block.count(b"\n\n")
+            last = block[-1:]
+        if last != b"\n":
+            n += 1
+    return n
+
+
 def read_corpus(path: str | os.PathLike) -> pa.Table:
     """The whole corpus as one table (for corpora that fit in memory)."""
     chunks = list(iter_corpus(path))

@@ -1,0 +1,232 @@
+"""``qrelkit dedupe``: near-duplicate classes and their uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import pyarrow as pa
+import typer
+
+from qrelkit.cli import common
+from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.io.classes import dedupe_runs, read_classes
+from qrelkit.io.qrels import read_qrels, write_qrels
+from qrelkit.io.runs import write_trec_run
+from qrelkit.io.tables import write_table
+
+app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs, expand qrels.", no_args_is_help=True)
+
+
+def _params(cfg, **flags):
+    from qrelkit.dedupe import DedupeParams
+
+    keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "canonical", "lower",
+            "strip_html", "keep_digits"]
+    base = DedupeParams()
+    return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) if cfg.get_value("dedupe", k, flags.get(k)) is not None
+                           else getattr(base, k) for k in keys})
+
+
+@app.command("cluster")
+def cluster(
+    corpus: Path = typer.Argument(..., help="Corpus (.jsonl, .tsv, .parquet; streamed)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Class table: .parquet (docid, class_id, class_size) or .tsv."),
+    nist_out: Optional[Path] = typer.Option(None, "--nist-out", help="Also write NIST's format: 'class_id pid' per line."),
+    index_out: Optional[Path] = typer.Option(None, "--index-out", help="Folder for signatures + classes (incremental mode)."),
+    only_duplicates: bool = typer.Option(False, "--only-duplicates", help="Write only passages in classes of 2 or more."),
+    ngram: Optional[int] = typer.Option(None, "--ngram", help="Words per shingle (default 3)."),
+    num_perm: Optional[int] = typer.Option(None, "--num-perm", help="MinHash permutations (default 128)."),
+    bands: Optional[int] = typer.Option(None, "--bands", help="LSH bands (default 32)."),
+    rows: Optional[int] = typer.Option(None, "--rows", help="Rows per band (default 4)."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Jaccard a candidate pair must reach (default 0.5)."),
+    verify: Optional[str] = typer.Option(None, "--verify", help="none | signature (estimated Jaccard) | exact (shingle sets)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="components (transitive) | greedy (NIST's first-claims)."),
+    canonical: Optional[str] = typer.Option(None, "--canonical", help="first (corpus order) | priority (judged first)."),
+    priority_qrels: Optional[Path] = typer.Option(None, "--priority-qrels", help="Qrels whose judged passages become canonical first."),
+    keep_digits: Optional[bool] = typer.Option(None, "--keep-digits/--letters-only", help="Digits form words (default: letters only, as NIST)."),
+    lower: Optional[bool] = typer.Option(None, "--lower/--no-lower", help="Lower-case (default on)."),
+    strip_html: Optional[bool] = typer.Option(None, "--strip-html/--keep-html", help="Strip <tags> (default on)."),
+    dask: bool = typer.Option(False, "--dask", help="Run on dask.distributed (a LocalCluster unless --scheduler)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Address of a Dask scheduler (implies --dask)."),
+    workers: int = typer.Option(2, "--workers", help="LocalCluster workers with --dask."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Cluster a corpus into near-duplicate classes with MinHash/LSH; prints the S-curve."""
+    from qrelkit.dedupe.cluster import cluster_corpus, nist_lines
+
+    cfg = common.config(config)
+    params = _params(cfg, ngram=ngram, num_perm=num_perm, bands=bands, rows=rows, seed=seed, threshold=threshold,
+                     verify=verify, mode=mode, canonical=canonical, lower=lower, strip_html=strip_html,
+                     keep_digits=keep_digits)
+    priority = None
+    if priority_qrels is not None:
+        from qrelkit.io.qrels import judged
+
+        priority = set(judged(read_qrels(priority_qrels))["docid"].to_pylist())
+    if dask or scheduler:
+        from qrelkit.dedupe.distributed import cluster_corpus_dask
+
+        res = cluster_corpus_dask(corpus, params, priority=priority, scheduler=scheduler, n_workers=workers)
+    else:
+        with common.progress("signing passages", None) as advance:
+            res = cluster_corpus(corpus, params, priority=priority, progress=advance)
+    table = res.classes
+    if only_duplicates:
+        table = table.filter(pa.compute.greater(table["class_size"], 1))
+    write_table(table, output, kind="dedupe-classes", params=params.as_dict())
+    if nist_out is not None:
+        from qrelkit.io.atomic import atomic_path
+        import pyarrow.csv as pacsv
+
+        with atomic_path(nist_out) as tmp:
+            pacsv.write_csv(nist_lines(res.classes, only_duplicates=only_duplicates), tmp,
+                            write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
+    if index_out is not None and res.sig is not None:
+        from qrelkit.dedupe.incremental import save_index
+
+        save_index(res, res.sig, index_out)
+    curve = params.s_curve()
+    summary = {"output": str(output), **res.stats, "params": params.as_dict()}
+    if as_json:
+        common.emit(summary, True)
+        return
+    common.stderr.print("P(candidate) at Jaccard: " + "  ".join(f"{s:.2f}: {p:.3f}" for s, p in curve.items()))
+    common.stderr.print(f"{res.stats['passages']} passages -> {res.stats['classes']} classes "
+                        f"({res.stats['duplicate_classes']} with duplicates, largest {res.stats['largest_class']}) -> {output}")
+
+
+@app.command("stats")
+def stats(
+    classes: Path = typer.Argument(..., help="Class table (.parquet/.tsv with docid, class_id) or a NIST file."),
+    largest: int = typer.Option(10, "--largest", help="How many of the largest classes to show."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Show sample members' text from this corpus."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the size histogram (.csv/.tsv/.parquet)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Classes, size histogram, largest classes with sample members."""
+    from qrelkit.dedupe.cluster import class_stats, read_nist
+
+    common.config(config)
+    st = class_stats(read_nist(classes), largest=largest)
+    if corpus is not None:
+        from qrelkit.io.corpus import lookup_texts
+
+        want = {p for c in st["largest"] for p in c["sample"]}
+        texts = lookup_texts(corpus, want)
+        for c in st["largest"]:
+            c["texts"] = [texts.get(p, ("", None))[0][:200] for p in c["sample"]]
+    if output is not None:
+        hist = pa.table({"size": list(st["histogram"]), "classes": list(st["histogram"].values())})
+        write_table(hist, output, kind="dedupe-histogram", params={"classes": str(classes)})
+    if as_json:
+        common.emit(st, True)
+        return
+    common.stdout.print(f"{st['passages']} passages in {st['classes']} classes; {st['duplicate_classes']} classes "
+                        f"with duplicates hold {st['passages_in_duplicate_classes']} passages")
+    import pandas as pd
+
+    common.print_table(pd.DataFrame(sorted(st["histogram"].items()), columns=["size", "classes"]), title="Class sizes")
+    common.print_table(pd.DataFrame(st["largest"]).astype(str), title="Largest classes")
+
+
+@app.command("import-nist")
+def import_nist(
+    nist: Path = typer.Argument(..., help="NIST near-duplicate file: 'class_id pid' per line (.gz allowed)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Class table (.parquet)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Import NIST's near-duplicate classes as a class table."""
+    from qrelkit.dedupe.cluster import class_stats, read_nist
+
+    common.config(config)
+    t = read_nist(nist)
+    write_table(t, output, kind="dedupe-classes", params={"imported_from": str(nist)})
+    st = class_stats(t, largest=0)
+    common.emit({"output": str(output), **{k: v for k, v in st.items() if k not in ("histogram", "largest")}}, as_json,
+                f"imported {st['passages']} passages in {st['classes']} classes -> {output}")
+
+
+@app.command("assign")
+def assign(
+    corpus: Path = typer.Argument(..., help="Passages to add (any corpus format); known ones are skipped."),
+    index: Path = typer.Option(..., "--index", help="Index folder written by 'dedupe cluster --index-out'."),
+    output: Path = typer.Option(..., "-o", "--output", help="Class table of the new passages (.parquet/.tsv)."),
+    update: bool = typer.Option(False, "--update", help="Also add them to the index's class table."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Incremental mode: assign new passages to existing classes from stored signatures."""
+    from qrelkit.dedupe.incremental import assign_new, merge_index
+
+    common.config(config)
+    new, summary = assign_new(corpus, index)
+    write_table(new, output, kind="dedupe-assigned", params={"index": str(index), **summary.get("params", {})})
+    if update and new.num_rows:
+        from qrelkit.dedupe.cluster import sign_corpus  # noqa: F401 - signatures are stored by save_index
+        merged = merge_index(index, new)
+        write_table(merged, index / "classes.parquet", kind="dedupe-classes", params=summary.get("params", {}))
+    common.emit({"output": str(output), **{k: v for k, v in summary.items() if k != "params"}}, as_json,
+                f"{summary['new_passages']} new passages: {summary['joined_existing']} joined existing classes, "
+                f"{summary['new_classes']} new classes -> {output}")
+
+
+@app.command("runs")
+def runs_(
+    runs: List[Path] = RunsArg,
+    classes: Path = typer.Option(..., "--classes", help="Class table or NIST file."),
+    output: Path = typer.Option(..., "-o", "--output", help="Deduplicated runs: .parquet or TREC text."),
+    depth: Optional[int] = typer.Option(None, "--depth", "-k", help="Truncate each run to this depth first."),
+    lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Dedupe runs: map passages to class ids, keep the first hit per class, renumber ranks."""
+    cfg = common.config(config)
+    rs = load_runs(runs, cfg, lenient=lenient)
+    d = dedupe_runs(rs.table, read_classes(classes), depth=depth)
+    if output.suffix == ".parquet":
+        write_table(d, output, kind="runs-deduped", params={"classes": str(classes), "depth": depth})
+    else:
+        write_trec_run(d.drop_columns(["docid"]).rename_columns(
+            ["run", "qid", "rank", "score", "docid"]).select(["run", "qid", "docid", "rank", "score"]), output)
+    common.emit({"output": str(output), "lines_in": rs.table.num_rows, "lines_out": d.num_rows}, as_json,
+                f"{rs.table.num_rows} -> {d.num_rows} lines after dedupe -> {output}")
+
+
+@app.command("expand-qrels")
+def expand(
+    qrels: Path = typer.Argument(..., help="Qrels on canonical passages."),
+    classes: Path = typer.Option(..., "--classes", help="Class table or NIST file."),
+    output: Path = typer.Option(..., "-o", "--output", help="Expanded qrels: TREC text or .parquet."),
+    table_out: Optional[Path] = typer.Option(None, "--table-out", help="Per-topic expansion table (as TREC 2022 Table 4)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Give every member of a judged class the class's label; report the expansion per topic."""
+    from qrelkit.dedupe.apply import expand_qrels, expansion_table
+
+    cfg = common.config(config)
+    q = read_qrels(qrels)
+    ex, conflicts = expand_qrels(q, read_classes(classes))
+    if output.suffix == ".parquet":
+        write_table(ex, output, kind="qrels-expanded", params={"qrels": str(qrels), "classes": str(classes)})
+    else:
+        write_qrels(ex, output)
+    tab = expansion_table(q, ex, labels=list(cfg.get_value("labels", "scale")))
+    if table_out is not None:
+        write_table(pa.Table.from_pandas(tab.astype({"qid": str}), preserve_index=False), table_out,
+                    kind="qrels-expansion", params={"qrels": str(qrels), "classes": str(classes)})
+    total = tab[tab["qid"] == "all"].iloc[0]
+    summary = {"output": str(output), "judged": int(total["judged_total"]), "expanded": int(total["expanded_total"]),
+               "conflicting_classes": len(conflicts)}
+    if as_json:
+        common.emit(summary, True)
+        return
+    common.print_table(tab, title="Expansion per topic (judged vs expanded, per label)")
+    common.stderr.print(f"{summary['judged']} judged -> {summary['expanded']} expanded qrels; "
+                        f"{len(conflicts)} classes with disagreeing judged members -> {output}")

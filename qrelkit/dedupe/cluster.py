@@ -1,0 +1,309 @@
+"""Near-duplicate classes of a corpus: read in chunks, tokenize, sign, band, verify, cluster.
+
+The result is a class table (one row per passage, corpus order)::
+
+    docid: string      the passage id
+    class_id: string   the canonical member's id (NIST's convention)
+    class_size: int32  members in the class
+
+Defaults (see :class:`DedupeParams`) were chosen on the simulated campaign's ground truth
+(docs/dedupe.md): word 3-gram shingles, 128 permutations, 32 bands x 4 rows, verification of
+candidates by the Jaccard estimated from signatures at 0.5. Copies that differ only in case,
+punctuation or markup are identical after normalization and always share a class.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qrelkit.dedupe import lsh
+from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
+from qrelkit.dedupe.tokenize import Normalization
+from qrelkit.errors import InputError
+
+CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()), ("class_size", pa.int32())])
+VERIFY = ("none", "signature", "exact")
+MODES = ("components", "greedy")
+CANONICAL = ("first", "priority")
+
+
+@dataclass
+class DedupeParams:
+    """Every parameter of a clustering run (stored in the output's metadata)."""
+
+    ngram: int = 3
+    num_perm: int = 128
+    bands: int = 32
+    rows: int = 4
+    seed: int = 1
+    threshold: float = 0.5
+    verify: str = "signature"
+    mode: str = "components"
+    canonical: str = "first"
+    lower: bool = True
+    strip_html: bool = True
+    keep_digits: bool = False
+    chunk_rows: int = 100_000
+
+    def __post_init__(self) -> None:
+        if self.bands * self.rows > self.num_perm:
+            raise InputError("bad-option", f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+        if self.bands < 1 or self.rows < 1 or self.ngram < 1 or self.num_perm < 1:
+            raise InputError("bad-option", "bands, rows, ngram and num_perm must be >= 1")
+        if self.verify not in VERIFY:
+            raise InputError("bad-option", f"verify must be one of {VERIFY}")
+        if self.mode not in MODES:
+            raise InputError("bad-option", f"mode must be one of {MODES}")
+        if self.canonical not in CANONICAL:
+            raise InputError("bad-option", f"canonical must be one of {CANONICAL}")
+        if not 0 <= self.threshold <= 1:
+            raise InputError("bad-option", "threshold must be in [0, 1]")
+
+    @property
+    def norm(self) -> Normalization:
+        return Normalization(lower=self.lower, strip_html=self.strip_html, keep_digits=self.keep_digits)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("chunk_rows")
+        return d
+
+    def s_curve(self) -> dict[float, float]:
+        return lsh.s_curve(self.bands, self.rows)
+
+
+@dataclass
+class Signed:
+    """Signatures of a corpus: ids and texts' MinHash values in corpus order."""
+
+    pids: pa.Array
+    sig: np.ndarray  # uint32[n, num_perm]
+    nwords: np.ndarray  # int64[n]
+    texts: list[pa.Array] = field(default_factory=list)  # kept only for exact verification
+
+
+def _chunks(corpus: str | os.PathLike | pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
+    if isinstance(corpus, pa.Table):
+        for start in range(0, max(corpus.num_rows, 1), chunk_rows):
+            t = corpus.slice(start, chunk_rows)
+            if t.num_rows:
+                yield pa.table({"pid": pc.cast(t["pid"], pa.string()), "text": pc.cast(t["text"], pa.string())})
+        return
+    from qrelkit.io.corpus import iter_corpus
+
+    yield from iter_corpus(corpus, chunk_rows=chunk_rows)
+
+
+def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
+    """Passages in the corpus (exact for tables, Parquet and files without blank lines)."""
+    if isinstance(corpus, pa.Table):
+        return corpus.num_rows
+    from qrelkit.io.corpus import count_passages
+
+    return count_passages(corpus)
+
+
+def sign_corpus(
+    corpus: str | os.PathLike | pa.Table,
+    params: DedupeParams,
+    *,
+    keep_texts: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> Signed:
+    """Stream the corpus and compute every passage's signature."""
+    perms = permutations(params.num_perm, params.seed)
+    cap = _passage_estimate(corpus)
+    sig = np.empty((max(cap, 1), params.num_perm), np.uint32)
+    nw_parts, pid_parts, texts = [], [], []
+    n = 0
+    for chunk in _chunks(corpus, params.chunk_rows):
+        m = chunk.num_rows
+        if n + m > len(sig):  # the estimate was short: grow
+            grown = np.empty((max(2 * len(sig), n + m), params.num_perm), np.uint32)
+            grown[:n] = sig[:n]
+            sig = grown
+        _, nw = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m])
+        n += m
+        nw_parts.append(nw)
+        pid_parts.append(chunk["pid"].combine_chunks() if isinstance(chunk["pid"], pa.ChunkedArray) else chunk["pid"])
+        if keep_texts:
+            t = chunk["text"]
+            texts.append(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t)
+        if progress:
+            progress(m)
+    if n == 0:
+        raise InputError("empty-file", "the corpus has no passages", file=None if isinstance(corpus, pa.Table) else str(corpus))
+    sig = sig[:n]
+    pids = pa.concat_arrays(pid_parts)
+    dup = pc.count_distinct(pids).as_py() != len(pids)
+    if dup:
+        vc = pc.value_counts(pids)
+        bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
+        raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus",
+                         file=None if isinstance(corpus, pa.Table) else str(corpus))
+    return Signed(pids=pids, sig=sig, nwords=np.concatenate(nw_parts), texts=texts)
+
+
+def _exact_verdicts(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams) -> np.ndarray:
+    """Exact Jaccard of the shingle sets (32-bit shingle hashes) of each candidate pair."""
+    involved = np.unique(np.concatenate([i, j]))
+    pos = np.full(len(signed.pids), -1, np.int64)
+    pos[involved] = np.arange(len(involved))
+    starts_all, vals_all = [], []
+    base = 0
+    offset_vals = 0
+    chunk_starts = []
+    for t in signed.texts:
+        n = len(t)
+        rows = involved[(involved >= base) & (involved < base + n)] - base
+        st, vals = shingle_sets(t, rows, ngram=params.ngram, norm=params.norm)
+        chunk_starts.append(st[:-1] + offset_vals)
+        vals_all.append(vals)
+        offset_vals += len(vals)
+        starts_all.append(st)
+        base += n
+    starts = np.concatenate(chunk_starts + [np.array([offset_vals])])
+    vals = np.concatenate(vals_all) if vals_all else np.zeros(0, np.uint32)
+    return _exact_kernel(starts, vals, pos[i], pos[j], params.threshold)
+
+
+def _exact_kernel(starts, vals, a, b, threshold):
+    from qrelkit.dedupe._exact import exact_pairs
+
+    return exact_pairs(starts, vals, a, b, threshold)
+
+
+@dataclass
+class Clustering:
+    """A clustering result: the class table plus what produced it."""
+
+    classes: pa.Table  # CLASS_TABLE_SCHEMA, corpus order
+    params: DedupeParams
+    stats: dict
+    sig: np.ndarray | None = None  # the signatures (for an incremental index)
+
+
+def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[str] | None = None) -> Clustering:
+    """Classes from signatures (see the module doc)."""
+    n = len(signed.pids)
+    empty = signed.nwords == 0
+    first = lsh.first_with_key(signed.sig, params.bands, params.rows, empty)
+    i, j = lsh.candidate_pairs(first)
+    n_candidates = len(i)
+    if params.mode == "greedy":
+        owner = lsh.greedy_claims(first, signed.sig, params.threshold, params.verify != "none")
+        root = owner
+        n_verified = int((owner != np.arange(n)).sum())
+    else:
+        if params.verify == "signature":
+            ok = lsh.verify_signatures(signed.sig, i, j, params.threshold)
+        elif params.verify == "exact":
+            ok = _exact_verdicts(signed, i, j, params)
+        else:
+            ok = np.ones(len(i), bool)
+        i, j = i[ok], j[ok]
+        n_verified = len(i)
+        root = lsh.union_components(n, i, j)
+    del first
+    canon = root.copy()
+    if params.canonical == "priority" and priority is not None:
+        pri = pc.is_in(signed.pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
+        idx = np.flatnonzero(pri)
+        # the first priority member (corpus order) of each class becomes canonical
+        best = np.full(n, -1, np.int64)
+        order = idx[::-1]  # assign in reverse so the first index wins
+        best[root[order]] = order
+        has = best[root] >= 0
+        canon = np.where(has, best[root], root)
+    sizes = np.bincount(root, minlength=n)
+    class_size = sizes[root].astype(np.int32)
+    table = pa.table(
+        {
+            "docid": signed.pids,
+            "class_id": signed.pids.take(pa.array(canon)),
+            "class_size": pa.array(class_size),
+        },
+        schema=CLASS_TABLE_SCHEMA,
+    )
+    nclasses = int((sizes > 0).sum())
+    stats = {
+        "passages": n,
+        "empty_passages": int(empty.sum()),
+        "classes": nclasses,
+        "duplicate_classes": int((sizes > 1).sum()),
+        "passages_in_duplicate_classes": int(class_size[class_size > 1].shape[0]),
+        "largest_class": int(sizes.max()) if n else 0,
+        "candidate_pairs": n_candidates,
+        "verified_pairs": n_verified,
+        "s_curve": {str(k): round(v, 6) for k, v in params.s_curve().items()},
+    }
+    return Clustering(classes=table, params=params, stats=stats, sig=signed.sig)
+
+
+def cluster_corpus(
+    corpus: str | os.PathLike | pa.Table,
+    params: DedupeParams | None = None,
+    *,
+    priority: Iterable[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Clustering:
+    """Cluster a corpus (a file any corpus reader takes, or a table with ``pid``, ``text``) into
+    near-duplicate classes. ``priority`` ids become canonical first (``canonical="priority"``)."""
+    params = params or DedupeParams()
+    signed = sign_corpus(corpus, params, keep_texts=params.verify == "exact", progress=progress)
+    return cluster_signed(signed, params, priority=priority)
+
+
+def nist_lines(classes: pa.Table, *, only_duplicates: bool = False) -> pa.Table:
+    """The class table in NIST's order of columns (``class_id pid``)."""
+    t = classes
+    if only_duplicates:
+        t = t.filter(pc.greater(t["class_size"], 1))
+    return pa.table({"class_id": t["class_id"], "pid": t["docid"]})
+
+
+def class_stats(classes: pa.Table, *, largest: int = 10, sample: int = 3) -> dict:
+    """Number of classes, size histogram, the largest classes with sample members."""
+    sizes = pc.value_counts(classes["class_id"])
+    counts = sizes.field("counts").to_numpy()
+    ids = sizes.field("values")
+    hist_v, hist_c = np.unique(counts, return_counts=True)
+    order = np.lexsort((np.array(ids.to_pylist(), dtype=object).astype(str), -counts))[:largest]
+    top = []
+    for k in order:
+        cid = ids[int(k)].as_py()
+        members = classes.filter(pc.equal(classes["class_id"], cid))["docid"].to_pylist()
+        top.append({"class_id": cid, "size": int(counts[k]), "sample": members[:sample]})
+    return {
+        "passages": classes.num_rows,
+        "classes": len(counts),
+        "duplicate_classes": int((counts > 1).sum()),
+        "passages_in_duplicate_classes": int(counts[counts > 1].sum()),
+        "histogram": {int(v): int(c) for v, c in zip(hist_v, hist_c)},
+        "largest": top,
+    }
+
+
+def read_nist(path: str | os.PathLike) -> pa.Table:
+    """Import a NIST near-duplicate file (``class_id pid`` per line) as a class table."""
+    from qrelkit.io.classes import read_classes
+
+    t = read_classes(path)
+    size = pc.value_counts(t["class_id"])
+    m = pc.index_in(t["class_id"], value_set=size.field("values"))
+    return pa.table(
+        {"docid": t["docid"], "class_id": t["class_id"],
+         "class_size": pc.take(size.field("counts"), m).cast(pa.int32())},
+        schema=CLASS_TABLE_SCHEMA,
+    )
+
+
+__all__ = ["CLASS_TABLE_SCHEMA", "Clustering", "DedupeParams", "class_stats", "cluster_corpus", "cluster_signed",
+           "nist_lines", "read_nist", "sign_corpus"]

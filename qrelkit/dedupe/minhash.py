@@ -1,0 +1,197 @@
+"""MinHash signatures, bit-for-bit those of ``datasketch.MinHash`` (scheme ``affine32``, the
+datasketch 2.x default) with ``hashfunc=qrelkit.dedupe.tokenize.shingle_hash``.
+
+For a shingle hash ``h`` (32 bits) and permutation ``k``: ``fmix32(h) * a_k + b_k mod 2^32``;
+the signature holds the minimum over the passage's shingles. ``a`` and ``b`` come from
+``numpy.random.RandomState(seed)`` exactly as datasketch draws them. A passage without words has
+the empty signature (all ``2^32 - 1``).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+from qrelkit.dedupe.tokenize import (
+    SHINGLE_SEED,
+    Normalization,
+    _mix64,
+    _next_word,
+    byte_classes,
+    lower_table,
+    string_buffers,
+)
+
+EMPTY = np.uint32(0xFFFFFFFF)
+MAX_SHINGLE = 16
+
+
+def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) as datasketch's affine32 scheme draws them."""
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return a, b
+
+
+@nb.njit(inline="always", cache=True)
+def _fmix32(h):
+    # numba widens integer arithmetic to 64 bits: truncate after every multiply
+    h = np.uint32(h ^ (h >> np.uint32(16)))
+    h = np.uint32(h * np.uint32(0x85EBCA6B))
+    h = np.uint32(h ^ (h >> np.uint32(13)))
+    h = np.uint32(h * np.uint32(0xC2B2AE35))
+    return np.uint32(h ^ (h >> np.uint32(16)))
+
+
+@nb.njit(inline="always", cache=True)
+def _update(cur, hv32, a, b):
+    x = _fmix32(hv32)
+    for k in range(a.shape[0]):  # branch-free so that LLVM vectorizes it
+        cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]))
+
+
+@nb.njit(inline="always", cache=True)
+def _shingle(ring, pos, count, n):
+    """Hash of the last ``count`` words in the ring (oldest first)."""
+    h = SHINGLE_SEED
+    for j in range(count):
+        h = _mix64(h ^ ring[(pos - count + j) % n])
+    return np.uint32(h >> np.uint64(32))
+
+
+@nb.njit(parallel=True, cache=True)
+def _signatures(data, offsets, n, cls, low, a, b, sig, nwords):
+    npass = len(offsets) - 1
+    K = a.shape[0]
+    for p in nb.prange(npass):
+        ring = np.empty(n, np.uint64)
+        i = offsets[p]
+        end = offsets[p + 1]
+        xs = np.empty((end - i) // 2 + 2, np.uint32)  # at most one word per two bytes
+        m = 0
+        count = 0
+        while True:
+            i, h = _next_word(data, i, end, cls, low)
+            if i < 0:
+                break
+            ring[count % n] = h
+            count += 1
+            if count >= n:
+                xs[m] = _fmix32(_shingle(ring, count, n, n))
+                m += 1
+        if 0 < count < n:
+            xs[m] = _fmix32(_shingle(ring, count, count, n))
+            m += 1
+        nwords[p] = count
+        if m == 0:
+            for k in range(K):
+                sig[p, k] = EMPTY
+            continue
+        for k in range(K):  # min-reduction over shingles: vectorizes well
+            ak = a[k]
+            bk = b[k]
+            best = EMPTY
+            for j in range(m):
+                v = np.uint32(ak * xs[j] + bk)
+                best = min(best, v)
+            sig[p, k] = best
+
+
+def signatures(
+    texts: pa.Array | pa.ChunkedArray,
+    *,
+    num_perm: int = 128,
+    seed: int = 1,
+    ngram: int = 3,
+    norm: Normalization = Normalization(),
+    perms: tuple[np.ndarray, np.ndarray] | None = None,
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """MinHash signatures ``uint32[n, num_perm]`` and word counts ``int64[n]`` of passages
+    (written into ``out`` when given: a C-contiguous ``uint32[n, num_perm]`` view)."""
+    if not 1 <= ngram <= MAX_SHINGLE:
+        raise ValueError(f"ngram must be between 1 and {MAX_SHINGLE}")
+    a, b = perms if perms is not None else permutations(num_perm, seed)
+    data, offsets = string_buffers(texts, norm)
+    n = len(offsets) - 1
+    sig = np.empty((n, len(a)), dtype=np.uint32) if out is None else out
+    nwords = np.zeros(n, np.int64)
+    _signatures(data, offsets, ngram, byte_classes(norm), lower_table(norm), a, b, sig, nwords)
+    return sig, nwords
+
+
+@nb.njit(parallel=True, cache=True)
+def _count_shingles(data, offsets, rows, n, cls, low):
+    out = np.zeros(len(rows), np.int64)
+    for q in nb.prange(len(rows)):
+        p = rows[q]
+        i = offsets[p]
+        end = offsets[p + 1]
+        count = 0
+        while True:
+            i, h = _next_word(data, i, end, cls, low)
+            if i < 0:
+                break
+            count += 1
+        out[q] = max(count - n + 1, 1) if count > 0 else 0
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def _fill_shingles(data, offsets, rows, n, cls, low, starts, out):
+    for q in nb.prange(len(rows)):
+        p = rows[q]
+        ring = np.empty(n, np.uint64)
+        i = offsets[p]
+        end = offsets[p + 1]
+        k = starts[q]
+        count = 0
+        while True:
+            i, h = _next_word(data, i, end, cls, low)
+            if i < 0:
+                break
+            ring[count % n] = h
+            count += 1
+            if count >= n:
+                out[k] = _shingle(ring, count, n, n)
+                k += 1
+        if 0 < count < n:
+            out[k] = _shingle(ring, count, count, n)
+        seg = out[starts[q] : starts[q + 1]]
+        seg.sort()
+
+
+def shingle_sets(
+    texts: pa.Array | pa.ChunkedArray,
+    rows: np.ndarray,
+    *,
+    ngram: int = 3,
+    norm: Normalization = Normalization(),
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique 32-bit shingle hashes of the passages ``rows``: ``(starts, values)`` with the
+    set of ``rows[q]`` in ``values[starts[q]:starts[q+1]]``."""
+    data, offsets = string_buffers(texts, norm)
+    cls, low = byte_classes(norm), lower_table(norm)
+    rows = np.asarray(rows, np.int64)
+    counts = _count_shingles(data, offsets, rows, ngram, cls, low)
+    starts = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    vals = np.empty(int(starts[-1]), np.uint32)
+    _fill_shingles(data, offsets, rows, ngram, cls, low, starts, vals)
+    return _unique_segments(starts, vals)
+
+
+@nb.njit(cache=True)
+def _unique_segments(starts, vals):
+    out = np.empty_like(vals)
+    new_starts = np.zeros_like(starts)
+    k = 0
+    for q in range(len(starts) - 1):
+        for t in range(starts[q], starts[q + 1]):
+            if t == starts[q] or vals[t] != vals[t - 1]:
+                out[k] = vals[t]
+                k += 1
+        new_starts[q + 1] = k
+    return new_starts, out[:k]

@@ -1,0 +1,306 @@
+"""Text normalization, word hashing and shingles, compiled with numba.
+
+One tokenizer serves near-duplicate detection and CAL features. It reads the UTF-8 bytes of a
+pyarrow string array directly (no Python string per passage) and:
+
+* strips HTML tags (``<...>``, when a closing ``>`` follows in the same passage), optional;
+* lower-cases (ASCII in the kernel; passages with non-ASCII text are lower-cased by pyarrow's
+  Unicode ``utf8_lower`` first), optional;
+* splits into words: ASCII letters, ASCII digits (only with ``keep_digits``) and non-ASCII
+  letters form words; everything else separates words. "Non-ASCII letter" means a code point
+  outside the punctuation and symbol blocks listed in :func:`_is_sep_cp` (Latin-1 punctuation,
+  General Punctuation, currency, arrows/math/technical symbols, CJK punctuation, full-width
+  punctuation, specials and emoji);
+* hashes each word with 64-bit FNV-1a followed by the splitmix64 finalizer.
+
+A shingle of words ``w1 .. wn`` hashes to the top 32 bits of the chain
+``h = mix(h ^ hash(w_i))`` started at :data:`SHINGLE_SEED`; :func:`shingle_hash` computes the
+same value from the shingle's text (``b"w1 w2 w3"``), so it can serve as a ``hashfunc`` for
+``datasketch.MinHash``. A passage with fewer than ``n`` words is one shingle of all its words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+SHINGLE_SEED = np.uint64(0x9E3779B97F4A7C15)
+MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """How text becomes words (see the module doc)."""
+
+    lower: bool = True
+    strip_html: bool = True
+    keep_digits: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@nb.njit(inline="always", cache=True)
+def _mix64(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(inline="always", cache=True)
+def _is_sep_cp(cp):
+    """Non-ASCII code points treated as separators (punctuation and symbols)."""
+    if cp < 0xC0:  # Latin-1 controls and punctuation (NBSP, inverted marks, currency, ...)
+        return True
+    if cp == 0xD7 or cp == 0xF7:  # multiplication and division signs
+        return True
+    if 0x2000 <= cp <= 0x2BFF:  # general punctuation .. misc symbols and arrows
+        return True
+    if 0x3000 <= cp <= 0x303F:  # CJK symbols and punctuation
+        return True
+    if 0xFE30 <= cp <= 0xFE4F or 0xFF00 <= cp <= 0xFF0F or 0xFF1A <= cp <= 0xFF20:
+        return True
+    if 0xFF3B <= cp <= 0xFF40 or 0xFF5B <= cp <= 0xFF65 or cp >= 0xFFF0 and cp <= 0xFFFF:
+        return True
+    if 0x1F000 <= cp <= 0x1FAFF:  # emoji and pictographs
+        return True
+    return False
+
+
+SEP, WORD, TAG, LEAD = 0, 1, 2, 3
+
+
+def byte_classes(norm: Normalization) -> np.ndarray:
+    """Class of each byte value: separator, word byte, ``<``, or UTF-8 lead byte."""
+    t = np.zeros(256, np.uint8)
+    t[ord("a") : ord("z") + 1] = WORD
+    t[ord("A") : ord("Z") + 1] = WORD
+    if norm.keep_digits:
+        t[ord("0") : ord("9") + 1] = WORD
+    if norm.strip_html:
+        t[ord("<")] = TAG
+    t[0xC0:] = LEAD
+    return t
+
+
+def lower_table(norm: Normalization) -> np.ndarray:
+    t = np.arange(256, dtype=np.uint8)
+    if norm.lower:
+        t[ord("A") : ord("Z") + 1] += 32
+    return t
+
+
+@nb.njit(inline="always", cache=True)
+def _lead_len(c):
+    if c >= 0xF0:
+        return 4
+    if c >= 0xE0:
+        return 3
+    return 2
+
+
+@nb.njit(inline="always", cache=True)
+def _lead_is_word(data, i, end):
+    """(length, is a word character) of the UTF-8 sequence starting at i."""
+    c = data[i]
+    n = _lead_len(c)
+    if i + n > end:
+        return end - i, False
+    cp = np.int64(c & (0xFF >> (n + 1)))
+    for k in range(1, n):
+        cp = (cp << 6) | np.int64(data[i + k] & 0x3F)
+    return n, not _is_sep_cp(cp)
+
+
+@nb.njit(cache=True)
+def _next_word(data, i, end, cls, low):
+    """Next word at or after byte i: (stop, hash), with stop < 0 when there is none.
+    The hash is FNV-1a over the lower-cased bytes, then splitmix64."""
+    while i < end:
+        c = cls[data[i]]
+        if c == WORD:
+            break
+        if c == LEAD:
+            n, word = _lead_is_word(data, i, end)
+            if word:
+                break
+            i += n
+        elif c == TAG:
+            j = i + 1
+            while j < end and data[j] != 62:
+                j += 1
+            i = j + 1 if j < end else i + 1
+        else:
+            i += 1
+    if i >= end:
+        return -1, np.uint64(0)
+    h = FNV_OFFSET
+    while i < end:
+        b = data[i]
+        c = cls[b]
+        if c == WORD:
+            h = (h ^ np.uint64(low[b])) * FNV_PRIME
+            i += 1
+        elif c == LEAD:
+            n, word = _lead_is_word(data, i, end)
+            if not word:
+                break
+            for k in range(n):
+                h = (h ^ np.uint64(data[i + k])) * FNV_PRIME
+            i += n
+        else:
+            break
+    return i, _mix64(h)
+
+
+@nb.njit(parallel=True, cache=True)
+def _count_words(data, offsets, cls, low):
+    n = len(offsets) - 1
+    out = np.zeros(n, np.int64)
+    for p in nb.prange(n):
+        i = offsets[p]
+        end = offsets[p + 1]
+        c = 0
+        while True:
+            i, h = _next_word(data, i, end, cls, low)
+            if i < 0:
+                break
+            c += 1
+        out[p] = c
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def _fill_words(data, offsets, starts, cls, low, out):
+    n = len(offsets) - 1
+    for p in nb.prange(n):
+        i = offsets[p]
+        end = offsets[p + 1]
+        k = starts[p]
+        while True:
+            i, h = _next_word(data, i, end, cls, low)
+            if i < 0:
+                break
+            out[k] = h
+            k += 1
+
+
+def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes as uint8, int64 offsets) of a string array, lower-cased with Unicode rules where a
+    passage is not ASCII (when ``norm.lower``)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+    texts = pc.fill_null(texts.cast(pa.large_string()), "")
+    if norm.lower:
+        ascii_ = pc.string_is_ascii(texts)
+        if not pc.all(ascii_).as_py():
+            texts = pc.if_else(ascii_, texts, pc.utf8_lower(texts))
+            if isinstance(texts, pa.ChunkedArray):
+                texts = texts.combine_chunks()
+    bufs = texts.buffers()
+    n = len(texts)
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=texts.offset * 8)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+def word_hashes(texts: pa.Array | pa.ChunkedArray, norm: Normalization = Normalization()) -> tuple[np.ndarray, np.ndarray]:
+    """Words of every passage as 64-bit hashes: ``(offsets int64[n+1], hashes uint64[total])``."""
+    data, offsets = string_buffers(texts, norm)
+    cls, low = byte_classes(norm), lower_table(norm)
+    counts = _count_words(data, offsets, cls, low)
+    starts = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    out = np.empty(int(starts[-1]), np.uint64)
+    _fill_words(data, offsets, starts, cls, low, out)
+    return starts, out
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure-Python reference: the same words and hashes, for users and tests.
+
+def _py_mix64(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def word_hash(word: bytes) -> int:
+    """64-bit hash of one normalized word."""
+    h = int(FNV_OFFSET)
+    for c in word:
+        h = ((h ^ c) * int(FNV_PRIME)) & MASK64
+    return _py_mix64(h)
+
+
+def shingle_hash(shingle: bytes | str) -> int:
+    """32-bit hash of a shingle given as its normalized words joined by single spaces.
+
+    Use it as ``datasketch.MinHash(num_perm=K, seed=S, hashfunc=shingle_hash)`` and update with
+    the shingles of :func:`shingles` to get qrelkit's signatures.
+    """
+    if isinstance(shingle, str):
+        shingle = shingle.encode("utf-8")
+    h = int(SHINGLE_SEED)
+    for w in shingle.split(b" "):
+        h = _py_mix64(h ^ word_hash(w))
+    return h >> 32
+
+
+@nb.njit(cache=True)
+def _spans(data, start, end, cls, low):
+    """(start, stop) byte spans of the words in data[start:end]."""
+    out = []
+    i = start
+    while True:
+        j, h = _next_word(data, i, end, cls, low)
+        if j < 0:
+            break
+        k = j - 1  # walk back to the word's first byte
+        while k > i and _in_word(data, k - 1, cls):
+            k -= 1
+        out.append((k, j))
+        i = j
+    return out
+
+
+@nb.njit(cache=True)
+def _in_word(data, k, cls):
+    c = cls[data[k]]
+    if c == WORD:
+        return True
+    if data[k] >= 0x80:  # inside a multi-byte sequence: find its lead byte
+        m = k
+        while m > 0 and 0x80 <= data[m] < 0xC0:
+            m -= 1
+        if cls[data[m]] == LEAD:
+            n, word = _lead_is_word(data, m, len(data))
+            return word and m + n > k
+    return False
+
+
+def words(text: str, norm: Normalization = Normalization()) -> list[str]:
+    """The normalized words of ``text``, as the kernels see them."""
+    data, offsets = string_buffers(pa.array([text]), norm)
+    cls, low = byte_classes(norm), lower_table(norm)
+    out = []
+    for s, e in _spans(data, int(offsets[0]), int(offsets[1]), cls, low):
+        out.append(bytes(low[data[s:e]]).decode("utf-8", errors="replace"))
+    return out
+
+
+def shingles(text: str, n: int = 3, norm: Normalization = Normalization()) -> list[bytes]:
+    """Word n-gram shingles of ``text`` as bytes (``b"w1 w2 w3"``); fewer than ``n`` words give
+    one shingle of all of them; no words give none."""
+    ws = [w.encode("utf-8") for w in words(text, norm)]
+    if not ws:
+        return []
+    if len(ws) < n:
+        return [b" ".join(ws)]
+    return [b" ".join(ws[i : i + n]) for i in range(len(ws) - n + 1)]
