@@ -77,6 +77,6 @@ def expansion_table(qrels: pa.Table, expanded: pa.Table, *, labels: list[int] | 
     out["expanded_total"] = out[[f"expanded_{lab}" for lab in labels]].sum(axis=1)
     order = {q: i for i, q in enumerate(qid_order(out.index))}
     out = out.sort_index(key=lambda s: s.map(order)).reset_index().rename(columns={"index": "qid"})
-    total = out.drop(columns=["qid"]).sum()
-    total["qid"] = "all"
-    return pd.concat([out, total.to_frame().T], ignore_index=True)
+    total = out.drop(columns=["qid"]).sum().to_frame().T
+    total.insert(0, "qid", "all")
+    return pd.concat([out, total], ignore_index=True)
