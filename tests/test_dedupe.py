@@ -93,18 +93,23 @@ def _chain():
     return [" ".join(x) for x in (a, b, c)]
 
 
-def test_components_vs_greedy_modes():
+def test_components_linkage_and_greedy_modes():
+    # J(A,B) = J(B,C) = 0.63, J(A,C) = 0.40
     params = dict(num_perm=256, bands=64, rows=4, threshold=0.52)
-    comp = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(**params)))
-    assert comp == {"p0000": "p0000", "p0001": "p0000", "p0002": "p0000"}  # transitive
+    single = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(linkage="single", **params)))
+    assert single == {"p0000": "p0000", "p0001": "p0000", "p0002": "p0000"}  # transitive
+    canon = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(**params)))
+    assert canon == {"p0000": "p0000", "p0001": "p0000", "p0002": "p0002"}  # C is no near-duplicate of A
     greedy = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(mode="greedy", **params)))
     assert greedy == {"p0000": "p0000", "p0001": "p0000", "p0002": "p0002"}  # A claims B, not C
 
 
 def test_exact_verification():
     params = dict(num_perm=256, bands=64, rows=4)
-    ex = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(verify="exact", threshold=0.55, **params)))
+    ex = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(verify="exact", threshold=0.55, linkage="single", **params)))
     assert ex["p0001"] == "p0000" and ex["p0002"] == "p0000"
+    ex = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(verify="exact", threshold=0.55, **params)))
+    assert ex == {"p0000": "p0000", "p0001": "p0000", "p0002": "p0002"}
     ex = classes_of(cluster_corpus(corpus(_chain()), DedupeParams(verify="exact", threshold=0.7, **params)))
     assert ex == {"p0000": "p0000", "p0001": "p0001", "p0002": "p0002"}
 

@@ -111,3 +111,19 @@ def test_msmarco_passages_identical_after_normalization_share_a_class():
     for g in groups:
         assert len({cls[p] for p in g}) == 1, g
     assert res.stats["duplicate_classes"] >= len(groups)
+
+
+def test_canonical_linkage_every_member_near_its_canonical():
+    path = shared("msmarco_dl19_passages", "collection.tsv")
+    corpus = read_corpus(path)
+    from qrelkit.dedupe.lsh import verify_signatures
+    import numpy as np
+
+    for linkage, expect_all in (("canonical", True), ("single", False)):
+        res = cluster_corpus(corpus, DedupeParams(linkage=linkage))
+        pos = {p: k for k, p in enumerate(res.classes["docid"].to_pylist())}
+        members = [(pos[d], pos[c]) for d, c in zip(res.classes["docid"].to_pylist(), res.classes["class_id"].to_pylist()) if d != c]
+        i = np.array([m[0] for m in members])
+        j = np.array([m[1] for m in members])
+        ok = verify_signatures(res.sig, i, j, res.params.threshold)
+        assert ok.all() == expect_all  # single linkage chains overlapping web passages together

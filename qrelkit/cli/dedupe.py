@@ -21,7 +21,7 @@ app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs,
 def _params(cfg, **flags):
     from qrelkit.dedupe import DedupeParams
 
-    keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "canonical", "lower",
+    keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "linkage", "canonical", "lower",
             "strip_html", "keep_digits"]
     base = DedupeParams()
     return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) if cfg.get_value("dedupe", k, flags.get(k)) is not None
@@ -39,9 +39,10 @@ def cluster(
     num_perm: Optional[int] = typer.Option(None, "--num-perm", help="MinHash permutations (default 128)."),
     bands: Optional[int] = typer.Option(None, "--bands", help="LSH bands (default 32)."),
     rows: Optional[int] = typer.Option(None, "--rows", help="Rows per band (default 4)."),
-    threshold: Optional[float] = typer.Option(None, "--threshold", help="Jaccard a candidate pair must reach (default 0.5)."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="Jaccard a candidate pair must reach (default 0.6)."),
     verify: Optional[str] = typer.Option(None, "--verify", help="none | signature (estimated Jaccard) | exact (shingle sets)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="components (transitive) | greedy (NIST's first-claims)."),
+    linkage: Optional[str] = typer.Option(None, "--linkage", help="canonical (members verified against the canonical) | single."),
     canonical: Optional[str] = typer.Option(None, "--canonical", help="first (corpus order) | priority (judged first)."),
     priority_qrels: Optional[Path] = typer.Option(None, "--priority-qrels", help="Qrels whose judged passages become canonical first."),
     keep_digits: Optional[bool] = typer.Option(None, "--keep-digits/--letters-only", help="Digits form words (default: letters only, as NIST)."),
@@ -59,7 +60,7 @@ def cluster(
 
     cfg = common.config(config)
     params = _params(cfg, ngram=ngram, num_perm=num_perm, bands=bands, rows=rows, seed=seed, threshold=threshold,
-                     verify=verify, mode=mode, canonical=canonical, lower=lower, strip_html=strip_html,
+                     verify=verify, mode=mode, linkage=linkage, canonical=canonical, lower=lower, strip_html=strip_html,
                      keep_digits=keep_digits)
     priority = None
     if priority_qrels is not None:

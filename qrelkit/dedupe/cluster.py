@@ -6,10 +6,12 @@ The result is a class table (one row per passage, corpus order)::
     class_id: string   the canonical member's id (NIST's convention)
     class_size: int32  members in the class
 
-Defaults (see :class:`DedupeParams`) were chosen on the simulated campaign's ground truth
-(docs/dedupe.md): word 3-gram shingles, 128 permutations, 32 bands x 4 rows, verification of
-candidates by the Jaccard estimated from signatures at 0.5. Copies that differ only in case,
-punctuation or markup are identical after normalization and always share a class.
+Defaults (see :class:`DedupeParams`, chosen and measured in docs/dedupe.md): word 3-gram
+shingles, 128 permutations, 32 bands x 4 rows, candidates verified by the Jaccard estimated
+from signatures at 0.6, connected components with **canonical linkage**: every member must also
+pass verification against its class's canonical — the passage whose label it will receive —
+so that chains of overlapping passages do not drift into one class. Copies that differ only in
+case, punctuation or markup are identical after normalization and always share a class.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()
 VERIFY = ("none", "signature", "exact")
 MODES = ("components", "greedy")
 CANONICAL = ("first", "priority")
+LINKAGE = ("canonical", "single")
 
 
 @dataclass
@@ -43,9 +46,10 @@ class DedupeParams:
     bands: int = 32
     rows: int = 4
     seed: int = 1
-    threshold: float = 0.5
+    threshold: float = 0.6
     verify: str = "signature"
     mode: str = "components"
+    linkage: str = "canonical"
     canonical: str = "first"
     lower: bool = True
     strip_html: bool = True
@@ -61,6 +65,8 @@ class DedupeParams:
             raise InputError("bad-option", f"verify must be one of {VERIFY}")
         if self.mode not in MODES:
             raise InputError("bad-option", f"mode must be one of {MODES}")
+        if self.linkage not in LINKAGE:
+            raise InputError("bad-option", f"linkage must be one of {LINKAGE}")
         if self.canonical not in CANONICAL:
             raise InputError("bad-option", f"canonical must be one of {CANONICAL}")
         if not 0 <= self.threshold <= 1:
@@ -190,6 +196,51 @@ class Clustering:
     sig: np.ndarray | None = None  # the signatures (for an incremental index)
 
 
+def _verify(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams) -> np.ndarray:
+    if params.verify == "signature":
+        return lsh.verify_signatures(signed.sig, i, j, params.threshold)
+    if params.verify == "exact":
+        return _exact_verdicts(signed, i, j, params)
+    return np.ones(len(i), bool)
+
+
+def _canonicals(root: np.ndarray, pri: np.ndarray | None) -> np.ndarray:
+    """Canonical member per passage: its class's root (first in corpus order), or the class's
+    first priority member when it has one."""
+    if pri is None or not pri.any():
+        return root.copy()
+    idx = np.flatnonzero(pri)
+    best = np.full(len(root), -1, np.int64)
+    order = idx[::-1]  # assign in reverse so that the first index wins
+    best[root[order]] = order
+    return np.where(best[root] >= 0, best[root], root)
+
+
+def _split_far_members(signed, params, i, j, root, canon, pri, max_rounds: int = 50):
+    """Canonical linkage: every member must itself pass verification against its class's
+    canonical (the passage whose label it receives). Members that do not leave the class and are
+    clustered again among themselves (over the verified pairs between them), until all pass."""
+    n = len(root)
+    detached = 0
+    active = np.ones(n, bool)
+    for _ in range(max_rounds):
+        members = np.flatnonzero((canon != np.arange(n)) & active)
+        if len(members) == 0:
+            break
+        far = members[~_verify(signed, members, canon[members], params)]
+        if len(far) == 0:
+            break
+        detached += len(far)
+        out = np.zeros(n, bool)
+        out[far] = True
+        inside = out[i] & out[j]
+        sub_root = lsh.union_components(n, i[inside], j[inside])
+        root = np.where(out, sub_root, root)
+        canon = np.where(out, _canonicals(sub_root, pri), canon)
+        active = out
+    return root, canon, detached
+
+
 def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[str] | None = None) -> Clustering:
     """Classes from signatures (see the module doc)."""
     n = len(signed.pids)
@@ -197,51 +248,39 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
     first = lsh.first_with_key(signed.sig, params.bands, params.rows, empty)
     i, j = lsh.candidate_pairs(first)
     n_candidates = len(i)
+    pri = None
+    if params.canonical == "priority" and priority is not None:
+        pri = pc.is_in(signed.pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
+    detached = 0
     if params.mode == "greedy":
-        owner = lsh.greedy_claims(first, signed.sig, params.threshold, params.verify != "none")
-        root = owner
-        n_verified = int((owner != np.arange(n)).sum())
+        root = lsh.greedy_claims(first, signed.sig, params.threshold, params.verify != "none")
+        n_verified = int((root != np.arange(n)).sum())
+        canon = _canonicals(root, pri)
     else:
-        if params.verify == "signature":
-            ok = lsh.verify_signatures(signed.sig, i, j, params.threshold)
-        elif params.verify == "exact":
-            ok = _exact_verdicts(signed, i, j, params)
-        else:
-            ok = np.ones(len(i), bool)
+        ok = _verify(signed, i, j, params)
         i, j = i[ok], j[ok]
         n_verified = len(i)
         root = lsh.union_components(n, i, j)
+        canon = _canonicals(root, pri)
+        if params.linkage == "canonical" and params.verify != "none":
+            root, canon, detached = _split_far_members(signed, params, i, j, root, canon, pri)
     del first
-    canon = root.copy()
-    if params.canonical == "priority" and priority is not None:
-        pri = pc.is_in(signed.pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
-        idx = np.flatnonzero(pri)
-        # the first priority member (corpus order) of each class becomes canonical
-        best = np.full(n, -1, np.int64)
-        order = idx[::-1]  # assign in reverse so the first index wins
-        best[root[order]] = order
-        has = best[root] >= 0
-        canon = np.where(has, best[root], root)
-    sizes = np.bincount(root, minlength=n)
-    class_size = sizes[root].astype(np.int32)
+    sizes = np.bincount(canon, minlength=n)
+    class_size = sizes[canon].astype(np.int32)
     table = pa.table(
-        {
-            "docid": signed.pids,
-            "class_id": signed.pids.take(pa.array(canon)),
-            "class_size": pa.array(class_size),
-        },
+        {"docid": signed.pids, "class_id": signed.pids.take(pa.array(canon)), "class_size": pa.array(class_size)},
         schema=CLASS_TABLE_SCHEMA,
     )
-    nclasses = int((sizes > 0).sum())
     stats = {
         "passages": n,
         "empty_passages": int(empty.sum()),
-        "classes": nclasses,
+        "classes": int((sizes > 0).sum()),
         "duplicate_classes": int((sizes > 1).sum()),
-        "passages_in_duplicate_classes": int(class_size[class_size > 1].shape[0]),
+        "passages_in_duplicate_classes": int((class_size > 1).sum()),
         "largest_class": int(sizes.max()) if n else 0,
         "candidate_pairs": n_candidates,
         "verified_pairs": n_verified,
+        "detached_from_canonical": detached,
         "s_curve": {str(k): round(v, 6) for k, v in params.s_curve().items()},
     }
     return Clustering(classes=table, params=params, stats=stats, sig=signed.sig)
