@@ -122,6 +122,7 @@ class _FileResult:
     table: pa.Table | None = None
     issues: list[_Issue] = field(default_factory=list)
     lines: int = 0
+    depth_counts: np.ndarray | None = None  # documents per topic, once the table is final
 
     def add(self, rule: str, count: int, line: int | None, message: str) -> None:
         if not count:
@@ -284,15 +285,14 @@ def _process_file(path: Path, opts: RunOptions) -> _FileResult:
     keep = np.ones(t.num_rows, dtype=bool)
 
     # run name: the tag of the first line, or the manifest's name for this file
-    tags = pc.dictionary_encode(t["tag"]).combine_chunks() if isinstance(t["tag"], pa.ChunkedArray) else pc.dictionary_encode(t["tag"])
-    tag_values = tags.dictionary.to_pylist()
-    tag_codes = tags.indices.to_numpy()
-    first_tag = tag_values[tag_codes[0]]
+    tag = t["tag"]
+    first_tag = tag[0].as_py()
+    other = pc.not_equal(tag, pa.scalar(first_tag, pa.string())).to_numpy(zero_copy_only=False)
     run = first_tag
-    if len(tag_values) > 1:
-        other = tag_codes != tag_codes[0]
+    if other.any():
+        tag_values = sorted(set(pc.unique(tag).to_pylist()))
         res.add("multiple-tags", int(other.sum()), _first_line(other, lines),
-                f"{len(tag_values)} tags in one file ({', '.join(sorted(tag_values)[:5])})")
+                f"{len(tag_values)} tags in one file ({', '.join(tag_values[:5])})")
     if opts.file_runs is not None and path.name in opts.file_runs:
         expected = opts.file_runs[path.name]
         if expected != first_tag:
@@ -381,7 +381,7 @@ def _process_file(path: Path, opts: RunOptions) -> _FileResult:
     n = t.num_rows
     t = pa.table(
         {
-            "run": pa.array([run], pa.string()).take(pa.array(np.zeros(n, np.int32))) if n else pa.array([], pa.string()),
+            "run": _constant_strings(run, n),
             "qid": t["qid"],
             "docid": t["docid"],
             "rank": pa.array(rank, pa.int32()),
@@ -393,12 +393,21 @@ def _process_file(path: Path, opts: RunOptions) -> _FileResult:
     return res
 
 
+def _constant_strings(value: str, n: int) -> pa.Array:
+    """A string array of ``n`` copies of ``value``, built from buffers."""
+    raw = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    data = raw * n
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data)])
+
+
 def _depth_issues(res: _FileResult, opts: RunOptions) -> None:
     t = res.table
     if t is None or t.num_rows == 0:
         return
     depth = pc.value_counts(t["qid"])
     counts = depth.field("counts").to_numpy()
+    res.depth_counts = counts
     topics = depth.field("values").to_pylist()
     if opts.expected_depth:
         shallow = counts < opts.expected_depth
@@ -510,7 +519,7 @@ def read_runs(
     for r in results:
         t = r.table
         if t is not None and t.num_rows:
-            counts = pc.value_counts(t["qid"]).field("counts").to_numpy()
+            counts = r.depth_counts if r.depth_counts is not None else pc.value_counts(t["qid"]).field("counts").to_numpy()
             depth = (int(counts.min()), float(np.median(counts)), int(counts.max()))
             ntopics = len(counts)
             docs = t.num_rows

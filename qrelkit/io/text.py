@@ -110,16 +110,10 @@ def _fast_ready(data: bytes) -> tuple[bytes, bytes] | None:
     if has_tab and has_space:
         return None
     delim = b"\t" if has_tab else b" "
-    if (
-        delim + delim in data
-        or data[:1] in (delim, b"\n", b"#")
-        or delim + b"\n" in data
-        or b"\n" + delim in data
-        or b"\n\n" in data
-        or b"\n#" in data
-        or data.endswith(delim)
-        or b"\x00" in data
-    ):
+    # Only single-byte scans here (multi-byte searches cost more than parsing). Doubled or
+    # leading/trailing delimiters and blank lines make rows with a wrong column count or an empty
+    # field, and comment lines a qid starting with '#': _parse_fast sends those files on.
+    if data[:1] in (delim, b"\n", b"#") or data.endswith(delim) or b"\x00" in data:
         return None
     return data, delim
 
@@ -129,6 +123,8 @@ def _arrow_type(col: Column) -> pa.DataType:
 
 
 def _read_type(col: Column) -> pa.DataType:
+    if col.kind == "skip":
+        return pa.string()
     # int columns are read as text and checked against _INT: pyarrow's own integer parser takes
     # "0x1f" (hex) and refuses "+5", the exact path does the opposite
     return pa.string() if col.kind == "int" else _arrow_type(col)
@@ -156,8 +152,8 @@ def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Tabl
                 invalid_row_handler=on_invalid,
             ),
             convert_options=pacsv.ConvertOptions(
-                column_types={c.name: _read_type(c) for c in columns if c.kind != "skip"},
-                include_columns=[c.name for c in columns if c.kind != "skip"],
+                column_types={c.name: _read_type(c) for c in columns},
+                include_columns=names,
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
                 null_values=[],
@@ -170,6 +166,16 @@ def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Tabl
         return None
     if bad:
         return None
+    for c in columns:
+        if c.kind in ("str", "skip"):
+            col = table[c.name]
+            # an empty field means doubled, leading or trailing whitespace: the exact path decides
+            if table.num_rows and pc.min(pc.binary_length(col)).as_py() == 0:
+                return None
+    first = columns[0]
+    if first.kind in ("str", "skip") and table.num_rows and pc.any(pc.starts_with(table[first.name], "#")).as_py():
+        return None  # comment lines
+    table = table.drop_columns([c.name for c in columns if c.kind == "skip"])
     for c in columns:
         if c.kind == "float":
             # pyarrow accepts a few spellings the exact path does not; keep the paths equal

@@ -36,7 +36,7 @@ JUDGED_POLICIES = ("keep", "mark", "drop")
 
 def _depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | None) -> pa.Array:
     if not per_run_depth:
-        return pc.less_equal(runs["rank"], depth)
+        return pc.less_equal(runs["rank"], pa.scalar(depth, pa.int32()))  # no cast of the column
     names = sorted(per_run_depth)
     idx = pc.index_in(runs["run"], value_set=pa.array(names, pa.string()))
     depths = pa.array([int(per_run_depth[n]) for n in names], pa.int32())
