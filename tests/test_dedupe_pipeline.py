@@ -127,3 +127,14 @@ def test_canonical_linkage_every_member_near_its_canonical():
         j = np.array([m[1] for m in members])
         ok = verify_signatures(res.sig, i, j, res.params.threshold)
         assert ok.all() == expect_all  # single linkage chains overlapping web passages together
+
+
+def test_cli_evaluate(camp, tmp_path, capsys):
+    out = tmp_path / "classes.parquet"
+    assert run(["dedupe", "cluster", str(camp / "corpus.jsonl"), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert run(["dedupe", "evaluate", str(out), "--truth", str(camp / "neardup_truth.tsv"),
+                "--corpus", str(camp / "corpus.jsonl"), "--json", "-o", str(tmp_path / "by_edits.csv")]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["precision"] >= 0.99 and res["recall"] >= 0.95
+    assert {r["edits"] for r in res["by_edits"]} >= {"0", "1", "2", "3"}

@@ -231,3 +231,28 @@ def expand(
     common.print_table(tab, title="Expansion per topic (judged vs expanded, per label)")
     common.stderr.print(f"{summary['judged']} judged -> {summary['expanded']} expanded qrels; "
                         f"{len(conflicts)} classes with disagreeing judged members -> {output}")
+
+
+@app.command("evaluate")
+def evaluate(
+    classes: Path = typer.Argument(..., help="Class table to judge."),
+    truth: Path = typer.Option(..., "--truth", help="Ground-truth classes (NIST format or class table)."),
+    corpus: Path = typer.Option(..., "--corpus", help="Corpus, for the word-edit distance of each true copy."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write recall by number of edits (.csv/.tsv/.parquet)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Pair precision/recall against ground truth, and copy recall by number of word edits."""
+    from qrelkit.dedupe.evaluate import evaluate_classes
+
+    common.config(config)
+    scores, by_edits = evaluate_classes(read_classes(classes), read_classes(truth), corpus)
+    if output is not None:
+        write_table(pa.Table.from_pandas(by_edits, preserve_index=False), output, kind="dedupe-evaluation",
+                    params={"classes": str(classes), "truth": str(truth)})
+    if as_json:
+        common.emit({**scores, "by_edits": by_edits.to_dict(orient="records")}, True)
+        return
+    common.stdout.print(f"pair precision {scores['precision']:.4f}, pair recall {scores['recall']:.4f} "
+                        f"({scores['true_positive_pairs']} of {scores['true_pairs']} true pairs)")
+    common.print_table(by_edits, title="Copies found in their source's class, by word edits")

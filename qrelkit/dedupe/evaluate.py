@@ -87,6 +87,17 @@ def copy_recall_by_edits(
     same = np.array([fmap.get(d, d) == fmap.get(c, c) for d, c in zip(members["docid"].to_pylist(), members["class_id"].to_pylist())])
     df = pd.DataFrame({"edits": np.minimum(dist, cap + 1), "found": same})
     out = df.groupby("edits").agg(copies=("found", "size"), found=("found", "sum")).reset_index()
-    out["recall"] = out["found"] / out["copies"]
+    out["recall"] = (out["found"] / out["copies"]).round(4)
     out["edits"] = out["edits"].map(lambda e: f"{e}" if e <= cap else f">{cap}")
     return out
+
+
+def evaluate_classes(found: pa.Table, truth: pa.Table, corpus, *, norm: Normalization = Normalization()) -> tuple[dict, pd.DataFrame]:
+    """:func:`pair_scores` and :func:`copy_recall_by_edits`, reading only the texts needed from
+    ``corpus`` (a path, streamed)."""
+    from qrelkit.io.corpus import iter_corpus
+
+    need = pc.unique(pa.concat_arrays([truth["docid"].combine_chunks(), truth["class_id"].combine_chunks()]))
+    parts = [c.filter(pc.is_in(c["pid"], value_set=need)).select(["pid", "text"]) for c in iter_corpus(corpus)]
+    texts = pa.concat_tables(parts) if parts else pa.table({"pid": pa.array([], pa.string()), "text": pa.array([], pa.string())})
+    return pair_scores(found, truth), copy_recall_by_edits(found, truth, texts, norm=norm)
