@@ -61,29 +61,36 @@ def _shingle(ring, pos, count, n):
     return np.uint32(h >> np.uint64(32))
 
 
+@nb.njit(inline="always", cache=True)
+def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
+    """Write the shingle hashes of the passage in data[i:end] to out[k:]; returns (end of what
+    was written, number of words)."""
+    count = 0
+    while True:
+        i, h = _next_word(data, i, end, cls, low)
+        if i < 0:
+            break
+        ring[count % n] = h
+        count += 1
+        if count >= n:
+            out[k] = _shingle(ring, count, n, n)
+            k += 1
+    if 0 < count < n:
+        out[k] = _shingle(ring, count, count, n)
+        k += 1
+    return k, count
+
+
 @nb.njit(parallel=True, cache=True)
 def _signatures(data, offsets, n, cls, low, a, b, sig, nwords):
     npass = len(offsets) - 1
     K = a.shape[0]
     for p in nb.prange(npass):
         ring = np.empty(n, np.uint64)
-        i = offsets[p]
-        end = offsets[p + 1]
-        xs = np.empty((end - i) // 2 + 2, np.uint32)  # at most one word per two bytes
-        m = 0
-        count = 0
-        while True:
-            i, h = _next_word(data, i, end, cls, low)
-            if i < 0:
-                break
-            ring[count % n] = h
-            count += 1
-            if count >= n:
-                xs[m] = _fmix32(_shingle(ring, count, n, n))
-                m += 1
-        if 0 < count < n:
-            xs[m] = _fmix32(_shingle(ring, count, count, n))
-            m += 1
+        xs = np.empty((offsets[p + 1] - offsets[p]) // 2 + 2, np.uint32)  # at most one word per two bytes
+        m, count = _passage_shingles(data, offsets[p], offsets[p + 1], n, cls, low, ring, xs, 0)
+        for j in range(m):
+            xs[j] = _fmix32(xs[j])
         nwords[p] = count
         if m == 0:
             for k in range(K):
@@ -144,21 +151,7 @@ def _fill_shingles(data, offsets, rows, n, cls, low, starts, out):
     for q in nb.prange(len(rows)):
         p = rows[q]
         ring = np.empty(n, np.uint64)
-        i = offsets[p]
-        end = offsets[p + 1]
-        k = starts[q]
-        count = 0
-        while True:
-            i, h = _next_word(data, i, end, cls, low)
-            if i < 0:
-                break
-            ring[count % n] = h
-            count += 1
-            if count >= n:
-                out[k] = _shingle(ring, count, n, n)
-                k += 1
-        if 0 < count < n:
-            out[k] = _shingle(ring, count, count, n)
+        _passage_shingles(data, offsets[p], offsets[p + 1], n, cls, low, ring, out, starts[q])
         seg = out[starts[q] : starts[q + 1]]
         seg.sort()
 
