@@ -138,3 +138,8 @@ def test_cli_evaluate(camp, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["precision"] >= 0.99 and res["recall"] >= 0.95
     assert {r["edits"] for r in res["by_edits"]} >= {"0", "1", "2", "3"}
+
+
+def test_missing_corpus_is_input_error(tmp_path, capsys):
+    assert run(["dedupe", "cluster", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "c.parquet")]) == 2
+    assert "[unreadable]" in capsys.readouterr().err

@@ -51,6 +51,8 @@ def cluster(
     dask: bool = typer.Option(False, "--dask", help="Run on dask.distributed (a LocalCluster unless --scheduler)."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Address of a Dask scheduler (implies --dask)."),
     workers: int = typer.Option(2, "--workers", help="LocalCluster workers with --dask."),
+    spill_dir: Optional[Path] = typer.Option(None, "--spill-dir", help="With --dask: shared folder for intermediate files."),
+    bands_per_task: Optional[int] = typer.Option(None, "--bands-per-task", help="With --dask: bands keyed per task."),
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
@@ -70,7 +72,9 @@ def cluster(
     if dask or scheduler:
         from qrelkit.dedupe.distributed import cluster_corpus_dask
 
-        res = cluster_corpus_dask(corpus, params, priority=priority, scheduler=scheduler, n_workers=workers)
+        res = cluster_corpus_dask(corpus, params, priority=priority, scheduler=scheduler, n_workers=workers,
+                                  spill_dir=spill_dir, bands_per_task=bands_per_task,
+                                  return_signatures=index_out is not None)
     else:
         with common.progress("signing passages", None) as advance:
             res = cluster_corpus(corpus, params, priority=priority, progress=advance)

@@ -216,18 +216,18 @@ def _canonicals(root: np.ndarray, pri: np.ndarray | None) -> np.ndarray:
     return np.where(best[root] >= 0, best[root], root)
 
 
-def _split_far_members(signed, params, i, j, root, canon, pri, max_rounds: int = 50):
+def split_far_members(check, n, i, j, root, canon, pri, max_rounds: int = 50):
     """Canonical linkage: every member must itself pass verification against its class's
     canonical (the passage whose label it receives). Members that do not leave the class and are
-    clustered again among themselves (over the verified pairs between them), until all pass."""
-    n = len(root)
+    clustered again among themselves (over the verified pairs ``i, j`` between them), until all
+    pass. ``check(a, b)`` returns the verdicts for pairs ``(a[k], b[k])``."""
     detached = 0
     active = np.ones(n, bool)
     for _ in range(max_rounds):
         members = np.flatnonzero((canon != np.arange(n)) & active)
         if len(members) == 0:
             break
-        far = members[~_verify(signed, members, canon[members], params)]
+        far = members[~check(members, canon[members])]
         if len(far) == 0:
             break
         detached += len(far)
@@ -239,6 +239,31 @@ def _split_far_members(signed, params, i, j, root, canon, pri, max_rounds: int =
         canon = np.where(out, _canonicals(sub_root, pri), canon)
         active = out
     return root, canon, detached
+
+
+def class_table(pids: pa.Array, canon: np.ndarray, params: DedupeParams, **counts) -> tuple[pa.Table, dict]:
+    """The class table and the statistics of a clustering from each passage's canonical index.
+    ``counts``: empty_passages, candidate_pairs, verified_pairs, detached_from_canonical."""
+    n = len(pids)
+    sizes = np.bincount(canon, minlength=n)
+    class_size = sizes[canon].astype(np.int32)
+    table = pa.table(
+        {"docid": pids, "class_id": pids.take(pa.array(canon)), "class_size": pa.array(class_size)},
+        schema=CLASS_TABLE_SCHEMA,
+    )
+    stats = {
+        "passages": n,
+        "empty_passages": int(counts.get("empty_passages", 0)),
+        "classes": int((sizes > 0).sum()),
+        "duplicate_classes": int((sizes > 1).sum()),
+        "passages_in_duplicate_classes": int((class_size > 1).sum()),
+        "largest_class": int(sizes.max()) if n else 0,
+        "candidate_pairs": int(counts.get("candidate_pairs", 0)),
+        "verified_pairs": int(counts.get("verified_pairs", 0)),
+        "detached_from_canonical": int(counts.get("detached_from_canonical", 0)),
+        "s_curve": {str(k): round(v, 6) for k, v in params.s_curve().items()},
+    }
+    return table, stats
 
 
 def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[str] | None = None) -> Clustering:
@@ -263,26 +288,12 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
         root = lsh.union_components(n, i, j)
         canon = _canonicals(root, pri)
         if params.linkage == "canonical" and params.verify != "none":
-            root, canon, detached = _split_far_members(signed, params, i, j, root, canon, pri)
+            root, canon, detached = split_far_members(
+                lambda a, b: _verify(signed, a, b, params), n, i, j, root, canon, pri)
     del first
-    sizes = np.bincount(canon, minlength=n)
-    class_size = sizes[canon].astype(np.int32)
-    table = pa.table(
-        {"docid": signed.pids, "class_id": signed.pids.take(pa.array(canon)), "class_size": pa.array(class_size)},
-        schema=CLASS_TABLE_SCHEMA,
-    )
-    stats = {
-        "passages": n,
-        "empty_passages": int(empty.sum()),
-        "classes": int((sizes > 0).sum()),
-        "duplicate_classes": int((sizes > 1).sum()),
-        "passages_in_duplicate_classes": int((class_size > 1).sum()),
-        "largest_class": int(sizes.max()) if n else 0,
-        "candidate_pairs": n_candidates,
-        "verified_pairs": n_verified,
-        "detached_from_canonical": detached,
-        "s_curve": {str(k): round(v, 6) for k, v in params.s_curve().items()},
-    }
+    table, stats = class_table(signed.pids, canon, params, empty_passages=int(empty.sum()),
+                               candidate_pairs=n_candidates, verified_pairs=n_verified,
+                               detached_from_canonical=detached)
     return Clustering(classes=table, params=params, stats=stats, sig=signed.sig)
 
 

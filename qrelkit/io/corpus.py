@@ -188,8 +188,13 @@ def iter_corpus(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_r
 def count_passages(path: str | os.PathLike) -> int:
     """Number of passages: Parquet metadata, or non-empty lines of a text corpus (one pass)."""
     p = Path(path)
+    if not p.is_file():
+        raise InputError("unreadable", "no such file", file=str(p))
     if corpus_format(p) == "parquet":
-        return pq.ParquetFile(p).metadata.num_rows
+        try:
+            return pq.ParquetFile(p).metadata.num_rows
+        except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
+            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
     n = 0
     with _open(p) as fh:
         last = b"\n"

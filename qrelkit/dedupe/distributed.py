@@ -1,0 +1,820 @@
+"""Near-duplicate classes on ``dask.distributed``: the local pipeline, band-wise, with bounded
+memory per worker, giving exactly the classes of :func:`qrelkit.dedupe.cluster.cluster_corpus`.
+
+Stages (every intermediate goes to a *spill folder* on storage that the client and all workers
+share; tasks exchange only file names and counts through the scheduler):
+
+1. **Sign.** The corpus is cut into parts of about ``params.chunk_rows`` passages (JSONL/TSV:
+   byte ranges cut at newlines, each line belonging to the part where it starts; Parquet: row
+   groups; an in-memory table is first written to the spill folder as Parquet). Each task reads
+   its own part from the shared path, computes MinHash signatures with
+   :func:`qrelkit.dedupe.minhash.signatures` and writes ``sig_<k>.npy``, the empty-passage mask
+   and the ids (plus texts for exact verification) as Arrow IPC. Row offsets come from the counts.
+2. **Band keys, a few bands at a time.** For each group of ``bands_per_task`` bands, a map task
+   per part computes the band keys (``lsh._band_key``, the local key function) of its non-empty
+   passages and writes them ordered by (key bucket, band, passage); a reduce task per key bucket
+   reads its slice of every part's file in corpus order and, per band and key, pairs every
+   passage with the *first* passage holding that key — exactly ``lsh.first_with_key``. It writes
+   its pairs (``i * n + j``, unique, sorted). Key files of a group are deleted when its reduce
+   tasks end, and at most two groups are in flight, so disk and memory hold one or two groups'
+   keys, never all bands.
+3. **Verify.** A task per range of passages gathers the pairs whose larger index falls in the
+   range from all reduce outputs, makes them unique (``lsh.candidate_pairs``), and verifies them
+   (``signature``: ``lsh.verify_signatures`` on the signature rows it loads from the spill files;
+   ``exact``: exact Jaccard of shingle sets of the texts it loads; ``none``).
+4. **Classes at the client.** Connected components of the verified pairs (``lsh.union_components``),
+   canonical members, canonical linkage (members checked against their canonical, in tasks,
+   round by round as the local mode does) and the class table. ``mode="greedy"`` gathers the
+   ``first`` matrix (bands x passages, int32) and the signatures (memory-mapped) at the client
+   and runs ``lsh.greedy_claims`` there: exact parity, but sequential and bounded by the client.
+
+Run ``python -m qrelkit.dedupe.distributed CORPUS`` to time a run and sample the memory of the
+client and every worker process (docs/dedupe-dask.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from qrelkit.dedupe import lsh
+from qrelkit.dedupe.cluster import Clustering, DedupeParams, _canonicals, class_table, split_far_members
+from qrelkit.errors import InputError
+
+PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
+DEFAULT_BANDS_PER_TASK = 8
+SPILL_ENV = "QRELKIT_DASK_SPILL"
+
+
+# ---------------------------------------------------------------------------------------------
+# numba kernels
+
+
+@nb.njit(cache=True)
+def _bucket_keys(sig, b0, b1, rows, skip, nbuckets):
+    """Band keys of bands ``b0..b1-1`` for the non-skipped rows, ordered by (bucket, band, row).
+
+    Returns ``offs int64[nbuckets * nbands + 1]`` (segment ``bucket * nbands + band``), keys and
+    row numbers (uint32, within the part)."""
+    m = sig.shape[0]
+    nbands = b1 - b0
+    keys = np.empty((nbands, m), np.uint64)
+    counts = np.zeros(nbuckets * nbands + 1, np.int64)
+    nbk = np.uint64(nbuckets)
+    for i in range(m):
+        if skip[i]:
+            continue
+        for bi in range(nbands):
+            k = lsh._band_key(sig, i, b0 + bi, rows)
+            keys[bi, i] = k
+            s = np.int64((k >> np.uint64(33)) % nbk) * nbands + bi
+            counts[s + 1] += 1
+    offs = np.cumsum(counts)
+    out_k = np.empty(offs[-1], np.uint64)
+    out_i = np.empty(offs[-1], np.uint32)
+    fill = offs[:-1].copy()
+    for i in range(m):
+        if skip[i]:
+            continue
+        for bi in range(nbands):
+            k = keys[bi, i]
+            s = np.int64((k >> np.uint64(33)) % nbk) * nbands + bi
+            out_k[fill[s]] = k
+            out_i[fill[s]] = np.uint32(i)
+            fill[s] += 1
+    return offs, out_k, out_i
+
+
+@nb.njit(cache=True)
+def _first_pairs(keys, gidx):
+    """``gidx`` ascending: every element whose key was seen before is paired with the first
+    element holding that key (``lsh.first_with_key`` over one band)."""
+    m = len(keys)
+    size = 16
+    while size < 2 * m:
+        size *= 2
+    mask = np.uint64(size - 1)
+    tk = np.zeros(size, np.uint64)
+    tv = np.full(size, -1, np.int64)
+    oi = np.empty(m, np.int64)
+    oj = np.empty(m, np.int64)
+    c = 0
+    for q in range(m):
+        k = keys[q]
+        slot = k & mask
+        while True:
+            v = tv[slot]
+            if v < 0:
+                tk[slot] = k
+                tv[slot] = gidx[q]
+                break
+            if tk[slot] == k:
+                oi[c] = gidx[q]
+                oj[c] = v
+                c += 1
+                break
+            slot = (slot + np.uint64(1)) & mask
+    return oi[:c], oj[:c]
+
+
+_kernel_lock = threading.Lock()
+
+
+class _numba_guard:
+    """One numba thread per task (dask's threads give the parallelism); calls are serialized
+    within a worker while numba's threading layer is unknown or not thread-safe (workqueue)."""
+
+    def __enter__(self):
+        nb.set_num_threads(1)
+        try:
+            layer = nb.threading_layer()
+        except ValueError:
+            layer = None
+        self.locked = layer in (None, "workqueue")
+        if self.locked:
+            _kernel_lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        if self.locked:
+            _kernel_lock.release()
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a part of the corpus
+
+
+def _read_range(path: Path, start: int, end: int) -> tuple[int, bytes]:
+    """The lines that *start* in bytes ``[start, end)`` of the (decompressed) file."""
+    from qrelkit.io.corpus import _open
+
+    with _open(path) as fh:
+        if start > 0:
+            fh.seek(start - 1)
+            fh.readline()  # the line holding byte start-1 belongs to the part before
+        pos = fh.tell()
+        if pos >= end:
+            return pos, b""
+        data = fh.read(end - pos)
+        if data and not data.endswith(b"\n"):
+            data += fh.readline()
+            if not data.endswith(b"\n"):
+                data += b"\n"
+    return pos, data
+
+
+def _lines_before(path: Path, pos: int) -> int:
+    from qrelkit.io.corpus import _open
+
+    n = 0
+    with _open(path) as fh:
+        left = pos
+        while left > 0:
+            block = fh.read(min(left, 16 << 20))
+            if not block:
+                break
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
+
+
+def _read_part(spec: dict) -> pa.Table:
+    """One part as a table ``pid, text`` (strings), parsed as the local readers parse it."""
+    from qrelkit.io.corpus import _jsonl_chunk, _normalize, _tsv_chunk
+
+    p = Path(spec["path"])
+    if not p.exists():
+        raise InputError("unreadable", f"no such file on worker {socket.gethostname()}: the corpus must be on "
+                         "storage the workers share", file=str(p))
+    if spec["kind"] == "parquet":
+        t = pq.ParquetFile(p).read_row_groups(spec["row_groups"])
+        if spec.get("raw"):  # an in-memory table, cast as cluster._chunks does
+            return pa.table({"pid": pc.cast(t["pid"], pa.string()), "text": pc.cast(t["text"], pa.string())})
+        t = _normalize(t, p, None)
+        return t.select(["pid", "text"])
+    pos, data = _read_range(p, spec["start"], spec["end"])
+    body = data.lstrip(b"\r\n")  # a part must not start with a blank line (TSV reads its width there)
+    lead = data[: len(data) - len(body)].count(b"\n")
+    if not body.strip():
+        return pa.table({"pid": pa.array([], pa.string()), "text": pa.array([], pa.string())})
+    parse = _jsonl_chunk if spec["fmt"] == "jsonl" else _tsv_chunk
+    try:
+        t = parse(body, p, 1)
+    except InputError as exc:
+        if exc.line is None:
+            raise
+        raise InputError(exc.rule, exc.message, exc.file, exc.line + _lines_before(p, pos) + lead) from None
+    return t.select(["pid", "text"])
+
+
+# ---------------------------------------------------------------------------------------------
+# spill files
+
+
+def _atomic_tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    tmp = _atomic_tmp(path)
+    with open(tmp, "wb") as fh:
+        np.save(fh, arr)
+    os.replace(tmp, path)
+
+
+def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None)
+    except ValueError:  # an empty array cannot be memory-mapped
+        return np.load(path)
+
+
+def _save_ipc(path: Path, table: pa.Table) -> None:
+    tmp = _atomic_tmp(path)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+
+
+def _load_ipc(path: Path) -> pa.Table:
+    return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+
+
+def _du(folder: Path) -> int:
+    total = 0
+    for e in os.scandir(folder):
+        if e.is_file():
+            try:
+                total += e.stat().st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def _check_spill(spill: str) -> Path:
+    p = Path(spill)
+    if not p.is_dir():
+        raise InputError("bad-option", f"the spill folder {spill} is not visible on worker {socket.gethostname()}: "
+                         f"give spill_dir (or {SPILL_ENV}) on storage that the client and all workers share")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks (module-level so that workers import them by name)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    spill: str
+    params: DedupeParams
+    n: int
+    parts: tuple  # ((k, first row, rows), ...) of the non-empty parts, in corpus order
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.array([s for _, s, _ in self.parts], np.int64)
+
+
+def _sign_task(k: int, spec: dict, params: DedupeParams, spill: str, keep_text: bool) -> tuple[int, int, int]:
+    from qrelkit.dedupe.minhash import permutations, signatures
+
+    d = _check_spill(spill)
+    t = _read_part(spec)
+    m = t.num_rows
+    if m == 0:
+        return k, 0, 0
+    with _numba_guard():
+        sig, nw = signatures(t["text"], ngram=params.ngram, norm=params.norm,
+                             perms=permutations(params.num_perm, params.seed))
+    empty = nw == 0
+    _save_npy(d / f"sig_{k}.npy", sig)
+    _save_npy(d / f"empty_{k}.npy", empty)
+    _save_ipc(d / f"rows_{k}.arrow", t if keep_text else t.select(["pid"]))
+    return k, m, int(empty.sum())
+
+
+def _map_task(g: int, k: int, b0: int, b1: int, nbuckets: int, params: DedupeParams, spill: str) -> int:
+    d = Path(spill)
+    sig = np.load(d / f"sig_{k}.npy")
+    skip = np.load(d / f"empty_{k}.npy")
+    with _numba_guard():
+        offs, keys, lidx = _bucket_keys(sig, b0, b1, params.rows, skip, nbuckets)
+    del sig
+    path = d / f"keys_{g}_{k}.bin"
+    tmp = _atomic_tmp(path)
+    with open(tmp, "wb") as fh:
+        fh.write(offs.tobytes())
+        fh.write(keys.tobytes())
+        fh.write(lidx.tobytes())
+    os.replace(tmp, path)
+    return len(keys)
+
+
+def _reduce_task(g: int, p: int, b0: int, b1: int, nbuckets: int, ctx: _Ctx, greedy: bool, _deps) -> int:
+    d = Path(ctx.spill)
+    nbands = b1 - b0
+    hdr = 8 * (nbuckets * nbands + 1)
+    keys = [[] for _ in range(nbands)]
+    gidx = [[] for _ in range(nbands)]
+    for k, start, _ in ctx.parts:  # corpus order: global indices ascend within a band
+        with open(d / f"keys_{g}_{k}.bin", "rb") as fh:
+            fh.seek(8 * p * nbands)
+            offs = np.fromfile(fh, np.int64, nbands + 1)
+            fh.seek(hdr - 8)
+            total = int(np.fromfile(fh, np.int64, 1)[0])
+            for bi in range(nbands):
+                s, e = int(offs[bi]), int(offs[bi + 1])
+                if e == s:
+                    continue
+                fh.seek(hdr + 8 * s)
+                keys[bi].append(np.fromfile(fh, np.uint64, e - s))
+                fh.seek(hdr + 8 * total + 4 * s)
+                gidx[bi].append(np.fromfile(fh, np.uint32, e - s).astype(np.int64) + start)
+    codes, firsts = [], []
+    n = np.int64(ctx.n)
+    for bi in range(nbands):
+        if not keys[bi]:
+            continue
+        with _numba_guard():
+            i, j = _first_pairs(np.concatenate(keys[bi]), np.concatenate(gidx[bi]))
+        keys[bi] = gidx[bi] = None
+        if greedy:
+            firsts.append(np.stack([np.full(len(i), b0 + bi, np.int64), i, j]))
+        else:
+            codes.append(i * n + j)
+    if greedy:
+        out = np.concatenate(firsts, axis=1) if firsts else np.zeros((3, 0), np.int64)
+        _save_npy(d / f"first_{g}_{p}.npy", out)
+        return out.shape[1]
+    out = np.unique(np.concatenate(codes)) if codes else np.zeros(0, np.int64)
+    _save_npy(d / f"pairs_{g}_{p}.npy", out)
+    return len(out)
+
+
+def _sig_rows(inv: np.ndarray, ctx: _Ctx) -> np.ndarray:
+    """Signature rows of the sorted unique global indices ``inv``, read from the spill files."""
+    d = Path(ctx.spill)
+    out = np.empty((len(inv), ctx.params.num_perm), np.uint32)
+    bounds = list(np.searchsorted(inv, ctx.starts)) + [len(inv)]
+    for q, (k, start, _) in enumerate(ctx.parts):
+        a, b = bounds[q], bounds[q + 1]
+        if b > a:
+            out[a:b] = _load_npy(d / f"sig_{k}.npy")[inv[a:b] - start]
+    return out
+
+
+def _shingle_rows(inv: np.ndarray, ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle sets (CSR) of the passages ``inv``, from the texts in the spill files."""
+    from qrelkit.dedupe.minhash import shingle_sets
+
+    d = Path(ctx.spill)
+    bounds = list(np.searchsorted(inv, ctx.starts)) + [len(inv)]
+    starts, vals, off = [], [], 0
+    for q, (k, start, _) in enumerate(ctx.parts):
+        a, b = bounds[q], bounds[q + 1]
+        if b == a:
+            continue
+        texts = _load_ipc(d / f"rows_{k}.arrow")["text"].take(pa.array(inv[a:b] - start))
+        with _numba_guard():
+            st, v = shingle_sets(texts, np.arange(b - a), ngram=ctx.params.ngram, norm=ctx.params.norm)
+        starts.append(st[:-1] + off)
+        vals.append(v)
+        off += len(v)
+    starts.append(np.array([off], np.int64))
+    return np.concatenate(starts), (np.concatenate(vals) if vals else np.zeros(0, np.uint32))
+
+
+def _check_pairs(i: np.ndarray, j: np.ndarray, ctx: _Ctx) -> np.ndarray:
+    """The verdicts of ``cluster._verify`` for pairs (i, j), from spilled signatures or texts."""
+    params = ctx.params
+    if params.verify == "none" or len(i) == 0:
+        return np.ones(len(i), bool)
+    inv = np.unique(np.concatenate([i, j]))
+    pi, pj = np.searchsorted(inv, i), np.searchsorted(inv, j)
+    if params.verify == "signature":
+        sub = _sig_rows(inv, ctx)
+        with _numba_guard():
+            return lsh.verify_signatures(sub, pi, pj, params.threshold)
+    from qrelkit.dedupe._exact import exact_pairs
+
+    starts, vals = _shingle_rows(inv, ctx)
+    with _numba_guard():
+        return exact_pairs(starts, vals, pi, pj, params.threshold)
+
+
+def _verify_task(r: int, lo: int, hi: int, pair_files: list[str], ctx: _Ctx, _deps) -> tuple[int, int]:
+    """Candidate pairs (i, j) with ``lo <= i < hi``: unique, then verified."""
+    n = np.int64(ctx.n)
+    segs = []
+    for f in pair_files:
+        codes = _load_npy(Path(f))
+        a, b = np.searchsorted(codes, [lo * n, hi * n])
+        if b > a:
+            segs.append(np.array(codes[a:b]))
+    cand = np.unique(np.concatenate(segs)) if segs else np.zeros(0, np.int64)
+    ok = _check_pairs(cand // n, cand % n, ctx)
+    _save_npy(Path(ctx.spill) / f"verified_{r}.npy", cand[ok])
+    return len(cand), int(ok.sum())
+
+
+def _check_task(name: str, lo: int, hi: int, ctx: _Ctx) -> str:
+    pairs = _load_npy(Path(ctx.spill) / f"{name}.npy")
+    ok = _check_pairs(np.array(pairs[0, lo:hi]), np.array(pairs[1, lo:hi]), ctx)
+    out = Path(ctx.spill) / f"{name}_{lo}.npy"
+    _save_npy(out, ok)
+    return str(out)
+
+
+def _stream_size(path: str) -> int:
+    from qrelkit.io.corpus import _open
+
+    n = 0
+    with _open(Path(path)) as fh:
+        while True:
+            block = fh.read(16 << 20)
+            if not block:
+                return n
+            n += len(block)
+
+
+# ---------------------------------------------------------------------------------------------
+# the client side
+
+
+def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict], str | None]:
+    """Parts of the corpus (task specs) and the file name for error messages."""
+    chunk = max(int(params.chunk_rows), 1)
+    if isinstance(corpus, pa.Table):
+        path = spill / "input.parquet"
+        t = pa.table({"pid": corpus["pid"], "text": corpus["text"]})
+        pq.write_table(t, path, row_group_size=chunk, compression="none")
+        nrg = pq.ParquetFile(path).metadata.num_row_groups
+        return [{"kind": "parquet", "path": str(path), "row_groups": [g], "raw": True} for g in range(nrg)], None
+    from qrelkit.io.corpus import _open, corpus_format
+
+    p = Path(corpus).resolve()
+    if not p.exists():
+        raise InputError("unreadable", "no such file", file=str(p))
+    fmt = corpus_format(p)
+    if fmt == "parquet":
+        try:
+            meta = pq.ParquetFile(p).metadata
+        except Exception as exc:  # noqa: BLE001
+            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
+        specs, cur, rows = [], [], 0
+        for g in range(meta.num_row_groups):
+            cur.append(g)
+            rows += meta.row_group(g).num_rows
+            if rows >= chunk:
+                specs.append({"kind": "parquet", "path": str(p), "row_groups": cur})
+                cur, rows = [], 0
+        if cur:
+            specs.append({"kind": "parquet", "path": str(p), "row_groups": cur})
+        return specs, str(p)
+    with open(p, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    with _open(p) as fh:
+        sample = fh.read(4 << 20)
+    size = client.submit(_stream_size, str(p), pure=False).result() if gz else p.stat().st_size
+    per_row = len(sample) / max(sample.count(b"\n"), 1)
+    k = max(1, math.ceil(size / max(per_row * chunk, 1 << 16)))
+    bounds = [size * q // k for q in range(k + 1)]
+    specs = [{"kind": "text", "fmt": fmt, "path": str(p), "start": bounds[q], "end": bounds[q + 1]} for q in range(k)]
+    return specs, str(p)
+
+
+def _gather_in_order(futures: list) -> list:
+    """Results in submission order; the first failing task (in corpus order) raises."""
+    from distributed import wait
+
+    wait(futures)
+    return [f.result() for f in futures]
+
+
+def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: Path,
+         return_signatures: bool) -> Clustering:
+    token = uuid.uuid4().hex[:8]
+    timings: dict[str, float] = {}
+    spill_peak = 0
+    t0 = time.perf_counter()
+    specs, fname = _plan(corpus, params, spill, client)
+    keep_text = params.verify == "exact"
+    futs = [client.submit(_sign_task, k, s, params, str(spill), keep_text, key=f"qrelkit-sign-{k}-{token}")
+            for k, s in enumerate(specs)]
+    meta = _gather_in_order(futs)
+    del futs
+    parts, start, empties = [], 0, 0
+    for k, m, e in meta:
+        if m:
+            parts.append((k, start, m))
+            start += m
+            empties += e
+    n = start
+    if n == 0:
+        raise InputError("empty-file", "the corpus has no passages", file=fname)
+    pids = pa.concat_arrays([_load_ipc(spill / f"rows_{k}.arrow")["pid"].combine_chunks() for k, _, _ in parts])
+    if pc.count_distinct(pids).as_py() != len(pids):
+        vc = pc.value_counts(pids)
+        bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
+        raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus", file=fname)
+    spill_peak = max(spill_peak, _du(spill))
+    timings["sign"] = time.perf_counter() - t0
+
+    # band keys, a group of bands at a time; at most two groups' key files on disk
+    t1 = time.perf_counter()
+    ctx = _Ctx(spill=str(spill), params=params, n=n, parts=tuple(parts))
+    threads = max(1, sum(client.nthreads().values()))
+    nbuckets = max(min(len(parts), threads), math.ceil(len(parts) / PARTS_PER_BUCKET))
+    bpt = max(1, min(int(bands_per_task or DEFAULT_BANDS_PER_TASK), params.bands))
+    groups = [(b0, min(b0 + bpt, params.bands)) for b0 in range(0, params.bands, bpt)]
+    greedy = params.mode == "greedy"
+    inflight: deque = deque()  # (group, reduce futures); released once gathered
+
+    def finish_group():
+        g, reds = inflight.popleft()
+        _gather_in_order(reds)
+        for k, _, _ in parts:
+            (spill / f"keys_{g}_{k}.bin").unlink(missing_ok=True)
+
+    for g, (b0, b1) in enumerate(groups):
+        if len(inflight) == 2:
+            finish_group()
+        maps = [client.submit(_map_task, g, k, b0, b1, nbuckets, params, str(spill),
+                              key=f"qrelkit-keys-{g}-{k}-{token}") for k, _, _ in parts]
+        reds = [client.submit(_reduce_task, g, p, b0, b1, nbuckets, ctx, greedy, maps,
+                              key=f"qrelkit-bucket-{g}-{p}-{token}") for p in range(nbuckets)]
+        inflight.append((g, reds))
+        del reds
+        if len(inflight) == 2:
+            _gather_in_order(maps)
+            spill_peak = max(spill_peak, _du(spill))
+    while inflight:
+        finish_group()
+    spill_peak = max(spill_peak, _du(spill))
+    del maps
+    timings["bands"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    pri = None
+    if params.canonical == "priority" and priority is not None:
+        pri = pc.is_in(pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
+    detached = 0
+    if greedy:
+        first = np.full((params.bands, n), -1, np.int32)
+        for g in range(len(groups)):
+            for p in range(nbuckets):
+                f = _load_npy(spill / f"first_{g}_{p}.npy", mmap=False)
+                first[f[0], f[1]] = f[2]
+        n_candidates = len(lsh.candidate_pairs(first)[0])
+        sig = _concat_signatures(ctx, spill / "sig_all.npy")
+        root = lsh.greedy_claims(first, sig, params.threshold, params.verify != "none")
+        del first, sig
+        n_verified = int((root != np.arange(n)).sum())
+        canon = _canonicals(root, pri)
+    else:
+        pair_files = [str(spill / f"pairs_{g}_{p}.npy") for g in range(len(groups)) for p in range(nbuckets)]
+        ranges = []
+        per = math.ceil(len(parts) / nbuckets)
+        for q in range(0, len(parts), per):
+            grp = parts[q : q + per]
+            ranges.append((grp[0][1], grp[-1][1] + grp[-1][2]))
+        vf = [client.submit(_verify_task, r, lo, hi, pair_files, ctx, None, key=f"qrelkit-verify-{r}-{token}")
+              for r, (lo, hi) in enumerate(ranges)]
+        counts = _gather_in_order(vf)
+        timings["verify"] = time.perf_counter() - t2
+        for f in pair_files:
+            Path(f).unlink(missing_ok=True)
+        n_candidates = sum(c for c, _ in counts)
+        codes = np.concatenate([_load_npy(spill / f"verified_{r}.npy", mmap=False) for r in range(len(ranges))])
+        i, j = codes // n, codes % n
+        del codes
+        n_verified = len(i)
+        root = lsh.union_components(n, i, j)
+        canon = _canonicals(root, pri)
+        if params.linkage == "canonical" and params.verify != "none":
+            rounds = itertools.count()
+
+            def check(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+                name = f"check_{next(rounds)}"
+                _save_npy(spill / f"{name}.npy", np.stack([a, b]))
+                step = max(1, math.ceil(len(a) / len(ranges)))
+                outs = _gather_in_order([client.submit(_check_task, name, lo, min(lo + step, len(a)), ctx,
+                                                       key=f"qrelkit-{name}-{lo}-{token}")
+                                         for lo in range(0, len(a), step)])
+                return np.concatenate([np.load(o) for o in outs])
+
+            root, canon, detached = split_far_members(check, n, i, j, root, canon, pri)
+    timings["components"] = time.perf_counter() - t2 - timings.get("verify", 0.0)
+    t3 = time.perf_counter()
+
+    table, stats = class_table(pids, canon, params, empty_passages=empties, candidate_pairs=n_candidates,
+                               verified_pairs=n_verified, detached_from_canonical=detached)
+    timings["table"] = time.perf_counter() - t3
+    sig = _concat_signatures(ctx, None) if return_signatures else None
+    timings["total"] = time.perf_counter() - t0
+    stats["dask"] = {
+        "parts": len(parts), "band_groups": len(groups), "bands_per_task": bpt, "key_buckets": nbuckets,
+        "workers": len(client.nthreads()), "threads": threads, "spill_peak_bytes": spill_peak,
+        "seconds": {k: round(v, 3) for k, v in timings.items()},
+    }
+    return Clustering(classes=table, params=params, stats=stats, sig=sig)
+
+
+def _concat_signatures(ctx: _Ctx, path: Path | None) -> np.ndarray:
+    """All signatures in corpus order: memory-mapped from ``path`` (written here), or in memory."""
+    shape = (ctx.n, ctx.params.num_perm)
+    if path:
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint32, shape=shape)
+    else:
+        out = np.empty(shape, np.uint32)
+    for k, start, m in ctx.parts:
+        out[start : start + m] = _load_npy(Path(ctx.spill) / f"sig_{k}.npy")
+    if path:
+        out.flush()
+        return np.asarray(out)
+    return out
+
+
+def cluster_corpus_dask(
+    corpus: str | os.PathLike | pa.Table,
+    params: DedupeParams | None = None,
+    *,
+    priority: Iterable[str] | None = None,
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    threads_per_worker: int = 1,
+    bands_per_task: int | None = None,
+    spill_dir: str | os.PathLike | None = None,
+    return_signatures: bool = False,
+) -> Clustering:
+    """:func:`qrelkit.dedupe.cluster.cluster_corpus` on ``dask.distributed``: the same classes
+    (the same class table), computed band-wise with bounded memory per worker.
+
+    ``scheduler``: address of a running scheduler (``tcp://host:8786``); without it a
+    ``LocalCluster(n_workers, threads_per_worker, processes=True)`` is started and closed here
+    (``n_workers`` and ``threads_per_worker`` apply only to that LocalCluster).
+    ``bands_per_task``: bands whose keys are shuffled together (default 8; fewer = less memory
+    and disk at a time). ``spill_dir``: where intermediates go (a fresh sub-folder, removed at
+    the end; default ``$QRELKIT_DASK_SPILL`` or the system temp folder) — on a real cluster it
+    must be shared by the client and all workers, like the corpus. ``return_signatures``: also
+    return the signatures (``Clustering.sig``, in the client's memory) for an incremental index.
+    ``stats["dask"]`` holds the parts, groups, spill peak and stage times.
+    """
+    params = params or DedupeParams()
+    if not isinstance(corpus, pa.Table):
+        from qrelkit.io.corpus import corpus_format
+
+        if not Path(corpus).exists():
+            raise InputError("unreadable", "no such file", file=str(corpus))
+        corpus_format(corpus)
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - a core dependency
+        raise InputError("bad-option", "the Dask mode needs dask[distributed]: pip install 'dask[distributed]'") from None
+    base = spill_dir or os.environ.get(SPILL_ENV) or None
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    spill = Path(tempfile.mkdtemp(prefix="qrelkit-dask-", dir=base)).resolve()
+    cluster = client = None
+    try:
+        if scheduler is None:
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError("bad-option", f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        return _run(client, corpus, params, priority, bands_per_task, spill, return_signatures)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+__all__ = ["cluster_corpus_dask"]
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m qrelkit.dedupe.distributed: time a run and sample memory (docs/dedupe-dask.md)
+
+
+class _MemorySampler(threading.Thread):
+    """Peak resident memory of this process and of every process it started (LocalCluster
+    workers), sampled every ``interval`` seconds with psutil."""
+
+    def __init__(self, interval: float = 0.2):
+        super().__init__(daemon=True)
+        import psutil
+
+        self.psutil = psutil
+        self.me = psutil.Process()
+        self.interval = interval
+        self.peaks: dict[int, int] = {}
+        self.cpu: dict[int, float] = {}
+        self.names: dict[int, str] = {}
+        self.total = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            total = 0
+            for proc in [self.me, *self.me.children(recursive=True)]:
+                try:
+                    rss = proc.memory_info().rss
+                    cpu = proc.cpu_times()
+                    self.cpu[proc.pid] = cpu.user + cpu.system
+                    if proc.pid not in self.names:
+                        cmd = " ".join(proc.cmdline())
+                        self.names[proc.pid] = ("client" if proc.pid == self.me.pid else
+                                                "helper" if "resource_tracker" in cmd or "forkserver" in cmd else "worker")
+                except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
+                    continue
+                total += rss
+                self.peaks[proc.pid] = max(self.peaks.get(proc.pid, 0), rss)
+            self.total = max(self.total, total)
+            self.stop.wait(self.interval)
+        cpu = self.me.cpu_times()
+        self.cpu[self.me.pid] = cpu.user + cpu.system
+
+    def report(self) -> dict:
+        mb = lambda b: round(b / 2**20, 1)  # noqa: E731
+        return {
+            "client_mb": mb(self.peaks.get(self.me.pid, 0)),
+            "workers_mb": [mb(v) for p, v in sorted(self.peaks.items()) if self.names.get(p) == "worker"],
+            "total_mb": mb(self.total),
+            "cpu_s": round(sum(self.cpu.values()), 1),  # user + system, client and workers
+            "client_cpu_s": round(self.cpu.get(self.me.pid, 0.0), 1),
+        }
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m qrelkit.dedupe.distributed",
+                                 description="Cluster a corpus in the local or the Dask mode; print wall time and peak memory.")
+    ap.add_argument("corpus")
+    ap.add_argument("--local", action="store_true", help="the local mode (cluster_corpus) instead of Dask")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="threads per LocalCluster worker")
+    ap.add_argument("--scheduler", default=None, help="a running scheduler (memory is sampled for local processes only)")
+    ap.add_argument("--chunk-rows", type=int, default=DedupeParams.chunk_rows)
+    ap.add_argument("--bands-per-task", type=int, default=None)
+    ap.add_argument("--spill-dir", default=None)
+    ap.add_argument("-o", "--output", default=None, help="write the class table (.parquet)")
+    a = ap.parse_args(argv)
+    params = DedupeParams(chunk_rows=a.chunk_rows)
+    sampler = _MemorySampler()
+    sampler.start()
+    t = time.perf_counter()
+    if a.local:
+        from qrelkit.dedupe.cluster import cluster_corpus
+
+        res = cluster_corpus(a.corpus, params)
+    else:
+        # through the imported module, so that tasks pickle by reference (not as __main__ code)
+        from qrelkit.dedupe import distributed
+
+        res = distributed.cluster_corpus_dask(a.corpus, params, scheduler=a.scheduler, n_workers=a.workers,
+                                              threads_per_worker=a.threads, bands_per_task=a.bands_per_task,
+                                              spill_dir=a.spill_dir)
+    wall = time.perf_counter() - t
+    sampler.stop.set()
+    sampler.join()
+    if a.output:
+        from qrelkit.io.tables import write_table
+
+        write_table(res.classes, a.output, kind="dedupe-classes", params=params.as_dict())
+    n = res.stats["passages"]
+    mem = sampler.report()
+    print(json.dumps({"mode": "local" if a.local else "dask", "passages": n, "wall_s": round(wall, 2),
+                      "s_per_million": round(wall * 1e6 / max(n, 1), 2), "cpu_s": mem.pop("cpu_s"),
+                      "client_cpu_s": mem.pop("client_cpu_s"), "peak_rss": mem,
+                      **{k: v for k, v in res.stats.items() if k != "s_curve"}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
