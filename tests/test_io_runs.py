@@ -366,3 +366,15 @@ def test_robust03_ap_equals_ir_measures(robust, tmp_path):
         canon = {m.query_id: m.value for m in ir_measures.iter_calc([AP], qrels, ir_measures.read_trec_run(str(out)))}
         assert len(raw) == 100
         assert canon == raw, run  # exact: same ranking, same floating-point sums
+
+
+def test_multi_run_parquet_from_canonicalize(tmp_path):
+    from qrelkit.cli import run as cli
+
+    for name, shift in (("a", 0), ("b", 1)):
+        (tmp_path / f"{name}.run").write_text("".join(f"1 Q0 d{(i + shift) % 5} {i} {5 - i} {name}\n" for i in range(5)))
+    out = tmp_path / "all.parquet"
+    assert cli(["runs", "canonicalize", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "-o", str(out)]) == 0
+    rs = read_runs(out)
+    assert rs.runs == ["a", "b"]
+    assert rs.table.equals(read_runs([tmp_path / "a.run", tmp_path / "b.run"]).table)

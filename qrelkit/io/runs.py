@@ -225,14 +225,30 @@ class RunOptions:
     known_runs: set[str] | None = None  # runs of the manifest
 
 
-def _load_table(path: Path) -> tuple[pa.Table, _FileResult]:
-    """Parse one file (text or Parquet) into qid, docid, rank, score, tag, _line."""
+def _read_parquet_runs(path: Path) -> list[tuple[str, pa.Table]]:
+    """A Parquet run file split by its ``run`` column: one (label, table) per run, in run-name
+    order (a file written by ``runs canonicalize`` holds many runs). Rows keep their file row
+    numbers in ``_row``."""
+    try:
+        t = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
+        raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(path)) from None
+    t = t.append_column("_row", pa.array(np.arange(1, t.num_rows + 1, dtype=np.int64)))
+    if "run" not in t.column_names or t.num_rows == 0:
+        return [(str(path), t)]
+    names = sorted(pc.unique(pc.cast(t["run"], pa.string())).to_pylist(), key=str)
+    if len(names) == 1:
+        return [(str(path), t)]
+    run = pc.cast(t["run"], pa.string())
+    return [(f"{path}#{n}", t.filter(pc.equal(run, n))) for n in names]
+
+
+def _load_table(path: Path, table: pa.Table | None = None) -> tuple[pa.Table, _FileResult]:
+    """Parse one file (text or Parquet) into qid, docid, rank, score, tag, _line. ``table``: one
+    run of a Parquet file, already read."""
     res = _FileResult(path=str(path))
-    if path.suffix == ".parquet":
-        try:
-            t = pq.read_table(path)
-        except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
-            raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(path)) from None
+    if table is not None or path.suffix == ".parquet":
+        t = table if table is not None else _read_parquet_runs(path)[0][1]
         names = set(t.column_names)
         need = {"qid", "docid", "score"}
         if not need <= names:
@@ -245,7 +261,7 @@ def _load_table(path: Path) -> tuple[pa.Table, _FileResult]:
             "rank": pc.cast(t["rank"], pa.float64()) if "rank" in names else pa.array(np.arange(1, n + 1, dtype=np.float64)),
             "score": pc.cast(t["score"], pa.float64()),
             "tag": pc.cast(t[tag_col], pa.string()) if tag_col else pa.array([path.stem] * n, pa.string()),
-            "_line": pa.array(np.arange(1, n + 1, dtype=np.int64)),
+            "_line": t["_row"] if "_row" in names else pa.array(np.arange(1, n + 1, dtype=np.int64)),
         }
         res.lines = n
         return pa.table(cols).combine_chunks(), res
@@ -269,9 +285,11 @@ def _load_table(path: Path) -> tuple[pa.Table, _FileResult]:
     return parsed.table, res
 
 
-def _process_file(path: Path, opts: RunOptions) -> _FileResult:
+def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, label: str | None = None) -> _FileResult:
     try:
-        t, res = _load_table(path)
+        t, res = _load_table(path, table)
+        if label is not None:
+            res.path = label
     except InputError as exc:
         res = _FileResult(path=str(path))
         res.add(exc.rule, 1, exc.line, exc.message)
@@ -478,18 +496,33 @@ def read_runs(
             }
     nthreads = threads or min(2, os.cpu_count() or 1)
 
-    def work(p: Path) -> _FileResult:
-        r = _process_file(p, opts)
+    tasks: list[tuple[Path, pa.Table | None, str | None]] = []
+    for p in paths:
+        if p.suffix == ".parquet":
+            try:
+                parts = _read_parquet_runs(p)
+            except InputError:
+                parts = []
+            if len(parts) > 1:  # several runs in one file: each is validated as a run of its own
+                tasks.extend((p, t, label) for label, t in parts)
+                continue
+            if parts:
+                tasks.append((p, parts[0][1], None))
+                continue
+        tasks.append((p, None, None))
+
+    def work(task: tuple[Path, pa.Table | None, str | None]) -> _FileResult:
+        r = _process_file(task[0], opts, task[1], task[2])
         _depth_issues(r, opts)
         if progress is not None:
             progress(1)
         return r
 
-    if nthreads > 1 and len(paths) > 1:
+    if nthreads > 1 and len(tasks) > 1:
         with ThreadPoolExecutor(nthreads) as ex:
-            results = list(ex.map(work, paths))
+            results = list(ex.map(work, tasks))
     else:
-        results = [work(p) for p in paths]
+        results = [work(t) for t in tasks]
 
     # cross-file rule: one run name per file
     seen: dict[str, str] = {}
