@@ -27,7 +27,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "fractional": {"fraction": 0.1, "seed": 0},
     "batch": {"first_n": 100, "assessors_per_item": 1, "seed": 0},
     "labels": {"scale": [0, 1, 2, 3], "passage_relevant": [2, 3], "document_relevant": [1, 2, 3],
-               "document_rule": "max"},
+               "document_rule": "max", "grade_map": {}, "schemes": {},
+               "vote_threshold": 2, "graded": "ceil_median", "fallback": ["original", "lowest"],
+               "original_threshold": 1, "min_assessors": 1, "require_original_relevant": False,
+               "label": "graded", "agreement_level": "ordinal"},
+    "eval": {"measures": ["nDCG@10", "AP", "RR@10", "P@10", "Judged@10"], "relevant": None, "missing": "zero",
+             "k": 10, "tests": ["ttest", "wilcoxon", "ranksum", "randomization"],
+             "corrections": ["bonferroni", "holm"], "alpha": 0.05, "randomizations": 10000, "seed": 0,
+             "duplicate_measures": ["P@10", "nDCG@10"], "depth": None},
+    "prefs": {"pairs_per_task": 10, "test_pairs": 3, "test_min_rel": 1, "price_per_task": 2.0, "fee_per_task": 0.4,
+              "assignments": 1, "alpha": 0.05, "correction": "bonferroni", "measure": "RR@10", "rel": 1,
+              "ci": "t", "ci_level": 0.95, "bootstrap_resamples": 10000, "seed": 0, "workers": 5,
+              "error_rate": 0.1, "test_error_rate": 0.0, "ties": "latent", "failing_mode": "random"},
 }
 
 

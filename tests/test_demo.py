@@ -25,8 +25,19 @@ def test_demo_script(tmp_path):
                        env={**os.environ, "QRELKIT": str(exe)}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for name in ("pool-depth10.parquet", "pool-top1.parquet", "pool-fractional.parquet", "batches.csv",
-                 "judgments.parquet", "qrels-round1.txt", "selection.csv"):
+                 "judgments.parquet", "qrels-round1.txt", "selection.csv", "qrels-expanded.txt", "qrels-documents.txt",
+                 "eval-per-query.parquet", "eval-summary.csv", "eval-significance.csv", "eval-duplicates.png"):
         assert (out / name).exists(), name
     pool = pq.read_table(out / "pool-depth10.parquet")
     judgments = pq.read_table(out / "judgments.parquet")
     assert judgments.num_rows == pool.num_rows  # one assessor per item, every item judged
+    # every simulated run is scored on every judged topic; documents got labels
+    import csv
+    import json
+
+    runs = {p.stem for p in (out / "campaign" / "runs").iterdir()}
+    summary = list(csv.DictReader(open(out / "eval-summary.csv")))
+    assert {r["run"] for r in summary} == runs
+    assert (out / "qrels-documents.txt").read_text().count("\n") > 0
+    assert len((out / "qrels-expanded.txt").read_text().splitlines()) > len((out / "qrels-round1.txt").read_text().splitlines())
+    assert json.loads((out / "eval-compare.json").read_text())["pairs"] == len(runs) - 1

@@ -14,7 +14,7 @@ from qrelkit.errors import InputError
 
 app = typer.Typer(
     name="qrelkit",
-    help="Build TREC-style test collections: validate runs, build judgment pools, make assessor batches.",
+    help="Build TREC-style test collections: validate runs, build judgment pools, make assessor batches, aggregate and propagate labels, evaluate runs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -22,13 +22,25 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from qrelkit.cli import batch, dedupe, pool, runs, simulate
+    from qrelkit.cli import batch, cal, dedupe, pool, runs, simulate
 
     app.add_typer(runs.app, name="runs")
     app.add_typer(pool.app, name="pool")
     app.add_typer(batch.app, name="batch")
     app.add_typer(dedupe.app, name="dedupe")
     app.add_typer(simulate.app, name="simulate")
+    try:  # the CAL loop and simulation commands attach to the ``cal`` group when present
+        import qrelkit.cli.cal_loop  # noqa: F401
+    except ImportError as exc:
+        if exc.name != "qrelkit.cli.cal_loop":
+            raise
+    app.add_typer(cal.app, name="cal")
+    from qrelkit.cli import eval as eval_cli, labels as labels_cli
+
+    app.add_typer(labels_cli.app, name="labels")
+    app.add_typer(eval_cli.app, name="eval")
+    app.add_typer(__import__("qrelkit.cli.prefs", fromlist=["app"]).app, name="prefs")
+    app.add_typer(__import__("qrelkit.cli.reuse", fromlist=["app"]).app, name="reuse")
 
 
 _register()

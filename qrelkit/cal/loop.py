@@ -1,0 +1,631 @@
+"""The CAL loop: one iteration = train, score every candidate, select the next batch.
+
+Per topic and thread (PROTOCOL.md section 1, step 4; Cormack and Grossman's BMI):
+
+* **training set** — the judged passages the thread may see, binarized by the config
+  (``[labels] passage_relevant``, 2 and 3 by default); the query text as one synthetic relevant
+  document (featurized with the stored vocabulary and idf); ``negatives`` (100) random unjudged
+  candidates labelled non-relevant, drawn anew every iteration from a generator seeded by
+  ``(seed, topic, thread, iteration)``;
+* **model** — scikit-learn's ``LogisticRegression`` (liblinear, L2, ``C``) fitted on only the
+  columns that occur in the training rows (the weights of all other columns would be 0 anyway);
+* **scoring** — one float32 sparse matrix-vector product over the candidates (a numba kernel,
+  parallel over rows; no float64 copy of the matrix as ``predict_proba`` would make). Scores are
+  the model's decision values, which order passages as its probabilities do;
+* **selection** — ``numpy.argpartition`` for the best ``k`` candidates that are not judged or
+  issued yet; ties at the cut are broken by passage id, and the batch is sorted by score
+  descending, then passage id: the batch is a function of the scores and ids only.
+
+**Candidates.** Non-canonical members of near-duplicate classes are never candidates (only
+canonical passages are judged, TREC 2022), so they are neither scored nor sampled as negatives;
+the fractional thread's candidates are the canonical passages of the fractional collection.
+
+**Threads** (:data:`THREADS`):
+
+``fractional``
+    candidates: the fractional collection; training: the thread's own judgments and the initial
+    (pool) judgments, of passages inside the fractional collection.
+``local``
+    candidates: the whole corpus; training: the thread's own judgments and the initial judgments.
+``all``
+    candidates: the whole corpus; training: every judgment of the topic.
+
+No passage is judged twice for a topic. When a thread's ranking reaches a passage that another
+thread has already judged, the passage is *encountered*: it joins the thread's batch (and so its
+view, and its training set from then on) with the existing judgment, at no judging cost, and the
+batch still brings ``k`` passages that need judging ("the judgments given to CAL contained only
+passages encountered in this thread", TREC 2022). Passages issued but not judged yet are skipped.
+
+**Batch sizes** (:func:`batch_size`): ``batch_size`` (25) per iteration; the fractional thread uses
+``fractional_batch_size_later`` (50) from iteration ``fractional_later_from`` (2) on; or BMI's
+growing schedule (``schedule="bmi"``: 1, then ``B + ceil(B / 10)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numba as nb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from qrelkit.cal.features import Features, SparseRows
+from qrelkit.errors import InputError
+
+THREADS = ("fractional", "local", "all")
+SCHEDULES = ("fixed", "bmi")
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class CalParams:
+    """Everything that decides a CAL batch (with the features and the judgments)."""
+
+    batch_size: int = 25
+    fractional_batch_size_later: int = 50
+    fractional_later_from: int = 2
+    schedule: str = "fixed"
+    negatives: int = 100
+    C: float = 1.0
+    class_weight: str | None = "balanced"
+    query_document: bool = True
+    relevant: tuple[int, ...] = (2, 3)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise InputError("bad-option", f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.batch_size < 1 or self.fractional_batch_size_later < 1:
+            raise InputError("bad-option", "batch sizes must be at least 1")
+        if self.fractional_later_from < 1:
+            raise InputError("bad-option", "fractional_later_from must be at least 1")
+        if self.negatives < 0:
+            raise InputError("bad-option", "negatives must not be negative")
+        if not self.C > 0:
+            raise InputError("bad-option", "C must be positive")
+        if self.class_weight not in (None, "balanced"):
+            raise InputError("bad-option", f"class_weight must be none or 'balanced', got {self.class_weight!r}")
+
+    @classmethod
+    def from_config(cls, cfg: Mapping | None = None, **overrides: Any) -> "CalParams":
+        """Values from a config's ``[cal]`` section (and ``[labels] passage_relevant``), then
+        ``overrides`` that are not None."""
+        kw: dict[str, Any] = {}
+        if cfg is not None:
+            cal = dict(cfg.get("cal", {}) or {})
+            for k in ("batch_size", "fractional_batch_size_later", "fractional_later_from", "schedule", "negatives",
+                      "C", "class_weight", "query_document", "seed"):
+                if k in cal:
+                    kw[k] = cal[k]
+            rel = (cfg.get("labels", {}) or {}).get("passage_relevant")
+            if rel is not None:
+                kw["relevant"] = tuple(int(x) for x in rel)
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        if "relevant" in kw:
+            kw["relevant"] = tuple(int(x) for x in kw["relevant"])
+        for k in ("batch_size", "fractional_batch_size_later", "fractional_later_from", "negatives", "seed"):
+            if k in kw:
+                kw[k] = int(kw[k])
+        if "C" in kw:
+            kw["C"] = float(kw["C"])
+        if kw.get("class_weight") in ("", "none", "None"):
+            kw["class_weight"] = None
+        return cls(**kw)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["relevant"] = list(self.relevant)
+        return d
+
+
+def batch_size(params: CalParams, thread: str, iteration: int) -> int:
+    """Size of CAL batch number ``iteration`` (1-based) of a thread."""
+    if iteration < 1:
+        raise ValueError("iterations are numbered from 1")
+    if params.schedule == "bmi":
+        b = 1
+        for _ in range(iteration - 1):
+            b += math.ceil(b / 10)
+        return b
+    if thread == "fractional" and iteration >= params.fractional_later_from:
+        return params.fractional_batch_size_later
+    return params.batch_size
+
+
+def _key64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.random.SeedSequence:
+    """The seed sequence of one iteration: independent of run order and of other topics."""
+    return np.random.SeedSequence([int(seed) & (2**63 - 1), _key64(str(topic)), _key64(str(thread)), int(iteration)])
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _score_all_py(indptr, indices, data, w, b, out):
+    n = len(indptr) - 1
+    for r in nb.prange(n):
+        s = np.float32(0.0)
+        for j in range(indptr[r], indptr[r + 1]):
+            s += data[j] * w[indices[j]]
+        out[r] = s + b
+
+
+def _score_rows_py(indptr, indices, data, w, b, rows, out):
+    n = len(rows)
+    for i in nb.prange(n):
+        r = rows[i]
+        s = np.float32(0.0)
+        for j in range(indptr[r], indptr[r + 1]):
+            s += data[j] * w[indices[j]]
+        out[i] = s + b
+
+
+# the same kernels, parallel over rows and serial (small matrices: no thread start-up, and no
+# waiting for a thread that another process holds up); each row is summed in one thread, in
+# order, so both give the same float32 scores
+_score_all = nb.njit(parallel=True, cache=True)(_score_all_py)
+_score_rows = nb.njit(parallel=True, cache=True)(_score_rows_py)
+_score_all_serial = nb.njit(cache=True)(_score_all_py)
+_score_rows_serial = nb.njit(cache=True)(_score_rows_py)
+PARALLEL_MIN_NNZ = 1 << 21
+
+
+def score(features: Features, w: np.ndarray, b: float = 0.0, rows: np.ndarray | None = None,
+          out: np.ndarray | None = None) -> np.ndarray:
+    """float32 scores ``X[rows] @ w + b`` (all rows when ``rows`` is None): one pass over the
+    rows' non-zeros, parallel over rows when there are at least :data:`PARALLEL_MIN_NNZ` of them."""
+    n = features.n_rows if rows is None else len(rows)
+    if out is None:
+        out = np.empty(n, np.float32)
+    w = np.asarray(w, np.float32)
+    work = features.nnz if rows is None else features.nnz * len(rows) / max(features.n_rows, 1)
+    par = work >= PARALLEL_MIN_NNZ
+    if rows is None:
+        (_score_all if par else _score_all_serial)(features.indptr, features.indices, features.data, w, np.float32(b), out)
+    else:
+        (_score_rows if par else _score_rows_serial)(features.indptr, features.indices, features.data, w,
+                                                     np.float32(b), rows, out)
+    return out
+
+
+# --------------------------------------------------------------------------- training
+
+
+@nb.njit(cache=True)
+def _local_columns(indices, scratch):
+    """Renumber column ids 0.. in first-seen order (``scratch`` holds -1 everywhere and is
+    restored); returns (local ids, the global column of each local id)."""
+    local = np.empty(len(indices), np.int32)
+    cols = np.empty(len(indices), np.int64)
+    n = 0
+    for j in range(len(indices)):
+        c = indices[j]
+        v = scratch[c]
+        if v < 0:
+            scratch[c] = n
+            cols[n] = c
+            v = n
+            n += 1
+        local[j] = v
+    for i in range(n):
+        scratch[cols[i]] = -1
+    return local, cols[:n].copy()
+
+
+def _train_matrix(block: SparseRows, n_terms: int, scratch: np.ndarray | None = None):
+    """(csr over the block's own columns, those columns)."""
+    import scipy.sparse as sp
+
+    if scratch is None:
+        scratch = np.full(n_terms, -1, np.int32)
+    local, cols = _local_columns(block.indices, scratch)
+    m = sp.csr_matrix((block.data, local, block.indptr.astype(np.int32)), shape=(block.n_rows, max(len(cols), 1)))
+    return m, cols
+
+
+def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_weight: str | None = None,
+                random_state: int = 0,
+                n_terms: int | None = None, out: np.ndarray | None = None,
+                scratch: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray]:
+    """Fit logistic regression on the training rows' own columns.
+
+    Returns ``(w, b, cols)``: float32 weights over all ``n_terms`` columns (zero outside
+    ``cols``), the intercept, and the columns that were fitted. With ``out`` the weights are
+    written into that buffer, which must be zero outside the columns it was last given;
+    ``scratch`` is an int32 buffer of ``n_terms`` entries, all -1 (it is restored).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    n_terms = int(n_terms if n_terms is not None else (int(block.indices.max()) + 1 if len(block.indices) else 1))
+    X, cols = _train_matrix(block, n_terms, scratch)
+    y = np.asarray(labels, dtype=np.int8)
+    w = out if out is not None else np.zeros(n_terms, np.float32)
+    if len(np.unique(y)) < 2:  # one class only: rank by the centroid of the positive rows
+        coef = np.asarray(X[y == 1].mean(axis=0)).ravel() if (y == 1).any() else np.zeros(X.shape[1])
+        b = 0.0
+    else:
+        model = LogisticRegression(C=C, class_weight=class_weight, solver="liblinear", random_state=random_state,
+                                   max_iter=1000)
+        model.fit(X, y)
+        coef = model.coef_.ravel()
+        b = float(model.intercept_[0])
+    if len(cols):
+        w[cols] = coef[: len(cols)].astype(np.float32)
+    return w, b, cols
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def select_top(scores: np.ndarray, k: int, pids: pa.Array, positions: np.ndarray | None = None) -> np.ndarray:
+    """Positions (into ``scores``) of the ``k`` best finite scores, ties at the cut broken by pid,
+    ordered by score descending, then pid. ``pids[i]`` is the pid of ``scores[i]`` (or of
+    ``positions``' mapping: ``pids`` is indexed by ``positions[i]`` when given)."""
+    n = len(scores)
+    if k <= 0 or n == 0:
+        return np.zeros(0, np.int64)
+    k = min(k, n)
+    top = np.argpartition(scores, n - k)[n - k:]
+    top = top[np.isfinite(scores[top])]
+    if len(top) == 0:
+        return np.zeros(0, np.int64)
+    thr = scores[top].min()
+    above = top[scores[top] > thr]
+    tied = np.flatnonzero(scores == thr)
+    need = min(k - len(above), len(tied))
+
+    def pid_of(pos: np.ndarray) -> list[str]:
+        rows = pos if positions is None else positions[pos]
+        return pids.take(pa.array(np.asarray(rows, np.int64))).to_pylist()
+
+    if len(tied) > need:
+        tp = pid_of(tied)
+        order = sorted(range(len(tied)), key=lambda i: tp[i])[:need]
+        tied = tied[np.array(order, np.int64)]
+    sel = np.concatenate([above, tied])
+    sp_ = pid_of(sel)
+    sc = scores[sel]
+    order = sorted(range(len(sel)), key=lambda i: (-float(sc[i]), sp_[i]))
+    return sel[np.array(order, np.int64)]
+
+
+# --------------------------------------------------------------------------- one topic, one thread
+
+
+@dataclass
+class Batch:
+    """One CAL batch: passages (rows and pids) in rank order with their scores; ``new`` marks the
+    passages that need judging (the others were encountered: judged before in another thread)."""
+
+    topic: str
+    thread: str
+    iteration: int
+    rows: np.ndarray
+    pids: list[str]
+    scores: np.ndarray
+    new: np.ndarray | None = None
+    n_train: int = 0
+    n_relevant: int = 0
+    n_negatives: int = 0
+    n_columns: int = 0
+    timings: dict = field(default_factory=dict)
+    batch_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.new is None:
+            self.new = np.ones(len(self.rows), bool)
+
+    def table(self) -> pa.Table:
+        n = len(self.pids)
+        return pa.table({
+            "qid": pa.array([self.topic] * n, pa.string()),
+            "thread": pa.array([self.thread] * n, pa.string()),
+            "iteration": pa.array([self.iteration] * n, pa.int32()),
+            "rank": pa.array(np.arange(1, n + 1), pa.int32()),
+            "docid": pa.array(self.pids, pa.string()),
+            "score": pa.array(np.asarray(self.scores, np.float64), pa.float64()),
+            "new": pa.array(np.asarray(self.new, bool)),
+        })
+
+
+class CalRanker:
+    """CAL for one topic over a fixed candidate set: call :meth:`next_batch` with the judgments
+    as they stand. Holds the buffers (weights, scores) so that iterations allocate little.
+
+    ``candidates``: rows that may be scored, sampled and selected (None: every row; with the
+    features' near-duplicate classes, every canonical row). See :func:`candidate_rows`.
+    """
+
+    def __init__(self, features: Features, query: str, *, topic: str = "", thread: str = "all",
+                 candidates: np.ndarray | None = None, params: CalParams = CalParams()) -> None:
+        self.features = features
+        self.topic = str(topic)
+        self.thread = thread
+        self.params = params
+        self.query = query
+        self.qvec = features.featurize([query]) if params.query_document else None
+        if candidates is None and features.classes is not None:
+            candidates = candidate_rows(features)
+        self.candidates = None if candidates is None else np.ascontiguousarray(candidates, np.int64)
+        n = features.n_rows if self.candidates is None else len(self.candidates)
+        self.n_candidates = n
+        self._scores = np.empty(n, np.float32)
+        self._w = np.zeros(features.n_terms, np.float32)
+        self._scratch = np.full(features.n_terms, -1, np.int32)
+        self._last_cols = np.zeros(0, np.int64)
+        if self.candidates is not None:
+            self._pos = np.full(features.n_rows, -1, np.int64)
+            self._pos[self.candidates] = np.arange(n)
+        else:
+            self._pos = None
+
+    def positions(self, rows: np.ndarray) -> np.ndarray:
+        """Candidate positions of rows (-1 for rows that are not candidates)."""
+        rows = np.asarray(rows, np.int64)
+        if self._pos is None:
+            return rows.copy()
+        return self._pos[rows]
+
+    def sample_negatives(self, rng: np.random.Generator, excluded_pos: np.ndarray, m: int) -> np.ndarray:
+        """``m`` distinct random candidate rows that are not excluded, in draw order."""
+        n = self.n_candidates
+        if m <= 0 or n == 0:
+            return np.zeros(0, np.int64)
+        taken = np.zeros(0, np.int64)
+        excl = np.unique(excluded_pos[excluded_pos >= 0])
+        free = n - len(excl)
+        if free <= 0:
+            return np.zeros(0, np.int64)
+        m = min(m, free)
+        if free < 4 * m:  # dense: draw from the complement
+            mask = np.ones(n, bool)
+            mask[excl] = False
+            pos = rng.choice(np.flatnonzero(mask), size=m, replace=False)
+        else:
+            pos = np.zeros(0, np.int64)
+            while len(pos) < m:
+                draw = rng.integers(0, n, size=2 * m + 8)
+                draw = draw[~np.isin(draw, excl)]
+                allp = np.concatenate([pos, draw])
+                _, first = np.unique(allp, return_index=True)
+                pos = allp[np.sort(first)]
+            pos = pos[:m]
+        del taken
+        return pos if self.candidates is None else self.candidates[pos]
+
+    def next_batch(self, train_rows: np.ndarray, train_relevant: np.ndarray, skip_rows: np.ndarray, k: int,
+                   iteration: int, known_rows: np.ndarray | None = None) -> Batch:
+        """The next ``k`` passages to judge.
+
+        ``train_rows``/``train_relevant``: the judged rows this thread trains on (its view) and
+        their binary labels; ``skip_rows``: rows never selected (the thread's view, and passages
+        issued but not judged yet); ``known_rows``: rows already judged elsewhere (in other
+        threads) — when the ranking reaches one it is *encountered*: it joins the batch (in rank
+        order) with its existing judgment and does not count towards ``k``. Random negatives come
+        from candidates in neither set. ``iteration``: the 1-based iteration number (seeds the
+        negatives). ``Batch.new`` marks the passages that need judging.
+        """
+        t0 = time.perf_counter()
+        p = self.params
+        train_rows = np.asarray(train_rows, np.int64)
+        train_relevant = np.asarray(train_relevant, bool)
+        skip_pos = self.positions(np.asarray(skip_rows, np.int64)) if len(skip_rows) else np.zeros(0, np.int64)
+        skip_pos = skip_pos[skip_pos >= 0]
+        known_pos = np.zeros(0, np.int64)
+        if known_rows is not None and len(known_rows):
+            known_pos = self.positions(np.asarray(known_rows, np.int64))
+            known_pos = np.setdiff1d(known_pos[known_pos >= 0], skip_pos)
+        ss = iteration_seed(p.seed, self.topic, self.thread, iteration)
+        rng = np.random.default_rng(ss)
+        neg = self.sample_negatives(rng, np.concatenate([skip_pos, known_pos]), p.negatives)
+        rows = np.concatenate([train_rows, neg])
+        y = np.concatenate([train_relevant.astype(np.int8), np.zeros(len(neg), np.int8)])
+        block = self.features.rows(rows)
+        if self.qvec is not None:
+            block = block.stack(self.qvec)
+            y = np.concatenate([y, np.ones(1, np.int8)])
+        t1 = time.perf_counter()
+        self._w[self._last_cols] = 0.0
+        w, b, cols = fit_weights(block, y, C=p.C, class_weight=p.class_weight, random_state=int(ss.generate_state(1)[0] & 0x7FFFFFFF),
+                                 n_terms=self.features.n_terms, out=self._w, scratch=self._scratch)
+        self._last_cols = cols
+        t2 = time.perf_counter()
+        sc = score(self.features, w, b, self.candidates, out=self._scores)
+        t3 = time.perf_counter()
+        if len(skip_pos):
+            sc[skip_pos] = -np.inf
+        sel = select_top(sc, k + len(known_pos), self.features.pids, self.candidates)
+        new = np.ones(len(sel), bool)
+        if len(known_pos):
+            new = ~np.isin(sel, known_pos)
+            cut = np.flatnonzero(np.cumsum(new) >= k)
+            if len(cut):
+                sel, new = sel[: cut[0] + 1], new[: cut[0] + 1]
+        sel_rows = sel if self.candidates is None else self.candidates[sel]
+        t4 = time.perf_counter()
+        return Batch(
+            topic=self.topic, thread=self.thread, iteration=iteration, rows=sel_rows,
+            pids=self.features.pid_list(sel_rows), scores=sc[sel].copy(), new=new, n_train=len(y),
+            n_relevant=int(y.sum()), n_negatives=len(neg), n_columns=len(cols),
+            timings={"prepare": t1 - t0, "fit": t2 - t1, "score": t3 - t2, "select": t4 - t3, "total": t4 - t0},
+        )
+
+
+def candidate_rows(features: Features, universe: Iterable[str] | pa.Array | None = None) -> np.ndarray | None:
+    """Rows that CAL may select: canonical passages (with the features' classes), restricted to
+    ``universe`` (passage ids, e.g. the fractional collection) when given. ``None`` means every
+    row (no classes, no universe)."""
+    keep = None
+    if features.classes is not None:
+        keep = np.asarray(features.classes) == np.arange(features.n_rows)
+    if universe is not None:
+        rows = features.rows_of(universe)
+        m = np.zeros(features.n_rows, bool)
+        m[rows[rows >= 0]] = True
+        keep = m if keep is None else keep & m
+    return None if keep is None else np.flatnonzero(keep)
+
+
+def binarize(grades: Sequence[int] | np.ndarray, relevant: Iterable[int]) -> np.ndarray:
+    """Relevant (True) when the grade is one of ``relevant``."""
+    return np.isin(np.asarray(grades, dtype=np.int64), np.asarray(list(relevant), dtype=np.int64))
+
+
+def with_params(params: CalParams, **kw: Any) -> CalParams:
+    return replace(params, **{k: v for k, v in kw.items() if v is not None})
+
+
+# --------------------------------------------------------------------------- driving a judging store
+
+
+def fractional_candidates(features: Features, fraction: float, seed: int) -> np.ndarray:
+    """Rows of the fractional collection: the first ``fraction`` of the canonical passages in the
+    seeded random order of :func:`qrelkit.pooler.fractional.fractional_ids` (the same passages as
+    ``qrelkit pool fractional`` with the same classes, fraction and seed)."""
+    from qrelkit.pooler.fractional import fractional_ids
+
+    canon = candidate_rows(features)
+    ids = features.pids if canon is None else features.pids.take(pa.array(canon))
+    kept = fractional_ids(ids, fraction, seed)
+    rows = features.rows_of(kept)
+    return np.sort(rows[rows >= 0])
+
+
+def issue_next_batches(
+    store,
+    features: Features,
+    *,
+    topics: Sequence[str] | None = None,
+    threads: Sequence[str] | None = None,
+    params: CalParams = CalParams(),
+    fraction: float = 0.1,
+    fraction_seed: int = 0,
+    combine: str = "median_high",
+    allow_open: bool = False,
+    dry_run: bool = False,
+) -> tuple[list[Batch], pd.DataFrame]:
+    """Compute and issue the next CAL batch of every active thread of ``store``.
+
+    For each topic (all, or ``topics``) and thread (the store's, or ``threads``) whose state is
+    ``active``: the thread's view of the judgment log (pool batches plus its own CAL batches;
+    every batch for ``all``; several assessors' grades combined by ``combine``) trains the model;
+    every passage issued or judged for the topic in any thread is skipped (random-sample
+    passages of the target method are neither skipped nor trained on); the batch is recorded
+    with ``store.issue_batch(topic, thread, pids, kind="cal")`` unless ``dry_run``.
+
+    Passages already judged in another thread are *encountered* when the thread's ranking
+    reaches them: they are recorded in the batch (rank order) and their judgments are copied into
+    it (``source="encountered"``), so the thread sees them without new judging work; the batch
+    still holds ``k`` passages that need judging. Passages issued but not judged yet are skipped.
+
+    A thread whose last CAL batch is still open (not every item judged) is skipped unless
+    ``allow_open``. Returns the batches and one row per (topic, thread) saying what happened
+    (``issued``, ``waiting``, ``exhausted``, or the thread's state) with the number of new items
+    and of encountered passages.
+    """
+    tdf = store.topics()
+    want_topics = None if topics is None else {str(t) for t in topics}
+    cand_cache: dict[str, np.ndarray | None] = {}
+    out: list[Batch] = []
+    rows_report = []
+    missing_total = 0
+    for qid, text in zip(tdf["qid"].astype(str), tdf["text"].astype(str)):
+        if want_topics is not None and qid not in want_topics:
+            continue
+        th = store.threads(qid)
+        log_all = store.judgments(qid, None)  # every pool and cal judgment (no samples)
+        judged_any = set(log_all["docid"])
+        pending = set(store.issued_passages(qid, None)) - judged_any  # issued, not judged yet
+        cal_batches = store.batches(qid)
+        cal_batches = cal_batches[cal_batches["kind"] == "cal"]
+        for thread, state in zip(th["thread"], th["state"]):
+            if threads is not None and thread not in threads:
+                continue
+            if state != "active":
+                rows_report.append({"qid": qid, "thread": thread, "action": state, "batch_id": None, "items": 0,
+                                    "encountered": 0})
+                continue
+            mine = cal_batches[cal_batches["thread"] == thread]
+            if not allow_open and len(mine) and mine["status"].iloc[-1] == "open":
+                rows_report.append({"qid": qid, "thread": thread, "action": "waiting", "batch_id": mine["batch_id"].iloc[-1],
+                                    "items": 0, "encountered": 0})
+                continue
+            iteration = len(mine) + 1
+            if thread not in cand_cache:
+                cand_cache[thread] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
+                                      else candidate_rows(features))
+            cand = cand_cache[thread]
+            lab = store.labels(qid, thread, combine=combine)
+            view = set(lab["docid"]) | set(store.issued_passages(qid, thread))
+            skip = features.rows_of(sorted(view | pending))
+            known_ids = sorted(judged_any - view)
+            known = features.rows_of(known_ids)
+            rows = features.rows_of(lab["docid"].astype(str).tolist())
+            rel = binarize(lab["grade"].to_numpy(), params.relevant)
+            keep = rows >= 0
+            missing_total += int((~keep).sum())
+            if cand is not None:
+                inside = np.zeros(features.n_rows, bool)
+                inside[cand] = True
+                keep &= inside[np.maximum(rows, 0)]
+            ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params)
+            k = batch_size(params, thread, iteration)
+            b = ranker.next_batch(rows[keep], rel[keep], skip[skip >= 0], k, iteration, known_rows=known[known >= 0])
+            if len(b.rows) == 0 or not b.new.any():
+                rows_report.append({"qid": qid, "thread": thread, "action": "exhausted", "batch_id": None, "items": 0,
+                                    "encountered": 0})
+                continue
+            enc = [p_ for p_, n_ in zip(b.pids, b.new.tolist()) if not n_]
+            bid = None
+            if not dry_run:
+                bid = store.issue_batch(qid, thread, b.pids, kind="cal")
+                if enc:  # encountered passages bring their judgments into this thread's view
+                    copy = log_all[log_all["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
+                    copy["batch_id"] = bid
+                    store.import_judgments(copy, source="encountered")
+                pending |= {p_ for p_, n_ in zip(b.pids, b.new.tolist()) if n_}
+            b.batch_id = bid
+            out.append(b)
+            rows_report.append({"qid": qid, "thread": thread, "action": "issued", "batch_id": bid,
+                                "items": int(b.new.sum()), "encountered": len(enc)})
+    report = pd.DataFrame(rows_report, columns=["qid", "thread", "action", "batch_id", "items", "encountered"])
+    report.attrs["judged_passages_not_in_features"] = missing_total
+    return out, report
+
+
+def batches_table(batches: Sequence[Batch], *, assessor: str = "", texts: Mapping[str, str] | None = None) -> pa.Table:
+    """Assessor-facing rows of issued batches — the passages that need judging (not the
+    encountered ones): ``batch_id, qid, thread, iteration, position`` (rank in the batch),
+    ``docid, score, assessor, grade`` (empty, to be filled; importable with ``qrelkit cal
+    import``) and ``text`` when ``texts`` (pid -> text) is given."""
+    cols: dict[str, list] = {k: [] for k in ("batch_id", "qid", "thread", "iteration", "position", "docid", "score",
+                                             "assessor", "grade")}
+    if texts is not None:
+        cols["text"] = []
+    for b in batches:
+        for i, (p, s, n) in enumerate(zip(b.pids, np.asarray(b.scores, np.float64).tolist(), b.new.tolist()), 1):
+            if not n:
+                continue
+            cols["batch_id"].append(getattr(b, "batch_id", None) or "")
+            cols["qid"].append(b.topic)
+            cols["thread"].append(b.thread)
+            cols["iteration"].append(b.iteration)
+            cols["position"].append(i)
+            cols["docid"].append(p)
+            cols["score"].append(s)
+            cols["assessor"].append(assessor)
+            cols["grade"].append(None)
+            if texts is not None:
+                cols["text"].append(texts.get(p, ""))
+    types = {"iteration": pa.int32(), "position": pa.int32(), "score": pa.float64(), "grade": pa.int32()}
+    return pa.table({k: pa.array(v, types.get(k, pa.string())) for k, v in cols.items()})

@@ -1,0 +1,632 @@
+"""Stopping rules for CAL: when to stop judging a topic (in one thread).
+
+Every rule is an object with a ``name`` and ``decide(state) -> Decision``. ``state`` is a
+:class:`JudgingState`: the passages judged so far in judging order, their binarized relevance,
+where the batches ended, and (when a rule needs them) the judging budget, the size of the
+collection the thread ranks, the passages issued in the thread's batches and a judged random
+sample. A :class:`Decision` is ``continue``, ``accept``, ``reject`` or ``stop`` with a reason that
+names the numbers it compared. Decisions use the state **as it is now**: every judgment so far,
+the last batch included (no one-round lag, unlike TARexp's count-based rules, which look at
+the counts of the previous round).
+
+Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`):
+
+``density`` — TREC 2022 Deep Learning (PROTOCOL.md section 1, step 5), thresholds from the
+config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
+
+* accept if d < ``accept_density_below`` (0.4) and n >= ``accept_min_judged`` (150) and
+  r >= ``accept_min_relevant`` (4, "more than 3");
+* else reject if n >= ``reject_min_judged`` (301, "more than 300") and d > ``reject_density_above`` (0.5);
+* else, when the judging budget is spent (n >= budget): reject if n < ``budget_min_judged`` (150)
+  or r < ``budget_min_relevant`` (4) or d >= ``budget_density_at_least`` (0.4), otherwise accept;
+* else continue.
+
+Densities are compared exactly (as fractions, the thresholds read as decimals), so a density of
+exactly 0.4 or 0.5 is never rounded across a boundary.
+
+``knee`` — Cormack & Grossman, "Engineering Quality and Reliability in Technology-Assisted
+Review", SIGIR 2016, section 4 (knee method). With g(i) the relevant passages among the first i
+judged, s = n and r = g(s):
+
+* knee k = argmax over 1 <= i <= s of (s * g(i) - r * i), the first on ties: the point of the
+  gain curve farthest above the chord from (0, 0) to (s, r) — Kneedle's maximum of the difference
+  curve (Satopää et al., ICDCS workshops 2011) on the curve normalized to the unit square;
+* slope ratio rho = (g(k) / k) / ((r - g(k) + 1) / (s - k)) (the +1 keeps the slope after the
+  knee positive);
+* stop when s >= ``min_judged`` (150) and rho >= 156 - min(r, 150) (the published adjustment:
+  6 once 150 relevant are found, up to 156 with none). ``adjust = false`` uses the fixed
+  ``ratio`` (6) instead. No knee (s * g(i) <= r * i for all i) means continue.
+
+``budget`` — the same paper's budget method: stop when s >= 0.75 |C| (``collection_share``), or
+when rho >= 6 (``ratio``, same knee and rho as above) and s >= 10 |C| / r (``target_size`` |C| /
+r: what the target method's random sample would cost, with r estimating the number of relevant
+passages). |C| is ``state.collection_size`` (the collection the thread ranks); without it the
+rule cannot decide and says so. TARexp's version tests the count of an earlier round (a loop
+variable left over); this one uses the current s and r.
+
+``target`` — the same paper's target method: a random sample of the collection (seeded, see
+:func:`draw_sample`) is judged in draw order until ``size`` (T = 10) relevant passages are found:
+the target set. Stop when every target passage has been reached by the CAL review (judged in the
+thread, or issued in one of its batches). The target set must not train the classifier. With
+fewer than T relevant in the sample, the sample is incomplete (continue) unless it covers the
+whole collection, in which case the relevant passages found are the targets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from qrelkit.errors import InputError
+
+CONTINUE, ACCEPT, REJECT, STOP = "continue", "accept", "reject", "stop"
+ACTIONS = (CONTINUE, ACCEPT, REJECT, STOP)
+
+DENSITY_DEFAULTS: dict[str, float | int] = {
+    "accept_density_below": 0.4, "accept_min_judged": 150, "accept_min_relevant": 4,
+    "reject_min_judged": 301, "reject_density_above": 0.5,
+    "budget_min_judged": 150, "budget_min_relevant": 4, "budget_density_at_least": 0.4,
+}
+KNEE_DEFAULTS: dict[str, Any] = {"min_judged": 150, "ratio": 6.0, "adjust": True, "adjust_base": 156, "adjust_cap": 150}
+BUDGET_DEFAULTS: dict[str, Any] = {"ratio": 6.0, "target_size": 10, "collection_share": 0.75}
+TARGET_DEFAULTS: dict[str, Any] = {"size": 10}
+
+
+# -- state and decision ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetSample:
+    """A random sample of the collection, judged, in draw order (for the target method).
+
+    ``exhausted``: the sample is the whole collection (no more can be drawn).
+    """
+
+    passages: tuple[str, ...]
+    relevant: tuple[bool, ...]
+    exhausted: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.passages) != len(self.relevant):
+            raise InputError("bad-state", "sample passages and relevance differ in length")
+
+    def targets(self, size: int) -> tuple[str, ...] | None:
+        """The first ``size`` relevant passages in draw order; all relevant ones when the sample
+        is exhausted; None while the sample is incomplete."""
+        rel = [p for p, r in zip(self.passages, self.relevant) if r]
+        if len(rel) >= size:
+            return tuple(rel[:size])
+        return tuple(rel) if self.exhausted else None
+
+
+@dataclass(frozen=True, eq=False)
+class JudgingState:
+    """What a stopping rule sees for one topic and thread.
+
+    ``passages`` in judging order, each once; ``relevant`` their binarized relevance (bool array,
+    same length); ``batch_ends``: the number of passages judged after each batch (increasing;
+    informative); ``budget``: the most passages this thread may judge (None: no budget);
+    ``collection_size``: passages the thread ranks (budget method); ``issued``: passages issued
+    in the thread's batches, judged or not (target method); ``sample``: the judged random sample
+    (target method).
+    """
+
+    passages: tuple[str, ...]
+    relevant: np.ndarray
+    batch_ends: tuple[int, ...] = ()
+    budget: int | None = None
+    collection_size: int | None = None
+    issued: frozenset[str] = frozenset()
+    sample: TargetSample | None = None
+    topic: str = ""
+    thread: str = ""
+
+    def __post_init__(self) -> None:
+        rel = np.asarray(self.relevant, dtype=bool)
+        if rel.ndim != 1 or len(rel) != len(self.passages):
+            raise InputError("bad-state", "relevance must have one entry per judged passage")
+        rel.flags.writeable = False
+        object.__setattr__(self, "relevant", rel)
+        object.__setattr__(self, "passages", tuple(self.passages))
+        object.__setattr__(self, "batch_ends", tuple(int(b) for b in self.batch_ends))
+
+    @classmethod
+    def from_grades(cls, passages: Sequence[str], grades: Sequence[int], *, relevant_grades: Iterable[int] = (2, 3),
+                    batches: Sequence[str] | None = None, **kw) -> "JudgingState":
+        """A state from grades (binarized by ``relevant_grades``); ``batches`` (one batch id per
+        passage, in judging order) gives the batch ends."""
+        rel = np.isin(np.asarray(grades, dtype=np.int64), np.asarray(list(relevant_grades), dtype=np.int64))
+        ends: tuple[int, ...] = kw.pop("batch_ends", ())
+        if batches is not None:
+            b = list(batches)
+            ends = tuple(i + 1 for i in range(len(b)) if i + 1 == len(b) or b[i + 1] != b[i])
+        return cls(tuple(str(p) for p in passages), rel, batch_ends=ends, **kw)
+
+    @property
+    def judged(self) -> int:
+        return len(self.passages)
+
+    @property
+    def n_relevant(self) -> int:
+        return int(self.relevant.sum())
+
+    @property
+    def density_fraction(self) -> Fraction:
+        """Relevant / judged as an exact fraction (0 when nothing is judged)."""
+        return Fraction(self.n_relevant, self.judged) if self.judged else Fraction(0)
+
+    @property
+    def density(self) -> float:
+        """Relevant / judged (NaN when nothing is judged)."""
+        return self.n_relevant / self.judged if self.judged else float("nan")
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget is not None and self.judged >= self.budget
+
+    def gain(self) -> np.ndarray:
+        """g(i) for i = 1..n: relevant passages among the first i judged."""
+        return np.cumsum(self.relevant, dtype=np.int64)
+
+    def prefix(self, n: int) -> "JudgingState":
+        """The state after the first ``n`` judged passages (batch ends cut accordingly)."""
+        return replace(self, passages=self.passages[:n], relevant=self.relevant[:n],
+                       batch_ends=tuple(b for b in self.batch_ends if b <= n))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action``: continue | accept | reject | stop; ``reason``: the comparison that decided;
+    ``details``: the numbers (judged, relevant, density, rho, ...)."""
+
+    action: str
+    reason: str
+    rule: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stopped(self) -> bool:
+        return self.action != CONTINUE
+
+
+class StoppingRule:
+    """Base class: ``name`` and ``decide(state) -> Decision``; ``params()`` for reports."""
+
+    name = ""
+
+    def decide(self, state: JudgingState) -> Decision:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    @classmethod
+    def from_config(cls, config: Mapping | None = None, **overrides) -> "StoppingRule":
+        raise NotImplementedError
+
+
+_RULES: dict[str, type[StoppingRule]] = {}
+
+
+def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule]]:
+    """Class decorator: make a rule available by ``name`` (to :func:`get_rule`, the CLI)."""
+
+    def deco(cls: type[StoppingRule]) -> type[StoppingRule]:
+        cls.name = name
+        _RULES[name] = cls
+        return cls
+
+    return deco
+
+
+def available_rules() -> list[str]:
+    return sorted(_RULES)
+
+
+def get_rule(name: str, config: Mapping | None = None, **params) -> StoppingRule:
+    """The rule ``name`` with its parameters from ``config`` (``[stopping]`` for the density
+    rule, ``[stopping.<name>]`` for the others), overridden by ``params`` that are not None."""
+    if name not in _RULES:
+        raise InputError("bad-option", f"unknown stopping rule {name!r}; rules: {', '.join(available_rules())}")
+    return _RULES[name].from_config(config, **{k: v for k, v in params.items() if v is not None})
+
+
+def _section(config: Mapping | None, sub: str | None) -> dict[str, Any]:
+    st = dict((config or {}).get("stopping", {}) or {})
+    if sub is None:
+        return {k: v for k, v in st.items() if not isinstance(v, dict)}
+    val = st.get(sub)
+    return dict(val) if isinstance(val, dict) else {}
+
+
+def _params(defaults: Mapping[str, Any], config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(defaults)
+    for src in (config, overrides):
+        for k, v in src.items():
+            if k in defaults:
+                out[k] = v
+    unknown = [k for k in overrides if k not in defaults]
+    if unknown:
+        raise InputError("bad-option", f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(defaults)}")
+    return out
+
+
+def _dec(x: float | int) -> Fraction:
+    """A threshold as the exact decimal it is written as (0.4 -> 2/5)."""
+    return Fraction(str(x))
+
+
+def _fmt(x: Fraction | float) -> str:
+    return f"{float(x):.4g}"
+
+
+# -- TREC 2022 density rule -----------------------------------------------------------------------
+
+
+@register_rule("density")
+class DensityRule(StoppingRule):
+    """TREC 2022 Deep Learning relevance-density rule (see the module documentation)."""
+
+    def __init__(self, **params: Any) -> None:
+        p = _params(DENSITY_DEFAULTS, {}, params)
+        self.accept_density_below = p["accept_density_below"]
+        self.accept_min_judged = int(p["accept_min_judged"])
+        self.accept_min_relevant = int(p["accept_min_relevant"])
+        self.reject_min_judged = int(p["reject_min_judged"])
+        self.reject_density_above = p["reject_density_above"]
+        self.budget_min_judged = int(p["budget_min_judged"])
+        self.budget_min_relevant = int(p["budget_min_relevant"])
+        self.budget_density_at_least = p["budget_density_at_least"]
+
+    @classmethod
+    def from_config(cls, config: Mapping | None = None, **overrides) -> "DensityRule":
+        return cls(**_params(DENSITY_DEFAULTS, _section(config, None), overrides))
+
+    def decide(self, state: JudgingState) -> Decision:
+        n, r, d = state.judged, state.n_relevant, state.density_fraction
+        details = {"judged": n, "relevant": r, "density": state.density, "budget": state.budget}
+        acc_d, rej_d, bud_d = _dec(self.accept_density_below), _dec(self.reject_density_above), _dec(self.budget_density_at_least)
+        dens = f"density {r}/{n} = {_fmt(d)}" if n else "density 0 (nothing judged)"
+        accept = [d < acc_d, n >= self.accept_min_judged, r >= self.accept_min_relevant]
+        if all(accept):
+            return Decision(ACCEPT, f"{dens} < {_fmt(acc_d)}, {n} judged >= {self.accept_min_judged}, "
+                            f"{r} relevant >= {self.accept_min_relevant}", self.name, details)
+        if n >= self.reject_min_judged and d > rej_d:
+            return Decision(REJECT, f"{dens} > {_fmt(rej_d)} with {n} judged >= {self.reject_min_judged}",
+                            self.name, details)
+        if state.budget_exhausted:
+            why = []
+            if n < self.budget_min_judged:
+                why.append(f"{n} judged < {self.budget_min_judged}")
+            if r < self.budget_min_relevant:
+                why.append(f"{r} relevant < {self.budget_min_relevant}")
+            if d >= bud_d:
+                why.append(f"{dens} >= {_fmt(bud_d)}")
+            head = f"budget of {state.budget} spent: "
+            if why:
+                return Decision(REJECT, head + ", ".join(why), self.name, {**details, "budget_exhausted": True})
+            return Decision(ACCEPT, head + f"{dens} < {_fmt(bud_d)}, {n} judged, {r} relevant", self.name,
+                            {**details, "budget_exhausted": True})
+        need = []
+        if not accept[0]:
+            need.append(f"{dens} >= {_fmt(acc_d)}")
+        if not accept[1]:
+            need.append(f"{n} judged < {self.accept_min_judged}")
+        if not accept[2]:
+            need.append(f"{r} relevant < {self.accept_min_relevant}")
+        msg = "not accepted: " + ", ".join(need)
+        if d > rej_d:
+            msg += f"; not rejected: {n} judged < {self.reject_min_judged}"
+        if state.budget is not None:
+            msg += f"; {state.budget - n} of the budget of {state.budget} left"
+        return Decision(CONTINUE, msg, self.name, details)
+
+
+# -- knee and budget methods (Cormack & Grossman 2016) ------------------------------------------
+
+
+def knee(state: JudgingState) -> tuple[int, float] | None:
+    """The knee k of the gain curve and the slope ratio rho there (see module docs); None when
+    the curve never rises above its chord (no knee)."""
+    s = state.judged
+    if s < 2:
+        return None
+    g = state.gain()
+    r = int(g[-1])
+    i = np.arange(1, s + 1, dtype=np.int64)
+    dist = s * g - r * i
+    k = int(np.argmax(dist)) + 1
+    if dist[k - 1] <= 0 or k >= s:
+        return None
+    gk = int(g[k - 1])
+    rho = (gk / k) / ((r - gk + 1) / (s - k))
+    return k, float(rho)
+
+
+@register_rule("knee")
+class KneeRule(StoppingRule):
+    """Cormack & Grossman (2016) knee method (see the module documentation)."""
+
+    def __init__(self, **params: Any) -> None:
+        p = _params(KNEE_DEFAULTS, {}, params)
+        self.min_judged = int(p["min_judged"])
+        self.ratio = float(p["ratio"])
+        self.adjust = bool(p["adjust"])
+        self.adjust_base = float(p["adjust_base"])
+        self.adjust_cap = int(p["adjust_cap"])
+
+    @classmethod
+    def from_config(cls, config: Mapping | None = None, **overrides) -> "KneeRule":
+        return cls(**_params(KNEE_DEFAULTS, _section(config, "knee"), overrides))
+
+    def threshold(self, relevant: int) -> float:
+        return self.adjust_base - min(relevant, self.adjust_cap) if self.adjust else self.ratio
+
+    def decide(self, state: JudgingState) -> Decision:
+        s, r = state.judged, state.n_relevant
+        need = self.threshold(r)
+        kn = knee(state)
+        details = {"judged": s, "relevant": r, "density": state.density, "threshold": need,
+                   "knee": None if kn is None else kn[0], "rho": None if kn is None else kn[1]}
+        if kn is None:
+            return Decision(CONTINUE, f"no knee in the gain curve ({r} relevant in {s} judged)", self.name, details)
+        k, rho = kn
+        if s >= self.min_judged and rho >= need:
+            return Decision(STOP, f"slope ratio {rho:.4g} at the knee ({k}) >= {need:g}, {s} judged >= {self.min_judged}",
+                            self.name, details)
+        why = [] if rho >= need else [f"slope ratio {rho:.4g} at the knee ({k}) < {need:g}"]
+        if s < self.min_judged:
+            why.append(f"{s} judged < {self.min_judged}")
+        return Decision(CONTINUE, ", ".join(why), self.name, details)
+
+
+@register_rule("budget")
+class BudgetRule(StoppingRule):
+    """Cormack & Grossman (2016) budget method (see the module documentation)."""
+
+    def __init__(self, **params: Any) -> None:
+        p = _params(BUDGET_DEFAULTS, {}, params)
+        self.ratio = float(p["ratio"])
+        self.target_size = int(p["target_size"])
+        self.collection_share = float(p["collection_share"])
+
+    @classmethod
+    def from_config(cls, config: Mapping | None = None, **overrides) -> "BudgetRule":
+        return cls(**_params(BUDGET_DEFAULTS, _section(config, "budget"), overrides))
+
+    def decide(self, state: JudgingState) -> Decision:
+        s, r, c = state.judged, state.n_relevant, state.collection_size
+        if not c:
+            return Decision(CONTINUE, "collection size unknown (needed by the budget method)", self.name,
+                            {"judged": s, "relevant": r})
+        kn = knee(state)
+        rho = None if kn is None else kn[1]
+        need_s = self.target_size * c / r if r else float("inf")
+        cap = self.collection_share * c
+        details = {"judged": s, "relevant": r, "density": state.density, "collection_size": c,
+                   "knee": None if kn is None else kn[0], "rho": rho, "min_judged": need_s, "cap": cap}
+        if s >= cap:
+            return Decision(STOP, f"{s} judged >= {self.collection_share:g} of the collection ({cap:g})", self.name, details)
+        if rho is not None and rho >= self.ratio and s >= need_s:
+            return Decision(STOP, f"slope ratio {rho:.4g} >= {self.ratio:g} and {s} judged >= "
+                            f"{self.target_size}*{c}/{r} = {need_s:.4g}", self.name, details)
+        why = []
+        if rho is None:
+            why.append("no knee in the gain curve")
+        elif rho < self.ratio:
+            why.append(f"slope ratio {rho:.4g} < {self.ratio:g}")
+        if s < need_s:
+            why.append(f"{s} judged < {self.target_size}*{c}/{r} = {need_s:.4g}" if r else "no relevant passage yet")
+        return Decision(CONTINUE, ", ".join(why) + f"; {cap:g} judged would stop it", self.name, details)
+
+
+# -- target method ---------------------------------------------------------------------------------
+
+
+def _stable_int(*parts: object) -> int:
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: str = "") -> list[str]:
+    """The first ``size`` passages of a seeded random order of ``collection`` (per topic).
+
+    The order depends only on the set of ids, ``seed`` and ``topic`` — not on the input order —
+    and a larger ``size`` extends a smaller one (draw more until T relevant are found).
+    """
+    ids = np.asarray(sorted(set(map(str, collection))), dtype=object)
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, _stable_int("target-sample", topic)])
+    order = rng.permutation(len(ids))
+    return ids[order[: max(int(size), 0)]].tolist()
+
+
+@register_rule("target")
+class TargetRule(StoppingRule):
+    """Cormack & Grossman (2016) target method (see the module documentation)."""
+
+    def __init__(self, **params: Any) -> None:
+        p = _params(TARGET_DEFAULTS, {}, params)
+        self.size = int(p["size"])
+        if self.size < 1:
+            raise InputError("bad-option", "the target method needs a target size >= 1")
+
+    @classmethod
+    def from_config(cls, config: Mapping | None = None, **overrides) -> "TargetRule":
+        return cls(**_params(TARGET_DEFAULTS, _section(config, "target"), overrides))
+
+    def decide(self, state: JudgingState) -> Decision:
+        s, r = state.judged, state.n_relevant
+        details: dict[str, Any] = {"judged": s, "relevant": r, "density": state.density}
+        if state.sample is None:
+            return Decision(CONTINUE, "no random sample (the target method needs one)", self.name, details)
+        smp = state.sample
+        targets = smp.targets(self.size)
+        found_in_sample = int(sum(smp.relevant))
+        details.update(sample=len(smp.passages), sample_relevant=found_in_sample)
+        if targets is None:
+            return Decision(CONTINUE, f"target sample incomplete: {found_in_sample} of {self.size} relevant in "
+                            f"{len(smp.passages)} sampled", self.name, details)
+        reached = set(state.passages) | set(state.issued)
+        missing = [t for t in targets if t not in reached]
+        details.update(targets=len(targets), targets_found=len(targets) - len(missing))
+        if not missing:
+            return Decision(STOP, f"all {len(targets)} target passages reached ({s} judged, sample of {len(smp.passages)})",
+                            self.name, details)
+        return Decision(CONTINUE, f"{len(targets) - len(missing)} of {len(targets)} target passages reached", self.name, details)
+
+
+# -- states from a store; status and replay --------------------------------------------------------
+
+
+def relevant_grades(config: Mapping | None) -> list[int]:
+    """The grades counted as relevant: the config's ``[labels] passage_relevant`` (2, 3)."""
+    if config is not None and hasattr(config, "get_value"):
+        return [int(g) for g in config.get_value("labels", "passage_relevant")]
+    return [int(g) for g in ((config or {}).get("labels", {}) or {}).get("passage_relevant", [2, 3])]
+
+
+def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState:
+    return JudgingState.from_grades(lab["docid"].tolist(), lab["grade"].astype(np.int64).tolist(), relevant_grades=rel,
+                                    batches=lab["batch_seq"].tolist(), **kw)
+
+
+def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = (2, 3),
+                     combine: str = "median_high", budget: int | None = None,
+                     collection_size: int | None = None, max_batch_seq: int | None = None) -> JudgingState:
+    """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.cal.store.JudgingStore`
+    (optionally only up to the batch issued as ``max_batch_seq``): judged passages in judging
+    order, one grade per passage (``combine``), the passages issued in the thread's cal batches,
+    its sample batches as the target sample, and the thread's collection size unless given."""
+    from qrelkit.cal.store import combine_log
+
+    log = store.judgments(topic, thread, max_batch_seq=max_batch_seq)
+    lab = combine_log(log, combine=combine)
+    if collection_size is None:
+        th = store.threads(topic)
+        row = th[th["thread"] == thread]
+        if len(row) and pd.notna(row["collection_size"].iat[0]):
+            collection_size = int(row["collection_size"].iat[0])
+    return _state_from_log(lab, relevant, budget=budget, collection_size=collection_size,
+                           issued=frozenset(store.issued_passages(topic, thread, max_batch_seq=max_batch_seq)),
+                           sample=_sample_from_store(store, topic, relevant, combine, collection_size),
+                           topic=str(topic), thread=thread)
+
+
+def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
+    from qrelkit.cal.store import combine_log
+
+    log = store.judgments(topic, None, include_sample=True)
+    log = log[log["kind"] == "sample"]
+    if len(log) == 0:
+        return None
+    lab = combine_log(log, combine=combine)
+    rel = np.isin(lab["grade"].astype(np.int64).to_numpy(), np.asarray(list(relevant), np.int64))
+    exhausted = collection_size is not None and len(lab) >= collection_size
+    return TargetSample(tuple(lab["docid"]), tuple(bool(x) for x in rel), exhausted)
+
+
+def _config_budget(config: Mapping | None, budget: int | None) -> int | None:
+    if budget is not None:
+        return int(budget)
+    val = ((config or {}).get("cal", {}) or {}).get("budget")
+    return None if val is None else int(val)
+
+
+STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule", "action", "reason"]
+
+
+def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
+                 budget: int | None = None, threads: Sequence[str] | None = None, **params) -> pd.DataFrame:
+    """Per topic and thread (natural topic order; fractional, local, all): the stored state,
+    judged, relevant, density, batches with judgments, open (issued, not fully judged) batches,
+    and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`)."""
+    r = get_rule(rule, config, **params)
+    rel = relevant_grades(config)
+    bud = _config_budget(config, budget)
+    batches = store.batches()
+    rows = []
+    for t in store.threads().itertuples(index=False):
+        if threads and t.thread not in threads:
+            continue
+        st = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud,
+                              collection_size=None if pd.isna(t.collection_size) else int(t.collection_size))
+        d = r.decide(st)
+        mine = batches[(batches["qid"] == t.qid) & (batches["thread"] == t.thread)]
+        rows.append((t.qid, t.thread, t.state, st.judged, st.n_relevant, st.density, len(st.batch_ends),
+                     int((mine["status"] == "open").sum()), r.name, d.action, d.reason))
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+
+REPLAY_COLUMNS = ["qid", "thread", "rule", "action", "reason", "stop_batch", "stop_batches", "stop_judged",
+                  "stop_relevant", "stop_density", "judged", "relevant", "recall", "saved"]
+
+
+def replay_state(state: JudgingState, rule: StoppingRule) -> tuple[int | None, Decision]:
+    """Apply ``rule`` after every batch of ``state`` (its ``batch_ends``; the whole state when
+    it has none) and return (number of batches at the first decision that is not
+    ``continue``, that decision) — or (None, the decision on the whole state)."""
+    ends = state.batch_ends or ((state.judged,) if state.judged else ())
+    last = rule.decide(state.prefix(0)) if not ends else None
+    for b, n in enumerate(ends, 1):
+        last = rule.decide(state.prefix(n))
+        if last.stopped:
+            return b, last
+    return None, last
+
+
+def replay_store(store, *, rule: str, config: Mapping | None = None, combine: str = "median_high",
+                 budget: int | None = None, threads: Sequence[str] | None = None, **params) -> pd.DataFrame:
+    """Re-apply ``rule`` to the stored judgment log of every topic and thread, batch by batch in
+    judging order, and report where it would first have decided something other than
+    ``continue`` (:data:`REPLAY_COLUMNS`): the batch (id and count), judged, relevant and density
+    at that point; the log's totals; recall at the stop relative to the relevant passages in the
+    log; and the judgments the stop would have saved. A rule that never fires reports the
+    decision on the whole log and empty stop columns.
+
+    Each prefix is the log up to that batch: when several assessors judged a passage, its grade
+    is combined from the judgments made up to then."""
+    from qrelkit.cal.store import combine_log
+
+    r = get_rule(rule, config, **params)
+    rel = relevant_grades(config)
+    bud = _config_budget(config, budget)
+    rows = []
+    for t in store.threads().itertuples(index=False):
+        if threads and t.thread not in threads:
+            continue
+        csize = None if pd.isna(t.collection_size) else int(t.collection_size)
+        log = store.judgments(t.qid, t.thread)
+        full = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud, collection_size=csize)
+        seqs = list(dict.fromkeys(log["batch_seq"].tolist()))
+        ids = dict(zip(log["batch_seq"], log["batch_id"]))
+        simple = not log.duplicated(["qid", "docid"]).any()
+        hit = None
+        for b, seq in enumerate(seqs, 1):
+            if simple:
+                st = full.prefix(full.batch_ends[b - 1])
+                st = replace(st, issued=frozenset(store.issued_passages(t.qid, t.thread, max_batch_seq=seq)))
+            else:
+                st = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud,
+                                      collection_size=csize, max_batch_seq=seq)
+            d = r.decide(st)
+            if d.stopped:
+                hit = (b, seq, st, d)
+                break
+        if hit is None:
+            d = r.decide(full)
+            rows.append((t.qid, t.thread, r.name, d.action, d.reason, None, None, None, None, None,
+                         full.judged, full.n_relevant, None, None))
+        else:
+            b, seq, st, d = hit
+            rows.append((t.qid, t.thread, r.name, d.action, d.reason, ids[seq], b, st.judged, st.n_relevant, st.density,
+                         full.judged, full.n_relevant,
+                         st.n_relevant / full.n_relevant if full.n_relevant else None, full.judged - st.judged))
+    out = pd.DataFrame(rows, columns=REPLAY_COLUMNS)
+    for c in ("stop_batches", "stop_judged", "stop_relevant", "saved"):
+        out[c] = out[c].astype("Int64")
+    return out

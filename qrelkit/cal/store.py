@@ -1,0 +1,739 @@
+"""The judging store: one SQLite file per campaign that never loses a judgment.
+
+A store holds the topics of a campaign, its CAL threads (``fractional``, ``local``, ``all`` per
+topic, PROTOCOL.md section 1), the batches issued to assessors with their items, and an
+**append-only judgments log**. Any number of processes may read and write one store at once.
+
+Durability and concurrency
+--------------------------
+* WAL journal, ``synchronous=FULL``: every committed import is fsynced to the WAL before
+  ``COMMIT`` returns, so it survives a process kill *and* a power cut (``NORMAL`` would survive a
+  kill but could lose the last commits on power loss; a judgment costs a person minutes, an fsync
+  costs milliseconds). ``synchronous="OFF"`` may be asked for in simulations.
+* Every import is one ``BEGIN IMMEDIATE ... COMMIT`` transaction: all rows of all files, or none.
+  ``BEGIN IMMEDIATE`` takes the write lock up front, so concurrent importers queue (busy timeout,
+  default 60 s) instead of failing half-way; readers never block (WAL).
+* Triggers make the log append-only (``UPDATE``/``DELETE`` abort) and refuse a second, different
+  grade from one assessor for one topic and passage, whatever the code path.
+
+Schema
+------
+==============  ==================================================================================
+meta            key, value: ``format`` (``qrelkit-judging-store``), ``schema_version``
+topics          qid (primary key), text
+threads         topic, name (fractional | local | all), state (active | accepted | rejected |
+                stopped), reason, collection_size (what the thread ranks; for the budget method)
+batches         seq (issue order), id (unique), topic, thread (NULL: shared by every thread),
+                iteration, kind (cal | pool | sample), created, status (open | complete)
+batch_items     batch, position (1-based, the order the batch was issued in), passage
+judgments       seq, topic, passage, grade, assessor, time (UTC, ISO 8601), batch, source;
+                unique (topic, passage, assessor, batch)
+==============  ==================================================================================
+
+Judgments
+---------
+Input rows are ``qid, docid, assessor, grade, batch_id`` — the judgments table written by
+``qrelkit batch import`` or completed batch files (further columns are ignored; rows with an empty
+grade are not judged yet and are skipped). Per row:
+
+* the same (topic, passage, assessor, batch) with the same grade already in the store, or twice in
+  the input: **repeated**, nothing written — importing a file twice changes nothing;
+* the same (topic, passage, assessor) with a *different* grade, in the store (any batch) or
+  within the input: **conflict**. Strict mode (default) imports nothing and raises
+  :class:`ConflictError` listing every conflict; ``lenient=True`` skips the conflicting rows
+  (every grade of an in-input conflict; the stored grade always stays) and reports them;
+* the same grade for the same passage from the same assessor in another batch (e.g. a passage
+  issued in two threads) is a new log row, so each thread sees it.
+
+Further rules (strict: first one raises :class:`~qrelkit.errors.InputError` with file and line;
+lenient: the row is skipped and counted): ``missing-column``, ``missing-value`` (empty qid,
+docid, assessor or batch_id), ``grade-outside-scale``, ``unknown-topic`` (not in the store),
+``unknown-item`` (the batch is an issued one and the passage was not in it, or it belongs to
+another topic). A batch id the store does not know (e.g. ``<qid>-1`` from ``qrelkit batch make``)
+is registered on first import as a ``pool`` batch shared by every thread.
+
+Judging order and thread views
+------------------------------
+Judging order is batch issue order, then the item's position in the batch (the CAL rank), then
+log order. A thread's view holds the shared ``pool`` batches plus the thread's own ``cal``
+batches; the ``all`` thread sees every ``pool`` and ``cal`` batch of the topic (PROTOCOL.md: it
+uses every judgment available). ``sample`` batches (random samples for the target method) are in
+no thread's sequence but are exported as qrels. Times are stored but never exported: exports are
+ordered and byte-identical for the same judgments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from qrelkit.errors import InputError
+from qrelkit.io.runs import qid_order
+
+STORE_FORMAT = "qrelkit-judging-store"
+SCHEMA_VERSION = 1
+THREADS = ("fractional", "local", "all")
+THREAD_STATES = ("active", "accepted", "rejected", "stopped")
+BATCH_KINDS = ("cal", "pool", "sample")
+BATCH_STATUSES = ("open", "complete")
+INPUT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
+LOG_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id", "thread", "kind", "iteration", "position"]
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS topics (qid TEXT PRIMARY KEY, text TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS threads (
+    topic TEXT NOT NULL REFERENCES topics(qid),
+    name TEXT NOT NULL CHECK (name IN {THREADS}),
+    state TEXT NOT NULL DEFAULT 'active' CHECK (state IN {THREAD_STATES}),
+    reason TEXT NOT NULL DEFAULT '',
+    collection_size INTEGER,
+    PRIMARY KEY (topic, name)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    topic TEXT REFERENCES topics(qid),
+    thread TEXT,
+    iteration INTEGER,
+    kind TEXT NOT NULL CHECK (kind IN {BATCH_KINDS}),
+    created TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN {BATCH_STATUSES}),
+    FOREIGN KEY (topic, thread) REFERENCES threads(topic, name)
+);
+CREATE TABLE IF NOT EXISTS batch_items (
+    batch TEXT NOT NULL REFERENCES batches(id),
+    position INTEGER NOT NULL,
+    passage TEXT NOT NULL,
+    PRIMARY KEY (batch, position),
+    UNIQUE (batch, passage)
+);
+CREATE TABLE IF NOT EXISTS judgments (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL REFERENCES topics(qid),
+    passage TEXT NOT NULL,
+    grade INTEGER NOT NULL,
+    assessor TEXT NOT NULL,
+    time TEXT NOT NULL,
+    batch TEXT NOT NULL REFERENCES batches(id),
+    source TEXT NOT NULL,
+    UNIQUE (topic, passage, assessor, batch)
+);
+CREATE INDEX IF NOT EXISTS judgments_key ON judgments(topic, passage, assessor);
+CREATE INDEX IF NOT EXISTS judgments_batch ON judgments(batch);
+CREATE INDEX IF NOT EXISTS batches_topic ON batches(topic, thread);
+CREATE TRIGGER IF NOT EXISTS judgments_no_update BEFORE UPDATE ON judgments
+    BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS judgments_no_delete BEFORE DELETE ON judgments
+    BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS judgments_no_conflict BEFORE INSERT ON judgments
+    WHEN EXISTS (SELECT 1 FROM judgments WHERE topic = NEW.topic AND passage = NEW.passage
+                 AND assessor = NEW.assessor AND grade <> NEW.grade)
+    BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END;
+"""
+
+
+@dataclass
+class ImportReport:
+    """What an import did.
+
+    ``imported``: log rows written. ``counts``: per rule — ``imported``, ``repeated`` (already
+    stored, or twice in the input), ``ungraded`` (empty grade), ``conflict`` and, in lenient
+    mode, the rows skipped per rule. ``conflicts``: one row per conflicting input row (qid,
+    docid, assessor, grade, stored_grade — empty for a conflict within the input —, batch_id,
+    file, line). ``batches_registered``: unknown batch ids registered as pool batches.
+    """
+
+    imported: int
+    counts: dict[str, int]
+    conflicts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CONFLICT_COLUMNS))
+    batches_registered: int = 0
+
+
+CONFLICT_COLUMNS = ["qid", "docid", "assessor", "grade", "stored_grade", "batch_id", "file", "line"]
+
+
+class ConflictError(InputError):
+    """A strict import found conflicting grades; nothing was written. ``report`` lists them."""
+
+    def __init__(self, report: ImportReport):
+        self.report = report
+        cf = report.conflicts
+        c = cf.iloc[0]
+        if pd.isna(c["stored_grade"]):  # within the input: point at the row that contradicts the first
+            same = cf[(cf["qid"] == c["qid"]) & (cf["docid"] == c["docid"]) & (cf["assessor"] == c["assessor"])]
+            first, c = c, same.iloc[1]
+            where = f"line {first['line']}" if first["file"] == c["file"] else f"{first['file']}:{first['line']}"
+            other = f"grade {int(first['grade'])} at {where}"
+        else:
+            other = f"grade {int(c['stored_grade'])} in the store"
+        more = len(cf) - 1
+        msg = (f"assessor {c['assessor']} gave topic {c['qid']} passage {c['docid']} grade {int(c['grade'])} here and "
+               f"{other}; nothing imported" + (f" ({more} more conflicting rows)" if more else "")
+               + "; --lenient skips conflicting rows")
+        line = None if pd.isna(c["line"]) else int(c["line"])
+        super().__init__("conflict", msg, file=c["file"] or None, line=line)
+
+    def __reduce__(self):
+        return (ConflictError, (self.report,))
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _topics_frame(topics: pd.DataFrame | Mapping[str, str] | Iterable[str] | None) -> pd.DataFrame:
+    if topics is None:
+        return pd.DataFrame({"qid": [], "text": []})
+    if isinstance(topics, pd.DataFrame):
+        df = topics
+    elif isinstance(topics, Mapping):
+        df = pd.DataFrame({"qid": list(topics.keys()), "text": list(topics.values())})
+    else:
+        ids = [str(t) for t in topics]
+        df = pd.DataFrame({"qid": ids, "text": [""] * len(ids)})
+    if "qid" not in df.columns:
+        raise InputError("missing-column", "topics need a qid column")
+    text = df["text"] if "text" in df.columns else pd.Series([""] * len(df))
+    return pd.DataFrame({"qid": df["qid"].astype(str).tolist(), "text": text.fillna("").astype(str).tolist()})
+
+
+class JudgingStore:
+    """An open judging store (see the module documentation).
+
+    One object per process (or thread): it owns one SQLite connection. Use as a context manager
+    or call :meth:`close`. Open with :func:`open_store` / create with :func:`init_store`.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL",
+                 _create: bool = False) -> None:
+        self.path = Path(path)
+        if not _create and not self.path.is_file():
+            raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(self.path))
+        if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
+        try:
+            existed = self.path.is_file() and self.path.stat().st_size > 0
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            if existed:
+                self._check_meta()
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA temp_store = MEMORY")
+            if _create:
+                with self.transaction():
+                    for stmt in _SCHEMA.split(";\n"):
+                        if stmt.strip():
+                            self._db.execute(stmt)
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema_version', ?)",
+                                     (STORE_FORMAT, str(SCHEMA_VERSION)))
+            self._check_meta()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise InputError("not-a-store", f"not a judging store: {exc}", file=str(self.path)) from None
+        except InputError:
+            self.close()
+            raise
+
+    def _check_meta(self) -> None:
+        try:
+            meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError:
+            meta = {}
+        if meta.get("format") != STORE_FORMAT:
+            raise InputError("not-a-store", "not a qrelkit judging store", file=str(self.path))
+        if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
+            raise InputError("not-a-store", f"store schema {meta['schema_version']} is newer than this qrelkit "
+                             f"({SCHEMA_VERSION})", file=str(self.path))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if getattr(self, "_db", None) is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "JudgingStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence = ()) -> pd.DataFrame:
+        cur = self._db.execute(sql, params)
+        cols = [d[0] for d in cur.description]
+        return pd.DataFrame(cur.fetchall(), columns=cols)
+
+    # -- topics and threads --------------------------------------------------------------------
+
+    def add_topics(self, topics: pd.DataFrame | Mapping[str, str] | Iterable[str], *,
+                   threads: Sequence[str] = THREADS, collection_size: int | None = None) -> int:
+        """Add topics (and their threads); returns how many topics were new.
+
+        A topic already stored with another non-empty text is the error ``topic-conflict``.
+        """
+        df = _topics_frame(topics)
+        bad = [t for t in threads if t not in THREADS]
+        if bad:
+            raise InputError("bad-option", f"unknown thread(s) {', '.join(bad)}; threads are {', '.join(THREADS)}")
+        if df["qid"].duplicated().any():
+            raise InputError("duplicate-topic", f"topic {df.loc[df['qid'].duplicated(), 'qid'].iloc[0]} given twice")
+        with self.transaction() as db:
+            stored = dict(db.execute("SELECT qid, text FROM topics").fetchall())
+            for q, t in zip(df["qid"], df["text"]):
+                if q in stored and t and stored[q] and stored[q] != t:
+                    raise InputError("topic-conflict", f"topic {q} is stored with another text")
+            new = [(q, t) for q, t in zip(df["qid"], df["text"]) if q not in stored]
+            db.executemany("INSERT INTO topics (qid, text) VALUES (?, ?)", new)
+            db.executemany("UPDATE topics SET text = ? WHERE qid = ? AND text = ''",
+                           [(t, q) for q, t in zip(df["qid"], df["text"]) if q in stored and t])
+            db.executemany("INSERT OR IGNORE INTO threads (topic, name, collection_size) VALUES (?, ?, ?)",
+                           [(q, th, collection_size) for q in df["qid"] for th in threads])
+        return len(new)
+
+    def topics(self) -> pd.DataFrame:
+        """``qid, text`` in natural topic order."""
+        df = self._query("SELECT qid, text FROM topics")
+        return self._order(df)
+
+    def threads(self, topic: str | None = None) -> pd.DataFrame:
+        """``qid, thread, state, reason, collection_size``: per topic (natural order) and thread
+        (fractional, local, all)."""
+        df = self._query("SELECT topic AS qid, name AS thread, state, reason, collection_size FROM threads"
+                         + (" WHERE topic = ?" if topic is not None else ""), (topic,) if topic is not None else ())
+        df["_t"] = df["thread"].map({t: i for i, t in enumerate(THREADS)})
+        return self._order(df, extra=["_t"]).drop(columns="_t")
+
+    def set_thread_state(self, topic: str, thread: str, state: str, reason: str = "", *,
+                         collection_size: int | None = None) -> None:
+        """Record a thread's state (``active``, ``accepted``, ``rejected``, ``stopped``) and why."""
+        if state not in THREAD_STATES:
+            raise InputError("bad-option", f"thread state must be one of {', '.join(THREAD_STATES)}, got {state!r}")
+        with self.transaction() as db:
+            cur = db.execute("UPDATE threads SET state = ?, reason = ?, collection_size = COALESCE(?, collection_size)"
+                             " WHERE topic = ? AND name = ?", (state, reason, collection_size, str(topic), thread))
+            if cur.rowcount == 0:
+                raise InputError("unknown-thread", f"topic {topic} has no thread {thread!r}")
+
+    # -- batches -------------------------------------------------------------------------------
+
+    def issue_batch(self, topic: str, thread: str | None, passages: Sequence[str], *, kind: str = "cal",
+                    iteration: int | None = None, batch_id: str | None = None) -> str:
+        """Record a batch issued to assessors, its items in the given order; returns its id.
+
+        ``thread`` is None for a batch shared by every thread (``pool``) and for ``sample``
+        batches. ``iteration`` defaults to one more than the topic's and thread's last batch of
+        this kind (0 first). The id defaults to ``<topic>/<thread or kind>/<iteration>`` with the
+        iteration zero-padded to four digits.
+        """
+        topic = str(topic)
+        if kind not in BATCH_KINDS:
+            raise InputError("bad-option", f"batch kind must be one of {', '.join(BATCH_KINDS)}, got {kind!r}")
+        if kind == "cal" and thread not in THREADS:
+            raise InputError("bad-option", f"a cal batch needs a thread ({', '.join(THREADS)}), got {thread!r}")
+        items = [str(p) for p in passages]
+        if len(set(items)) != len(items):
+            raise InputError("duplicate-item", f"a batch for topic {topic} lists a passage twice")
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM topics WHERE qid = ?", (topic,)).fetchone() is None:
+                raise InputError("unknown-topic", f"topic {topic} is not in the store")
+            if iteration is None:
+                row = db.execute("SELECT MAX(iteration) FROM batches WHERE topic = ? AND thread IS ? AND kind = ?",
+                                 (topic, thread, kind)).fetchone()
+                iteration = 0 if row[0] is None else int(row[0]) + 1
+            bid = batch_id or f"{topic}/{thread or kind}/{iteration:04d}"
+            if db.execute("SELECT 1 FROM batches WHERE id = ?", (bid,)).fetchone() is not None:
+                raise InputError("duplicate-batch", f"batch {bid} already exists")
+            db.execute("INSERT INTO batches (id, topic, thread, iteration, kind, created, status) VALUES (?, ?, ?, ?, ?, ?, 'open')",
+                       (bid, topic, thread, iteration, kind, _now()))
+            db.executemany("INSERT INTO batch_items (batch, position, passage) VALUES (?, ?, ?)",
+                           [(bid, i + 1, p) for i, p in enumerate(items)])
+        return bid
+
+    def batches(self, topic: str | None = None, thread: str | None = None) -> pd.DataFrame:
+        """Issued and registered batches in issue order: ``batch_id, qid, thread, iteration, kind,
+        status, items, judged`` (distinct judged items)."""
+        where, params = [], []
+        if topic is not None:
+            where.append("b.topic = ?")
+            params.append(str(topic))
+        if thread is not None:
+            where.append("b.thread = ?")
+            params.append(thread)
+        sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status,"
+               " (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
+               " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM judgments j WHERE j.batch = b.id) AS judged"
+               " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
+        df = self._query(sql, params)
+        df["iteration"] = df["iteration"].astype("Int64")
+        return df
+
+    def batch_items(self, batch_id: str) -> list[str]:
+        """The passages of a batch in issue order."""
+        return [r[0] for r in self._db.execute("SELECT passage FROM batch_items WHERE batch = ? ORDER BY position", (batch_id,))]
+
+    # -- judgments in ----------------------------------------------------------------------------
+
+    def import_judgments(self, judgments: pd.DataFrame, *, source: str = "api", lenient: bool = False,
+                         scale: Iterable[int] | None = (0, 1, 2, 3),
+                         on_transaction: Callable[[str], None] | None = None) -> ImportReport:
+        """Append judgments (columns ``qid, docid, assessor, grade, batch_id``) in one transaction.
+
+        See the module documentation for the rules. ``on_transaction`` is called with
+        ``"begin"`` once the write lock is held and ``"commit"`` just before ``COMMIT`` (progress
+        reporting; the durability tests kill the process there).
+        """
+        df = judgments
+        missing = [c for c in INPUT_COLUMNS if c not in df.columns]
+        if missing:
+            raise InputError("missing-column", f"judgments lack column(s) {', '.join(missing)}", file=source)
+        rows = pd.DataFrame({
+            "qid": _text(df["qid"]), "docid": _text(df["docid"]), "assessor": _text(df["assessor"]),
+            "grade": df["grade"].to_numpy(), "batch_id": _text(df["batch_id"]),
+            "file": df["_file"].to_numpy() if "_file" in df.columns else source,
+            "line": df["_line"].to_numpy() if "_line" in df.columns else np.arange(1, len(df) + 1),
+        })
+        counts: dict[str, int] = {}
+        return self._import_rows(rows, counts, source=source, lenient=lenient, scale=scale, on_transaction=on_transaction)
+
+    def import_files(self, files: Sequence[str | os.PathLike], *, lenient: bool = False,
+                     scale: Iterable[int] | None = (0, 1, 2, 3),
+                     on_transaction: Callable[[str], None] | None = None) -> ImportReport:
+        """Import judgments tables / completed batch files (CSV, TSV, JSONL, Parquet), every
+        file in one transaction: all of them or nothing."""
+        frames, counts = [], {}
+        for f in files:
+            frames.append(read_judgment_file(f, counts=counts, lenient=lenient, scale=scale))
+        rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=INPUT_COLUMNS + ["file", "line"])
+        source = ",".join(str(f) for f in files)
+        return self._import_rows(rows, counts, source=None, lenient=lenient, scale=None, on_transaction=on_transaction,
+                                 default_source=source)
+
+    def _import_rows(self, rows: pd.DataFrame, counts: dict[str, int], *, source: str | None, lenient: bool,
+                     scale: Iterable[int] | None, on_transaction, default_source: str = "api") -> ImportReport:
+        def fail(rule: str, msg: str, i: int) -> None:
+            if not lenient:
+                ln = rows["line"].iat[i]
+                raise InputError(rule, msg, file=str(rows["file"].iat[i]), line=None if pd.isna(ln) else int(ln))
+            counts[rule] = counts.get(rule, 0) + 1
+
+        allowed = None if scale is None else {int(s) for s in scale}
+        keep = np.ones(len(rows), bool)
+        grades = np.zeros(len(rows), np.int64)
+        if scale is not None or not pd.api.types.is_integer_dtype(rows["grade"]):
+            for i, g in enumerate(rows["grade"].tolist()):
+                parsed = _grade(g)
+                if parsed is None:
+                    if g is None or (isinstance(g, float) and np.isnan(g)) or (isinstance(g, str) and not g.strip()) or g is pd.NA:
+                        counts["ungraded"] = counts.get("ungraded", 0) + 1
+                    else:
+                        fail("grade-outside-scale", f"grade {g!r} is not an integer", i)
+                    keep[i] = False
+                elif allowed is not None and parsed not in allowed:
+                    fail("grade-outside-scale", f"grade {parsed} is outside the scale {sorted(allowed)}", i)
+                    keep[i] = False
+                else:
+                    grades[i] = parsed
+        else:
+            grades = rows["grade"].to_numpy().astype(np.int64)
+        rows = rows.assign(grade=grades)
+        for col in ("qid", "docid", "assessor", "batch_id"):
+            empty = np.array([v == "" for v in rows[col].tolist()], bool)
+            for i in np.flatnonzero(empty & keep):
+                fail("missing-value", f"empty {col}", int(i))
+                keep[i] = False
+        rows = rows[keep].reset_index(drop=True)
+        # identical rows twice in the input count once
+        n0 = len(rows)
+        rows = rows.drop_duplicates(["qid", "docid", "assessor", "batch_id", "grade"], keep="first").reset_index(drop=True)
+        counts["repeated"] = counts.get("repeated", 0) + n0 - len(rows)
+        # conflicts within the input: one assessor, one item, two grades
+        g = rows.groupby(["qid", "docid", "assessor"], sort=False)["grade"].transform("nunique")
+        inner = (g > 1).to_numpy()
+        src = source or default_source
+
+        with self.transaction() as db:
+            if on_transaction is not None:
+                on_transaction("begin")
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS _in (i INTEGER PRIMARY KEY, topic TEXT, passage TEXT,"
+                       " assessor TEXT, grade INTEGER, batch TEXT)")
+            db.execute("DELETE FROM temp._in")
+            db.executemany("INSERT INTO temp._in VALUES (?, ?, ?, ?, ?, ?)",
+                           zip(range(len(rows)), rows["qid"].tolist(), rows["docid"].tolist(), rows["assessor"].tolist(),
+                               rows["grade"].astype(int).tolist(), rows["batch_id"].tolist()))
+            # topics and batches
+            unknown_topic = {r[0] for r in db.execute("SELECT DISTINCT i FROM temp._in WHERE topic NOT IN (SELECT qid FROM topics)")}
+            issued = {r[0]: (r[1], r[2]) for r in db.execute(
+                "SELECT b.id, b.topic, (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) FROM batches b"
+                " WHERE b.id IN (SELECT DISTINCT batch FROM temp._in)")}
+            not_item = {r[0] for r in db.execute(
+                "SELECT n.i FROM temp._in n JOIN batches b ON b.id = n.batch WHERE"
+                " (b.topic IS NOT NULL AND b.topic <> n.topic) OR ((SELECT COUNT(*) FROM batch_items x WHERE x.batch = b.id) > 0"
+                " AND NOT EXISTS (SELECT 1 FROM batch_items x WHERE x.batch = b.id AND x.passage = n.passage))")}
+            stored = {r[0]: r[1] for r in db.execute(
+                "SELECT n.i, MIN(j.grade) FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                " AND j.assessor = n.assessor AND j.grade <> n.grade GROUP BY n.i")}
+            already = {r[0] for r in db.execute(
+                "SELECT n.i FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}
+            ok = np.ones(len(rows), bool)
+            for i in range(len(rows)):
+                if i in unknown_topic:
+                    fail("unknown-topic", f"topic {rows['qid'].iat[i]} is not in the store", i)
+                    ok[i] = False
+                elif i in not_item:
+                    fail("unknown-item", f"topic {rows['qid'].iat[i]} passage {rows['docid'].iat[i]} was not issued in batch "
+                         f"{rows['batch_id'].iat[i]}", i)
+                    ok[i] = False
+            conflict = ok & (inner | np.isin(np.arange(len(rows)), list(stored)))
+            conflicts = rows[conflict].assign(
+                stored_grade=[stored.get(i) for i in np.flatnonzero(conflict)])[CONFLICT_COLUMNS]
+            conflicts = conflicts.astype({"stored_grade": "Int64"}).reset_index(drop=True)
+            if len(conflicts):
+                counts["conflict"] = counts.get("conflict", 0) + len(conflicts)
+                if not lenient:
+                    raise ConflictError(ImportReport(0, dict(counts), conflicts))
+            rep = ok & ~conflict & np.isin(np.arange(len(rows)), list(already))
+            counts["repeated"] += int(rep.sum())
+            write = ok & ~conflict & ~rep
+            new = rows[write]
+            # register unknown batches (shared pool batches), in order of first appearance
+            reg = [b for b in dict.fromkeys(new["batch_id"]) if b not in issued]
+            now = _now()
+            for b in reg:
+                tops = new.loc[new["batch_id"] == b, "qid"].unique()
+                db.execute("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
+                           " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", (b, tops[0] if len(tops) == 1 else None, now))
+            db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
+                               new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
+                               new["file"].astype(str).tolist() if source is None else [src] * len(new)))
+            # batches whose every item is judged are complete
+            touched = [b for b in dict.fromkeys(new["batch_id"]) if b in issued and issued[b][1] > 0]
+            db.executemany("UPDATE batches SET status = 'complete' WHERE id = ? AND status = 'open' AND NOT EXISTS"
+                           " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
+                           " (SELECT 1 FROM judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
+            db.execute("DELETE FROM temp._in")
+            if on_transaction is not None:
+                on_transaction("commit")
+        counts["imported"] = int(len(new))
+        return ImportReport(int(len(new)), dict(sorted(counts.items())), conflicts, len(reg))
+
+    # -- judgments out ---------------------------------------------------------------------------
+
+    def judgments(self, topic: str | None = None, thread: str | None = None, *,
+                  include_sample: bool = False, max_batch_seq: int | None = None) -> pd.DataFrame:
+        """The judgment log in judging order (see module docs): :data:`LOG_COLUMNS` plus
+        ``batch_seq`` (issue order of the batch). ``thread`` None or ``"all"``: every pool and
+        cal judgment; ``"local"``/``"fractional"``: shared pool batches plus that thread's.
+        ``include_sample`` adds the sample batches; ``max_batch_seq`` keeps batches issued up to
+        that one (a replay's prefix)."""
+        where, params = [], []
+        if topic is not None:
+            where.append("j.topic = ?")
+            params.append(str(topic))
+        if thread not in (None, "all"):
+            if thread not in THREADS:
+                raise InputError("bad-option", f"thread must be one of {', '.join(THREADS)}, got {thread!r}")
+            where.append("(b.kind = 'pool' OR (b.kind = 'cal' AND b.thread = ?)" + (" OR b.kind = 'sample')" if include_sample else ")"))
+            params.append(thread)
+        elif not include_sample:
+            where.append("b.kind <> 'sample'")
+        if max_batch_seq is not None:
+            where.append("b.seq <= ?")
+            params.append(int(max_batch_seq))
+        sql = ("SELECT j.topic AS qid, j.passage AS docid, j.assessor, j.grade, j.batch AS batch_id, b.thread, b.kind,"
+               " b.iteration, i.position, b.seq AS batch_seq FROM judgments j JOIN batches b ON b.id = j.batch"
+               " LEFT JOIN batch_items i ON i.batch = j.batch AND i.passage = j.passage"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY b.seq, i.position IS NULL, i.position, j.seq")
+        df = self._query(sql, params)
+        df["grade"] = df["grade"].astype(np.int32)
+        df["iteration"] = df["iteration"].astype("Int64")
+        df["position"] = df["position"].astype("Int64")
+        return df
+
+    def issued_passages(self, topic: str, thread: str | None = None, *, max_batch_seq: int | None = None) -> list[str]:
+        """Passages issued in the thread's view (pool batches and the thread's cal batches;
+        every cal batch of the topic for ``all``), judged or not, in issue order."""
+        sql = ("SELECT i.passage FROM batch_items i JOIN batches b ON b.id = i.batch WHERE b.topic = ? AND b.kind <> 'sample'")
+        params: list = [str(topic)]
+        if thread not in (None, "all"):
+            sql += " AND (b.kind = 'pool' OR b.thread = ?)"
+            params.append(thread)
+        if max_batch_seq is not None:
+            sql += " AND b.seq <= ?"
+            params.append(int(max_batch_seq))
+        rows = self._db.execute(sql + " ORDER BY b.seq, i.position", params).fetchall()
+        return list(dict.fromkeys(r[0] for r in rows))
+
+    def judged_passages(self, topic: str, thread: str | None = None) -> set[str]:
+        """Every passage of ``topic`` with at least one judgment in the thread's view (samples
+        included: they are judged too)."""
+        return set(self.judgments(topic, thread, include_sample=True)["docid"])
+
+    def labels(self, topic: str, thread: str | None = None, *, combine: str = "median_high") -> pd.DataFrame:
+        """One grade per judged passage of the thread's view, in judging order (first judgment):
+        ``docid, grade, batch_id, batch_seq``; several assessors' grades combined by ``combine``
+        (median_high | max | min, :func:`qrelkit.pooler.batches.judgments_to_qrels`)."""
+        return combine_log(self.judgments(topic, thread), combine=combine)
+
+    def export_qrels(self, *, combine: str = "median_high", thread: str = "all") -> pa.Table:
+        """Qrels (``qid, docid, rel``, qrels order) from the thread's view; ``all`` exports every
+        judgment in the store, samples included. Several assessors' grades are combined by
+        :func:`qrelkit.pooler.batches.judgments_to_qrels`."""
+        from qrelkit.pooler.batches import judgments_to_qrels
+
+        log = self.judgments(None, None if thread == "all" else thread, include_sample=True)
+        return judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+
+    def export_log(self, *, thread: str = "all") -> pa.Table:
+        """The judgment log (no times, no sources) in topic order, then judging order: columns
+        ``qid, docid, assessor, grade, batch_id, thread, kind, iteration, position`` — importable
+        into another store (``qrelkit cal import``)."""
+        log = self.judgments(None, None if thread == "all" else thread, include_sample=True)
+        log = self._order(log, extra=["batch_seq"])[LOG_COLUMNS]
+        schema = pa.schema([(c, pa.int32() if c == "grade" else pa.int64() if c in ("iteration", "position") else pa.string())
+                            for c in LOG_COLUMNS])
+        return pa.Table.from_pandas(log, schema=schema, preserve_index=False)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (topics, threads, batches, batch_items, judgments)."""
+        return {t: int(self._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0])
+                for t in ("topics", "threads", "batches", "batch_items", "judgments")}
+
+    @staticmethod
+    def _order(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+        if len(df) == 0:
+            return df.reset_index(drop=True)
+        order = {q: i for i, q in enumerate(qid_order(df["qid"].unique()))}
+        return (df.assign(_q=df["qid"].map(order)).sort_values(["_q", *extra], kind="stable")
+                .drop(columns="_q").reset_index(drop=True))
+
+
+def combine_log(log: pd.DataFrame, *, combine: str = "median_high") -> pd.DataFrame:
+    """One row per (topic, passage) of a judgment log, in the order of its first judgment:
+    ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment)."""
+    from qrelkit.pooler.batches import judgments_to_qrels
+
+    cols = ["qid", "docid", "grade", "batch_id", "batch_seq"]
+    if len(log) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("qid", "docid", "batch_id") else np.int64) for c in cols})
+    first = log.drop_duplicates(["qid", "docid"], keep="first")
+    if len(first) == len(log):  # one judgment per passage: nothing to combine
+        return first[cols].reset_index(drop=True)
+    q = judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+    grade = {(a, b): c for a, b, c in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist())}
+    first = first.assign(grade=[grade[(a, b)] for a, b in zip(first["qid"], first["docid"])])
+    return first[cols].reset_index(drop=True)
+
+
+def _text(col: pd.Series) -> np.ndarray:
+    """Identifiers as stripped strings; missing values become ``""`` (rule ``missing-value``)."""
+    return np.array(["" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else str(v).strip()
+                     for v in col.tolist()], dtype=object)
+
+
+def _grade(g) -> int | None:
+    """An integer grade from a cell (``2``, ``"2"``, ``"2.0"``); None when empty or not integral."""
+    if g is None or g is pd.NA:
+        return None
+    if isinstance(g, (int, np.integer)) and not isinstance(g, bool):
+        return int(g)
+    if isinstance(g, (float, np.floating)):
+        return int(g) if np.isfinite(g) and g == int(g) else None
+    s = str(g).strip()
+    if not s:
+        return None
+    from qrelkit.pooler.batches import _parse_grade
+
+    return _parse_grade(s)
+
+
+def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None = None, lenient: bool = False,
+                       scale: Iterable[int] | None = (0, 1, 2, 3)) -> pd.DataFrame:
+    """Read a judgments table or completed batch file (CSV, TSV, JSONL, Parquet) in file order.
+
+    Returns ``qid, docid, assessor, grade (int), batch_id, file, line``; rows with an empty grade
+    are skipped (``counts['ungraded']``). Rules: ``missing-column``, ``grade-outside-scale``
+    (strict: raised with file and line; lenient: counted and skipped).
+    """
+    from qrelkit.pooler.batches import _read_completed
+
+    counts = {} if counts is None else counts
+    p = Path(path)
+    df, offset = _read_completed(p)
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in INPUT_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError("missing-column", f"judgments need column(s) {', '.join(missing)}", file=str(p), line=1)
+    allowed = None if scale is None else {int(s) for s in scale}
+    keep, grades = [], []
+    for i, g in enumerate(df["grade"].tolist()):
+        raw = "" if g is None or g is pd.NA or (isinstance(g, float) and np.isnan(g)) else str(g).strip()
+        if raw == "":
+            counts["ungraded"] = counts.get("ungraded", 0) + 1
+            continue
+        v = _grade(raw)
+        if v is None or (allowed is not None and v not in allowed):
+            msg = f"grade {raw!r} is not an integer" if v is None else f"grade {v} is outside the scale {sorted(allowed)}"
+            if not lenient:
+                raise InputError("grade-outside-scale", msg, file=str(p), line=i + offset)
+            counts["grade-outside-scale"] = counts.get("grade-outside-scale", 0) + 1
+            continue
+        keep.append(i)
+        grades.append(v)
+    out = df.iloc[keep]
+    return pd.DataFrame({
+        "qid": _text(out["qid"]), "docid": _text(out["docid"]), "assessor": _text(out["assessor"]),
+        "grade": np.asarray(grades, np.int64), "batch_id": _text(out["batch_id"]), "file": str(p),
+        "line": np.asarray(keep, np.int64) + offset,
+    })
+
+
+def init_store(path: str | os.PathLike, topics: pd.DataFrame | Mapping[str, str] | Iterable[str] | None = None, *,
+               threads: Sequence[str] = THREADS, collection_size: int | None = None,
+               synchronous: str = "FULL") -> JudgingStore:
+    """Create a store (or open an existing one) and add ``topics`` with ``threads`` each.
+
+    ``topics``: a DataFrame with ``qid`` (and ``text``), e.g. from
+    :func:`qrelkit.io.topics.read_topics`, a mapping qid -> text, or qids.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    store = JudgingStore(p, synchronous=synchronous, _create=True)
+    if topics is not None:
+        try:
+            store.add_topics(topics, threads=threads, collection_size=collection_size)
+        except BaseException:
+            store.close()
+            raise
+    return store
+
+
+def open_store(path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL") -> JudgingStore:
+    """Open an existing store; :class:`InputError` ``not-a-store`` if the file is not one."""
+    return JudgingStore(path, timeout=timeout, synchronous=synchronous)

@@ -1,0 +1,209 @@
+"""``qrelkit cal``: the judging store of a CAL campaign and its stopping rules.
+
+The CAL loop and simulation commands (``qrelkit.cli.cal_loop``) attach to :data:`app` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tomllib
+from pathlib import Path
+from typing import List, Optional
+
+import pyarrow as pa
+import typer
+
+from qrelkit.cli import common
+from qrelkit.errors import InputError
+
+app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
+
+StoreArg = typer.Argument(..., help="The campaign's judging store (SQLite file).")
+RuleOpt = typer.Option("density", "--rule", "-r", help="Stopping rule: density | knee | budget | target.")
+SetOpt = typer.Option([], "--set", help="Rule parameter KEY=VALUE (repeatable), e.g. min_judged=100.")
+BudgetOpt = typer.Option(None, "--budget", help="Judging budget per topic and thread (default: config [cal] budget, none).")
+ThreadOpt = typer.Option([], "--thread", help="Only this thread (repeatable): fractional | local | all.")
+CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min.")
+
+
+def _rule_params(items: List[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError("bad-option", f"--set needs KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = raw.strip()
+    return out
+
+
+def _store_path(path: Path) -> Path:
+    if not path.is_file():
+        raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(path))
+    return path
+
+
+@contextlib.contextmanager
+def _open(path: Path):
+    from qrelkit.cal.store import open_store
+
+    store = open_store(_store_path(path))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _write_report(df, output: Optional[Path], kind: str, params: dict) -> None:
+    if output is None:
+        return
+    from qrelkit.io.tables import write_table
+
+    write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind=kind, params=params)
+
+
+@app.command("init")
+def init(
+    store: Path = StoreArg,
+    topics: Path = typer.Option(..., "--topics", "-t", help="Topics file (qid<TAB>text, JSONL or one qid per line)."),
+    threads: Optional[str] = typer.Option(None, "--threads", help="Comma-separated threads (default: config [cal] threads)."),
+    collection_size: Optional[int] = typer.Option(None, "--collection-size", help="Passages the threads rank (budget method)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Create a judging store (or add topics to one) with CAL threads per topic."""
+    from qrelkit.cal.store import init_store
+    from qrelkit.io.topics import read_topics
+
+    cfg = common.config(config)
+    names = [t.strip() for t in threads.split(",")] if threads else list((cfg.get("cal", {}) or {}).get("threads", ["fractional", "local", "all"]))
+    df = read_topics(topics)
+    existed = store.exists()
+    try:
+        s = init_store(store, df, threads=names, collection_size=collection_size)
+    except BaseException:
+        if not existed:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{store}{suffix}").unlink()
+        raise
+    with contextlib.closing(s):
+        counts = s.counts()
+    common.emit({"store": str(store), "created": not existed, "threads_per_topic": names, **counts}, as_json,
+                f"{'extended' if existed else 'created'} {store}: {counts['topics']} topics, {counts['threads']} threads")
+
+
+@app.command("import")
+def import_(
+    store: Path = StoreArg,
+    files: List[Path] = typer.Argument(..., help="Judgments tables or completed batch files (.csv, .tsv, .jsonl, .parquet)."),
+    lenient: bool = typer.Option(False, "--lenient/--strict", help="Skip conflicting and bad rows and report them instead of importing nothing."),
+    scale: Optional[str] = typer.Option(None, "--scale", help="Allowed grades, comma-separated (default: config [labels] scale)."),
+    conflicts_out: Optional[Path] = typer.Option(None, "--conflicts-out", help="Write the conflicting rows (lenient mode) to this table."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Append judgments to the store in one transaction: all or nothing, idempotent; a different
+    grade from the same assessor for the same topic and passage is a conflict."""
+    cfg = common.config(config)
+    sc = [int(x) for x in scale.split(",")] if scale else [int(x) for x in cfg.get_value("labels", "scale")]
+    for f in files:
+        if not f.is_file():
+            raise InputError("unreadable", "no such file", file=str(f))
+    with _open(store) as s:
+        report = s.import_files(files, lenient=lenient, scale=sc)
+    if conflicts_out is not None:
+        _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
+                      {"store": str(store), "files": [str(f) for f in files]})
+    summary = {"store": str(store), "imported": report.imported, "batches_registered": report.batches_registered,
+               "counts": report.counts, "conflicts": report.conflicts.astype(object).where(report.conflicts.notna(), None).to_dict(orient="records")}
+    common.emit(summary, as_json, f"imported {report.imported} judgments into {store} ({report.counts})")
+    if not as_json and len(report.conflicts):
+        common.print_table(report.conflicts, title=f"{len(report.conflicts)} conflicting rows skipped", console=common.stderr)
+
+
+@app.command("export")
+def export(
+    store: Path = StoreArg,
+    output: Path = typer.Option(..., "-o", "--output", help="Qrels: TREC text (any name) or .parquet; with --log a table."),
+    combine: str = CombineOpt,
+    thread: str = typer.Option("all", "--thread", help="all (every judgment) | local | fractional (shared pool + that thread)."),
+    log: bool = typer.Option(False, "--log", help="Write the judgment log (no times) instead of qrels: .parquet/.csv/.tsv/.jsonl."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
+    from qrelkit.io.qrels import write_qrels
+    from qrelkit.io.tables import write_table
+
+    with _open(store) as s:
+        table = s.export_log(thread=thread) if log else s.export_qrels(combine=combine, thread=thread)
+    params = {"thread": thread} if log else {"thread": thread, "combine": combine}
+    if log:
+        write_table(table, output, kind="judgment-log", params=params)
+    elif output.name.lower().endswith(".parquet"):
+        write_table(table, output, kind="qrels", params=params)
+    else:
+        write_qrels(table, output)
+    topics = len(set(table["qid"].to_pylist()))
+    common.emit({"output": str(output), "rows": table.num_rows, "topics": topics, **params}, as_json,
+                f"wrote {table.num_rows} {'log rows' if log else 'qrels'} over {topics} topics -> {output}")
+
+
+@app.command("status")
+def status(
+    store: Path = StoreArg,
+    rule: str = RuleOpt,
+    params: List[str] = SetOpt,
+    budget: Optional[int] = BudgetOpt,
+    threads: List[str] = ThreadOpt,
+    combine: str = CombineOpt,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.parquet/.csv/.tsv/.jsonl)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Per topic and thread: judged, relevant, density, and the stopping rule's decision and why."""
+    from qrelkit.cal.stopping import status_table
+
+    cfg = common.config(config)
+    with _open(store) as s:
+        df = status_table(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
+                          **_rule_params(params))
+    _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget})
+    if as_json:
+        common.emit({"store": str(store), "rule": rule,
+                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+    else:
+        shown = df.assign(density=df["density"].map(lambda x: "" if x != x else f"{x:.3f}"))
+        common.print_table(shown, title=f"{store} ({rule} rule)")
+
+
+@app.command("replay")
+def replay(
+    store: Path = StoreArg,
+    rule: str = typer.Option(..., "--rule", "-r", help="Stopping rule: density | knee | budget | target."),
+    params: List[str] = SetOpt,
+    budget: Optional[int] = BudgetOpt,
+    threads: List[str] = ThreadOpt,
+    combine: str = CombineOpt,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.parquet/.csv/.tsv/.jsonl)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Re-apply a stopping rule to the stored judgment log, batch by batch in judging order, and
+    report where it would have stopped (judged, relevant, recall of the log's relevant, saved)."""
+    from qrelkit.cal.stopping import replay_store
+
+    cfg = common.config(config)
+    with _open(store) as s:
+        df = replay_store(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
+                          **_rule_params(params))
+    _write_report(df, output, "cal-replay", {"store": str(store), "rule": rule, "params": params, "budget": budget})
+    if as_json:
+        common.emit({"store": str(store), "rule": rule,
+                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+    else:
+        fmt = {c: (lambda x: "" if x is None or x != x else f"{x:.3f}") for c in ("stop_density", "recall")}
+        shown = df.assign(**{c: df[c].map(f) for c, f in fmt.items()})
+        common.print_table(shown, title=f"{store}: replay of the {rule} rule")

@@ -1,0 +1,252 @@
+"""``qrelkit cal features | next | simulate``: the CAL loop's commands (attached to the ``cal``
+group of :mod:`qrelkit.cli.cal`)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import List, Optional
+
+import pyarrow as pa
+import typer
+
+from qrelkit.cli import common
+from qrelkit.cli.cal import app
+from qrelkit.errors import InputError
+
+__all__ = ["app"]
+
+
+def _norm(cfg):
+    """The tokenizer settings of the near-duplicate module (config ``[dedupe]``): CAL features
+    and near-duplicate detection see the same words."""
+    from qrelkit.dedupe.tokenize import Normalization
+
+    d = cfg.get("dedupe", {}) or {}
+    return Normalization(lower=bool(d.get("lower", True)), strip_html=bool(d.get("strip_html", True)),
+                         keep_digits=bool(d.get("keep_digits", False)))
+
+
+def _cal_params(cfg, **overrides):
+    from qrelkit.cal.loop import CalParams
+
+    return CalParams.from_config(cfg, **overrides)
+
+
+def _threads(value: Optional[str]) -> Optional[list[str]]:
+    from qrelkit.cal.loop import THREADS
+
+    if value is None:
+        return None
+    names = [t.strip() for t in value.split(",") if t.strip()]
+    bad = [t for t in names if t not in THREADS]
+    if bad or not names:
+        raise InputError("bad-option", f"threads must be among {', '.join(THREADS)}, got {value!r}")
+    return names
+
+
+def _load_features(path: Path, cfg, classes: Optional[Path] = None):
+    """A features folder (built by ``cal features``), or a corpus file featurized in memory."""
+    from qrelkit.cal.features import build_features, load_features
+
+    if path.is_dir():
+        if classes is not None:
+            raise InputError("bad-option", "--classes is stored with the features; give it to 'qrelkit cal features'")
+        return load_features(path)
+    if not path.exists():
+        raise InputError("unreadable", "no such file or folder", file=str(path))
+    from qrelkit.io.classes import read_classes
+
+    cls = read_classes(classes) if classes else None
+    with common.progress("building features", None):
+        return build_features(path, norm=_norm(cfg), classes=cls)
+
+
+@app.command("features")
+def features(
+    corpus: Path = typer.Argument(..., help="The corpus (JSONL, TSV or Parquet; streamed)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Folder for the features (e.g. next to the store: campaign.features)."),
+    classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes: CAL then selects canonical passages only."),
+    universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
+    from qrelkit.cal.features import build_features
+    from qrelkit.io.classes import read_classes
+    from qrelkit.io.corpus import count_passages
+
+    cfg = common.config(config)
+    if not corpus.exists():
+        raise InputError("unreadable", "no such file", file=str(corpus))
+    cls = read_classes(classes) if classes else None
+    ids = _read_ids(universe) if universe else None
+    params = {"corpus": str(corpus), "classes": str(classes) if classes else None,
+              "universe_file": str(universe) if universe else None, "config": cfg.source}
+    total = count_passages(corpus) if common.stderr.is_terminal else None
+    with common.progress("featurizing", total) as advance:
+        feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params)
+    summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
+               "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
+    common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros) "
+                f"-> {output}")
+
+
+def _read_ids(path: Path) -> pa.Array:
+    from qrelkit.io.tables import read_table
+
+    if path.suffix.lower() in (".parquet", ".csv", ".tsv", ".jsonl"):
+        t = read_table(path)
+        for c in ("pid", "docid", "id"):
+            if c in t.column_names:
+                return pa.compute.cast(t[c], pa.string()).combine_chunks()
+        raise InputError("missing-column", "the universe table needs a pid, docid or id column", file=str(path))
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return pa.array(lines, pa.string())
+
+
+@app.command("next")
+def next_(
+    store: Path = typer.Argument(..., help="The campaign's judging store."),
+    output: Path = typer.Option(..., "-o", "--output", help="The issued batches for assessors (.csv, .tsv, .jsonl, .parquet)."),
+    features_dir: Optional[Path] = typer.Option(None, "--features", "-f", help="Features folder (default: STORE's name + .features)."),
+    topics: List[str] = typer.Option([], "--topic", help="Only this topic (repeatable)."),
+    threads: Optional[str] = typer.Option(None, "--threads", help="Comma-separated threads (default: every active thread)."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Join passage texts from this corpus (streamed)."),
+    assessor: str = typer.Option("", "--assessor", help="Fill the assessor column with this name."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Passages per batch (default: config [cal] batch_size, 25)."),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="fixed | bmi (BMI's growing batches: 1, then +ceil(B/10))."),
+    fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (default: config [fractional])."),
+    allow_open: bool = typer.Option(False, "--allow-open", help="Issue even when the thread's last batch is not judged yet."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Compute the batches but do not record them in the store."),
+    combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Issue the next CAL batch of every active topic and thread: train on the thread's judgments,
+    rank the collection, record the top passages (judged, issued and non-canonical ones skipped)."""
+    from qrelkit.cal.features import load_features
+    from qrelkit.cal.loop import batches_table, issue_next_batches
+    from qrelkit.cal.store import open_store
+    from qrelkit.io.corpus import lookup_texts
+    from qrelkit.io.tables import write_table
+
+    cfg = common.config(config)
+    if not store.is_file():
+        raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
+    fdir = features_dir or store.with_name(store.name + ".features")
+    feats = load_features(fdir)
+    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
+    frac = float(cfg.get_value("fractional", "fraction", fraction))
+    fseed = int(cfg.get_value("fractional", "seed", None))
+    s = open_store(store)
+    with contextlib.closing(s):
+        batches, report = issue_next_batches(s, feats, topics=topics or None, threads=_threads(threads), params=params,
+                                             fraction=frac, fraction_seed=fseed, combine=combine,
+                                             allow_open=allow_open, dry_run=dry_run)
+    texts = None
+    if corpus is not None:
+        want = {p for b in batches for p in b.pids}
+        texts = {k: v[0] for k, v in lookup_texts(corpus, want).items()} if want else {}
+    table = batches_table(batches, assessor=assessor, texts=texts)
+    write_table(table, output, kind="cal-batches", params={
+        "store": str(store), "features": str(fdir), "cal": params.as_dict(), "fraction": frac, "fraction_seed": fseed,
+        "combine": combine, "dry_run": dry_run})
+    counts = report["action"].value_counts().to_dict()
+    summary = {"output": str(output), "batches": len(batches), "passages": table.num_rows, "actions": counts,
+               "threads": report.astype(object).where(report.notna(), None).to_dict(orient="records"),
+               "judged_passages_not_in_features": report.attrs.get("judged_passages_not_in_features", 0)}
+    common.emit(summary, as_json, f"issued {len(batches)} batches ({table.num_rows} passages) -> {output}; {counts}")
+
+
+@app.command("simulate")
+def simulate(
+    features_or_corpus: Path = typer.Argument(..., help="Features folder ('cal features'), or a corpus file (featurized in memory)."),
+    topics: Path = typer.Option(..., "--topics", "-t", help="Topics (qid<TAB>text): the queries are CAL's seed documents."),
+    qrels: Path = typer.Option(..., "--qrels", "-q", help="The oracle: hidden graded qrels."),
+    output: Path = typer.Option(..., "-o", "--output", help="Folder for log, summary, rules, curves (tables) and the plot."),
+    initial: Optional[Path] = typer.Option(None, "--initial", help="Judgments made before CAL (qrels or a judgments table), e.g. the judged pools."),
+    threads: str = typer.Option("all", "--threads", help="Comma-separated threads run side by side: fractional,local,all."),
+    rules: List[str] = typer.Option([], "--rule", "-r", help="Stopping rule to watch (repeatable): density | knee | budget | target."),
+    stop_when: Optional[str] = typer.Option(None, "--stop-when", help="End a thread when this rule fires (default: run to --until-recall)."),
+    max_effort: int = typer.Option(1000, "--max-effort", help="Most passages judged per topic and thread (initial judgments included)."),
+    until_recall: float = typer.Option(0.95, "--until-recall", help="Without --stop-when: run until every rule fired and this recall is reached."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Judging budget the rules see (density: budget exhausted)."),
+    unjudged: str = typer.Option("zero", "--unjudged", help="Passages the qrels do not grade: zero (non-relevant) | skip (no label)."),
+    error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the oracle gives another grade (seeded)."),
+    classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes (only with a corpus file)."),
+    topic: List[str] = typer.Option([], "--topic", help="Only this topic (repeatable)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Passages per batch (default: config [cal] batch_size, 25)."),
+    schedule: Optional[str] = typer.Option(None, "--schedule", help="fixed | bmi."),
+    fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (fractional thread)."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall-effort.png."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Simulate CAL with an oracle from qrels: recall-vs-effort curves, effort to 75% and 95%
+    recall, and recall and effort when each stopping rule fires."""
+    import pandas as pd
+
+    from qrelkit.cal.loop import fractional_candidates
+    from qrelkit.cal.simulate import plot_curves, simulate_cal
+    from qrelkit.cal.stopping import get_rule
+    from qrelkit.io.qrels import read_qrels
+    from qrelkit.io.tables import read_table, write_table
+    from qrelkit.io.topics import read_topics
+
+    cfg = common.config(config)
+    th = _threads(threads)
+    feats = _load_features(features_or_corpus, cfg, classes)
+    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
+    tdf = read_topics(topics)
+    if topic:
+        tdf = tdf[tdf["qid"].isin(set(topic))]
+        if len(tdf) == 0:
+            raise InputError("unknown-topic", f"none of {', '.join(topic)} is in the topics file", file=str(topics))
+    q = read_qrels(qrels)
+    init = None
+    if initial is not None:
+        init = read_qrels(initial) if not initial.name.lower().endswith((".parquet", ".csv", ".jsonl")) else read_table(initial)
+    names = list(dict.fromkeys(rules + ([stop_when] if stop_when and stop_when not in rules else [])))
+    rule_objs = {n: get_rule(n, cfg) for n in names}
+    frac_ids = None
+    if "fractional" in th:
+        frac = float(cfg.get_value("fractional", "fraction", fraction))
+        rows = fractional_candidates(feats, frac, int(cfg.get_value("fractional", "seed", None)))
+        frac_ids = feats.pids.take(pa.array(rows))
+    with common.progress("simulating", len(tdf)) as advance:
+        res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
+                           max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
+                           unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
+                           progress=lambda _q: advance(1))
+    meta = {"features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),
+            "initial": str(initial) if initial else None, **res.params, "config": cfg.source}
+    output.mkdir(parents=True, exist_ok=True)
+    write_table(pa.Table.from_pandas(res.log, preserve_index=False), output / "log.parquet", kind="cal-simulation-log", params=meta)
+    write_table(pa.Table.from_pandas(res.summary, preserve_index=False), output / "summary.csv", kind="cal-simulation-summary", params=meta)
+    write_table(pa.Table.from_pandas(res.rules, preserve_index=False), output / "rules.csv", kind="cal-simulation-rules", params=meta)
+    write_table(pa.Table.from_pandas(res.curves, preserve_index=False), output / "curves.parquet", kind="cal-simulation-curves", params=meta)
+    if plot and len(res.curves):
+        plot_curves(res.curves, output / "recall-effort.png")
+    s = res.summary
+    per_thread = []
+    for t, g in s.groupby("thread", sort=False):
+        row = {"thread": t, "topics": len(g), "mean_R": round(float(g["R"].mean()), 1),
+               "mean_effort": round(float(g["effort"].mean()), 1),
+               "mean_recall": None if g["recall"].isna().all() else round(float(g["recall"].mean()), 4),
+               "effort_75_mean": None if g["effort_75"].isna().all() else round(float(g["effort_75"].mean()), 1),
+               "effort_95_mean": None if g["effort_95"].isna().all() else round(float(g["effort_95"].mean()), 1),
+               "reached_95": int(g["effort_95"].notna().sum())}
+        for n in names:
+            r = res.rules[(res.rules["thread"] == t) & (res.rules["rule"] == n)]
+            row[f"{n}_fired"] = int(r["fired"].sum())
+            row[f"{n}_recall"] = None if r["recall"].isna().all() else round(float(pd.to_numeric(r["recall"]).mean()), 4)
+            row[f"{n}_effort"] = None if r["effort"].isna().all() else round(float(pd.to_numeric(r["effort"]).mean()), 1)
+        per_thread.append(row)
+    if as_json:
+        common.emit({"output": str(output), "topics": len(tdf), "threads": per_thread,
+                     "actions": res.rules.groupby(["thread", "rule", "action"]).size().reset_index(name="n").to_dict(orient="records")}, True)
+    else:
+        common.print_table(pd.DataFrame(per_thread), title=f"CAL simulation: {len(tdf)} topics -> {output}")

@@ -1,0 +1,259 @@
+"""``qrelkit eval``: score runs with ir-measures, duplicates in evaluation, comparisons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import typer
+
+from qrelkit.cli import common
+from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.errors import InputError
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_metadata, read_table, write_table
+
+app = typer.Typer(help="Evaluate runs with ir-measures; duplicates in evaluation; compare runs.", no_args_is_help=True)
+
+QrelsOpt = typer.Option(..., "--qrels", "-q", help="Qrels (TREC text, .gz, or Parquet).")
+MeasureOpt = typer.Option([], "--measure", "-m", help="ir-measures measure string, e.g. nDCG@10, 'AP(rel=2)', RR@10, Judged@10, NCG@100 (repeatable; default: config).")
+MissingOpt = typer.Option(None, "--missing", help="Judged topics missing from a run: zero (default) | skip | error.")
+RelevantOpt = typer.Option(None, "--relevant", help="Binary measures: relevant grades, a scheme (passage, document, '>=2') or a level (default: config).")
+LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
+
+
+def _relevance(cfg, relevant: Optional[str]) -> int | None:
+    from qrelkit.labels import scheme_grades, threshold_of
+
+    r = cfg.get_value("eval", "relevant", relevant)
+    if r is None or r == "":
+        return None
+    if isinstance(r, int) or (isinstance(r, str) and r.strip().isdigit()):
+        return int(r)
+    return threshold_of(scheme_grades(r, cfg), cfg.get_value("labels", "scale"))
+
+
+def _measures(cfg, measure: List[str], key: str = "measures") -> list[str]:
+    return list(measure) if measure else list(cfg.get_value("eval", key))
+
+
+def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -> tuple[pa.Table, list[str]]:
+    """Runs for evaluation and the names of all runs: TREC run files/folders (validated by the
+    run reader), or one Parquet table of canonical runs written by ``qrelkit runs canonicalize``
+    (already validated; only the judged topics of ``qrels`` are read)."""
+    from qrelkit.evaluate.core import load_canonical_runs
+
+    if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
+        topics = None if qrels is None else pc.unique(qrels["qid"]).to_pylist()
+        return load_canonical_runs(runs[0], topics)
+    rs = load_runs(runs, cfg, lenient=lenient)
+    return rs.table, rs.runs
+
+
+def _summary_frame(ev) -> pd.DataFrame:
+    w = ev.wide()
+    w.insert(0, "run", w.index)
+    return w.reset_index(drop=True)
+
+
+@app.command("score")
+def score(
+    runs: List[Path] = RunsArg,
+    qrels: Path = QrelsOpt,
+    output: Path = typer.Option(..., "-o", "--output", help="Per-query table (run, qid, measure, value, missing): .parquet/.csv/.tsv/.jsonl."),
+    measure: List[str] = MeasureOpt,
+    summary_out: Optional[Path] = typer.Option(None, "--summary-out", help="Also write the aggregate table (run, measure, value, topics, missing_topics)."),
+    missing: Optional[str] = MissingOpt,
+    relevant: Optional[str] = RelevantOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
+    policy for judged topics a run misses; per-query and aggregate tables."""
+    from qrelkit.evaluate import evaluate
+
+    cfg = common.config(config)
+    ms = _measures(cfg, measure)
+    pol = str(cfg.get_value("eval", "missing", missing))
+    rel = _relevance(cfg, relevant)
+    q = read_qrels(qrels)
+    table, names = read_eval_runs(runs, cfg, lenient, q)
+    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names)
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol,
+              "rel": rel, "config": cfg.source}
+    write_table(ev.per_query, output, kind="eval-per-query", params=params)
+    if summary_out is not None:
+        write_table(ev.summary, summary_out, kind="eval-summary", params=params)
+    if as_json:
+        common.emit({"output": str(output), **ev.report(), "summary": _summary_frame(ev).to_dict(orient="records")}, True)
+        return
+    common.stderr.print(ev.policy_line())
+    common.print_table(_summary_frame(ev).round(4), title=f"{len(ev.runs)} runs x {len(ev.topics)} judged topics")
+
+
+@app.command("compare")
+def compare(
+    runs: List[Path] = RunsArg,
+    qrels: Path = QrelsOpt,
+    output: Path = typer.Option(..., "-o", "--output", help="Significance table: one row per measure, pair and test."),
+    measure: List[str] = MeasureOpt,
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare every run with this run (default: every pair)."),
+    pair: List[str] = typer.Option([], "--pair", help="Compare only these pairs: A,B (repeatable)."),
+    breakdown_out: Optional[Path] = typer.Option(None, "--breakdown-out", help="Outcome breakdown per pair (PROTOCOL section 3)."),
+    cases_out: Optional[Path] = typer.Option(None, "--cases-out", help="Outcome case of every (pair, topic)."),
+    k: Optional[int] = typer.Option(None, "--k", help="Outcome breakdown: top k (default: config, 10)."),
+    tests: Optional[str] = typer.Option(None, "--tests", help="Comma list of ttest, wilcoxon, ranksum, randomization."),
+    corrections: Optional[str] = typer.Option(None, "--corrections", help="Comma list of bonferroni, holm."),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help="Significance level for the corrected decisions."),
+    randomizations: Optional[int] = typer.Option(None, "--randomizations", help="Resamples of the randomization test."),
+    seed: Optional[int] = common.SeedOpt,
+    missing: Optional[str] = MissingOpt,
+    relevant: Optional[str] = RelevantOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Compare runs: significance tests (t-test, Wilcoxon signed-rank and rank-sum, randomization)
+    with Bonferroni and Holm corrections, and the outcome breakdown (neither / only one / both
+    find a relevant item in the top k; ESL and RR on 'both')."""
+    from qrelkit.evaluate import evaluate, outcome_breakdown, significance
+
+    cfg = common.config(config)
+    ms = _measures(cfg, measure)
+    pol = str(cfg.get_value("eval", "missing", missing))
+    rel = _relevance(cfg, relevant)
+    tl = [t.strip() for t in tests.split(",")] if tests else list(cfg.get_value("eval", "tests"))
+    cl = [c.strip() for c in corrections.split(",")] if corrections else list(cfg.get_value("eval", "corrections"))
+    a = float(cfg.get_value("eval", "alpha", alpha))
+    n_res = int(cfg.get_value("eval", "randomizations", randomizations))
+    s = int(cfg.get_value("eval", "seed", seed))
+    kk = int(cfg.get_value("eval", "k", k))
+    pairs = None
+    if pair:
+        pairs = []
+        for p in pair:
+            parts = p.split(",")
+            if len(parts) != 2:
+                raise InputError("bad-option", f"--pair takes A,B, got {p!r}")
+            pairs.append((parts[0].strip(), parts[1].strip()))
+    q = read_qrels(qrels)
+    table, names = read_eval_runs(runs, cfg, lenient, q)
+    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names)
+    sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
+                       n_resamples=n_res, seed=s)
+    bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
+                                  missing=pol)
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol, "rel": rel,
+              "tests": tl, "corrections": cl, "alpha": a, "randomizations": n_res, "seed": s, "k": kk,
+              "baseline": baseline, "pairs": pair, "config": cfg.source}
+    write_table(pa.Table.from_pandas(sig, preserve_index=False), output, kind="eval-significance", params=params)
+    if breakdown_out is not None:
+        write_table(pa.Table.from_pandas(bd, preserve_index=False), breakdown_out, kind="eval-breakdown", params=params)
+    if cases_out is not None:
+        write_table(pa.Table.from_pandas(cases, preserve_index=False), cases_out, kind="eval-cases", params=params)
+    if as_json:
+        common.emit({"output": str(output), **ev.report(), "pairs": int(len(bd)), "tests": tl, "corrections": cl,
+                     "seed": s, "significant": {c: int(sig[f"reject_{c}"].sum()) for c in cl},
+                     "breakdown": bd.drop(columns=["note"]).to_dict(orient="records") if len(bd) else [],
+                     "note": bd["note"].iloc[0] if len(bd) else None}, True)
+        return
+    common.stderr.print(ev.policy_line())
+    if len(bd):
+        common.stderr.print(bd["note"].iloc[0])
+        cols = ["run_a", "run_b", "topics", "share_neither", "share_only_a", "share_only_b", "share_both",
+                "mean_esl_a", "mean_esl_b", "p_esl_wilcoxon", "p_naive_ttest"]
+        common.print_table(bd[cols].round(4), title=f"Outcome breakdown (top {kk})")
+    show = sig[["measure", "run_a", "run_b", "test", "diff", "p"] + [f"p_{c}" for c in cl]].round(4)
+    common.print_table(show, title=f"Significance ({len(sig)} tests)")
+
+
+@app.command("duplicates")
+def duplicates(
+    runs: List[Path] = RunsArg,
+    qrels: Path = QrelsOpt,
+    classes: Path = typer.Option(..., "--classes", help="Near-duplicate classes (docid -> class id)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Table: run, measure, none, corpus, runs, qrels, qrels_minus_runs."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Scatter plot per measure (.png/.svg/.pdf): deduped runs vs expanded qrels."),
+    measure: List[str] = MeasureOpt,
+    depth: Optional[int] = typer.Option(None, "--depth", help="Truncate runs to this depth before deduplicating."),
+    missing: Optional[str] = MissingOpt,
+    relevant: Optional[str] = RelevantOpt,
+    lenient: Optional[bool] = LenientOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Duplicates in evaluation (TREC 2022 Figure 6): every run scored with original runs and
+    qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
+    from qrelkit.evaluate import duplicate_effects, plot_duplicates
+    from qrelkit.io.classes import read_classes
+
+    cfg = common.config(config)
+    ms = _measures(cfg, measure, "duplicate_measures")
+    pol = str(cfg.get_value("eval", "missing", missing))
+    rel = _relevance(cfg, relevant)
+    d = cfg.get_value("eval", "depth", depth)
+    q = read_qrels(qrels)
+    table, _ = read_eval_runs(runs, cfg, lenient, q)
+    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel)
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "classes": str(classes), "measures": ms,
+              "depth": d, "missing": pol, "rel": rel, "config": cfg.source}
+    write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="eval-duplicates", params=params)
+    if plot is not None:
+        plot_duplicates(df, plot)
+    per_measure = df.groupby("measure", sort=False)["qrels_minus_runs"].agg(["mean", "min", "max"]).reset_index()
+    if as_json:
+        common.emit({"output": str(output), "plot": str(plot) if plot else None, "missing_policy": pol,
+                     "differences": per_measure.to_dict(orient="records")}, True)
+        return
+    common.stderr.print(f"missing-topic policy: {pol}")
+    common.print_table(df.round(4), title="Scores under four treatments of near-duplicates")
+
+
+@app.command("correlate")
+def correlate(
+    a: Path = typer.Argument(..., help="Leaderboard A: a summary table (run, measure, value) from 'eval score --summary-out'."),
+    b: Path = typer.Argument(..., help="Leaderboard B (same form)."),
+    measure: List[str] = MeasureOpt,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table (measure, runs, kendall_tau, kendall_p, tau_ap_a, tau_ap_b)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Kendall's tau (scipy) and tau_ap between two leaderboards, per measure. Per-query tables
+    are accepted too (their values are averaged per run)."""
+    from qrelkit.evaluate import leaderboard_correlation
+
+    common.config(config)
+
+    def board(path: Path) -> pd.DataFrame:
+        t = read_table(path).to_pandas()
+        for c in ("run", "measure", "value"):
+            if c not in t.columns:
+                raise InputError("missing-column", f"a leaderboard needs columns run, measure, value (missing {c!r})",
+                                 file=str(path))
+        t["run"] = t["run"].astype(str)
+        return t.groupby(["measure", "run"], sort=False)["value"].mean().reset_index()
+
+    ta, tb = board(a), board(b)
+    ms = list(measure) if measure else [m for m in dict.fromkeys(ta["measure"]) if m in set(tb["measure"])]
+    rows = []
+    for m in ms:
+        sa = ta[ta["measure"] == m].set_index("run")["value"]
+        sb = tb[tb["measure"] == m].set_index("run")["value"]
+        if sa.empty or sb.empty:
+            raise InputError("unknown-measure", f"measure {m!r} is not in both leaderboards")
+        r = leaderboard_correlation(sa, sb)
+        rows.append({"measure": m, "runs": r["runs"], "kendall_tau": r["kendall_tau"], "kendall_p": r["kendall_p"],
+                     "tau_ap_a": r["tau_ap_a"], "tau_ap_b": r["tau_ap_b"], "only_a": len(r["only_a"]),
+                     "only_b": len(r["only_b"])})
+    df = pd.DataFrame(rows)
+    if output is not None:
+        write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="eval-correlation",
+                    params={"a": str(a), "b": str(b), "measures": ms})
+    if as_json:
+        common.emit({"correlations": df.to_dict(orient="records")}, True)
+        return
+    common.print_table(df.round(4), title="Leaderboard correlation")

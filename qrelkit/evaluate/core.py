@@ -1,0 +1,341 @@
+"""Scoring runs with ir-measures: canonical order, judged topics only, a stated missing-topic policy.
+
+:func:`evaluate` is the one entry point. What it does, in order:
+
+1. **Judged topics.** Negative grades ("pooled, not judged") are dropped from the qrels; the
+   topics left are the *judged topics*, the only ones scored and averaged over.
+2. **Runs filtered to judged topics** first (the rest can never count, and skipping them is what
+   makes evaluation fast).
+3. **Canonical order.** Runs must be in qrelkit's canonical order (score descending, ties by
+   docid descending — trec_eval's order); a table that is not is put in it. Each document is then
+   handed to ir-measures with the score ``-rank``: no two documents of a topic tie, so every
+   provider (pytrec_eval breaks ties by docid descending, the msmarco and judged providers by
+   docid ascending) sees the same ranking.
+4. **ir-measures** computes every value: one evaluator is built for the qrels and each run is
+   passed to it. A measure with a cutoff that only looks at the first k documents (P, RR, nDCG,
+   AP, R, Success, Judged, NCG at k, without ``judged_only``) is handed each run's first k
+   documents only — the same value, less work; RR@k is evaluated as ir-measures' RR over those
+   k documents (the same value by definition; ir-measures would otherwise send RR@k to its
+   msmarco provider, which sorts every list in Python).
+5. **Missing topics** — judged topics for which a run retrieved nothing — follow the policy
+   ``missing``: ``zero`` (default; they score 0 for every measure and count in the average, as
+   ``trec_eval -c`` and ir-measures do), ``skip`` (left out of that run's average, as trec_eval 9
+   without ``-c``), or ``error`` (stop, as trec_eval 10 does). The policy is part of every report
+   (:meth:`Evaluation.policy_line`).
+
+Results: a per-query table (``run, qid, measure, value, missing``; one row per run, measure and
+judged topic; a skipped topic has a null value) and a summary table (``run, measure, value,
+topics, missing_topics``), each aggregated as ir-measures aggregates that measure (mean for
+effectiveness measures, sum for counts such as ``NumRet``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import ir_measures
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from qrelkit.errors import InputError
+from qrelkit.evaluate.measures import parse_measures, with_relevance
+from qrelkit.io.qrels import QRELS_SCHEMA, judged
+from qrelkit.io.runs import canonical_indices, canonicalize, qid_order
+
+MISSING_POLICIES = {
+    "zero": "judged topics missing from a run score 0 and count in its average (as trec_eval -c)",
+    "skip": "judged topics missing from a run are left out of its average (as trec_eval 9 without -c)",
+    "error": "a judged topic missing from a run is an error (as trec_eval 10)",
+}
+
+PER_QUERY_SCHEMA = pa.schema([
+    ("run", pa.string()), ("qid", pa.string()), ("measure", pa.string()), ("value", pa.float64()),
+    ("missing", pa.bool_()),
+])
+SUMMARY_SCHEMA = pa.schema([
+    ("run", pa.string()), ("measure", pa.string()), ("value", pa.float64()), ("topics", pa.int32()),
+    ("missing_topics", pa.int32()),
+])
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns."""
+
+    per_query: pa.Table
+    summary: pa.Table
+    measures: list[str]
+    topics: list[str]  # judged topics, natural order
+    runs: list[str]
+    missing: str
+    missing_by_run: dict[str, list[str]] = field(default_factory=dict)
+    unjudged_rows: int = 0  # run rows dropped because their topic is not judged
+    unjudged_topics: int = 0
+
+    def policy_line(self) -> str:
+        n_missing = sum(len(v) for v in self.missing_by_run.values())
+        runs_missing = sum(1 for v in self.missing_by_run.values() if v)
+        return (f"missing-topic policy: {self.missing} — {MISSING_POLICIES[self.missing]}; "
+                f"{len(self.topics)} judged topics; {n_missing} missing (run, topic) pairs in {runs_missing} "
+                f"of {len(self.runs)} runs; {self.unjudged_topics} unjudged topics ({self.unjudged_rows} run "
+                f"lines) not scored")
+
+    def report(self) -> dict:
+        return {
+            "missing_policy": self.missing,
+            "missing_policy_text": MISSING_POLICIES[self.missing],
+            "judged_topics": len(self.topics),
+            "runs": len(self.runs),
+            "measures": self.measures,
+            "missing_pairs": sum(len(v) for v in self.missing_by_run.values()),
+            "runs_with_missing_topics": {r: v for r, v in self.missing_by_run.items() if v},
+            "unjudged_topics": self.unjudged_topics,
+            "unjudged_run_lines": self.unjudged_rows,
+        }
+
+    def wide(self):
+        """The summary as a pandas frame, one row per run, one column per measure."""
+        df = self.summary.to_pandas()
+        w = df.pivot(index="run", columns="measure", values="value")
+        return w.reindex(index=self.runs, columns=self.measures)
+
+
+def _as_table(t, columns: dict) -> pa.Table:
+    """The named columns of a pyarrow table or pandas frame, cast to the given types (ids are
+    strings, always)."""
+    if not isinstance(t, pa.Table):
+        import pandas as pd
+
+        t = pa.Table.from_pandas(pd.DataFrame(t), preserve_index=False)
+    missing = [c for c in columns if c not in t.column_names]
+    if missing:
+        raise InputError("missing-column", f"table needs columns {', '.join(columns)} (missing {', '.join(missing)})")
+    return pa.table({c: pc.cast(t[c], typ) for c, typ in columns.items()})
+
+
+def qrels_dict(qrels: pa.Table) -> dict[str, dict[str, int]]:
+    """``{qid: {docid: grade}}`` for the judged rows (grade >= 0)."""
+    q = judged(qrels)
+    out: dict[str, dict[str, int]] = {}
+    for qid, docid, rel in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist()):
+        out.setdefault(qid, {})[docid] = int(rel)
+    return out
+
+
+def _codes(values: pa.ChunkedArray | pa.Array, order: Sequence[str]) -> np.ndarray:
+    idx = pc.index_in(values, value_set=pa.array(list(order), pa.string()))
+    return idx.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _group_codes(runs: pa.Table, topics: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Run names (sorted), run code and topic code (natural order) of every row."""
+    run_names = sorted(set(pc.unique(runs["run"]).to_pylist()))
+    return run_names, _codes(runs["run"], run_names), _codes(runs["qid"], topics)
+
+
+def _ensure_canonical(runs: pa.Table, topics: list[str]):
+    """``runs`` (already restricted to judged topics) in canonical order, re-sorted only if
+    needed, with its run names and the run and topic code of every row."""
+    codes = _group_codes(runs, topics)
+    if runs.num_rows < 2:
+        return runs, codes
+    _, rcode, qcode = codes
+    group = rcode * (len(topics) + 1) + qcode
+    if canonical_indices(group, runs["score"].to_numpy(), runs["docid"]) is None:
+        return runs, codes
+    runs = canonicalize(runs).select(["run", "qid", "docid", "score"])
+    return runs, _group_codes(runs, topics)
+
+
+# measures whose value depends on the first `cutoff` documents only (judged_only excepted)
+_TOP_K_ONLY = {"P", "RR", "nDCG", "AP", "R", "Success", "Judged", "NCG"}
+
+
+def _depth_groups(ms: Sequence[ir_measures.Measure]) -> dict[int | None, list[tuple[ir_measures.Measure, ir_measures.Measure]]]:
+    """Measures grouped by the run depth they need: {depth or None (all): [(measure, proxy)]}.
+
+    The proxy is what ir-measures evaluates: the measure itself, or for RR@k, RR over the first
+    k documents."""
+    groups: dict[int | None, list] = {}
+    for m in ms:
+        k = m.params.get("cutoff")
+        if m.NAME in _TOP_K_ONLY and isinstance(k, int) and k > 0 and not m.params.get("judged_only", False):
+            proxy = m
+            if m.NAME == "RR":
+                proxy = type(m)(**{p: v for p, v in m.params.items() if p != "cutoff"})
+            groups.setdefault(k, []).append((m, proxy))
+        else:
+            groups.setdefault(None, []).append((m, m))
+    return groups
+
+
+def _run_dicts(runs: pa.Table, topics: list[str], depths: Iterable[int | None] = (None,), codes=None) -> dict:
+    """``{depth: {run: {qid: {docid: -rank}}}}`` from a canonical table restricted to judged
+    topics, each list cut to ``depth`` documents (``None``: all)."""
+    n = runs.num_rows
+    depths = list(depths)
+    out: dict = {d: {} for d in depths}
+    if n == 0:
+        return out
+    run_names, rcode, qcode = codes if codes is not None else _group_codes(runs, topics)
+    group = rcode * (len(topics) + 1) + qcode
+    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    ends = np.concatenate((starts[1:], [n]))
+    depth = int((ends - starts).max())
+    neg = [-float(i) for i in range(1, depth + 1)]  # score = -rank: no ties, canonical order kept
+    docids = runs["docid"].to_pylist()
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        rname = run_names[rcode[s]]
+        qid = topics[qcode[s]]
+        for d in depths:
+            stop = e if d is None else min(e, s + d)
+            out[d].setdefault(rname, {})[qid] = dict(zip(docids[s:stop], neg[: stop - s]))
+    return out
+
+
+def evaluate(
+    runs: pa.Table,
+    qrels: pa.Table,
+    measures: Iterable[str | ir_measures.Measure],
+    *,
+    missing: str = "zero",
+    rel: int | None = None,
+    run_names: Sequence[str] | None = None,
+) -> Evaluation:
+    """Score every run of ``runs`` (:data:`qrelkit.io.runs.RUN_SCHEMA`) against ``qrels``
+    (:data:`qrelkit.io.qrels.QRELS_SCHEMA`) with ir-measures.
+
+    ``measures`` are ir-measures strings or objects; ``rel`` sets the binary relevance level of
+    measures that did not set one (``AP`` -> ``AP(rel=2)``). ``missing`` is the missing-topic
+    policy (:data:`MISSING_POLICIES`). ``run_names`` lists runs to report even if they retrieved
+    nothing for any judged topic (default: the runs in ``runs``).
+    """
+    if missing not in MISSING_POLICIES:
+        raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
+    ms = with_relevance(parse_measures(measures), rel)
+    names = [str(m) for m in ms]
+    runs = _as_table(runs, {"run": pa.string(), "qid": pa.string(), "docid": pa.string(), "score": pa.float64()})
+    qrels = _as_table(qrels, {"qid": pa.string(), "docid": pa.string(), "rel": pa.int32()}).cast(QRELS_SCHEMA)
+    qd = qrels_dict(qrels)
+    if not qd:
+        raise InputError("no-judgments", "the qrels hold no judged (grade >= 0) documents")
+    topics = qid_order(qd.keys())
+    all_runs = sorted(set(run_names) if run_names is not None else set(pc.unique(runs["run"]).to_pylist()))
+
+    keep = pc.is_in(runs["qid"], value_set=pa.array(topics, pa.string()))
+    kept = runs.filter(keep)
+    unjudged_rows = runs.num_rows - kept.num_rows
+    unjudged_topics = len(set(pc.unique(runs["qid"]).to_pylist()) - set(topics)) if unjudged_rows else 0
+    kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), topics)
+    groups = _depth_groups(ms)
+    per_depth = _run_dicts(kept, topics, groups.keys(), codes)
+    evaluators = {d: (ir_measures.evaluator([p for _, p in pairs], qd), {p: m for m, p in pairs})
+                  for d, pairs in groups.items()}
+    present = {r for runs_d in per_depth.values() for r in runs_d}
+    nq, nm = len(topics), len(ms)
+    tpos = {q: i for i, q in enumerate(topics)}
+    mpos = {m: i for i, m in enumerate(ms)}
+    values = np.full((len(all_runs), nm, nq), np.nan)
+    is_missing = np.zeros((len(all_runs), nq), bool)
+    missing_by_run: dict[str, list[str]] = {}
+    for ri, r in enumerate(all_runs):
+        rd = next(iter(per_depth.values())).get(r, {}) if r in present else {}
+        absent = [q for q in topics if q not in rd]
+        missing_by_run[r] = absent
+        if absent and missing == "error":
+            raise InputError("missing-topic", f"run {r!r} retrieved nothing for {len(absent)} judged topic(s): "
+                             f"{', '.join(absent[:5])} (policy 'error'; use --missing zero or skip)")
+        for q in absent:
+            is_missing[ri, tpos[q]] = True
+        if rd:
+            for d, (evaluator, back) in evaluators.items():
+                for metric in evaluator.iter_calc(per_depth[d][r]):
+                    qi = tpos.get(metric.query_id)
+                    if qi is None or is_missing[ri, qi]:
+                        continue
+                    values[ri, mpos[back[metric.measure]], qi] = float(metric.value)
+        # a measure a provider left out for a retrieved topic gets that measure's default
+        for mi, m in enumerate(ms):
+            row = values[ri, mi]
+            gap = np.isnan(row) & ~is_missing[ri]
+            row[gap] = float(m.DEFAULT)
+            if missing == "zero":
+                row[is_missing[ri]] = float(m.DEFAULT)
+
+    # per-query table: run, measure, topic order
+    nr = len(all_runs)
+    run_col = np.repeat(np.arange(nr), nm * nq)
+    meas_col = np.tile(np.repeat(np.arange(nm), nq), nr)
+    qid_col = np.tile(np.arange(nq), nr * nm)
+    flat = values.reshape(-1)
+    miss_flat = np.repeat(is_missing[:, None, :], nm, axis=1).reshape(-1)
+    per_query = pa.table(
+        {
+            "run": pa.array(all_runs, pa.string()).take(pa.array(run_col)) if nr else pa.array([], pa.string()),
+            "qid": pa.array(topics, pa.string()).take(pa.array(qid_col)),
+            "measure": pa.array(names, pa.string()).take(pa.array(meas_col)),
+            "value": pa.array(flat, pa.float64(), mask=np.isnan(flat)),
+            "missing": pa.array(miss_flat, pa.bool_()),
+        },
+        schema=PER_QUERY_SCHEMA,
+    )
+
+    rows = []
+    for ri, r in enumerate(all_runs):
+        use = ~is_missing[ri] if missing == "skip" else np.ones(nq, bool)
+        for mi, m in enumerate(ms):
+            agg = m.aggregator()
+            for v in values[ri, mi][use]:
+                agg.add(float(v))
+            n_used = int(use.sum())
+            val = float(agg.result()) if n_used else float("nan")
+            rows.append((r, names[mi], val, n_used, int(is_missing[ri].sum())))
+    summary = pa.table(
+        {
+            "run": pa.array([x[0] for x in rows], pa.string()),
+            "measure": pa.array([x[1] for x in rows], pa.string()),
+            "value": pa.array([x[2] for x in rows], pa.float64(), mask=np.isnan([x[2] for x in rows]) if rows else None),
+            "topics": pa.array([x[3] for x in rows], pa.int32()),
+            "missing_topics": pa.array([x[4] for x in rows], pa.int32()),
+        },
+        schema=SUMMARY_SCHEMA,
+    )
+    return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
+                      missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
+                      unjudged_topics=int(unjudged_topics))
+
+
+def load_canonical_runs(path, topics: Iterable[str] | None = None) -> tuple[pa.Table, list[str]]:
+    """Runs from a Parquet table of canonical runs (``qrelkit runs canonicalize -o runs.parquet``:
+    validated once, in canonical order), only the rows of ``topics`` when given (the filter is
+    applied while reading). Returns the table and the names of all runs in the file (a run may
+    have no row for any of ``topics``)."""
+    import pyarrow.parquet as pq
+
+    from qrelkit.io.runs import RUN_SCHEMA
+    from qrelkit.io.tables import read_metadata
+
+    meta = read_metadata(path)
+    if meta.get("kind") != "runs":
+        raise InputError("not-canonical-runs", "not a table of canonical runs (write one with 'qrelkit runs canonicalize "
+                         "-o runs.parquet')", file=str(path))
+    try:
+        names = pq.read_table(path, columns=["run"]).column("run")
+        filters = None if topics is None else [("qid", "in", sorted(set(str(t) for t in topics)))]
+        t = pq.read_table(path, columns=RUN_SCHEMA.names, filters=filters)
+    except (pa.ArrowInvalid, KeyError, OSError) as exc:
+        raise InputError("unreadable", f"cannot read canonical runs: {exc}", file=str(path)) from None
+    run_names = sorted(set(pc.unique(names).to_pylist()))
+    return t.select(RUN_SCHEMA.names).cast(RUN_SCHEMA), run_names
+
+
+def per_query_matrix(per_query: pa.Table, measure: str, runs: Sequence[str] | None = None):
+    """A pandas frame topics x runs of one measure's per-query values (natural topic order)."""
+    df = per_query.filter(pc.equal(per_query["measure"], measure)).to_pandas()
+    if df.empty:
+        raise InputError("unknown-measure", f"no per-query values for measure {measure!r}")
+    w = df.pivot(index="qid", columns="run", values="value")
+    w = w.reindex(index=qid_order(w.index), columns=list(runs) if runs is not None else sorted(w.columns))
+    return w

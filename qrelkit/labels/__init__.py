@@ -1,0 +1,16 @@
+"""Labels: several assessors' grades -> one label, binarization schemes, propagation to
+near-duplicates and documents, and agreement between label sets. See
+``docs/labels-and-evaluation.md``."""
+
+from qrelkit.labels.aggregate import Aggregation, agreement, aggregate_judgments, labels_to_table
+from qrelkit.labels.binarize import binarize, scheme_grades, threshold_of
+from qrelkit.labels.propagate import (
+    DocumentLabels, Expansion, compare_labels, expand_qrels, max_rule_feasibility, parse_grade_map,
+    passage_document_map, propagate_to_documents,
+)
+
+__all__ = [
+    "Aggregation", "DocumentLabels", "Expansion", "aggregate_judgments", "agreement", "binarize", "compare_labels",
+    "expand_qrels", "labels_to_table", "max_rule_feasibility", "parse_grade_map", "passage_document_map",
+    "propagate_to_documents", "scheme_grades", "threshold_of",
+]
