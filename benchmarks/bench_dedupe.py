@@ -406,9 +406,12 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     T.wrap(lsh, "candidate_pairs", "band: candidate_pairs (np.unique)")
     T.wrap(lsh, "verify_signatures", "verify (signature Jaccard)")
     T.wrap(lsh, "union_components", "union-find")
-    T.wrap(cluster, "_split_far_members", "canonical linkage (split far members)")
+    for name in ("split_far_members", "_split_far_members"):  # the name changed once
+        if T.wrap(cluster, name, "canonical linkage (split far members)"):
+            break
+    T.wrap(cluster, "class_table", "class table")
     T.wrap(cluster, "sign_corpus", "sign_corpus: rest (pid concat, duplicate check, ...)")
-    T.wrap(cluster, "cluster_signed", "cluster_signed: rest (canonicals, class table)")
+    T.wrap(cluster, "cluster_signed", "cluster_signed: rest (canonicals, ...)")
     T.wrap(tables, "write_table", "write Parquet")
     params = DedupeParams(**p)
     w0 = time.perf_counter()

@@ -156,8 +156,27 @@ def _rss_mb(who) -> float:
     return resource.getrusage(who).ru_maxrss / 1024.0
 
 
+def _hwm_mb() -> float:
+    """Peak RSS of this process image (VmHWM; unlike ru_maxrss it does not carry the parent's peak
+    over fork and exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return _rss_mb(resource.RUSAGE_SELF)
+
+
 def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path) -> None:
     import scipy.stats  # noqa: F401  (imports are not timed)
+
+    if mode == "official":
+        from qrelkit.evaluate import evaluate
+        from qrelkit.io.tables import write_table
+
+        runs, qrels, _ = load(work, pool_depth)
+        write_table(evaluate(runs, qrels, MEASURES, rel=2).summary, work / "official.parquet", kind="eval-summary",
+                    params={"measures": MEASURES, "rel": 2})
+        return
 
     from qrelkit.reuse import leave_out, write_report
 
@@ -180,7 +199,7 @@ def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path
     busy = (b1 - b0) / (j1 - j0) * (os.cpu_count() or 1) if j1 > j0 else float("nan")
     r = {"mode": mode, "wall_s": wall, "cpu_s": cpu, "other_load_cores": max(0.0, busy - cpu / wall),
          "stages": {k: v for k, v in res.timings.items()},
-         "rss_mb": _rss_mb(resource.RUSAGE_SELF), "rss_workers_mb": _rss_mb(resource.RUSAGE_CHILDREN)}
+         "rss_mb": _hwm_mb(), "rss_workers_mb": _rss_mb(resource.RUSAGE_CHILDREN)}
     if mode == "logo":
         t1 = time.perf_counter()
         write_report(res, out / "report")
@@ -277,13 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     info = ensure_data(data, a.work_dir, a.runs, a.topics, a.depth, a.seed, a.pool_depth)
     if not (a.work_dir / "official.parquet").exists() or (a.work_dir / "official.parquet").stat().st_mtime < (
             a.work_dir / "data.json").stat().st_mtime:
-        from qrelkit.evaluate import evaluate
-        from qrelkit.io.tables import write_table
-
-        runs, qrels, _ = load(a.work_dir, a.pool_depth)
-        write_table(evaluate(runs, qrels, MEASURES, rel=2).summary, a.work_dir / "official.parquet",
-                    kind="eval-summary", params={"measures": MEASURES, "rel": 2})
-        del runs, qrels
+        # in a subprocess: this process stays small (a child's peak RSS starts at its parent's)
+        subprocess.run([sys.executable, __file__, "--child", "official", "--work-dir", str(a.work_dir),
+                        "--pool-depth", str(a.pool_depth), "--out-dir", str(out)], check=True)
     results: dict[str, list] = {"logo": [], "logo-official-given": []}
     for i in range(a.repeats):
         for mode in results:

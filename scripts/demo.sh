@@ -105,5 +105,20 @@ $Q prefs import "$P/answers-m1.csv" --tasks "$P/tasks-m1.parquet" -c $CFG -o "$P
 $Q prefs tournament "$P/judgments-m1.parquet" --pairs "$P/pairs-m1.parquet" --best "$P/prefs-qrels.txt" -c $CFG \
    -o "$P/prefs-qrels-m1.txt" --log-out "$P/tournament-m1-log.csv"
 
+step "13. CAL (PROTOCOL.md section 1, step 4): features once; a judging store holding the pool judgments; one round"
+$Q cal features "$C/corpus.jsonl" --classes "$OUT/classes.parquet" -c $CFG -o "$OUT/cal.db.features"
+$Q cal init "$OUT/cal.db" --topics "$C/topics.tsv" -c $CFG
+$Q cal import "$OUT/cal.db" "$OUT/judgments.parquet" -c $CFG
+$Q cal next "$OUT/cal.db" --assessor A01 -c $CFG -o "$OUT/cal-batch-1.parquet"
+$Q simulate judge "$OUT/cal-batch-1.parquet" -q "$C/qrels.txt" --seed 7 -o "$OUT/cal-batch-1-done.parquet"
+$Q cal import "$OUT/cal.db" "$OUT/cal-batch-1-done.parquet" -c $CFG
+$Q cal status "$OUT/cal.db" --thread all -c $CFG -o "$OUT/cal-status.csv" > /dev/null
+head -6 "$OUT/cal-status.csv"
+
+step "13b. the campaign judged by CAL in three threads until the density rule stops each topic (simulated assessor)"
+$Q cal simulate "$OUT/cal.db.features" -t "$C/topics.tsv" -q "$C/qrels.txt" --initial "$OUT/qrels-round1.txt" \
+   --threads fractional,local,all --rule density --rule knee --stop-when density --budget 400 --max-effort 400 \
+   -c $CFG --seed 7 -o "$OUT/cal-sim"
+
 step "done: outputs in $OUT/"
 ls -1 "$OUT"

@@ -165,3 +165,31 @@ def test_cli_features(tmp_path):
     assert f.n_rows == len(TEXTS) and f.classes.tolist()[:2] == [0, 0]
     assert run(["cal", "features", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_featurize_few_and_many_texts_agree():
+    """A few texts go through the tokenizer's reference path, many through its kernels: the same
+    vectors either way."""
+    f = build_features(_table())
+    many = TEXTS * 4
+    big = f.featurize(many)
+    for i, t in enumerate(TEXTS):
+        small = f.featurize([t])
+        a, b = big.indptr[i], big.indptr[i + 1]
+        assert big.indices[a:b].tolist() == small.indices.tolist()
+        np.testing.assert_array_equal(big.data[a:b], small.data)
+
+
+def test_columns_by_df_rows_sorted_and_corpus_order_irrelevant():
+    f = build_features(_table())
+    assert (np.diff(f.df) <= 0).all()  # columns by document frequency, descending
+    for r in range(f.n_rows):
+        seg = f.indices[f.indptr[r]:f.indptr[r + 1]]
+        assert (np.diff(seg) > 0).all()
+    perm = [3, 0, 5, 1, 4, 2]
+    g = build_features(_table().take(perm))
+    assert np.array_equal(f.terms, g.terms) and np.array_equal(f.idf, g.idf)
+    for i, r in enumerate(perm):
+        a, b = f.indptr[r], f.indptr[r + 1]
+        c, d = g.indptr[i], g.indptr[i + 1]
+        assert np.array_equal(f.indices[a:b], g.indices[c:d]) and np.array_equal(f.data[a:b], g.data[c:d])

@@ -41,3 +41,9 @@ def test_demo_script(tmp_path):
     assert (out / "qrels-documents.txt").read_text().count("\n") > 0
     assert len((out / "qrels-expanded.txt").read_text().splitlines()) > len((out / "qrels-round1.txt").read_text().splitlines())
     assert json.loads((out / "eval-compare.json").read_text())["pairs"] == len(runs) - 1
+    # CAL: one real round through the judging store, then the simulated campaign stopped by the density rule
+    assert (out / "cal-batch-1.parquet").exists() and (out / "cal-status.csv").exists()
+    cal = list(csv.DictReader(open(out / "cal-sim" / "summary.csv")))
+    assert {r["thread"] for r in cal} == {"fractional", "local", "all"}
+    assert all(r["stopped"] == "rule:density" for r in cal)
+    assert (out / "cal-sim" / "recall-effort.png").exists()

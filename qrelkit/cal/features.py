@@ -3,8 +3,9 @@ over a corpus (or over a candidate universe of it), built once and stored memory
 
 Words come from the shared tokenizer (:func:`qrelkit.dedupe.tokenize.word_hashes`, the same words
 as near-duplicate detection). The vocabulary is built in the same single pass over the corpus:
-every distinct 64-bit word hash gets the next column id in first-seen order, through an
-open-addressing table compiled with numba. Then ``df`` is counted from the matrix,
+every distinct 64-bit word hash gets an id in first-seen order, through an open-addressing table
+compiled with numba. Then ``df`` is counted from the matrix, columns are renumbered by ``df``
+descending (ties by hash: the order does not depend on corpus order), rows are sorted by column,
 ``idf = ln(N / df)`` (float32, as BMI), and every row is weighted and normalized in place.
 
 Nothing is refitted later: a query (or any text) is featurized with the stored vocabulary and
@@ -13,9 +14,10 @@ idf (:meth:`Features.featurize`; words that are not in the corpus are dropped).
 On disk (a folder, written to a temporary folder and renamed into place)::
 
     indptr.npy   int64[n_rows + 1]     row offsets
-    indices.npy  int32[nnz]            column ids, in first-occurrence order within a row
+    indices.npy  int32[nnz]            column ids, ascending within a row
     data.npy     float32[nnz]          weights (rows have unit L2 norm; empty rows stay empty)
-    terms.npy    uint64[n_terms]       the word hash of each column
+    terms.npy    uint64[n_terms]       the word hash of each column (columns by df descending,
+                                       then hash)
     df.npy       int64[n_terms]        document frequency of each column
     idf.npy      float32[n_terms]
     pids.parquet                       pid (string) of each row, in corpus order, with the
@@ -48,7 +50,7 @@ from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
 
 FORMAT = "qrelkit-cal-features"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _EMPTY = np.int32(-1)
 
 
@@ -117,8 +119,7 @@ def _rehash(old_keys, old_vals, keys, vals):
         vals[s] = v
 
 
-@nb.njit(parallel=True, cache=True)
-def _count_terms(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
+def _count_terms_py(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
     """Distinct columns of each row with their counts, in first-occurrence order, written at the
     row's word offset (``out_*[offsets[p]:offsets[p] + k]``); returns ``k`` per row. Rows are
     split in ``n_blocks`` blocks, each with its own marker array."""
@@ -149,8 +150,7 @@ def _count_terms(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
     return nuniq
 
 
-@nb.njit(parallel=True, cache=True)
-def _compact(offsets, starts, src_idx, src_tf, out_idx, out_tf):
+def _compact_py(offsets, starts, src_idx, src_tf, out_idx, out_tf):
     n = len(offsets) - 1
     for p in nb.prange(n):
         a = offsets[p]
@@ -160,8 +160,7 @@ def _compact(offsets, starts, src_idx, src_tf, out_idx, out_tf):
             out_tf[k + j] = src_tf[a + j]
 
 
-@nb.njit(parallel=True, cache=True)
-def _weight_rows(indptr, indices, data, idf):
+def _weight_rows_py(indptr, indices, data, idf):
     """tf -> (1 + ln tf) * idf, then unit L2 norm per row, in place."""
     n = len(indptr) - 1
     for r in nb.prange(n):
@@ -176,6 +175,57 @@ def _weight_rows(indptr, indices, data, idf):
             inv = np.float32(1.0 / np.sqrt(s))
             for j in range(a, b):
                 data[j] *= inv
+
+
+def _remap_sort_py(indptr, indices, data, remap):
+    """Renumber the columns of every row (``remap[old] = new``; an empty ``remap`` keeps them)
+    and sort the row by column (insertion sort: rows are short), in place."""
+    n = len(indptr) - 1
+    for r in nb.prange(n):
+        a = indptr[r]
+        b = indptr[r + 1]
+        if len(remap):
+            for j in range(a, b):
+                indices[j] = remap[indices[j]]
+        for j in range(a + 1, b):
+            c = indices[j]
+            v = data[j]
+            i = j - 1
+            while i >= a and indices[i] > c:
+                indices[i + 1] = indices[i]
+                data[i + 1] = data[i]
+                i -= 1
+            indices[i + 1] = c
+            data[i + 1] = v
+
+
+# parallel kernels for corpora, serial twins for a few rows (queries): a parallel region costs
+# milliseconds of thread start-up, more when other processes hold the cores
+_count_terms = nb.njit(parallel=True, cache=True)(_count_terms_py)
+_compact = nb.njit(parallel=True, cache=True)(_compact_py)
+_weight_rows = nb.njit(parallel=True, cache=True)(_weight_rows_py)
+_remap_sort = nb.njit(parallel=True, cache=True)(_remap_sort_py)
+_remap_sort_serial = nb.njit(cache=True)(_remap_sort_py)
+_count_terms_serial = nb.njit(cache=True)(_count_terms_py)
+_compact_serial = nb.njit(cache=True)(_compact_py)
+_weight_rows_serial = nb.njit(cache=True)(_weight_rows_py)
+SMALL = 1 << 16  # words: below this, serial kernels
+
+
+def _hashes(texts: pa.Array, norm: Normalization) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`word_hashes`; for a few short texts through the tokenizer's reference path
+    (:func:`~qrelkit.dedupe.tokenize.words` + :func:`~qrelkit.dedupe.tokenize.word_hash`, the
+    same words and hashes) to avoid the parallel kernels' start-up."""
+    from qrelkit.dedupe.tokenize import word_hash, words
+
+    if len(texts) > 16:
+        return word_hashes(texts, norm)
+    offsets = [0]
+    out: list[int] = []
+    for t in texts.to_pylist():
+        out.extend(word_hash(w.encode("utf-8")) for w in words(t or "", norm))
+        offsets.append(len(out))
+    return np.asarray(offsets, np.int64), np.asarray(out, np.uint64)
 
 
 # --------------------------------------------------------------------------- vocabulary
@@ -230,13 +280,14 @@ def _row_pairs(offsets: np.ndarray, cols: np.ndarray, n_terms: int) -> tuple[np.
     """(row lengths, column ids, term frequencies) of rows given by word offsets and column ids."""
     tmp_idx = np.empty(len(cols), np.int32)
     tmp_tf = np.empty(len(cols), np.float32)
-    n_blocks = max(1, min(nb.get_num_threads() * 2, len(offsets) - 1))
-    nuniq = _count_terms(offsets, cols, max(n_terms, 1), n_blocks, tmp_idx, tmp_tf)
+    small = len(cols) < SMALL
+    n_blocks = 1 if small else max(1, min(nb.get_num_threads() * 2, len(offsets) - 1))
+    nuniq = (_count_terms_serial if small else _count_terms)(offsets, cols, max(n_terms, 1), n_blocks, tmp_idx, tmp_tf)
     starts = np.zeros(len(nuniq) + 1, np.int64)
     np.cumsum(nuniq, out=starts[1:])
     idx = np.empty(int(starts[-1]), np.int32)
     tf = np.empty(int(starts[-1]), np.float32)
-    _compact(offsets, starts, tmp_idx, tmp_tf, idx, tf)
+    (_compact_serial if small else _compact)(offsets, starts, tmp_idx, tmp_tf, idx, tf)
     return nuniq, idx, tf
 
 
@@ -305,7 +356,9 @@ class Features:
     def featurize(self, texts: Iterable[str] | pa.Array) -> "SparseRows":
         """Vectors of new texts with the stored vocabulary and idf (unknown words dropped)."""
         arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(list(texts), pa.string())
-        offsets, hashes = word_hashes(arr, self.norm)
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        offsets, hashes = _hashes(arr.cast(pa.string()), self.norm)
         cols = self._vocabulary().lookup(hashes)
         keep = cols >= 0
         if not keep.all():  # drop unknown words, fix the offsets
@@ -316,7 +369,8 @@ class Features:
         nuniq, idx, tf = _row_pairs(offsets, cols, self.n_terms)
         indptr = np.zeros(len(nuniq) + 1, np.int64)
         np.cumsum(nuniq, out=indptr[1:])
-        _weight_rows(indptr, idx, tf, np.asarray(self.idf, np.float32))
+        (_remap_sort_serial if len(idx) < SMALL else _remap_sort)(indptr, idx, tf, np.zeros(0, np.int32))
+        (_weight_rows_serial if len(idx) < SMALL else _weight_rows)(indptr, idx, tf, np.asarray(self.idf, np.float32))
         return SparseRows(indptr, idx, tf)
 
     def rows(self, rows: np.ndarray) -> "SparseRows":
@@ -451,11 +505,19 @@ def build_features(
         raise InputError("duplicate-pid", f"passage id {dup} occurs more than once in the corpus")
     terms = vocab.terms()
     df = np.bincount(indices, minlength=len(terms)).astype(np.int64)
+    # columns by document frequency (descending), then word hash: frequent words get small ids
+    # (the weights they gather stay in cache); every row sorted by column
+    order = np.lexsort((terms, -df))
+    remap = np.empty(len(terms), np.int32)
+    remap[order] = np.arange(len(terms), dtype=np.int32)
+    terms, df = terms[order], df[order]
+    small = len(indices) < SMALL
+    (_remap_sort_serial if small else _remap_sort)(indptr, indices, data, remap)
     idf = np.log(np.float64(max(n, 1)) / np.maximum(df, 1)).astype(np.float32)
-    _weight_rows(indptr, indices, data, idf)
+    (_weight_rows_serial if small else _weight_rows)(indptr, indices, data, idf)
     cls_rows = _class_rows(pids, classes) if classes is not None else None
     feats = Features(indptr=indptr, indices=indices, data=data, pids=pids, terms=terms, df=df, idf=idf,
-                     norm=norm, classes=cls_rows, _vocab=vocab)
+                     norm=norm, classes=cls_rows)
     feats.params = {
         **(params or {}),
         "normalization": norm.as_dict(),
@@ -537,9 +599,9 @@ def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:
         meta = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError("not-features", f"unreadable meta.json: {exc}", file=str(meta_path)) from None
-    if meta.get("format") != FORMAT or int(meta.get("version", 0)) > FORMAT_VERSION:
-        raise InputError("not-features", f"unsupported features format {meta.get('format')} v{meta.get('version')}",
-                         file=str(meta_path))
+    if meta.get("format") != FORMAT or int(meta.get("version", 0)) != FORMAT_VERSION:
+        raise InputError("not-features", f"features format {meta.get('format')} v{meta.get('version')} is not "
+                         f"v{FORMAT_VERSION}; rebuild them with 'qrelkit cal features'", file=str(meta_path))
     mode = "r" if mmap else None
 
     def arr(name: str) -> np.ndarray:

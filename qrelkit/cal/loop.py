@@ -203,23 +203,26 @@ def score(features: Features, w: np.ndarray, b: float = 0.0, rows: np.ndarray | 
 
 @nb.njit(cache=True)
 def _local_columns(indices, scratch):
-    """Renumber column ids 0.. in first-seen order (``scratch`` holds -1 everywhere and is
-    restored); returns (local ids, the global column of each local id)."""
-    local = np.empty(len(indices), np.int32)
+    """Renumber the column ids that occur 0.. in ascending order (so sorted rows stay sorted);
+    ``scratch`` holds -1 everywhere and is restored. Returns (local ids, the global column of
+    each local id)."""
     cols = np.empty(len(indices), np.int64)
     n = 0
     for j in range(len(indices)):
         c = indices[j]
-        v = scratch[c]
-        if v < 0:
-            scratch[c] = n
+        if scratch[c] < 0:
+            scratch[c] = 0
             cols[n] = c
-            v = n
             n += 1
-        local[j] = v
+    cols = np.sort(cols[:n])
+    for i in range(n):
+        scratch[cols[i]] = i
+    local = np.empty(len(indices), np.int32)
+    for j in range(len(indices)):
+        local[j] = scratch[indices[j]]
     for i in range(n):
         scratch[cols[i]] = -1
-    return local, cols[:n].copy()
+    return local, cols
 
 
 def _train_matrix(block: SparseRows, n_terms: int, scratch: np.ndarray | None = None):
@@ -230,6 +233,7 @@ def _train_matrix(block: SparseRows, n_terms: int, scratch: np.ndarray | None = 
         scratch = np.full(n_terms, -1, np.int32)
     local, cols = _local_columns(block.indices, scratch)
     m = sp.csr_matrix((block.data, local, block.indptr.astype(np.int32)), shape=(block.n_rows, max(len(cols), 1)))
+    m.has_sorted_indices = True  # feature rows are sorted by column; the renumbering keeps the order
     return m, cols
 
 
@@ -267,21 +271,50 @@ def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_
 # --------------------------------------------------------------------------- selection
 
 
+def _prefilter(scores: np.ndarray, k: int) -> np.ndarray | None:
+    """Positions of a subset of ``scores`` sure to hold the ``k`` largest (with every score tied
+    with the k-th): those at or above a threshold read off a strided sample of the scores; None
+    when that does not pay (small arrays) or the sample's guess keeps fewer than ``k``."""
+    n = len(scores)
+    if n < (1 << 16) or k > (n >> 8):
+        return None
+    stride = n >> 14
+    sample = np.array(scores[::stride])
+    m = len(sample)
+    r = min(m - 1, 4 * -(-k * m // n) + 8)  # rank from the top: about 4k + 8 * stride scores pass
+    t = np.partition(sample, m - 1 - r)[m - 1 - r]
+    if not np.isfinite(t):
+        return None
+    idx = np.flatnonzero(scores >= t)
+    return idx if len(idx) >= k else None
+
+
 def select_top(scores: np.ndarray, k: int, pids: pa.Array, positions: np.ndarray | None = None) -> np.ndarray:
     """Positions (into ``scores``) of the ``k`` best finite scores, ties at the cut broken by pid,
     ordered by score descending, then pid. ``pids[i]`` is the pid of ``scores[i]`` (or of
-    ``positions``' mapping: ``pids`` is indexed by ``positions[i]`` when given)."""
+    ``positions``' mapping: ``pids`` is indexed by ``positions[i]`` when given).
+
+    ``numpy.argpartition`` does the selection; on large arrays it runs on the scores at or above
+    a threshold taken from a strided sample (the result is the same: every score that can be
+    among the best ``k``, ties included, passes the threshold)."""
     n = len(scores)
     if k <= 0 or n == 0:
         return np.zeros(0, np.int64)
     k = min(k, n)
-    top = np.argpartition(scores, n - k)[n - k:]
-    top = top[np.isfinite(scores[top])]
+    sub = _prefilter(scores, k)
+    if sub is None:
+        sub = np.arange(n)
+        local = scores
+    else:
+        local = scores[sub]
+    m = len(sub)
+    top = np.argpartition(local, m - k)[m - k:]
+    top = top[np.isfinite(local[top])]
     if len(top) == 0:
         return np.zeros(0, np.int64)
-    thr = scores[top].min()
-    above = top[scores[top] > thr]
-    tied = np.flatnonzero(scores == thr)
+    thr = local[top].min()
+    above = sub[top[local[top] > thr]]
+    tied = sub[np.flatnonzero(local == thr)]
     need = min(k - len(above), len(tied))
 
     def pid_of(pos: np.ndarray) -> list[str]:

@@ -204,6 +204,7 @@ class _Thread:
     cost: int = 0  # passages this thread sent to the oracle (new judgments)
     sample: Any = None  # the target method's judged random sample
     sample_cost: int = 0
+    evaluated: int = 0  # view length the rules last saw
 
 
 def simulate_cal(
@@ -341,6 +342,12 @@ def simulate_cal(
             if not active:
                 break
             for th in active:
+                if rules and th.evaluated != len(th.view):  # the view changed since the rules last looked
+                    _apply_rules(th, rules, L_row, L_grade, is_rel, label_ok, features, budget)
+                    th.evaluated = len(th.view)
+                    if stop_when is not None and stop_when in th.fired:
+                        th.stopped = f"rule:{stop_when}"
+                        continue
                 if len(th.view) >= max_effort:
                     th.stopped = "max-effort"
                     continue
@@ -376,6 +383,7 @@ def simulate_cal(
                     if o is not th and o.name == "all" and (not o.batch_ends or o.batch_ends[-1] != len(o.view)):
                         o.batch_ends.append(len(o.view))
                 _apply_rules(th, rules, L_row, L_grade, is_rel, label_ok, features, budget)
+                th.evaluated = len(th.view)
                 found = sum(1 for i in th.view if is_rel(i))
                 recall = found / th.R if th.R else 1.0
                 if stop_when is not None:

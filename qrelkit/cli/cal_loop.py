@@ -65,7 +65,7 @@ def _load_features(path: Path, cfg, classes: Optional[Path] = None):
 @app.command("features")
 def features(
     corpus: Path = typer.Argument(..., help="The corpus (JSONL, TSV or Parquet; streamed)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Folder for the features (e.g. next to the store: campaign.features)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Folder for the features; next to the store by default: campaign.db -> campaign.db.features."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes: CAL then selects canonical passages only."),
     universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),
     config: Optional[Path] = common.ConfigOpt,
@@ -124,8 +124,9 @@ def next_(
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Issue the next CAL batch of every active topic and thread: train on the thread's judgments,
-    rank the collection, record the top passages (judged, issued and non-canonical ones skipped)."""
+    """Issue the next CAL batch of every active topic and thread: train on the thread's view of the
+    judgments, rank the candidates, record the best passages that need judging (passages judged in
+    another thread are encountered: copied into the batch, not judged again)."""
     from qrelkit.cal.features import load_features
     from qrelkit.cal.loop import batches_table, issue_next_batches
     from qrelkit.cal.store import open_store

@@ -44,11 +44,17 @@ def _depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | N
     return pc.less_equal(runs["rank"], limit)
 
 
-def group_provenance(cand: pa.Table) -> pa.Table:
-    """Group (run, qid, docid, rank) rows by (qid, docid): min rank, run count, provenance list.
+def _codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    enc = pc.dictionary_encode(values)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    return enc.indices.to_numpy()
 
-    Returns rows in (qid natural, docid) order without ``position``.
-    """
+
+def group_provenance(cand: pa.Table) -> pa.Table:
+    """Group (run, qid, docid, rank) rows by (qid, docid): min rank, run count, provenance list
+    (by rank, then run name). Rows come grouped by topic (natural order); call
+    :func:`order_pool` for the assessor order."""
     if cand.num_rows == 0:
         return pa.table(
             {
@@ -60,19 +66,24 @@ def group_provenance(cand: pa.Table) -> pa.Table:
             }
         )
     qcodes, _ = _natural_codes(cand["qid"])
-    t = pa.table(
-        {"q": qcodes, "docid": cand["docid"], "rank": cand["rank"], "run": cand["run"]}
-    )
-    idx = pc.sort_indices(
-        t, sort_keys=[("q", "ascending"), ("docid", "ascending"), ("rank", "ascending"), ("run", "ascending")]
-    )
-    t = t.take(idx)
-    q = t["q"].to_numpy()
+    dcodes = _codes(cand["docid"])
+    renc = pc.dictionary_encode(cand["run"]).combine_chunks()
+    names = renc.dictionary.to_pylist()
+    by_name = np.empty(len(names), np.int32)
+    by_name[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names), dtype=np.int32)
+    rcodes = by_name[renc.indices.to_numpy()]
+    rank_np = cand["rank"].to_numpy()
+    # integer keys: group by (topic, docid), provenance by (rank, run name)
+    order = np.lexsort((rcodes, rank_np, dcodes, qcodes))
+    idx = pa.array(order)
+    t = pa.table({"docid": cand["docid"], "rank": cand["rank"], "run": cand["run"]}).take(idx)
+    q = qcodes[order]
+    dc = dcodes[order]
     d = t["docid"].combine_chunks()
     n = t.num_rows
     new = np.ones(n, dtype=bool)
     if n > 1:
-        new[1:] = (q[1:] != q[:-1]) | pc.not_equal(d.slice(1), d.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        new[1:] = (q[1:] != q[:-1]) | (dc[1:] != dc[:-1])
     starts = np.flatnonzero(new)
     offsets = np.append(starts, n).astype(np.int32)
     rank = t["rank"].combine_chunks()

@@ -349,6 +349,7 @@ def leave_out(
         workers = min(2, os.cpu_count() or 1) if runs.num_rows >= PARALLEL_MIN_ROWS else 1
     workers = max(1, int(workers))
     official_given = official is not None
+    off_given = _official_from(official, run_names, mnames) if official_given else None
     n_tasks = 0
     scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": q,
                       "topic": tcode, "topics": topics_list, "judged_per_topic": judged_per_topic,
@@ -398,7 +399,7 @@ def leave_out(
         for r, m, v in zip(rr, mm, vv):
             target[(r, m)] = np.nan if v is None else float(v)
     if official_given:
-        off = _official_from(official, run_names, mnames)
+        off = off_given
     rows = q
 
     # ---- per run and measure
@@ -545,6 +546,12 @@ def leave_out(
         "leaderboard where every run is at its left-out score; 'alone' is the rank of the run's left-out score "
         "among the other runs' official scores. tau_ap takes the official ranking as reference.",
     ]
+    man_run = None if manifest is None else next((c for c in manifest.columns if str(c).strip().lower() == "run"), None)
+    if man_run is not None:
+        absent = sorted(set(manifest[man_run].astype(str)) - set(run_names))
+        if absent:
+            notes.insert(1, f"{len(absent)} runs of the manifest have no run lines here (e.g. {', '.join(absent[:3])}) "
+                         "and take no part: uniqueness is computed among the runs given.")
     flat = [m for m in mnames if np.nanmax(np.array([off[(r, m)] for r in run_names], float))
             == np.nanmin(np.array([off[(r, m)] for r in run_names], float))]
     if flat and n_runs > 1:
