@@ -254,3 +254,19 @@ def test_cli_next_is_deterministic(tmp_path):
     assert run(["cal", "next", str(tmp_path / "nope.db"), "-o", str(tmp_path / "x.csv")]) == 2
     assert run(["cal", "next", str(tmp_path / "s0" / "camp.db"), "-o", str(tmp_path / "x.csv"), "--threads", "bogus"]) == 2
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_score_kernel_with_wide_columns():
+    """More than 65535 columns: ids that do not fit in 16 bits are read from the int32 ids."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocab = ["".join(rng.choice(letters, 7)) for _ in range(90000)]
+    texts = [" ".join(vocab[i * 3:(i + 1) * 3] + ["common", "words"] + list(rng.choice(vocab[:50], 3)))
+             for i in range(30000)]
+    f = build_features(pa.table({"pid": [f"d{i}" for i in range(len(texts))], "text": texts}))
+    assert f.n_terms > 65535 and (f.compact_indices() == 0xFFFF).any()
+    w = rng.normal(size=f.n_terms).astype(np.float32)
+    expect = f.matrix @ w.astype(np.float64)
+    np.testing.assert_allclose(score(f, w), expect, rtol=1e-5, atol=1e-5)
+    rows = np.arange(0, f.n_rows, 7)
+    np.testing.assert_allclose(score(f, w, 0.0, rows), expect[rows], rtol=1e-5, atol=1e-5)

@@ -15,6 +15,9 @@ On disk (a folder, written to a temporary folder and renamed into place)::
 
     indptr.npy   int64[n_rows + 1]     row offsets
     indices.npy  int32[nnz]            column ids, ascending within a row
+    indices16.npy uint16[nnz]          the same ids for scoring, 2 bytes each (65535: the column is
+                                       65535 or more, read indices.npy); columns are numbered by
+                                       df, so nearly every non-zero fits
     data.npy     float32[nnz]          weights (rows have unit L2 norm; empty rows stay empty)
     terms.npy    uint64[n_terms]       the word hash of each column (columns by df descending,
                                        then hash)
@@ -228,6 +231,23 @@ def _hashes(texts: pa.Array, norm: Normalization) -> tuple[np.ndarray, np.ndarra
     return np.asarray(offsets, np.int64), np.asarray(out, np.uint64)
 
 
+WIDE = np.uint16(0xFFFF)  # in indices16: "the column is >= 65535, read the int32 indices"
+
+
+@nb.njit(parallel=True, cache=True)
+def _narrow_kernel(indices, out):
+    for j in nb.prange(len(indices)):
+        c = indices[j]
+        out[j] = np.uint16(c) if c < 0xFFFF else np.uint16(0xFFFF)
+
+
+def _narrow(indices: np.ndarray) -> np.ndarray:
+    out = np.empty(len(indices), np.uint16)
+    if len(indices):
+        _narrow_kernel(np.asarray(indices), out)
+    return out
+
+
 # --------------------------------------------------------------------------- vocabulary
 
 
@@ -310,6 +330,7 @@ class Features:
     idf: np.ndarray
     norm: Normalization = field(default_factory=Normalization)
     classes: np.ndarray | None = None
+    indices16: np.ndarray | None = None
     params: dict = field(default_factory=dict)
     path: Path | None = None
     timings: dict = field(default_factory=dict, repr=False)
@@ -327,6 +348,13 @@ class Features:
     @property
     def nnz(self) -> int:
         return int(self.indptr[-1])
+
+    def compact_indices(self) -> np.ndarray:
+        """The scoring layout's column ids: uint16, :data:`WIDE` where the column does not fit
+        (the int32 ``indices`` then hold it). Built on first use when not stored."""
+        if self.indices16 is None:
+            self.indices16 = _narrow(self.indices)
+        return self.indices16
 
     @property
     def matrix(self):
@@ -557,6 +585,7 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
     try:
         for name in ("indptr", "indices", "data", "terms", "df", "idf"):
             np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(feats, name)))
+        np.save(tmp / "indices16.npy", feats.compact_indices())
         if feats.classes is not None:
             np.save(tmp / "classes.npy", np.ascontiguousarray(feats.classes))
         meta = {
@@ -611,7 +640,8 @@ def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:
     feats = Features(
         indptr=arr("indptr"), indices=arr("indices"), data=arr("data"), pids=pids, terms=np.asarray(arr("terms")),
         df=arr("df"), idf=np.asarray(arr("idf")), norm=Normalization(**meta["normalization"]),
-        classes=arr("classes") if (p / "classes.npy").exists() else None, params=meta.get("params", {}), path=p,
+        classes=arr("classes") if (p / "classes.npy").exists() else None,
+        indices16=arr("indices16") if (p / "indices16.npy").exists() else None, params=meta.get("params", {}), path=p,
     )
     if len(feats.pids) != feats.n_rows:
         raise InputError("not-features", "pids.parquet and indptr.npy disagree on the number of rows", file=str(p))
