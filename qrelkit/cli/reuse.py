@@ -147,9 +147,12 @@ def leave_out_cmd(
             written[f"qrels-{_safe(u)}.txt"] = str(path)
     summary = res.summary.to_pandas()
     if as_json:
+        def records(df: pd.DataFrame) -> list[dict]:  # NaN (e.g. tau of a constant leaderboard) -> null
+            return df.astype(object).where(df.notna(), None).to_dict(orient="records")
+
         common.emit({"output": str(output), "params": res.params, "pooled_source": source,
-                     "summary": summary.to_dict(orient="records"),
-                     "units": res.units.to_pandas().drop(columns=["run_names"]).to_dict(orient="records"),
+                     "summary": records(summary), "notes": res.notes,
+                     "units": records(res.units.to_pandas().drop(columns=["run_names"])),
                      "topics_dl_flag": int(pa_sum(res.topics["dl_flag"])),
                      "topics_voorhees_flag": int(pa_sum(res.topics["voorhees_flag"])),
                      "files": sorted(written)}, True)
