@@ -453,3 +453,43 @@ def test_large_regular_file_paths_agree():
     crlf = data.replace(b"\n", b"\r\n")
     fast2 = parse_columns(crlf, RUN_TEXT_COLUMNS, "big.txt")
     assert fast2.fast and fast2.table.equals(fast.table)
+
+
+# ------------------------------------------------------------------ canonical order fast paths
+
+import numpy as np  # noqa: E402
+
+from qrelkit.io.runs import _canonical_order, _natural_codes, qid_order  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["1", "2", "10", "3b"]), st.integers(0, 3),
+                          st.sampled_from(["a", "b", "c", "d", "e", "ab", "é"])), min_size=0, max_size=40),
+       st.booleans())
+def test_canonical_order_matches_full_sort(rows, presort):
+    """The tie-only reordering gives exactly the full (topic, score desc, docid desc) sort."""
+    if presort:  # grouped by topic and by score: only ties are out of order
+        rows = sorted(rows, key=lambda r: (qid_order([x[0] for x in rows]).index(r[0]), -r[1]))
+    qids = [r[0] for r in rows]
+    codes, order = _natural_codes(pa.array(qids, pa.string()))
+    assert [order[c] for c in codes] == qids
+    score = np.array([float(r[1]) for r in rows])
+    docid = pa.array([r[2] for r in rows], pa.string())
+    idx, _ = _canonical_order(codes, score, docid)
+    got = list(range(len(rows))) if idx is None else list(idx)
+    pos = {q: i for i, q in enumerate(order)}
+    # reference: Python's stable sort, docids compared as UTF-8 bytes (as Arrow compares them)
+    want = sorted(range(len(rows)), key=lambda i: (pos[qids[i]], -score[i]))
+    want = sorted(want, key=lambda i: (pos[qids[i]], -score[i], [-b for b in rows[i][2].encode()] + [1]))
+    assert [rows[i] for i in got] == [rows[i] for i in want]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["7", "07", "10", "x", "2"]), min_size=0, max_size=60), st.booleans())
+def test_natural_codes_block_path_equals_hash_path(qids, blocks):
+    if blocks:
+        qids = sorted(qids)
+        qids = [q for q in qids for _ in range(9)]  # long blocks take the neighbour-comparison path
+    codes, order = _natural_codes(pa.array(qids, pa.string()))
+    assert order == qid_order(qids)
+    assert [order[c] for c in codes] == qids

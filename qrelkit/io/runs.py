@@ -168,8 +168,20 @@ def _first_line(mask: np.ndarray, lines: np.ndarray) -> int | None:
     return int(lines[idx[0]]) if len(idx) else None
 
 
-def _natural_codes(qid: pa.Array) -> tuple[np.ndarray, list[str]]:
+def _natural_codes(qid: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Codes of ``qid`` values in natural topic order (code 0 = first topic)."""
+    n = len(qid)
+    if n > 1 and qid.null_count == 0:
+        # runs, qrels and pools hold each topic in one block: compare neighbours instead of hashing
+        change = pc.not_equal(qid.slice(1), qid.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        starts = np.concatenate(([0], np.flatnonzero(change) + 1))
+        if len(starts) * 4 <= n:  # encode one value per block (a topic may have several blocks)
+            heads, order = _natural_codes_hashed(qid.take(pa.array(starts)))
+            return np.repeat(heads, np.diff(np.append(starts, n))), order
+    return _natural_codes_hashed(qid)
+
+
+def _natural_codes_hashed(qid: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     enc = pc.dictionary_encode(qid)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
@@ -183,24 +195,45 @@ def _natural_codes(qid: pa.Array) -> tuple[np.ndarray, list[str]]:
 
 def canonical_indices(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> np.ndarray | None:
     """Row order (qid code asc, score desc, docid desc); ``None`` when already in that order."""
+    return _canonical_order(qcodes, score, docid)[0]
+
+
+def _canonical_order(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> tuple[np.ndarray | None, bool]:
+    """(:func:`canonical_indices`, ties_only). ``ties_only``: rows are already grouped by topic
+    and sorted by score, and only rows of equal (topic, score) move (by docid descending), so
+    only the docid column (and row-wise side data) needs reordering."""
     n = len(qcodes)
     if n < 2:
-        return None
+        return None, False
     dq = np.diff(qcodes)
     same = dq == 0
     ds = np.diff(score)
     ordered = bool((dq >= 0).all()) and not bool((same & (ds > 0)).any())
     if ordered:
-        tie = np.flatnonzero(same & (ds == 0))
+        tie = np.flatnonzero(same & (ds == 0))  # row i ties with row i + 1
         if len(tie) == 0:
-            return None
+            return None, False
         left = docid.take(pa.array(tie))
         right = docid.take(pa.array(tie + 1))
         if pc.all(pc.greater(left, right)).as_py():
-            return None
+            return None, False
+        # sort the tied rows only: by tie group, then docid descending (stable, as the full sort)
+        member = np.zeros(n, bool)
+        member[tie] = True
+        member[tie + 1] = True
+        rows = np.flatnonzero(member)
+        tied_next = np.zeros(n, bool)
+        tied_next[tie] = True
+        first = np.ones(len(rows), bool)
+        first[1:] = ~tied_next[rows[1:] - 1]
+        sub = pa.table({"g": np.cumsum(first), "d": docid.take(pa.array(rows))})
+        o = pc.sort_indices(sub, sort_keys=[("g", "ascending"), ("d", "descending")]).to_numpy()
+        idx = np.arange(n)
+        idx[rows] = rows[o]
+        return idx, True
     table = pa.table({"q": qcodes, "s": score, "d": docid})
     idx = pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")])
-    return idx.to_numpy()
+    return idx.to_numpy(), False
 
 
 def _block_ranks(qcodes: np.ndarray) -> np.ndarray:
@@ -367,10 +400,13 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         rank_in = rank_in[keep]
     score = t["score"].to_numpy()
     docid = t["docid"]
-    idx = canonical_indices(qcodes, score, docid)
+    idx, ties_only = _canonical_order(qcodes, score, docid)
     if idx is not None:
-        t = t.take(pa.array(idx))
-        qcodes = qcodes[idx]
+        if ties_only:  # qid and score are equal among the rows that move
+            t = t.set_column(t.column_names.index("docid"), "docid", docid.take(pa.array(idx)))
+        else:
+            t = t.take(pa.array(idx))
+            qcodes = qcodes[idx]
         rank_in = rank_in[idx]
         lines = lines[idx]
     rank = _block_ranks(qcodes)

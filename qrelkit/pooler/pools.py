@@ -73,8 +73,14 @@ def group_provenance(cand: pa.Table) -> pa.Table:
     by_name[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names), dtype=np.int32)
     rcodes = by_name[renc.indices.to_numpy()]
     rank_np = cand["rank"].to_numpy()
-    # integer keys: group by (topic, docid), provenance by (rank, run name)
-    order = np.lexsort((rcodes, rank_np, dcodes, qcodes))
+    # integer keys: group by (topic, docid), provenance by (rank, run name); one int64 key (a
+    # stable radix-friendly argsort) when the four fit in 62 bits, else lexsort
+    spans = [int(qcodes.max()) + 1, int(dcodes.max()) + 1, int(rank_np.max()) + 1, len(names)]
+    if int(rank_np.min()) >= 0 and spans[0] * spans[1] * spans[2] * spans[3] < (1 << 62):
+        key = ((qcodes.astype(np.int64) * spans[1] + dcodes) * spans[2] + rank_np) * spans[3] + rcodes
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((rcodes, rank_np, dcodes, qcodes))
     idx = pa.array(order)
     t = pa.table({"docid": cand["docid"], "rank": cand["rank"], "run": cand["run"]}).take(idx)
     q = qcodes[order]
@@ -183,7 +189,7 @@ def depth_pool(
     if classes is not None:
         runs = dedupe_runs(runs, classes)
         runs = runs.set_column(runs.column_names.index("docid"), "docid", runs["class_id"]).drop_columns(["class_id"])
-    cand = runs.filter(_depth_mask(runs, depth, per_run_depth))
+    cand = runs.select(["run", "qid", "docid", "rank"]).filter(_depth_mask(runs, depth, per_run_depth))
     pool = order_pool(group_provenance(cand))
     return attach_judgments(pool, qrels, judged=judged, classes=classes)
 
