@@ -256,7 +256,7 @@ def test_cli_next_is_deterministic(tmp_path):
     assert not (tmp_path / "x.csv").exists()
 
 
-def test_score_kernel_with_wide_columns():
+def test_score_kernel_with_wide_columns(monkeypatch):
     """More than 65535 columns: ids that do not fit in 16 bits are read from the int32 ids."""
     rng = np.random.default_rng(5)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
@@ -270,3 +270,9 @@ def test_score_kernel_with_wide_columns():
     np.testing.assert_allclose(score(f, w), expect, rtol=1e-5, atol=1e-5)
     rows = np.arange(0, f.n_rows, 7)
     np.testing.assert_allclose(score(f, w, 0.0, rows), expect[rows], rtol=1e-5, atol=1e-5)
+    import qrelkit.cal.loop as loop_mod
+
+    serial = score(f, w)
+    monkeypatch.setattr(loop_mod, "PARALLEL_MIN_NNZ", 0)  # the parallel kernels: the same floats
+    assert np.array_equal(score(f, w), serial)
+    assert np.array_equal(score(f, w, 0.0, rows), serial[rows])

@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qrelkit._jit import twins
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
 
@@ -204,14 +205,10 @@ def _remap_sort_py(indptr, indices, data, remap):
 
 # parallel kernels for corpora, serial twins for a few rows (queries): a parallel region costs
 # milliseconds of thread start-up, more when other processes hold the cores
-_count_terms = nb.njit(parallel=True, cache=True)(_count_terms_py)
-_compact = nb.njit(parallel=True, cache=True)(_compact_py)
-_weight_rows = nb.njit(parallel=True, cache=True)(_weight_rows_py)
-_remap_sort = nb.njit(parallel=True, cache=True)(_remap_sort_py)
-_remap_sort_serial = nb.njit(cache=True)(_remap_sort_py)
-_count_terms_serial = nb.njit(cache=True)(_count_terms_py)
-_compact_serial = nb.njit(cache=True)(_compact_py)
-_weight_rows_serial = nb.njit(cache=True)(_weight_rows_py)
+_count_terms, _count_terms_serial = twins(_count_terms_py)
+_compact, _compact_serial = twins(_compact_py)
+_weight_rows, _weight_rows_serial = twins(_weight_rows_py)
+_remap_sort, _remap_sort_serial = twins(_remap_sort_py)
 SMALL = 1 << 16  # words: below this, serial kernels
 
 

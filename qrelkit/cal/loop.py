@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit._jit import twins
 from qrelkit.cal.features import Features, SparseRows
 from qrelkit.errors import InputError
 
@@ -151,53 +152,57 @@ def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.ran
 # --------------------------------------------------------------------------- kernels
 
 
+@nb.njit(cache=True, inline="never")
+def _row_wide(a, e, indices16, indices, data, w):
+    """A row with a column id >= 65535: ids come from the int32 array where the 2-byte one is 0xFFFF."""
+    s = np.float32(0.0)
+    for j in range(a, e):
+        c = np.int64(indices16[j])
+        if c == 0xFFFF:
+            c = np.int64(indices[j])
+        s += data[j] * w[c]
+    return s
+
+
 def _score_all_py(indptr, indices16, indices, data, w, b, out):
     n = len(indptr) - 1
     for r in nb.prange(n):
-        s = np.float32(0.0)
         a = indptr[r]
         e = indptr[r + 1]
-        if e > a and indices16[e - 1] != 0xFFFF:  # columns ascend: the last fits, so all do
+        if e > a and indices16[e - 1] == 0xFFFF:  # columns ascend: only the last can tell
+            out[r] = _row_wide(a, e, indices16, indices, data, w) + b
+        else:
+            s = np.float32(0.0)
             for j in range(a, e):
                 s += data[j] * w[indices16[j]]
-        else:
-            for j in range(a, e):
-                c = np.int64(indices16[j])
-                if c == 0xFFFF:
-                    c = np.int64(indices[j])
-                s += data[j] * w[c]
-        out[r] = s + b
+            out[r] = s + b
 
 
 def _score_rows_py(indptr, indices16, indices, data, w, b, rows, out):
     n = len(rows)
     for i in nb.prange(n):
         r = rows[i]
-        s = np.float32(0.0)
         a = indptr[r]
         e = indptr[r + 1]
-        if e > a and indices16[e - 1] != 0xFFFF:
+        if e > a and indices16[e - 1] == 0xFFFF:
+            out[i] = _row_wide(a, e, indices16, indices, data, w) + b
+        else:
+            s = np.float32(0.0)
             for j in range(a, e):
                 s += data[j] * w[indices16[j]]
-        else:
-            for j in range(a, e):
-                c = np.int64(indices16[j])
-                if c == 0xFFFF:
-                    c = np.int64(indices[j])
-                s += data[j] * w[c]
-        out[i] = s + b
+            out[i] = s + b
 
 
 # The scoring kernels read 2-byte column ids (the features' ``indices16``: columns are numbered by
 # document frequency, so nearly every non-zero has an id below 65535; the others are read from the
-# int32 ids): 6 instead of 8 bytes per non-zero, and scoring is bound by memory bandwidth. Each row
-# is summed in one thread in column order, so the float32 scores are those of a plain CSR
-# product. Parallel over rows for large matrices; serial twins for small ones (no thread start-up,
-# and no waiting for a thread that another process holds up).
-_score_all = nb.njit(parallel=True, cache=True)(_score_all_py)
-_score_rows = nb.njit(parallel=True, cache=True)(_score_rows_py)
-_score_all_serial = nb.njit(cache=True)(_score_all_py)
-_score_rows_serial = nb.njit(cache=True)(_score_rows_py)
+# int32 ids): 6 instead of 8 bytes per non-zero. Each row is summed in one thread in column order,
+# so the float32 scores are those of a plain CSR product. The rare rows with a wide id are summed
+# in a separate, never inlined function: with both loops inline, the common loop ran at half
+# speed (48 vs 28 ms for 47M non-zeros on 2 cores). Parallel over rows for large matrices; serial
+# twins for small ones (no thread start-up, and no waiting for a thread that another process
+# holds up).
+_score_all, _score_all_serial = twins(_score_all_py)
+_score_rows, _score_rows_serial = twins(_score_rows_py)
 PARALLEL_MIN_NNZ = 1 << 21
 
 
