@@ -26,11 +26,14 @@ processes used meanwhile (the machine is shared). Medians over ``--repeats``.
   verify, cluster) + ``write_table(classes, "classes.parquet", kind="classes")``.
 
 All tools use the same LSH parameters: qrelkit's defaults (128 permutations, 32 bands x 4 rows,
-candidates verified at an estimated Jaccard of 0.5, word 3-gram shingles). The peers are far too
-slow for the full corpus, so they run on a *class-closed* sample of the first size's corpus:
-passages are drawn by a hash of their true class, so a sampled class comes whole and the sample
-has the corpus's share of near-duplicates (its truth is the full truth restricted to the sample).
-qrelkit is also run on those sample files, so accuracy is compared on identical inputs.
+candidates verified at an estimated Jaccard of 0.5, word 3-gram shingles). ``--peer-sample``
+says how many passages each peer gets: at least the first size runs it on that whole corpus,
+side by side with qrelkit (``--peer-sample 1000000 --peer-repeats 1``: datasketch then takes
+about 20 minutes); fewer give a *class-closed* sample of the first size's corpus (the default,
+for a quick comparison): passages are drawn by a hash of their true class, so a sampled class
+comes whole and the sample has the corpus's share of near-duplicates (its truth is the full
+truth restricted to the sample). qrelkit also runs on those sample files, so accuracy is
+compared on identical inputs.
 
 Before measuring, qrelkit runs once with an empty numba cache (``NUMBA_CACHE_DIR`` set to a fresh
 folder: the "cold" first run, compilation included) and once untimed with the normal cache.
@@ -699,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"(tools: {', '.join(PEERS)}; 'rensa' sets both); default %(default)s")
     ap.add_argument("--peers", default=",".join(PEERS), help="peers to run (default: all)")
     ap.add_argument("--repeats", type=int, default=3, help="measured runs per tool and size (median reported)")
+    ap.add_argument("--peer-repeats", type=int, default=None,
+                    help="measured runs per peer (default: --repeats; the peers on the full corpus take minutes)")
     ap.add_argument("--skip-peers", action="store_true", help="measure qrelkit only")
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-stages", action="store_true", help="skip qrelkit's per-stage timing run")
@@ -732,7 +737,8 @@ def main(argv: list[str] | None = None) -> int:
     campaigns = {n: a.out / f"dedupe-campaign-{n}{suffix}" for n in sizes}
     summaries = {n: ensure_campaign(d, n, a.seed) for n, d in campaigns.items()}
     base = sizes[0]
-    sample_dirs = {m: a.out / f"dedupe-sample-{m}-of-{base}{suffix}" for m in sorted(set(peer_n.values()))}
+    # a peer asked for at least the whole first corpus runs on it; smaller numbers give samples
+    sample_dirs = {m: a.out / f"dedupe-sample-{m}-of-{base}{suffix}" for m in sorted(set(peer_n.values())) if m < base}
     sample_info = make_samples(campaigns[base], sample_dirs) if sample_dirs else {}
     inputs: dict[str, Path] = {f"corpus-{n}": campaigns[n] for n in sizes}
     inputs |= {f"sample-{m}": d for m, d in sample_dirs.items()}
@@ -744,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     # (tool, input) jobs; qrelkit on every corpus and on every peer sample
     jobs: list[tuple[str, str]] = [("qrelkit", f"corpus-{n}") for n in sizes]
     jobs += [("qrelkit", f"sample-{m}") for m in sample_dirs]
-    jobs += [(tool, f"sample-{m}") for tool, m in peer_n.items()]
+    jobs += [(tool, f"sample-{m}" if m < base else f"corpus-{base}") for tool, m in peer_n.items()]
 
     def out_path(tool: str, inp: str, tag: str = "") -> Path:
         return work / f"classes-{tool}-{inp}{tag}.{'parquet' if tool.startswith('qrelkit') else 'tsv'}"
@@ -773,8 +779,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---------------------------------------------------------------- measurements (interleaved)
     results: dict[tuple[str, str], list[dict]] = {j: [] for j in jobs}
+    peer_repeats = a.repeats if a.peer_repeats is None else a.peer_repeats
     for rep in range(a.repeats):
         for tool, inp in jobs:
+            if tool in PEERS and rep >= peer_repeats:
+                continue
             r = run_child(tool, inputs[inp] / "corpus.jsonl", out_path(tool, inp), params, idle_wait=a.wait_idle)
             results[(tool, inp)].append(r)
             show(tool, inp, r, f" #{rep + 1}")
@@ -818,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     acc: dict[tuple[str, str], dict] = {}
     if not a.skip_accuracy:
         texts_cache: dict = {}
-        acc_jobs = [("qrelkit", f"corpus-{base}")] + [j for j in jobs if j[1].startswith("sample-")]
+        acc_jobs = [("qrelkit", f"corpus-{base}")] + [j for j in jobs if j[1].startswith("sample-") or j[0] in PEERS]
         for tool, inp in sorted(acc_jobs, key=lambda j: j[1]):
             acc[(tool, inp)] = accuracy(out_path(tool, inp), inputs[inp], texts_cache)
             ps = acc[(tool, inp)]["pairs"]
@@ -879,7 +888,8 @@ def render(d: dict) -> tuple[str, dict]:
          f"{params['bands']} bands x {params['rows']} rows, candidates verified at estimated Jaccard >= "
          f"{params['threshold']}, connected components"
          + (f" (qrelkit: {params['linkage']} linkage)" if "linkage" in params else "")
-         + f". Peers run on class-closed samples of the {base:,}-passage corpus.",
+         + (f". Peers on class-closed samples of the {base:,}-passage corpus where the input says so."
+            if d.get("samples") else "."),
          "",
          "| tool | input | passages | runs | wall s, median (min-max) | passages/s | qrelkit 1M speed / this "
          "| CPU s | process wall s | peak RSS MB | other load, cores: median (max) | quiet runs: n, passages/s |",
