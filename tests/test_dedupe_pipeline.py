@@ -143,3 +143,23 @@ def test_cli_evaluate(camp, tmp_path, capsys):
 def test_missing_corpus_is_input_error(tmp_path, capsys):
     assert run(["dedupe", "cluster", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "c.parquet")]) == 2
     assert "[unreadable]" in capsys.readouterr().err
+
+
+def test_corpus_reader_blocks_long_lines_and_blank_lines(tmp_path):
+    """JSONL is parsed in 4 MB blocks on threads; a passage longer than a block still reads (the
+    chunk is re-read as one block), rows keep corpus order, blank lines are skipped, and the
+    signature array's capacity (an upper bound) is trimmed to the passages."""
+    from qrelkit.io.corpus import count_passages, passages_upper_bound
+
+    p = tmp_path / "c.jsonl"
+    rows = [{"id": f"d{i}", "text": ("w%d " % i) * (1_500_000 if i == 3 else 20)} for i in range(300)]
+    with open(p, "w") as fh:
+        for i, r in enumerate(rows):
+            fh.write(json.dumps(r) + "\n" + ("\n" if i % 50 == 0 else ""))
+    t = read_corpus(p)
+    assert t["pid"].to_pylist() == [r["id"] for r in rows]
+    assert len(t["text"][3].as_py()) > (4 << 20)
+    assert count_passages(p) == 300 and passages_upper_bound(p) >= 300
+    res = cluster_corpus(p, DedupeParams())
+    assert res.classes.num_rows == 300
+    assert res.sig is None or len(res.sig) == 300

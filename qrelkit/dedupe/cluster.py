@@ -108,12 +108,13 @@ def _chunks(corpus: str | os.PathLike | pa.Table, chunk_rows: int) -> Iterator[p
 
 
 def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
-    """Passages in the corpus (exact for tables, Parquet and files without blank lines)."""
+    """At least the passages in the corpus (exact for tables and Parquet; the lines of a text
+    file): the capacity of the signature array, trimmed afterwards."""
     if isinstance(corpus, pa.Table):
         return corpus.num_rows
-    from qrelkit.io.corpus import count_passages
+    from qrelkit.io.corpus import passages_upper_bound
 
-    return count_passages(corpus)
+    return passages_upper_bound(corpus)
 
 
 def sign_corpus(

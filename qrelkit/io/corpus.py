@@ -105,12 +105,18 @@ def _normalize(t: pa.Table, path: Path, first_line: int | None, chunk: bytes | N
     return pa.table({"pid": pid, "text": text, "docid": docid}, schema=CORPUS_SCHEMA)
 
 
+def _read_json_chunk(chunk: bytes) -> pa.Table:
+    try:
+        # blocks of 4 MB parsed on pyarrow's threads (the rows come back in order) ...
+        return pajson.read_json(io.BytesIO(chunk), read_options=pajson.ReadOptions(use_threads=True, block_size=4 << 20))
+    except pa.ArrowInvalid:  # ... unless a line is longer than a block: the chunk as one block
+        return pajson.read_json(io.BytesIO(chunk),
+                                read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(chunk), 1 << 20)))
+
+
 def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
     try:
-        t = pajson.read_json(
-            io.BytesIO(chunk),
-            read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(chunk), 1 << 20)),
-        )
+        t = _read_json_chunk(chunk)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         # find the exact line: parse line by line
         rows = []
@@ -206,6 +212,24 @@ def count_passages(path: str | os.PathLike) -> int:
             last = block[-1:]
         if last != b"\n":
             n += 1
+    return n
+
+
+def passages_upper_bound(path: str | os.PathLike) -> int:
+    """At least the number of passages, cheaply: Parquet metadata, or the lines of a text corpus
+    (one single-byte count; blank lines are not subtracted, unlike :func:`count_passages`)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("unreadable", "no such file", file=str(p))
+    if corpus_format(p) == "parquet":
+        return count_passages(p)
+    n = 1
+    with _open(p) as fh:
+        while True:
+            block = fh.read(16 << 20)
+            if not block:
+                break
+            n += block.count(b"\n")
     return n
 
 
