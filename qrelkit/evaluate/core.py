@@ -237,6 +237,9 @@ def evaluate(
     nq, nm = len(topics), len(ms)
     tpos = {q: i for i, q in enumerate(topics)}
     mpos = {m: i for i, m in enumerate(ms)}
+    # ir-measures hashes a measure by building its repr (microseconds, per value): look the
+    # provider's measure objects up by identity, falling back to equality for any other object
+    by_id = {d: {id(p): mpos[m] for m, p in pairs} for d, pairs in groups.items()}
     values = np.full((len(all_runs), nm, nq), np.nan)
     is_missing = np.zeros((len(all_runs), nq), bool)
     missing_by_run: dict[str, list[str]] = {}
@@ -251,11 +254,15 @@ def evaluate(
             is_missing[ri, tpos[q]] = True
         if rd:
             for d, (evaluator, back) in evaluators.items():
+                ids = by_id[d]
                 for metric in evaluator.iter_calc(per_depth[d][r]):
                     qi = tpos.get(metric.query_id)
                     if qi is None or is_missing[ri, qi]:
                         continue
-                    values[ri, mpos[back[metric.measure]], qi] = float(metric.value)
+                    mi = ids.get(id(metric.measure))
+                    if mi is None:
+                        mi = mpos[back[metric.measure]]
+                    values[ri, mi, qi] = float(metric.value)
         # a measure a provider left out for a retrieved topic gets that measure's default
         for mi, m in enumerate(ms):
             row = values[ri, mi]
