@@ -39,11 +39,12 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -54,26 +55,6 @@ MAX_RELEVANT = 60
 
 
 # =========================================================================== children
-
-
-def _maxrss_mb() -> float:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _state(path: Path) -> tuple[str, list[str], list[int]]:
@@ -96,12 +77,12 @@ def child_qrelkit_features(corpus: Path, work: Path, a) -> dict:
     from qrelkit.cal.features import build_features
 
     t1 = time.perf_counter()
-    c1 = _cpu_s()
+    c1 = cpu_s()
     f = build_features(corpus, work / "features")
     t2 = time.perf_counter()
-    return {"import_s": t1 - t0, "features_s": t2 - t1, "features_cpu_s": _cpu_s() - c1, "rows": f.n_rows,
+    return {"import_s": t1 - t0, "features_s": t2 - t1, "features_cpu_s": cpu_s() - c1, "rows": f.n_rows,
             "terms": f.n_terms, "nnz": f.nnz, "stages": {k: round(v, 3) for k, v in f.timings.items()},
-            "peak_rss_mb": _maxrss_mb()}
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def child_qrelkit(corpus: Path, work: Path, a) -> dict:
@@ -119,7 +100,7 @@ def child_qrelkit(corpus: Path, work: Path, a) -> dict:
     rk = CalRanker(f, query, topic=TOPIC, thread="all", params=CalParams(seed=0))
     for it in range(2):  # warm-up: page cache, compiled kernels
         rk.next_batch(rows, rel, rows, 25, 1000 + it)
-    c1 = _cpu_s()
+    c1 = cpu_s()
     times, stages, batches = [], [], []
     for it in range(1, a.iterations + 1):
         s = time.perf_counter()
@@ -127,9 +108,9 @@ def child_qrelkit(corpus: Path, work: Path, a) -> dict:
         times.append(time.perf_counter() - s)
         stages.append(b.timings)
         batches.append(b.pids)
-    return {"import_s": t1 - t0, "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (_cpu_s() - c1) / len(times),
+    return {"import_s": t1 - t0, "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (cpu_s() - c1) / len(times),
             "stages": {k: _median([s[k] for s in stages]) for k in stages[0]}, "batch": batches[0],
-            "train_rows": int(b.n_train), "columns": int(b.n_columns), "peak_rss_mb": _maxrss_mb()}
+            "train_rows": int(b.n_train), "columns": int(b.n_columns), "peak_rss_mb": peak_rss_mb()}
 
 
 def child_tarexp(corpus: Path, work: Path, a) -> dict:
@@ -149,11 +130,11 @@ def child_tarexp(corpus: Path, work: Path, a) -> dict:
     texts = table["text"].to_pylist()
     all_pids = table["pid"].to_pylist()
     del table
-    c0 = _cpu_s()
+    c0 = cpu_s()
     s = time.perf_counter()
     X = TfidfVectorizer(sublinear_tf=True).fit_transform(texts + [query]).tocsr()
     features_s = time.perf_counter() - s
-    features_cpu = _cpu_s() - c0
+    features_cpu = cpu_s() - c0
     del texts
     n = X.shape[0] - 1
     pos = {p: i for i, p in enumerate(all_pids)}
@@ -163,7 +144,7 @@ def child_tarexp(corpus: Path, work: Path, a) -> dict:
     ledger = tarexp.Ledger(X.shape[0])
     idx = [pos[p] for p in pids] + [n]
     ledger.annotate(idx, [bool(v > 0) for v in labels] + [True])
-    c1 = _cpu_s()
+    c1 = cpu_s()
     times, st = [], []
     batch = None
     for it in range(a.iterations + 1):
@@ -175,15 +156,15 @@ def child_tarexp(corpus: Path, work: Path, a) -> dict:
         batch = sampler.sampleDocs(25, ledger, scores)
         s3 = time.perf_counter()
         if it == 0:  # warm-up
-            c1 = _cpu_s()
+            c1 = cpu_s()
             continue
         times.append(s3 - s0)
         st.append({"fit": s1 - s0, "score": s2 - s1, "select": s3 - s2})
     del sp
     return {"import_s": t1 - t0, "features_s": features_s, "features_cpu_s": features_cpu,
-            "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (_cpu_s() - c1) / len(times),
+            "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (cpu_s() - c1) / len(times),
             "stages": {k: _median([x[k] for x in st]) for k in st[0]},
-            "batch": [all_pids[int(i)] for i in np.asarray(batch)], "peak_rss_mb": _maxrss_mb()}
+            "batch": [all_pids[int(i)] for i in np.asarray(batch)], "peak_rss_mb": peak_rss_mb()}
 
 
 def child_hical(corpus: Path, work: Path, a) -> dict:
@@ -200,11 +181,11 @@ def child_hical(corpus: Path, work: Path, a) -> dict:
         input=InputConfig(format="jsonl", path=str(corpus), doc_id_field="pid", text_fields=["passage"]),
         preprocessing=PreprocessingConfig(mode="native"),
         output=OutputConfig(path=str(work / "hical" / "docs.bin"), build_threads=2))
-    c0 = _cpu_s()
+    c0 = cpu_s()
     s = time.perf_counter()
     res = build_corpus(cfg)
     features_s = time.perf_counter() - s
-    features_cpu = _cpu_s() - c0
+    features_cpu = cpu_s() - c0
     ds = open_dataset(res.document_features_path)
     # hical prints its training log on stdout: keep it out of the result line
     sink = io.StringIO()
@@ -214,7 +195,7 @@ def child_hical(corpus: Path, work: Path, a) -> dict:
         sess.record_judgment_batch([(p, 1 if v > 0 else -1) for p, v in zip(pids, labels)])
         sess.retrain()
         sess.get_doc_to_judge(25)
-        c1 = _cpu_s()
+        c1 = cpu_s()
         times, st = [], []
         batch = None
         for _ in range(a.iterations):
@@ -226,9 +207,9 @@ def child_hical(corpus: Path, work: Path, a) -> dict:
             times.append(s2 - s0)
             st.append({"retrain": s1 - s0, "get_doc_to_judge": s2 - s1})
     return {"import_s": t1 - t0, "features_s": features_s, "features_cpu_s": features_cpu,
-            "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (_cpu_s() - c1) / len(times),
+            "iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (cpu_s() - c1) / len(times),
             "stages": {k: _median([x[k] for x in st]) for k in st[0]},
-            "batch": [x.doc_id for x in batch], "documents": ds.document_count, "peak_rss_mb": _maxrss_mb()}
+            "batch": [x.doc_id for x in batch], "documents": ds.document_count, "peak_rss_mb": peak_rss_mb()}
 
 
 def child_main(argv: list[str]) -> int:
@@ -242,66 +223,20 @@ def child_main(argv: list[str]) -> int:
     fn = {"qrelkit-features": child_qrelkit_features, "qrelkit": child_qrelkit, "tarexp": child_tarexp,
           "hical": child_hical}[a.child]
     res = fn(a.corpus, a.work, a)
-    print("BENCH-RESULT " + json.dumps(res))
+    emit_result(res)
     return 0
 
 
 # =========================================================================== parent
 
 
-def _cpu_jiffies() -> int:
-    try:
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:]]
-    except OSError:
-        return 0
-    return sum(vals[:8]) - vals[3] - (vals[4] if len(vals) > 4 else 0)
-
-
-def background_cores(seconds: float = 1.0) -> float:
-    b0 = _cpu_jiffies()
-    time.sleep(seconds)
-    return (_cpu_jiffies() - b0) / os.sysconf("SC_CLK_TCK") / seconds
-
-
-def wait_idle(limit: float, threshold: float = 0.25) -> float:
-    if limit <= 0 or not os.path.exists("/proc/stat"):
-        return float("nan")
-    deadline = time.monotonic() + limit
-    load = background_cores()
-    while load > threshold and time.monotonic() < deadline:
-        load = background_cores()
-    return load
-
-
 def run_child(tool: str, corpus: Path, work: Path, state: Path, iterations: int, idle_wait: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", tool, "--corpus", str(corpus), "--work", str(work),
            "--state", str(state), "--iterations", str(iterations)]
-    before = wait_idle(idle_wait)
-    b0 = _cpu_jiffies()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
-        stdout = proc.stdout.read()
-        proc.stdout.close()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        b1 = _cpu_jiffies()
-        if os.waitstatus_to_exitcode(status) != 0:
-            err.seek(0)
-            sys.stderr.write(err.read()[-5000:])
-            return {"error": f"{tool} failed (exit {os.waitstatus_to_exitcode(status)})"}
-    line = next((ln for ln in stdout.splitlines() if ln.startswith("BENCH-RESULT ")), None)
-    if line is None:
-        return {"error": f"{tool}: no result line"}
-    res = json.loads(line[len("BENCH-RESULT "):])
-    res["process_wall_s"] = wall
-    res["process_cpu_s"] = usage.ru_utime + usage.ru_stime
-    if b1:
-        busy = (b1 - b0) / os.sysconf("SC_CLK_TCK")
-        res["background_cores"] = max(0.0, (busy - res["process_cpu_s"]) / wall)
-    res["background_cores_before"] = before
-    return res
+    try:
+        return run_child_process(cmd, idle_wait=idle_wait, cwd=ROOT, stderr_tail=5000)
+    except ChildFailed as exc:
+        return {"error": f"{tool}: {exc}"}
 
 
 def ensure_campaign(folder: Path, n: int, seed: int) -> None:

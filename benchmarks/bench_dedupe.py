@@ -48,11 +48,13 @@ import platform
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -62,30 +64,6 @@ DEFAULT_PEER_SAMPLE = "datasketch=20000,rensa-loop=100000,rensa-bulk=100000"
 
 
 # =========================================================================== children
-
-
-def _maxrss_mb() -> float:
-    """Peak RSS of this process in MB: ``VmHWM`` of /proc/self/status (the high-water mark of this
-    process's own address space). ``ru_maxrss`` is not used on Linux: it survives ``execve``, so a
-    child started by a parent that once held 1 GB reports at least 1 GB."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, kilobytes elsewhere
-    return kb / (1024 * 1024) if sys.platform == "darwin" else kb / 1024
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 class _UnionFind:
@@ -152,7 +130,7 @@ def child_datasketch(corpus: Path, out: Path, p: dict) -> dict:
     from datasketch import MinHash, MinHashLSH
 
     t1 = time.perf_counter()
-    rss_imports, c1 = _maxrss_mb(), _cpu_s()
+    rss_imports, c1 = peak_rss_mb(), cpu_s()
     shingles = _py_tokenizer(p["ngram"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = MinHashLSH(threshold=thr, num_perm=K, params=(p["bands"], p["rows"]))
@@ -180,8 +158,8 @@ def child_datasketch(corpus: Path, out: Path, p: dict) -> dict:
     _write_classes_tsv(out, pids, uf)
     t3 = time.perf_counter()
     return {"import_s": t1 - t0, "stages": {"read+sign+lsh+union": t2 - t1, "write": t3 - t2},
-            "work_s": t3 - t1, "work_cpu_s": _cpu_s() - c1, "rss_after_imports_mb": rss_imports,
-            "peak_rss_mb": _maxrss_mb(), "passages": len(pids), "candidate_pairs": candidates,
+            "work_s": t3 - t1, "work_cpu_s": cpu_s() - c1, "rss_after_imports_mb": rss_imports,
+            "peak_rss_mb": peak_rss_mb(), "passages": len(pids), "candidate_pairs": candidates,
             "verified_pairs": verified}
 
 
@@ -190,7 +168,7 @@ def child_rensa_loop(corpus: Path, out: Path, p: dict) -> dict:
     from rensa import RMinHash, RMinHashLSH
 
     t1 = time.perf_counter()
-    rss_imports, c1 = _maxrss_mb(), _cpu_s()
+    rss_imports, c1 = peak_rss_mb(), cpu_s()
     shingles = _py_tokenizer(p["ngram"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = RMinHashLSH(thr, K, p["bands"])
@@ -217,8 +195,8 @@ def child_rensa_loop(corpus: Path, out: Path, p: dict) -> dict:
     _write_classes_tsv(out, pids, uf)
     t3 = time.perf_counter()
     return {"import_s": t1 - t0, "stages": {"read+sign+lsh+union": t2 - t1, "write": t3 - t2},
-            "work_s": t3 - t1, "work_cpu_s": _cpu_s() - c1, "rss_after_imports_mb": rss_imports,
-            "peak_rss_mb": _maxrss_mb(), "passages": len(pids), "candidate_pairs": candidates,
+            "work_s": t3 - t1, "work_cpu_s": cpu_s() - c1, "rss_after_imports_mb": rss_imports,
+            "peak_rss_mb": peak_rss_mb(), "passages": len(pids), "candidate_pairs": candidates,
             "verified_pairs": verified}
 
 
@@ -227,7 +205,7 @@ def child_rensa_bulk(corpus: Path, out: Path, p: dict, chunk: int = 20_000) -> d
     from rensa import RMinHash, RMinHashLSH
 
     t1 = time.perf_counter()
-    rss_imports, c1 = _maxrss_mb(), _cpu_s()
+    rss_imports, c1 = peak_rss_mb(), cpu_s()
     shingles = _py_tokenizer(p["ngram"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = RMinHashLSH(thr, K, p["bands"])
@@ -288,8 +266,8 @@ def child_rensa_bulk(corpus: Path, out: Path, p: dict, chunk: int = 20_000) -> d
     return {"import_s": t1 - t0,
             "stages": {"read JSON": t_read, "tokenize": t_tok, "sign+insert": t_sign, "query_all": t3 - t2,
                        "verify+union": t4 - t3, "write": t5 - t4},
-            "work_s": t5 - t1, "work_cpu_s": _cpu_s() - c1, "rss_after_imports_mb": rss_imports,
-            "peak_rss_mb": _maxrss_mb(), "passages": len(pids), "candidate_pairs": candidates,
+            "work_s": t5 - t1, "work_cpu_s": cpu_s() - c1, "rss_after_imports_mb": rss_imports,
+            "peak_rss_mb": peak_rss_mb(), "passages": len(pids), "candidate_pairs": candidates,
             "verified_pairs": verified}
 
 
@@ -299,7 +277,7 @@ def child_qrelkit(corpus: Path, out: Path, p: dict, profile: bool = False) -> di
     from qrelkit.io.tables import write_table
 
     t1 = time.perf_counter()
-    rss_imports, c1 = _maxrss_mb(), _cpu_s()
+    rss_imports, c1 = peak_rss_mb(), cpu_s()
     prof = None
     if profile:
         import cProfile
@@ -311,8 +289,8 @@ def child_qrelkit(corpus: Path, out: Path, p: dict, profile: bool = False) -> di
     write_table(res.classes, out, kind="classes", params=res.params.as_dict())
     t3 = time.perf_counter()
     result = {"import_s": t1 - t0, "stages": {"cluster_corpus": t2 - t1, "write": t3 - t2},
-              "work_s": t3 - t1, "work_cpu_s": _cpu_s() - c1, "rss_after_imports_mb": rss_imports,
-              "peak_rss_mb": _maxrss_mb(), "passages": res.stats["passages"],
+              "work_s": t3 - t1, "work_cpu_s": cpu_s() - c1, "rss_after_imports_mb": rss_imports,
+              "peak_rss_mb": peak_rss_mb(), "passages": res.stats["passages"],
               "candidate_pairs": res.stats["candidate_pairs"], "verified_pairs": res.stats["verified_pairs"],
               "classes": res.stats["classes"], "largest_class": res.stats["largest_class"]}
     if prof is not None:
@@ -344,14 +322,12 @@ class _StageTimer:
         el = time.perf_counter() - start
         self.t[name] = self.t.get(name, 0.0) + el - inner
         self.calls[name] = self.calls.get(name, 0) + 1
-        self.rss[name] = _maxrss_mb()
+        self.rss[name] = peak_rss_mb()
         if self.stack:
             self.stack[-1][2] += el
 
-    def wrap(self, module, attr: str, name: str) -> bool:
-        fn = getattr(module, attr, None)
-        if fn is None:
-            return False
+    def wrap(self, module, attr: str, name: str) -> None:
+        fn = getattr(module, attr)  # a renamed step fails here instead of vanishing from the table
         timer = self
 
         def wrapped(*args, **kwargs):
@@ -362,13 +338,10 @@ class _StageTimer:
                 timer.leave()
 
         setattr(module, attr, wrapped)
-        return True
 
-    def wrap_iter(self, module, attr: str, name: str) -> bool:
+    def wrap_iter(self, module, attr: str, name: str) -> None:
         """Wrap a generator function: every ``next()`` on its result is timed as ``name``."""
-        fn = getattr(module, attr, None)
-        if fn is None:
-            return False
+        fn = getattr(module, attr)
         timer = self
 
         def wrapped(*args, **kwargs):
@@ -384,7 +357,6 @@ class _StageTimer:
                 yield item
 
         setattr(module, attr, wrapped)
-        return True
 
 
 def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
@@ -392,16 +364,14 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     (exclusive wall time and the peak RSS after each step). The library code itself runs, so the
     classes are those of a plain run (the parent checks). Steps not wrapped (pid concatenation,
     duplicate-id check, the class table, ...) land in "cluster_corpus: rest"."""
-    import numpy as np
-
     import qrelkit.io.corpus as corpus_mod
     from qrelkit.dedupe import cluster, lsh, minhash
     from qrelkit.dedupe.cluster import DedupeParams
     from qrelkit.io import tables
 
-    rss_imports, c1 = _maxrss_mb(), _cpu_s()
+    rss_imports, c1 = peak_rss_mb(), cpu_s()
     T = _StageTimer()
-    T.wrap(corpus_mod, "count_passages", "count passages (pre-pass over the file)")
+    T.wrap(corpus_mod, "passages_upper_bound", "capacity: line count (pre-pass over the file)")
     T.wrap_iter(corpus_mod, "iter_corpus", "read JSON (pyarrow, per chunk)")
     T.wrap(minhash, "string_buffers", "sign: string buffers (cast, ASCII check)")
     T.wrap(minhash, "_signatures", "sign: tokenize + MinHash kernel (numba)")
@@ -409,9 +379,7 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     T.wrap(lsh, "candidate_pairs", "band: candidate_pairs (np.unique)")
     T.wrap(lsh, "verify_signatures", "verify (signature Jaccard)")
     T.wrap(lsh, "union_components", "union-find")
-    for name in ("split_far_members", "_split_far_members"):  # the name changed once
-        if T.wrap(cluster, name, "canonical linkage (split far members)"):
-            break
+    T.wrap(cluster, "split_far_members", "canonical linkage (split far members)")
     T.wrap(cluster, "class_table", "class table")
     T.wrap(cluster, "sign_corpus", "sign_corpus: rest (pid concat, duplicate check, ...)")
     T.wrap(cluster, "cluster_signed", "cluster_signed: rest (canonicals, ...)")
@@ -421,15 +389,13 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     res = cluster.cluster_corpus(corpus, params)
     tables.write_table(res.classes, out, kind="classes", params=res.params.as_dict())
     work = time.perf_counter() - w0
-    sig = getattr(res, "sig", None)
     n = res.stats["passages"]
-    return {"stages": T.t, "calls": T.calls, "rss_after_mb": T.rss, "work_s": work, "work_cpu_s": _cpu_s() - c1,
-            "rss_after_imports_mb": rss_imports, "peak_rss_mb": _maxrss_mb(), "passages": n,
+    return {"stages": T.t, "calls": T.calls, "rss_after_mb": T.rss, "work_s": work, "work_cpu_s": cpu_s() - c1,
+            "rss_after_imports_mb": rss_imports, "peak_rss_mb": peak_rss_mb(), "passages": n,
             "candidate_pairs": res.stats["candidate_pairs"], "verified_pairs": res.stats["verified_pairs"],
             "arrays_mb": {"signatures uint32[n,K]": n * params.num_perm * 4 / 2**20,
                           "first_with_key int32[bands,n]": params.bands * n * 4 / 2**20,
-                          "band hash table per thread (uint64 keys + int64 values)": lsh._table_size(n) * 16 / 2**20
-                          if hasattr(lsh, "_table_size") else float("nan")},
+                          "band hash table per thread (uint64 keys + int64 values)": lsh._table_size(n) * 16 / 2**20},
             "stats": {k: v for k, v in res.stats.items() if isinstance(v, (int, float))}}
 
 
@@ -450,38 +416,11 @@ def child_main(argv: list[str]) -> int:
         lsh_p = {k: p[k] for k in ("ngram", "num_perm", "bands", "rows", "threshold", "seed")}
         fn = {"datasketch": child_datasketch, "rensa-loop": child_rensa_loop, "rensa-bulk": child_rensa_bulk}[a.child]
         res = fn(a.corpus, a.out, lsh_p)
-    print("BENCH-RESULT " + json.dumps(res))
+    emit_result(res)
     return 0
 
 
 # =========================================================================== parent
-
-
-def _cpu_jiffies() -> int:
-    """Busy jiffies of the whole machine from /proc/stat (0 elsewhere)."""
-    try:
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:]]
-    except OSError:
-        return 0
-    return sum(vals[:8]) - vals[3] - (vals[4] if len(vals) > 4 else 0)
-
-
-def background_cores(seconds: float = 1.0) -> float:
-    b0 = _cpu_jiffies()
-    time.sleep(seconds)
-    return (_cpu_jiffies() - b0) / os.sysconf("SC_CLK_TCK") / seconds
-
-
-def wait_idle(limit: float, threshold: float = 0.25) -> float:
-    """Wait up to ``limit`` s until other processes use < ``threshold`` cores; the last load."""
-    if limit <= 0 or not os.path.exists("/proc/stat"):
-        return float("nan")
-    deadline = time.monotonic() + limit
-    load = background_cores()
-    while load > threshold and time.monotonic() < deadline:
-        load = background_cores()
-    return load
 
 
 def run_child(tool: str, corpus: Path, out: Path, params: dict, *, profile: bool = False,
@@ -490,30 +429,10 @@ def run_child(tool: str, corpus: Path, out: Path, params: dict, *, profile: bool
            "--out", str(out), "--params", json.dumps(params)]
     if profile:
         cmd.append("--profile")
-    idle_before = wait_idle(idle_wait)
-    b0 = _cpu_jiffies()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT,
-                                env={**os.environ, **(env or {})})
-        stdout = proc.stdout.read()
-        proc.stdout.close()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time and peak RSS
-        wall = time.perf_counter() - t0
-        b1 = _cpu_jiffies()
-        if os.waitstatus_to_exitcode(status) != 0:
-            err.seek(0)
-            sys.stderr.write(err.read())
-            raise SystemExit(f"{tool} benchmark process failed")
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("BENCH-RESULT "))
-    res = json.loads(line[len("BENCH-RESULT "):])
-    res["process_wall_s"] = wall
-    res["process_cpu_s"] = usage.ru_utime + usage.ru_stime
-    if b1:
-        busy = (b1 - b0) / os.sysconf("SC_CLK_TCK")
-        res["background_cores"] = max(0.0, (busy - res["process_cpu_s"]) / wall)
-    res["background_cores_before"] = idle_before
-    return res
+    try:
+        return run_child_process(cmd, idle_wait=idle_wait, cwd=ROOT, env=env)
+    except ChildFailed as exc:
+        raise SystemExit(f"{tool}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- data

@@ -38,6 +38,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import busy_cpu_s, others_cores, wait_idle  # noqa: E402
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,50 +50,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 MEASURES = ["nDCG@10", "AP", "RR@10"]
 
 
-def _cpu_jiffies() -> tuple[int, int]:
-    try:
-        with open("/proc/stat") as fh:
-            parts = fh.readline().split()[1:]
-    except OSError:
-        return 0, 0
-    vals = [int(x) for x in parts]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    return sum(vals) - idle, sum(vals)
-
-
-def background_load(seconds: float = 0.5) -> float:
-    """Cores used by the whole machine over ``seconds`` while this process sleeps."""
-    b0, t0 = _cpu_jiffies()
-    time.sleep(seconds)
-    b1, t1 = _cpu_jiffies()
-    if t1 == t0:
-        return float("nan")
-    return (b1 - b0) / (t1 - t0) * (os.cpu_count() or 1)
-
-
-def wait_idle(limit: float, threshold: float = 0.25) -> float:
-    if limit <= 0:
-        return float("nan")
-    deadline = time.monotonic() + limit
-    load = background_load()
-    while load > threshold and time.monotonic() < deadline:
-        load = background_load()
-    return load
-
-
 def measure(fn, idle_wait: float) -> dict:
     """Run ``fn`` once: wall and CPU time of this process, machine load by others meanwhile."""
-    idle = wait_idle(idle_wait)
-    b0, t0j = _cpu_jiffies()
+    idle = wait_idle(idle_wait, seconds=0.5)
+    b0 = busy_cpu_s()
     c0 = time.process_time()
     w0 = time.perf_counter()
     result = fn()
     wall = time.perf_counter() - w0
     cpu = time.process_time() - c0
-    b1, t1j = _cpu_jiffies()
-    ncpu = os.cpu_count() or 1
-    total_busy = (b1 - b0) / max(t1j - t0j, 1) * ncpu  # cores busy, all processes
-    other = max(total_busy - cpu / wall, 0.0) if wall > 0 else float("nan")
+    other = others_cores(b0, busy_cpu_s(), cpu, wall)
     return {"wall_s": wall, "cpu_s": cpu, "other_load_cores": other, "idle_before": idle, "result": result}
 
 

@@ -5,7 +5,7 @@
 
 The runs are generated once by ``benchmarks/gen_runs.py`` into a cache folder (default
 ``bench-out/runs-100x500x100``) and reused while their parameters match. Each measured tool runs
-in a fresh Python subprocess, so its peak memory (``ru_maxrss`` of that process, interpreter and
+in a fresh Python subprocess, so its peak memory (``VmHWM`` of that process, interpreter and
 imports included) and its wall time are its own:
 
 * **trectools**: ``TrecRun(file)`` for every run, then
@@ -31,31 +31,18 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
 # --------------------------------------------------------------------------- children
-
-
-def _maxrss_mb() -> float:
-    import resource
-
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
-    return kb / (1024 * 1024) if sys.platform == "darwin" else kb / 1024
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def _run_files(data: Path) -> list[Path]:
@@ -67,15 +54,15 @@ def child_trectools(data: Path, depth: int, out: Path) -> dict:
     from trectools import TrecPoolMaker, TrecRun
 
     t1 = time.perf_counter()
-    rss_imports = _maxrss_mb()
-    c1 = _cpu_s()
+    rss_imports = peak_rss_mb()
+    c1 = cpu_s()
     files = _run_files(data)
     runs = [TrecRun(str(f)) for f in files]
     t2 = time.perf_counter()
     pool = TrecPoolMaker().make_pool(runs, strategy="topX", topX=depth)
     t3 = time.perf_counter()
-    cpu = _cpu_s() - c1
-    rss = _maxrss_mb()
+    cpu = cpu_s() - c1
+    rss = peak_rss_mb()
     # not measured: dump the pairs for the parent's comparison
     with open(out, "w") as fh:
         for q, docs in pool.pool.items():
@@ -99,8 +86,8 @@ def child_qrelkit(data: Path, depth: int, out: Path, threads: int | None, profil
     from qrelkit.pooler.pools import depth_pool
 
     t1 = time.perf_counter()
-    rss_imports = _maxrss_mb()
-    c1 = _cpu_s()
+    rss_imports = peak_rss_mb()
+    c1 = cpu_s()
     prof = None
     if profile:
         import cProfile
@@ -113,8 +100,8 @@ def child_qrelkit(data: Path, depth: int, out: Path, threads: int | None, profil
     t3 = time.perf_counter()
     write_table(pool, out, kind="pool", params={"depth": depth, "runs": rs.runs})
     t4 = time.perf_counter()
-    cpu = _cpu_s() - c1
-    rss = _maxrss_mb()
+    cpu = cpu_s() - c1
+    rss = peak_rss_mb()
     result = {
         "import_s": t1 - t0,
         "stages": {"read": t2 - t1, "pool": t3 - t2, "write": t4 - t3},
@@ -149,43 +136,11 @@ def child_main(argv: list[str]) -> int:
         res = child_trectools(a.data, a.pool_depth, a.out)
     else:
         res = child_qrelkit(a.data, a.pool_depth, a.out, a.threads, a.profile)
-    print("BENCH-RESULT " + json.dumps(res))
+    emit_result(res)
     return 0
 
 
 # --------------------------------------------------------------------------- parent
-
-
-def _cpu_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine from /proc/stat; (0, 0) elsewhere."""
-    try:
-        with open("/proc/stat") as fh:
-            vals = [int(v) for v in fh.readline().split()[1:]]
-    except OSError:
-        return 0, 0
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    total = sum(vals[:8])
-    return total - idle, total
-
-
-def background_cores(seconds: float = 1.0) -> float:
-    """CPU cores kept busy by other processes over ``seconds`` (this process sleeps)."""
-    b0, _ = _cpu_jiffies()
-    time.sleep(seconds)
-    b1, _ = _cpu_jiffies()
-    return (b1 - b0) / os.sysconf("SC_CLK_TCK") / seconds
-
-
-def wait_idle(limit: float, threshold: float = 0.25) -> float:
-    """Wait (up to ``limit`` seconds) until other processes use less than ``threshold`` cores.
-    Returns the last measured background load."""
-    if limit <= 0 or not os.path.exists("/proc/stat"):
-        return float("nan")
-    deadline = time.monotonic() + limit
-    load = background_cores()
-    while load > threshold and time.monotonic() < deadline:
-        load = background_cores()
-    return load
 
 
 def run_child(tool: str, data: Path, out: Path, depth: int, threads: int | None = None,
@@ -196,33 +151,10 @@ def run_child(tool: str, data: Path, out: Path, depth: int, threads: int | None 
         cmd += ["--threads", str(threads)]
     if profile:
         cmd.append("--profile")
-    idle_before = wait_idle(idle_wait)
-    b0, _ = _cpu_jiffies()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-        stdout = proc.stdout.read()
-        proc.stdout.close()
-        # wait4 gives this child's own resource usage (CPU time, peak RSS of the whole process)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        b1, _ = _cpu_jiffies()
-        if proc.returncode != 0:
-            err.seek(0)
-            sys.stderr.write(err.read())
-            raise SystemExit(f"{tool} benchmark process failed (exit {proc.returncode})")
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("BENCH-RESULT "))
-    res = json.loads(line[len("BENCH-RESULT "):])
-    res["process_wall_s"] = wall
-    res["process_cpu_s"] = usage.ru_utime + usage.ru_stime
-    res["process_peak_rss_mb"] = usage.ru_maxrss / 1024
-    if b1:
-        # CPU used on the machine during the run by anything but the measured process
-        busy = (b1 - b0) / os.sysconf("SC_CLK_TCK")
-        res["background_cores"] = max(0.0, (busy - res["process_cpu_s"]) / wall)
-    res["background_cores_before"] = idle_before
-    return res
+    try:
+        return run_child_process(cmd, idle_wait=idle_wait)
+    except ChildFailed as exc:
+        raise SystemExit(f"{tool}: {exc}") from None
 
 
 def ensure_data(data: Path, runs: int, topics: int, depth: int, seed: int) -> dict:

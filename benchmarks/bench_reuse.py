@@ -49,44 +49,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from _machine import busy_cpu_s, others_cores, peak_rss_mb, wait_idle  # noqa: E402
 
 MEASURES = ["AP", "nDCG@10", "P@10", "Bpref", "Judged@10"]
 GROUPS = 14
 QUIET = 0.25  # cores other processes may use during a repetition for it to count as quiet
 
-
-# ------------------------------------------------------------------------------ machine load
-
-def _cpu_jiffies() -> tuple[int, int]:
-    try:
-        with open("/proc/stat") as fh:
-            parts = fh.readline().split()[1:]
-    except OSError:
-        return 0, 0
-    vals = [int(x) for x in parts]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    return sum(vals) - idle, sum(vals)
-
-
-def background_load(seconds: float = 1.0) -> float:
-    """Cores used by the whole machine over ``seconds`` while this process sleeps."""
-    b0, t0 = _cpu_jiffies()
-    time.sleep(seconds)
-    b1, t1 = _cpu_jiffies()
-    return (b1 - b0) / (t1 - t0) * (os.cpu_count() or 1) if t1 > t0 else float("nan")
-
-
-def wait_idle(limit: float, threshold: float = 0.3) -> float:
-    if limit <= 0:
-        return float("nan")
-    deadline = time.monotonic() + limit
-    load = background_load()
-    while load > threshold and time.monotonic() < deadline:
-        load = background_load()
-    return load
-
-
-# ------------------------------------------------------------------------------------- data
 
 def group_of(i: int, team_size: int = 4, teams: int = 25) -> str:
     return f"g{(i // team_size) * GROUPS // teams:02d}"
@@ -156,20 +124,6 @@ def load(work: Path, pool_depth: int):
 
 # ------------------------------------------------------------------------------------ child
 
-def _rss_mb(who) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024.0
-
-
-def _hwm_mb() -> float:
-    """Peak RSS of this process image (VmHWM; unlike ru_maxrss it does not carry the parent's peak
-    over fork and exec)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return _rss_mb(resource.RUSAGE_SELF)
-
-
 def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path) -> None:
     import scipy.stats  # noqa: F401  (imports are not timed)
 
@@ -192,18 +146,17 @@ def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path
         official = read_table(work / "official.parquet")
     c0 = time.process_time()
     ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    b0, j0 = _cpu_jiffies()
+    b0 = busy_cpu_s()
     t0 = time.perf_counter()
     res = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=2, official=official,
                     workers=workers)
     wall = time.perf_counter() - t0
-    b1, j1 = _cpu_jiffies()
+    b1 = busy_cpu_s()
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = time.process_time() - c0 + (ch1.ru_utime - ch0.ru_utime) + (ch1.ru_stime - ch0.ru_stime)
-    busy = (b1 - b0) / (j1 - j0) * (os.cpu_count() or 1) if j1 > j0 else float("nan")
-    r = {"mode": mode, "wall_s": wall, "cpu_s": cpu, "other_load_cores": max(0.0, busy - cpu / wall),
+    r = {"mode": mode, "wall_s": wall, "cpu_s": cpu, "other_load_cores": others_cores(b0, b1, cpu, wall),
          "stages": {k: v for k, v in res.timings.items()},
-         "rss_mb": _hwm_mb(), "rss_workers_mb": _rss_mb(resource.RUSAGE_CHILDREN)}
+         "rss_mb": peak_rss_mb(), "rss_workers_mb": ch1.ru_maxrss / 1024.0}
     if mode == "logo":
         t1 = time.perf_counter()
         write_report(res, out / "report")
@@ -217,15 +170,17 @@ def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path
 def run_child(mode: str, a, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--work-dir", str(a.work_dir), "--pool-depth", str(a.pool_depth),
            "--out-dir", str(out)] + (["--workers", str(a.workers)] if a.workers else [])
-    load = wait_idle(a.wait_idle)
-    b0, t0 = _cpu_jiffies()
+    load = wait_idle(a.wait_idle, threshold=0.3)
+    b0 = busy_cpu_s()
+    t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
-    b1, t1 = _cpu_jiffies()
+    wall = time.perf_counter() - t0
+    b1 = busy_cpu_s()
     if p.returncode:
         raise SystemExit(f"child {mode} failed:\n{p.stdout}\n{p.stderr}")
     r = json.loads((out / f"child-{mode}.json").read_text())
     r["idle_before"] = load  # cores other processes used just before the child started
-    r["machine_cores_during"] = (b1 - b0) / (t1 - t0) * (os.cpu_count() or 1) if t1 > t0 else float("nan")
+    r["machine_cores_during"] = others_cores(b0, b1, 0.0, wall)  # every process, the child's included
     return r
 
 
