@@ -74,7 +74,7 @@ def features(
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
     from qrelkit.cal.features import build_features
     from qrelkit.io.classes import read_classes
-    from qrelkit.io.corpus import count_passages
+    from qrelkit.io.corpus import passages_upper_bound
 
     cfg = common.config(config)
     if not corpus.exists():
@@ -83,7 +83,8 @@ def features(
     ids = _read_ids(universe) if universe else None
     params = {"corpus": str(corpus), "classes": str(classes) if classes else None,
               "universe_file": str(universe) if universe else None, "config": cfg.source}
-    total = count_passages(corpus) if common.stderr.is_terminal else None
+    # the bar's total: lines of the corpus (a universe keeps fewer passages: no total then)
+    total = passages_upper_bound(corpus) if common.stderr.is_terminal and universe is None else None
     with common.progress("featurizing", total) as advance:
         feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params)
     summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
