@@ -102,17 +102,6 @@ class _Outputs:
                 write_table(t, path, kind=kind, params=params)
 
 
-def _p(**kw) -> dict:
-    def conv(v):
-        if isinstance(v, Path):
-            return str(v)
-        if isinstance(v, (list, tuple)):
-            return [conv(x) for x in v]
-        return v
-
-    return {k: conv(v) for k, v in kw.items()}
-
-
 @app.command("pairs")
 def pairs_cmd(
     pool: Path = typer.Argument(..., help="A top-1 pool (.parquet) from 'pool top1'."),
@@ -151,7 +140,7 @@ def pairs_cmd(
                          price_per_task=float(_v(cfg, "price_per_task", price)),
                          fee_per_task=float(_v(cfg, "fee_per_task", fee)),
                          assignments=int(_v(cfg, "assignments", assignments)))
-    out = _Outputs(_p(pool=pool, classes=classes, best=best, previous=previous, judged=judged, mode=mode,
+    out = _Outputs(dict(pool=pool, classes=classes, best=best, previous=previous, judged=judged, mode=mode,
                       config=cfg.source))
     out.add(output, df, "pref-pairs", PAIR_SCHEMA)
     out.write()
@@ -197,7 +186,7 @@ def tasks_cmd(
             texts = lookup_texts(corpus, set(t["left_docid"]) | set(t["right_docid"]))
         t["left_text"] = [texts.get(d, ("", None))[0] for d in t["left_docid"]]
         t["right_text"] = [texts.get(d, ("", None))[0] for d in t["right_docid"]]
-    params = _p(pairs=pairs, qrels=qrels, corpus=corpus, topics=topics, config=cfg.source, **kw)
+    params = dict(pairs=pairs, qrels=qrels, corpus=corpus, topics=topics, config=cfg.source, **kw)
     out = _Outputs(params)
     out.add(output, t, "pref-tasks", TASK_SCHEMA)
     out.add(export, export_view(t), "pref-tasks-export")
@@ -235,7 +224,7 @@ def simulate(
               failing_mode=str(_v(cfg, "failing_mode", failing_mode)), ties=str(_v(cfg, "ties", ties)),
               seed=int(_v(cfg, "seed", seed)))
     ans = simulate_answers(read_table(tasks).to_pandas(), read_qrels(qrels), **kw)
-    out = _Outputs(_p(tasks=tasks, qrels=qrels, **kw))
+    out = _Outputs(dict(tasks=tasks, qrels=qrels, **kw))
     out.add(output, ans, "pref-answers")
     out.write()
     common.emit({"output": str(output), "answers": len(ans), "tasks": int(ans["task_id"].nunique()),
@@ -271,7 +260,7 @@ def import_(
     s = int(_v(cfg, "seed", seed))
     res = import_answers(answers, t, assignments=n_assign, lenient=lenient, seed=s)
     new, report = res["new_tasks"], res["report"]
-    params = _p(answers=answers, tasks=tasks_files, assignments=n_assign, seed=s, config=cfg.source)
+    params = dict(answers=answers, tasks=tasks_files, assignments=n_assign, seed=s, config=cfg.source)
     out = _Outputs(params)
     out.add(output, res["judgments"], "pref-judgments", JUDGMENT_SCHEMA)
     out.add(workers_out, res["workers"], "pref-workers")
@@ -322,7 +311,7 @@ def tournament_cmd(
         if pool is None:
             raise InputError("bad-option", "give the judged --pool (or --best and --pairs for a maintenance round)")
         res = tournament(j, _pool(pool), classes=read_classes(classes) if classes else None)
-    params = _p(judgments=judgments, pool=pool, pairs=pairs_file, best=best, classes=classes, config=cfg.source)
+    params = dict(judgments=judgments, pool=pool, pairs=pairs_file, best=best, classes=classes, config=cfg.source)
     out = _Outputs(params)
     out.qrels(output, res.qrels)
     out.add(log_out, res.log, "pref-tournament-log", LOG_SCHEMA)
@@ -362,7 +351,7 @@ def winratio(
     c = str(_v(cfg, "correction", correction))
     wr = win_ratios(_judgments(judgments), _pool(pool), classes=read_classes(classes) if classes else None, alpha=a,
                     correction=c, perfect=perfect)
-    params = _p(judgments=judgments, pool=pool, classes=classes, alpha=a, correction=c, perfect=perfect, config=cfg.source)
+    params = dict(judgments=judgments, pool=pool, classes=classes, alpha=a, correction=c, perfect=perfect, config=cfg.source)
     out = _Outputs(params)
     out.add(output, wr.table, "pref-winratio")
     out.add(matrix_out, matrix_table(wr), "pref-winratio-matrix")
@@ -416,7 +405,7 @@ def rescore_cmd(
               seed=int(_v(cfg, "seed", seed)))
     res = rescore(table, read_qrels(qrels), read_qrels(prefs), classes=read_classes(classes) if classes else None,
                   perfect_qrels=read_qrels(perfect_qrels) if perfect_qrels else None, **kw)
-    params = _p(runs=runs, qrels=qrels, prefs=prefs, classes=classes, perfect_qrels=perfect_qrels, config=cfg.source, **kw)
+    params = dict(runs=runs, qrels=qrels, prefs=prefs, classes=classes, perfect_qrels=perfect_qrels, config=cfg.source, **kw)
     out = _Outputs(params)
     out.add(output, res.leaderboard[BOARD_COLUMNS], "pref-leaderboard")
     out.add(per_query_out, res.per_query, "pref-per-query")
@@ -461,7 +450,7 @@ def single(
     out = single_ranker_outcomes(p, _judgments(judgments)) if judgments else None
     if outcomes_out is not None and out is None:
         raise InputError("bad-option", "--outcomes-out needs --judgments")
-    params = _p(runs=runs, run=run, qrels=qrels, min_rel=mr, classes=classes, judgments=judgments, config=cfg.source)
+    params = dict(runs=runs, run=run, qrels=qrels, min_rel=mr, classes=classes, judgments=judgments, config=cfg.source)
     outs = _Outputs(params)
     outs.add(output, p, "pref-pairs", SINGLE_SCHEMA)
     outs.add(categories_out, cats, "pref-single-categories")
@@ -496,7 +485,7 @@ def sparsify(
     cfg = common.config(config)
     s = int(_v(cfg, "seed", seed))
     t = sparsify_qrels(read_qrels(qrels), per_topic=per_topic, min_rel=min_rel, best=best, seed=s)
-    out = _Outputs(_p(qrels=qrels, per_topic=per_topic, min_rel=min_rel, best=best, seed=s))
+    out = _Outputs(dict(qrels=qrels, per_topic=per_topic, min_rel=min_rel, best=best, seed=s))
     out.qrels(output, t)
     out.write()
     common.emit({"output": str(output), "qrels": t.num_rows, "topics": len(set(t["qid"].to_pylist()))}, as_json,

@@ -117,7 +117,3 @@ def with_relevance(measures: Sequence[ir_measures.Measure], rel: int | None) -> 
         if m not in out:
             out.append(m)
     return out
-
-
-def measure_name(m: ir_measures.Measure) -> str:
-    return str(m)

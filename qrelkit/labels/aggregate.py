@@ -272,7 +272,7 @@ def agreement(
     wide = wide[assessors]
     mat = wide.to_numpy(dtype=float)  # items x assessors, NaN = not judged
     out: dict = {"items": int(mat.shape[0]), "assessors": len(assessors), "level": level,
-                 "threshold": threshold, "grades_per_item": {}}
+                 "threshold": threshold}
     counts = (~np.isnan(mat)).sum(axis=1)
     out["grades_per_item"] = {str(k): int(v) for k, v in zip(*np.unique(counts, return_counts=True))}
     multi = counts >= 2

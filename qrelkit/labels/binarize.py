@@ -12,7 +12,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
@@ -66,7 +65,3 @@ def binarize(qrels: pa.Table, relevant: Sequence[int]) -> pa.Table:
     out = np.where(rel < 0, rel, np.isin(rel, rel_set).astype(np.int32)).astype(np.int32)
     t = pa.table({"qid": qrels["qid"], "docid": qrels["docid"], "rel": pa.array(out, pa.int32())})
     return sort_qrels(t.cast(QRELS_SCHEMA))
-
-
-def count_relevant(qrels: pa.Table, relevant: Sequence[int]) -> int:
-    return int(pc.sum(pc.is_in(qrels["rel"], value_set=pa.array(sorted(set(int(g) for g in relevant)), pa.int32()))).as_py() or 0)

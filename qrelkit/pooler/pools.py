@@ -34,7 +34,9 @@ PROVENANCE_TYPE = pa.list_(pa.struct([("run", pa.string()), ("rank", pa.int32())
 JUDGED_POLICIES = ("keep", "mark", "drop")
 
 
-def _depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | None) -> pa.Array:
+def depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | None) -> pa.Array:
+    """Rows of ``runs`` within the pool depth: ``rank <= depth``, or the run's own depth in
+    ``per_run_depth``."""
     if not per_run_depth:
         return pc.less_equal(runs["rank"], pa.scalar(depth, pa.int32()))  # no cast of the column
     names = sorted(per_run_depth)
@@ -189,7 +191,7 @@ def depth_pool(
     if classes is not None:
         runs = dedupe_runs(runs, classes)
         runs = runs.set_column(runs.column_names.index("docid"), "docid", runs["class_id"]).drop_columns(["class_id"])
-    cand = runs.select(["run", "qid", "docid", "rank"]).filter(_depth_mask(runs, depth, per_run_depth))
+    cand = runs.select(["run", "qid", "docid", "rank"]).filter(depth_mask(runs, depth, per_run_depth))
     pool = order_pool(group_provenance(cand))
     return attach_judgments(pool, qrels, judged=judged, classes=classes)
 

@@ -149,7 +149,3 @@ def run_tops(items: pd.DataFrame, *, perfect: str | None = PERFECT) -> pd.DataFr
 
 def read_frame(table: pa.Table | pd.DataFrame) -> pd.DataFrame:
     return table if isinstance(table, pd.DataFrame) else table.to_pandas()
-
-
-def str_col(df: pd.DataFrame, name: str) -> pd.Series:
-    return df[name].map(lambda x: "" if x is None or x is pd.NA or (isinstance(x, float) and np.isnan(x)) else str(x))

@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.io.runs import qid_order
 from qrelkit.prefs.common import rng_for, unit_hash
 from qrelkit.prefs.tasks import ANSWER_COLUMNS, _issue_no, base_task, normalize_tasks
 
@@ -134,8 +133,7 @@ def sparsify_qrels(qrels: pa.Table, *, per_topic: int = 1, min_rel: int = 1, bes
     if best and len(df):
         df = df[df["rel"] == df.groupby("qid")["rel"].transform("max")]
     keep = []
-    qid_rank_key = {q: i for i, q in enumerate(qid_order(df["qid"].unique()))}
-    for qid, g in sorted(df.groupby("qid"), key=lambda kv: qid_rank_key[kv[0]]) if len(df) else []:
+    for qid, g in df.groupby("qid") if len(df) else []:
         g = g.sort_values("docid")
         rng = rng_for(seed, "sparse", qid)
         idx = np.sort(rng.choice(len(g), size=min(per_topic, len(g)), replace=False))

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
-from qrelkit.prefs.common import STR_LIST, pair_id, pool_items, read_frame, sort_frame
+from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, read_frame, sort_frame
 
 PAIR_SCHEMA = pa.schema([
     ("qid", pa.string()), ("pair_id", pa.string()), ("doc_a", pa.string()), ("doc_b", pa.string()),
@@ -54,10 +54,10 @@ PAIR_SCHEMA = pa.schema([
 PAIR_COLUMNS = PAIR_SCHEMA.names
 
 
-def _pair_rows(qid: str, docs: list[str], info: dict, source: str, pairs_of) -> list[tuple]:
+def _pair_rows(qid: str, info: dict, source: str, pairs_of) -> list[tuple]:
     rows = []
     for x, y in pairs_of:
-        a, b = (x, y) if x <= y else (y, x)
+        a, b = ordered(x, y)
         ia, ib = info.get((qid, a), (False, [])), info.get((qid, b), (False, []))
         rows.append((qid, pair_id(qid, a, b), a, b, source, ia[0], ib[0], ia[1], ib[1]))
     return rows
@@ -76,7 +76,7 @@ def pool_pairs(pool: pa.Table, *, classes: pa.Table | None = None) -> pd.DataFra
     rows: list[tuple] = []
     for qid, grp in items.groupby("qid", sort=False):
         docs = sorted(grp["docid"])
-        rows += _pair_rows(qid, docs, info, "pool", combinations(docs, 2))
+        rows += _pair_rows(qid, info, "pool", combinations(docs, 2))
     return _frame(rows)
 
 
@@ -86,8 +86,7 @@ def _judged_keys(judged: pd.DataFrame | pa.Table | None) -> set[tuple[str, str, 
     df = read_frame(judged)
     out = set()
     for q, a, b in zip(df["qid"].astype(str), df["doc_a"].astype(str), df["doc_b"].astype(str)):
-        x, y = (a, b) if a <= b else (b, a)
-        out.add((q, x, y))
+        out.add((q, *ordered(a, b)))
     return out
 
 
@@ -130,8 +129,8 @@ def maintenance_pairs(
             cand = [(n, x) for n in new for x in sorted(best_by_q[qid])]
         else:
             cand = list(combinations(new, 2))
-        cand = [(x, y) for x, y in cand if ((qid, *sorted((x, y))) not in done)]
-        rows += _pair_rows(qid, new, info, "maintenance", cand)
+        cand = [(x, y) for x, y in cand if ((qid, *ordered(x, y)) not in done)]
+        rows += _pair_rows(qid, info, "maintenance", cand)
     return _frame(rows)
 
 

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
+from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT, stable_int
 
@@ -155,7 +155,7 @@ def rescore(
     pq_ = expand_to_classes(pq_, classes)
     topics = sorted(set(pq_["qid"].to_pylist()))
     orig_sel = original.filter(pc.is_in(original["qid"], value_set=pa.array(topics, pa.string())))
-    if orig_sel.filter(pc.greater_equal(orig_sel["rel"], 0)).num_rows == 0:
+    if judged(orig_sel).num_rows == 0:
         raise InputError("no-judgments", "the original qrels judge none of the preference qrels' topics")
     table = runs.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
     cutoff = _cutoff(measure)

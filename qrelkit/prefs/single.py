@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.io.classes import dedupe_runs, map_to_classes
-from qrelkit.prefs.common import pair_id, read_frame, sort_frame
+from qrelkit.io.classes import map_to_classes
+from qrelkit.prefs.common import ordered, pair_id, read_frame, sort_frame
 from qrelkit.prefs.pairs import PAIR_COLUMNS, PAIR_SCHEMA
 from qrelkit.prefs.tournament import pair_outcomes
 
@@ -44,8 +44,9 @@ def single_ranker_pairs(runs: pa.Table, qrels: pa.Table, run: str, *, min_rel: i
     if t.num_rows == 0:
         raise InputError("unknown-run", f"no run named {run!r} (runs: {', '.join(sorted(set(runs['run'].to_pylist()))[:10])})")
     if classes is not None:
-        t = dedupe_runs(t, classes)
-        t = t.set_column(t.column_names.index("docid"), "docid", t["class_id"]).drop_columns(["class_id"])
+        from qrelkit.evaluate.duplicates import deduped_runs
+
+        t = deduped_runs(t, classes)
     t = t.filter(pc.less_equal(t["rank"], 2))
     ranked: dict[str, dict[int, str]] = {}
     for q, d, r in zip(t["qid"].to_pylist(), t["docid"].to_pylist(), t["rank"].to_pylist()):
@@ -75,7 +76,7 @@ def single_ranker_pairs(runs: pa.Table, qrels: pa.Table, run: str, *, min_rel: i
             best = max(k.values())
             other = sorted(d for d, g in k.items() if g == best)[0]
             cat = "B"
-        a, b = (top, other) if top <= other else (other, top)
+        a, b = ordered(top, other)
         rows.append((q, pair_id(q, a, b), a, b, "single", a in k, b in k, [run] if a == top else [], [run] if b == top else [],
                      cat, top, other))
     pairs = sort_frame(pd.DataFrame(rows, columns=SINGLE_COLUMNS), ["doc_a", "doc_b"])

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
-from qrelkit.prefs.common import PERFECT, pool_items, run_tops
+from qrelkit.prefs.common import PERFECT, ordered, pool_items, run_tops
 from qrelkit.prefs.tournament import pair_outcomes
 
 RATIO_COLUMNS = ["run", "opponent", "differ", "decided", "wins", "losses", "ratio", "p", "p_corrected", "significant"]
@@ -63,7 +63,7 @@ def win_ratios_from_tops(tops: pd.DataFrame, outcomes: pd.DataFrame, *, alpha: f
     for (x, y), g in m.groupby(["run_x", "run_y"], sort=False):
         wins = dec = 0
         for q, dx, dy in zip(g["qid"], g["docid_x"], g["docid_y"]):
-            a, b = (dx, dy) if dx <= dy else (dy, dx)
+            a, b = ordered(dx, dy)
             w = res.get((q, a, b))
             if w is None or (isinstance(w, float) and np.isnan(w)):
                 continue

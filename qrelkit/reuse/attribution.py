@@ -36,8 +36,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.io.classes import dedupe_runs, map_to_classes
-from qrelkit.pooler.pools import match_rows
+from qrelkit.evaluate.duplicates import deduped_runs
+from qrelkit.io.classes import map_to_classes
+from qrelkit.io.qrels import judged
+from qrelkit.pooler.pools import depth_mask, match_rows
 
 UNIQUENESS = {
     "pooled": "a document counts as contributed by the pooled runs that retrieved it within their pool depth",
@@ -92,15 +94,8 @@ def within_depth(
         if set(pc.unique(t["run"]).to_pylist()) - set(keep):  # skip the filter when it keeps every run
             t = t.filter(pc.is_in(t["run"], value_set=pa.array(keep, pa.string())))
     if classes is not None and t.num_rows:
-        t = dedupe_runs(t, classes)
-        t = t.set_column(t.column_names.index("docid"), "docid", t["class_id"]).drop_columns(["class_id"])
-    if per_run_depth:
-        names = sorted(per_run_depth)
-        idx = pc.index_in(t["run"], value_set=pa.array(names, pa.string()))
-        limit = pc.fill_null(pc.take(pa.array([int(per_run_depth[n]) for n in names], pa.int32()), idx), depth)
-    else:
-        limit = pa.scalar(int(depth), pa.int32())
-    t = t.filter(pc.less_equal(t["rank"], limit))
+        t = deduped_runs(t, classes)
+    t = t.filter(depth_mask(t, int(depth), per_run_depth))
     return pa.table({"qid": _strings(t["qid"]), "docid": _strings(t["docid"]), "run": _strings(t["run"])})
 
 
@@ -131,7 +126,7 @@ class Attribution:
 
     def __init__(self, qrels: pa.Table, run_names: Sequence[str], contributions: pa.Table,
                  classes: pa.Table | None = None, orphan_contributions: pa.Table | None = None):
-        q = qrels.filter(pc.greater_equal(qrels["rel"], 0))
+        q = judged(qrels)
         self.rows = pa.table({"qid": _strings(q["qid"]), "docid": _strings(q["docid"]),
                               "rel": pc.cast(q["rel"], pa.int32())})
         self.key = map_to_classes(self.rows["docid"], classes) if classes is not None else _strings(self.rows["docid"])

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.evaluate import MISSING_POLICIES, evaluate, leaderboard_correlation, parse_measures, with_relevance
-from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
+from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import qid_order
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
@@ -313,7 +313,7 @@ def leave_out(
         tset = pa.array(sorted({str(t) for t in topics}), pa.string())
         q = q.filter(pc.is_in(q["qid"], value_set=tset))
         runs = runs.filter(pc.is_in(runs["qid"], value_set=tset))
-    q = sort_qrels(q.filter(pc.greater_equal(q["rel"], 0)))
+    q = sort_qrels(judged(q))
     if q.num_rows == 0:
         raise InputError("no-judgments", "the qrels hold no judged (grade >= 0) documents"
                          + (" for the given topics" if topics is not None else ""))
