@@ -87,13 +87,19 @@ def test_fit_on_present_columns_is_the_full_model(feats):
     from sklearn.linear_model import LogisticRegression
 
     rng = np.random.default_rng(2)
-    rows = rng.choice(feats.n_rows, 120, replace=False)
+    X = feats.matrix.tocsc()
+    # training rows without the first column, so that some columns are absent from them
+    rows = rng.choice(np.flatnonzero(X[:, 0].toarray().ravel() == 0), 120, replace=False)
     y = (rng.random(120) < 0.3).astype(np.int8)
     w, b, cols = fit_weights(feats.rows(rows), y, C=1.0, n_terms=feats.n_terms)
+    present = np.flatnonzero(feats.matrix[rows].getnnz(axis=0))
+    assert 0 not in present and cols.tolist() == present.tolist()
     full = LogisticRegression(C=1.0, solver="liblinear", random_state=0, max_iter=1000).fit(feats.matrix[rows], y)
     np.testing.assert_allclose(w, full.coef_.ravel(), rtol=1e-4, atol=1e-5)
     assert b == pytest.approx(full.intercept_[0], rel=1e-4, abs=1e-6)
-    assert set(np.flatnonzero(w).tolist()) <= set(cols.tolist())
+    # the columns left out carry no weight in the model fitted on every column either
+    outside = np.setdiff1d(np.arange(feats.n_terms), cols)
+    assert len(outside) and not full.coef_.ravel()[outside].any() and not w[outside].any()
 
 
 def test_select_top_ties_and_order():
@@ -205,10 +211,18 @@ def test_issue_next_batches_with_store(tmp_path):
     assert sizes[("q1", "fractional")] == 50 and sizes[("q1", "all")] == 25
     # the local thread encounters what the other threads judged: copied, not re-judged
     enc = rep3[rep3["thread"] != "all"]["encountered"].sum()
+    assert enc > 0  # the seeded setup has the fractional and local rankings reach judged passages
     log = store.judgments("q1", None)
     assert (log.groupby("docid")["grade"].nunique() == 1).all()
     if enc:
         assert log["docid"].duplicated().any()
+    # the new batches hold judgments for exactly their encountered passages, copied with their grades
+    b3_q1 = [x for x in b3 if x.topic == "q1"]
+    copied = log[log["batch_id"].isin([x.batch_id for x in b3_q1])]
+    enc_q1 = sorted(p for x in b3_q1 for p, n in zip(x.pids, x.new) if not n)
+    assert enc_q1 and sorted(copied["docid"]) == enc_q1
+    first = log.drop_duplicates("docid").set_index("docid")["grade"]
+    assert (copied["grade"].to_numpy() == first.loc[copied["docid"]].to_numpy()).all()
     new = [p for x in b3 if x.topic == "q1" for p, n in zip(x.pids, x.new) if n]
     assert len(new) == len(set(new)) and not set(new) & set(q1)
     # the assessor table lists only what needs judging

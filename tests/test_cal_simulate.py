@@ -96,6 +96,11 @@ def test_simulation_threads_rules_determinism(feats, campaign):
     assert not new.duplicated(["qid", "docid"]).any()
     # the all thread sees every judgment; no thread judges more than max effort
     assert (a.summary["new_judgments"] <= 200).all() and (a.summary["effort"] >= a.summary["new_judgments"]).all()
+    # effort is the thread's view (its log rows); new judgments are the rows it judged itself
+    summ = a.summary.set_index(["qid", "thread"])
+    view_rows = log.groupby(["qid", "thread"]).size().reindex(summ.index, fill_value=0)
+    own_rows = new.groupby(["qid", "thread"]).size().reindex(summ.index, fill_value=0)
+    assert (summ["effort"] == view_rows).all() and (summ["new_judgments"] == own_rows).all()
     for qid, g in log.groupby("qid"):
         all_view = set(g.loc[g["thread"] == "all", "docid"])
         assert set(new.loc[new["qid"] == qid, "docid"]) <= all_view

@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 from qrelkit._jit import twins
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
+from qrelkit.io.atomic import _umask
 
 FORMAT = "qrelkit-cal-features"
 FORMAT_VERSION = 2
@@ -332,7 +333,6 @@ class Features:
     path: Path | None = None
     timings: dict = field(default_factory=dict, repr=False)
     _vocab: _Vocabulary | None = field(default=None, repr=False)
-    _row_index: pa.Array | None = field(default=None, repr=False)
 
     @property
     def n_rows(self) -> int:
@@ -604,12 +604,6 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
         raise
     feats.path = out
     return out
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:

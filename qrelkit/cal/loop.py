@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numba as nb
@@ -56,6 +56,8 @@ import pyarrow as pa
 
 from qrelkit._jit import twins
 from qrelkit.cal.features import Features, SparseRows
+from qrelkit.cal.stopping import binarize
+from qrelkit.cal.store import combine_log
 from qrelkit.errors import InputError
 
 THREADS = ("fractional", "local", "all")
@@ -417,7 +419,6 @@ class CalRanker:
         self.topic = str(topic)
         self.thread = thread
         self.params = params
-        self.query = query
         self.qvec = features.featurize([query]) if params.query_document else None
         if candidates is None and features.classes is not None:
             candidates = candidate_rows(features)
@@ -446,7 +447,6 @@ class CalRanker:
         n = self.n_candidates
         if m <= 0 or n == 0:
             return np.zeros(0, np.int64)
-        taken = np.zeros(0, np.int64)
         excl = np.unique(excluded_pos[excluded_pos >= 0])
         free = n - len(excl)
         if free <= 0:
@@ -465,7 +465,6 @@ class CalRanker:
                 _, first = np.unique(allp, return_index=True)
                 pos = allp[np.sort(first)]
             pos = pos[:m]
-        del taken
         return pos if self.candidates is None else self.candidates[pos]
 
     def next_batch(self, train_rows: np.ndarray, train_relevant: np.ndarray, skip_rows: np.ndarray, k: int,
@@ -541,15 +540,6 @@ def candidate_rows(features: Features, universe: Iterable[str] | pa.Array | None
     return None if keep is None else np.flatnonzero(keep)
 
 
-def binarize(grades: Sequence[int] | np.ndarray, relevant: Iterable[int]) -> np.ndarray:
-    """Relevant (True) when the grade is one of ``relevant``."""
-    return np.isin(np.asarray(grades, dtype=np.int64), np.asarray(list(relevant), dtype=np.int64))
-
-
-def with_params(params: CalParams, **kw: Any) -> CalParams:
-    return replace(params, **{k: v for k, v in kw.items() if v is not None})
-
-
 # --------------------------------------------------------------------------- driving a judging store
 
 
@@ -610,7 +600,8 @@ def issue_next_batches(
         th = store.threads(qid)
         log_all = store.judgments(qid, None)  # every pool and cal judgment (no samples)
         judged_any = set(log_all["docid"])
-        pending = set(store.issued_passages(qid, None)) - judged_any  # issued, not judged yet
+        issued_any = store.issued_passages(qid, None)
+        pending = set(issued_any) - judged_any  # issued, not judged yet
         cal_batches = store.batches(qid)
         cal_batches = cal_batches[cal_batches["kind"] == "cal"]
         for thread, state in zip(th["thread"], th["state"]):
@@ -630,8 +621,13 @@ def issue_next_batches(
                 cand_cache[thread] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
                                       else candidate_rows(features))
             cand = cand_cache[thread]
-            lab = store.labels(qid, thread, combine=combine)
-            view = set(lab["docid"]) | set(store.issued_passages(qid, thread))
+            if thread == "all":  # its view is log_all and issued_any, read above; batches issued and
+                # judgments copied for other threads since then are in ``pending`` or already judged
+                lab = combine_log(log_all, combine=combine)
+                view = set(lab["docid"]) | set(issued_any)
+            else:
+                lab = store.labels(qid, thread, combine=combine)
+                view = set(lab["docid"]) | set(store.issued_passages(qid, thread))
             skip = features.rows_of(sorted(view | pending))
             known_ids = sorted(judged_any - view)
             known = features.rows_of(known_ids)
@@ -639,11 +635,9 @@ def issue_next_batches(
             rel = binarize(lab["grade"].to_numpy(), params.relevant)
             keep = rows >= 0
             missing_total += int((~keep).sum())
-            if cand is not None:
-                inside = np.zeros(features.n_rows, bool)
-                inside[cand] = True
-                keep &= inside[np.maximum(rows, 0)]
             ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params)
+            if cand is not None:
+                keep &= ranker.positions(np.maximum(rows, 0)) >= 0
             k = batch_size(params, thread, iteration)
             b = ranker.next_batch(rows[keep], rel[keep], skip[skip >= 0], k, iteration, known_rows=known[known >= 0])
             if len(b.rows) == 0 or not b.new.any():

@@ -196,6 +196,7 @@ class _Thread:
     ranker: CalRanker
     cand_mask: np.ndarray | None  # rows that are candidates (None: all)
     R: int
+    collection_size: int  # number of candidate rows (cand_mask's count, or every row)
     iteration: int = 0
     view: list[int] = field(default_factory=list)  # indices into the topic log
     batch_ends: list[int] = field(default_factory=list)
@@ -316,7 +317,8 @@ def simulate_cal(
             m = masks[t]
             R = int(len(rel_rows) if m is None else m[rel_rows].sum()) if len(rel_rows) else 0
             rk = CalRanker(features, text, topic=qid, thread=t, candidates=cand[t], params=params)
-            th = _Thread(name=t, ranker=rk, cand_mask=m, R=R)
+            th = _Thread(name=t, ranker=rk, cand_mask=m, R=R,
+                         collection_size=int(m.sum()) if m is not None else features.n_rows)
             if target_size:
                 key = "fraction" if t == "fractional" else "base"
                 if key not in samples:
@@ -456,9 +458,8 @@ def _apply_rules(th: _Thread, rules: Mapping[str, Any], L_row, L_grade, is_rel, 
         if v > last:
             ends.append(v)
             last = v
-    coll = int(th.cand_mask.sum()) if th.cand_mask is not None else features.n_rows
-    state = _state(passages, relevant, ends, budget=budget, collection_size=coll, topic=th.ranker.topic, thread=th.name,
-                   sample=th.sample)
+    state = _state(passages, relevant, ends, budget=budget, collection_size=th.collection_size, topic=th.ranker.topic,
+                   thread=th.name, sample=th.sample)
     found = int(sum(relevant))
     for name, rule in rules.items():
         if name in th.fired:

@@ -104,6 +104,11 @@ class TargetSample:
         return tuple(rel) if self.exhausted else None
 
 
+def binarize(grades: Sequence[int] | np.ndarray, relevant: Iterable[int]) -> np.ndarray:
+    """Relevant (True) when the grade is one of ``relevant``."""
+    return np.isin(np.asarray(grades, dtype=np.int64), np.asarray(list(relevant), dtype=np.int64))
+
+
 @dataclass(frozen=True, eq=False)
 class JudgingState:
     """What a stopping rule sees for one topic and thread.
@@ -140,7 +145,7 @@ class JudgingState:
                     batches: Sequence[str] | None = None, **kw) -> "JudgingState":
         """A state from grades (binarized by ``relevant_grades``); ``batches`` (one batch id per
         passage, in judging order) gives the batch ends."""
-        rel = np.isin(np.asarray(grades, dtype=np.int64), np.asarray(list(relevant_grades), dtype=np.int64))
+        rel = binarize(grades, relevant_grades)
         ends: tuple[int, ...] = kw.pop("batch_ends", ())
         if batches is not None:
             b = list(batches)
@@ -195,9 +200,15 @@ class Decision:
 
 
 class StoppingRule:
-    """Base class: ``name`` and ``decide(state) -> Decision``; ``params()`` for reports."""
+    """Base class: ``name`` and ``decide(state) -> Decision``; ``params()`` for reports.
+
+    A rule that sets ``DEFAULTS`` (its parameters and their defaults) and ``SECTION`` (its
+    config section: ``[stopping.<SECTION>]``, None for ``[stopping]``) inherits
+    :meth:`from_config`; otherwise it defines its own."""
 
     name = ""
+    DEFAULTS: Mapping[str, Any] | None = None
+    SECTION: str | None = None
 
     def decide(self, state: JudgingState) -> Decision:  # pragma: no cover - interface
         raise NotImplementedError
@@ -207,7 +218,9 @@ class StoppingRule:
 
     @classmethod
     def from_config(cls, config: Mapping | None = None, **overrides) -> "StoppingRule":
-        raise NotImplementedError
+        if cls.DEFAULTS is None:
+            raise NotImplementedError
+        return cls(**_params(cls.DEFAULTS, _section(config, cls.SECTION), overrides))
 
 
 _RULES: dict[str, type[StoppingRule]] = {}
@@ -272,8 +285,11 @@ def _fmt(x: Fraction | float) -> str:
 class DensityRule(StoppingRule):
     """TREC 2022 Deep Learning relevance-density rule (see the module documentation)."""
 
+    DEFAULTS = DENSITY_DEFAULTS
+    SECTION = None
+
     def __init__(self, **params: Any) -> None:
-        p = _params(DENSITY_DEFAULTS, {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.accept_density_below = p["accept_density_below"]
         self.accept_min_judged = int(p["accept_min_judged"])
         self.accept_min_relevant = int(p["accept_min_relevant"])
@@ -282,10 +298,6 @@ class DensityRule(StoppingRule):
         self.budget_min_judged = int(p["budget_min_judged"])
         self.budget_min_relevant = int(p["budget_min_relevant"])
         self.budget_density_at_least = p["budget_density_at_least"]
-
-    @classmethod
-    def from_config(cls, config: Mapping | None = None, **overrides) -> "DensityRule":
-        return cls(**_params(DENSITY_DEFAULTS, _section(config, None), overrides))
 
     def decide(self, state: JudgingState) -> Decision:
         n, r, d = state.judged, state.n_relevant, state.density_fraction
@@ -352,17 +364,16 @@ def knee(state: JudgingState) -> tuple[int, float] | None:
 class KneeRule(StoppingRule):
     """Cormack & Grossman (2016) knee method (see the module documentation)."""
 
+    DEFAULTS = KNEE_DEFAULTS
+    SECTION = "knee"
+
     def __init__(self, **params: Any) -> None:
-        p = _params(KNEE_DEFAULTS, {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.min_judged = int(p["min_judged"])
         self.ratio = float(p["ratio"])
         self.adjust = bool(p["adjust"])
         self.adjust_base = float(p["adjust_base"])
         self.adjust_cap = int(p["adjust_cap"])
-
-    @classmethod
-    def from_config(cls, config: Mapping | None = None, **overrides) -> "KneeRule":
-        return cls(**_params(KNEE_DEFAULTS, _section(config, "knee"), overrides))
 
     def threshold(self, relevant: int) -> float:
         return self.adjust_base - min(relevant, self.adjust_cap) if self.adjust else self.ratio
@@ -389,15 +400,14 @@ class KneeRule(StoppingRule):
 class BudgetRule(StoppingRule):
     """Cormack & Grossman (2016) budget method (see the module documentation)."""
 
+    DEFAULTS = BUDGET_DEFAULTS
+    SECTION = "budget"
+
     def __init__(self, **params: Any) -> None:
-        p = _params(BUDGET_DEFAULTS, {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.ratio = float(p["ratio"])
         self.target_size = int(p["target_size"])
         self.collection_share = float(p["collection_share"])
-
-    @classmethod
-    def from_config(cls, config: Mapping | None = None, **overrides) -> "BudgetRule":
-        return cls(**_params(BUDGET_DEFAULTS, _section(config, "budget"), overrides))
 
     def decide(self, state: JudgingState) -> Decision:
         s, r, c = state.judged, state.n_relevant, state.collection_size
@@ -449,15 +459,14 @@ def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: s
 class TargetRule(StoppingRule):
     """Cormack & Grossman (2016) target method (see the module documentation)."""
 
+    DEFAULTS = TARGET_DEFAULTS
+    SECTION = "target"
+
     def __init__(self, **params: Any) -> None:
-        p = _params(TARGET_DEFAULTS, {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.size = int(p["size"])
         if self.size < 1:
             raise InputError("bad-option", "the target method needs a target size >= 1")
-
-    @classmethod
-    def from_config(cls, config: Mapping | None = None, **overrides) -> "TargetRule":
-        return cls(**_params(TARGET_DEFAULTS, _section(config, "target"), overrides))
 
     def decide(self, state: JudgingState) -> Decision:
         s, r = state.judged, state.n_relevant
@@ -502,9 +511,17 @@ def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequen
     (optionally only up to the batch issued as ``max_batch_seq``): judged passages in judging
     order, one grade per passage (``combine``), the passages issued in the thread's cal batches,
     its sample batches as the target sample, and the thread's collection size unless given."""
+    log = store.judgments(topic, thread, max_batch_seq=max_batch_seq)
+    return _state_from_judgments(store, topic, thread, log, relevant=relevant, combine=combine, budget=budget,
+                                 collection_size=collection_size, max_batch_seq=max_batch_seq)
+
+
+def _state_from_judgments(store, topic: str, thread: str, log: pd.DataFrame, *, relevant: Sequence[int],
+                          combine: str, budget: int | None, collection_size: int | None,
+                          max_batch_seq: int | None = None) -> JudgingState:
+    """:func:`state_from_store` from ``log``, the thread's judgments already read from ``store``."""
     from qrelkit.cal.store import combine_log
 
-    log = store.judgments(topic, thread, max_batch_seq=max_batch_seq)
     lab = combine_log(log, combine=combine)
     if collection_size is None:
         th = store.threads(topic)
@@ -525,7 +542,7 @@ def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str,
     if len(log) == 0:
         return None
     lab = combine_log(log, combine=combine)
-    rel = np.isin(lab["grade"].astype(np.int64).to_numpy(), np.asarray(list(relevant), np.int64))
+    rel = binarize(lab["grade"].to_numpy(), relevant)
     exhausted = collection_size is not None and len(lab) >= collection_size
     return TargetSample(tuple(lab["docid"]), tuple(bool(x) for x in rel), exhausted)
 
@@ -590,8 +607,6 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
 
     Each prefix is the log up to that batch: when several assessors judged a passage, its grade
     is combined from the judgments made up to then."""
-    from qrelkit.cal.store import combine_log
-
     r = get_rule(rule, config, **params)
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
@@ -601,7 +616,8 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
             continue
         csize = None if pd.isna(t.collection_size) else int(t.collection_size)
         log = store.judgments(t.qid, t.thread)
-        full = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud, collection_size=csize)
+        full = _state_from_judgments(store, t.qid, t.thread, log, relevant=rel, combine=combine, budget=bud,
+                                     collection_size=csize)
         seqs = list(dict.fromkeys(log["batch_seq"].tolist()))
         ids = dict(zip(log["batch_seq"], log["batch_id"]))
         simple = not log.duplicated(["qid", "docid"]).any()

@@ -391,10 +391,6 @@ class JudgingStore:
         df["iteration"] = df["iteration"].astype("Int64")
         return df
 
-    def batch_items(self, batch_id: str) -> list[str]:
-        """The passages of a batch in issue order."""
-        return [r[0] for r in self._db.execute("SELECT passage FROM batch_items WHERE batch = ? ORDER BY position", (batch_id,))]
-
     # -- judgments in ----------------------------------------------------------------------------
 
     def import_judgments(self, judgments: pd.DataFrame, *, source: str = "api", lenient: bool = False,
