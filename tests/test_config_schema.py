@@ -439,3 +439,32 @@ def test_cal_status_reports_screening(tmp_path, capsys):
         [("1", 20, "discard-none"), ("2", 0, "incomplete"), ("3", 0, "incomplete")]
     assert run(["cal", "status", str(db), "-c", str(cfg)]) == 0
     assert "screening" in capsys.readouterr().out
+
+
+def test_python_api_defaults_agree_with_the_schema():
+    """Library functions keep keyword defaults; each must equal the schema's (one value everywhere)."""
+    import inspect
+
+    from qrelkit.cal.loop import issue_next_batches
+    from qrelkit.pooler.batches import make_batches
+    from qrelkit.pooler.pools import depth_pool
+    from qrelkit.pooler.select import select_pool_runs
+    from qrelkit.reuse.leaveout import DEFAULT_MEASURES, leave_out
+
+    checks = {
+        leave_out: {"procedure": ("reuse", "procedure"), "uniqueness": ("reuse", "uniqueness"),
+                    "orphans": ("reuse", "orphans"), "orphan_depth": ("reuse", "orphan_depth"),
+                    "removal": ("reuse", "removal"), "missing": ("eval", "missing"), "depth": ("pool", "depth"),
+                    "density_threshold": ("reuse", "density_threshold"),
+                    "voorhees_share": ("reuse", "voorhees_relevant_share")},
+        select_pool_runs: {k: ("selection", k) for k in ("per_group", "include_baselines", "by_subtask", "priority_order")},
+        depth_pool: {"depth": ("pool", "depth"), "judged": ("pool", "judged")},
+        make_batches: {"first_n": ("batch", "first_n"), "per_item": ("batch", "assessors_per_item"),
+                       "seed": ("batch", "seed")},
+        issue_next_batches: {"fraction": ("fractional", "fraction"), "fraction_seed": ("fractional", "seed")},
+    }
+    for fn, keys in checks.items():
+        sig = inspect.signature(fn)
+        for arg, (sec, key) in keys.items():
+            assert sig.parameters[arg].default == DEFAULTS[sec][key], (fn.__name__, arg)
+    assert "Bpref" in DEFAULT_MEASURES and "none: AP, nDCG@10, P@10, Bpref, Judged@10" in SCHEMA["reuse"]["measures"].help

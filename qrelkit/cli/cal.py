@@ -172,8 +172,8 @@ def status(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Per topic and thread: judged, relevant, density, the stopping rule's decision and why, and
-    the topic's screening decision (config [screen]: keep, discard-too-many, discard-none or
-    incomplete while its first N are not all judged)."""
+    the topic's screening decision (the config's screen section: keep, discard-too-many,
+    discard-none, or incomplete while its first N are not all judged)."""
     from qrelkit.cal.screening import status_with_screening
 
     cfg = common.config(config)
