@@ -468,3 +468,10 @@ def test_python_api_defaults_agree_with_the_schema():
         for arg, (sec, key) in keys.items():
             assert sig.parameters[arg].default == DEFAULTS[sec][key], (fn.__name__, arg)
     assert "Bpref" in DEFAULT_MEASURES and "none: AP, nDCG@10, P@10, Bpref, Judged@10" in SCHEMA["reuse"]["measures"].help
+
+
+def test_screening_rule_from_a_plain_mapping():
+    from qrelkit.cal.screening import ScreeningRule
+
+    assert ScreeningRule.from_config({"screen": {"first_n": 10}}) == ScreeningRule(first_n=10)
+    assert ScreeningRule.from_config(None, discard_share=0.25).discard_share == 0.25

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from qrelkit.config import default as config_default
+from qrelkit.config import Config, default as config_default
 from qrelkit.errors import InputError
 
 KEEP, DISCARD_TOO_MANY, DISCARD_NONE, INCOMPLETE = "keep", "discard-too-many", "discard-none", "incomplete"
@@ -53,9 +53,12 @@ class ScreeningRule:
 
     @classmethod
     def from_config(cls, config: Any = None, **overrides: Any) -> "ScreeningRule":
-        """From a :class:`~qrelkit.config.Config` (``[screen]``, ``[labels] passage_relevant``)
-        or defaults; ``overrides`` that are not None win."""
+        """From a :class:`~qrelkit.config.Config` or a ``{section: {key: value}}`` mapping
+        (``[screen]``, ``[labels] passage_relevant``; defaults for what it leaves out);
+        ``overrides`` that are not None win."""
         kw: dict[str, Any] = {}
+        if config is not None and not hasattr(config, "get_value"):
+            config = Config(config)  # a plain {section: {key: value}} mapping
         if config is not None:
             kw = {"first_n": config.get_value("screen", "first_n"),
                   "discard_share": config.get_value("screen", "discard_if_relevant_share_at_least"),
