@@ -1,10 +1,12 @@
-"""Write docs/commands.md from the Typer app, so the reference always matches the code.
+"""Write docs/commands.md from the Typer app and the configuration schema, so the reference
+always matches the code.
 
 Run: python scripts/gen_commands_doc.py [--check]
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -52,7 +54,36 @@ def render() -> str:
                 req = " (required)" if o.required else ""
                 lines.append(f"| {flags} | {(o.help or '').replace('|', '/')}{req} |")
             lines.append("")
+    lines += config_keys()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _toml(value) -> str:
+    if value is None:
+        return "none"
+    return json.dumps(value).replace("|", "/")
+
+
+def config_keys() -> list[str]:
+    """The "Configuration keys" section: every key of qrelkit.config.SCHEMA."""
+    from qrelkit.config import SCHEMA
+
+    lines = [
+        "## Configuration keys",
+        "",
+        "Every key a protocol file (`--config FILE`, TOML) may set, with its type, default and meaning;",
+        "flags override the file, the file these defaults. An unknown section or key, a value of the wrong",
+        "type, out of range or not among the choices is an error (`[unknown-key]`, `[bad-type]`,",
+        "`[out-of-range]`, `[bad-choice]`). `qrelkit config show` prints the effective values and their origin.",
+        "",
+        "| section | key | type | default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for section, keys in SCHEMA.items():
+        for k in keys.values():
+            lines.append(f"| `[{section}]` | `{k.name}` | {k.describe_type().replace('|', ' or ')} | `{_toml(k.default)}` | {k.help} |")
+    lines.append("")
+    return lines
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from qrelkit._jit import twins
 from qrelkit.cal.features import Features, SparseRows
 from qrelkit.cal.stopping import binarize
 from qrelkit.cal.store import combine_log
+from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
 
 THREADS = ("fractional", "local", "all")
@@ -71,16 +72,17 @@ SCHEDULES = ("fixed", "bmi")
 class CalParams:
     """Everything that decides a CAL batch (with the features and the judgments)."""
 
-    batch_size: int = 25
-    fractional_batch_size_later: int = 50
-    fractional_later_from: int = 2
-    schedule: str = "fixed"
-    negatives: int = 100
-    C: float = 1.0
-    class_weight: str | None = "balanced"
-    query_document: bool = True
-    relevant: tuple[int, ...] = (2, 3)
-    seed: int = 0
+    # defaults: the configuration schema's [cal] (and [labels] passage_relevant), qrelkit.config
+    batch_size: int = config_default("cal", "batch_size")
+    fractional_batch_size_later: int = config_default("cal", "fractional_batch_size_later")
+    fractional_later_from: int = config_default("cal", "fractional_later_from")
+    schedule: str = config_default("cal", "schedule")
+    negatives: int = config_default("cal", "negatives")
+    C: float = config_default("cal", "C")
+    class_weight: str | None = None if config_default("cal", "class_weight") == "none" else config_default("cal", "class_weight")
+    query_document: bool = config_default("cal", "query_document")
+    relevant: tuple[int, ...] = tuple(config_default("labels", "passage_relevant"))
+    seed: int = config_default("cal", "seed")
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:

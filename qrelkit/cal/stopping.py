@@ -62,19 +62,17 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from qrelkit.config import default as config_default, defaults as config_defaults
 from qrelkit.errors import InputError
 
 CONTINUE, ACCEPT, REJECT, STOP = "continue", "accept", "reject", "stop"
 ACTIONS = (CONTINUE, ACCEPT, REJECT, STOP)
 
-DENSITY_DEFAULTS: dict[str, float | int] = {
-    "accept_density_below": 0.4, "accept_min_judged": 150, "accept_min_relevant": 4,
-    "reject_min_judged": 301, "reject_density_above": 0.5,
-    "budget_min_judged": 150, "budget_min_relevant": 4, "budget_density_at_least": 0.4,
-}
-KNEE_DEFAULTS: dict[str, Any] = {"min_judged": 150, "ratio": 6.0, "adjust": True, "adjust_base": 156, "adjust_cap": 150}
-BUDGET_DEFAULTS: dict[str, Any] = {"ratio": 6.0, "target_size": 10, "collection_share": 0.75}
-TARGET_DEFAULTS: dict[str, Any] = {"size": 10}
+# the rules' parameters and defaults: declared in the configuration schema (qrelkit.config.SCHEMA)
+DENSITY_DEFAULTS: dict[str, float | int] = config_defaults("stopping")
+KNEE_DEFAULTS: dict[str, Any] = config_defaults("stopping.knee")
+BUDGET_DEFAULTS: dict[str, Any] = config_defaults("stopping.budget")
+TARGET_DEFAULTS: dict[str, Any] = config_defaults("stopping.target")
 
 
 # -- state and decision ----------------------------------------------------------------------------
@@ -496,7 +494,7 @@ def relevant_grades(config: Mapping | None) -> list[int]:
     """The grades counted as relevant: the config's ``[labels] passage_relevant`` (2, 3)."""
     if config is not None and hasattr(config, "get_value"):
         return [int(g) for g in config.get_value("labels", "passage_relevant")]
-    return [int(g) for g in ((config or {}).get("labels", {}) or {}).get("passage_relevant", [2, 3])]
+    return [int(g) for g in ((config or {}).get("labels", {}) or {}).get("passage_relevant", config_default("labels", "passage_relevant"))]
 
 
 def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState:

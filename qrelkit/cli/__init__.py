@@ -41,6 +41,7 @@ def _register() -> None:
     app.add_typer(eval_cli.app, name="eval")
     app.add_typer(__import__("qrelkit.cli.prefs", fromlist=["app"]).app, name="prefs")
     app.add_typer(__import__("qrelkit.cli.reuse", fromlist=["app"]).app, name="reuse")
+    app.add_typer(__import__("qrelkit.cli.config_cmd", fromlist=["app"]).app, name="config")
 
 
 _register()

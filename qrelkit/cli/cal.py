@@ -26,7 +26,12 @@ ThreadOpt = typer.Option([], "--thread", help="Only this thread (repeatable): fr
 CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min.")
 
 
-def _rule_params(items: List[str]) -> dict:
+def _rule_params(items: List[str], rule: str = "density") -> dict:
+    """``--set KEY=VALUE`` rule parameters, checked against the rule's config section
+    (``[stopping]`` or ``[stopping.<rule>]``) when the schema declares them."""
+    from qrelkit.config import SCHEMA, check_value
+
+    section = "stopping" if rule == "density" else f"stopping.{rule}"
     out = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -36,6 +41,8 @@ def _rule_params(items: List[str]) -> dict:
             out[key.strip()] = tomllib.loads(f"v = {raw.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             out[key.strip()] = raw.strip()
+        if key.strip() in SCHEMA.get(section, {}):
+            out[key.strip()] = check_value(section, key.strip(), out[key.strip()], file="--set")
     return out
 
 
@@ -78,7 +85,7 @@ def init(
     from qrelkit.io.topics import read_topics
 
     cfg = common.config(config)
-    names = [t.strip() for t in threads.split(",")] if threads else list((cfg.get("cal", {}) or {}).get("threads", ["fractional", "local", "all"]))
+    names = [t.strip() for t in threads.split(",")] if threads else list(cfg.get_value("cal", "threads"))
     df = read_topics(topics)
     existed = store.exists()
     try:
@@ -159,21 +166,34 @@ def status(
     budget: Optional[int] = BudgetOpt,
     threads: List[str] = ThreadOpt,
     combine: str = CombineOpt,
+    pool: Optional[Path] = typer.Option(None, "--pool", help="Pool table (qid, docid; ordered by position if present) for the screening rule: a topic's first N are its pool's first N (default: its first N judged passages in judging order)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.parquet/.csv/.tsv/.jsonl)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Per topic and thread: judged, relevant, density, and the stopping rule's decision and why."""
-    from qrelkit.cal.stopping import status_table
+    """Per topic and thread: judged, relevant, density, the stopping rule's decision and why, and
+    the topic's screening decision (the config's screen section: keep, discard-too-many,
+    discard-none, or incomplete while its first N are not all judged)."""
+    from qrelkit.cal.screening import status_with_screening
 
     cfg = common.config(config)
+    pool_df = None
+    if pool is not None:
+        from qrelkit.io.tables import read_table
+
+        pool_df = read_table(pool)
+        if not {"qid", "docid"} <= set(pool_df.column_names):
+            raise InputError("missing-column", "a pool table needs columns qid and docid", file=str(pool))
+        pool_df = pool_df.select([c for c in ("qid", "docid", "position") if c in pool_df.column_names]).to_pandas()
     with _open(store) as s:
-        df = status_table(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
-                          **_rule_params(params))
-    _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget})
+        df, scr = status_with_screening(s, config=cfg, pool=pool_df, rule=rule, combine=combine, budget=budget,
+                                        threads=threads or None, **_rule_params(params, rule))
+    _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget,
+                                             "pool": str(pool) if pool else None})
     if as_json:
         common.emit({"store": str(store), "rule": rule,
-                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records"),
+                     "screening": scr.astype(object).where(scr.notna(), None).to_dict(orient="records")}, True)
     else:
         shown = df.assign(density=df["density"].map(lambda x: "" if x != x else f"{x:.3f}"))
         common.print_table(shown, title=f"{store} ({rule} rule)")
@@ -198,7 +218,7 @@ def replay(
     cfg = common.config(config)
     with _open(store) as s:
         df = replay_store(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
-                          **_rule_params(params))
+                          **_rule_params(params, rule))
     _write_report(df, output, "cal-replay", {"store": str(store), "rule": rule, "params": params, "budget": budget})
     if as_json:
         common.emit({"store": str(store), "rule": rule,

@@ -22,15 +22,14 @@ def _norm(cfg):
     and near-duplicate detection see the same words."""
     from qrelkit.dedupe.tokenize import Normalization
 
-    d = cfg.get("dedupe", {}) or {}
-    return Normalization(lower=bool(d.get("lower", True)), strip_html=bool(d.get("strip_html", True)),
-                         keep_digits=bool(d.get("keep_digits", False)))
+    return Normalization(**{k: bool(cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
 
 
 def _cal_params(cfg, **overrides):
     from qrelkit.cal.loop import CalParams
 
-    return CalParams.from_config(cfg, **overrides)
+    # flags pass the schema's checks of their [cal] keys (get_value), as config values do
+    return CalParams.from_config(cfg, **{k: cfg.get_value("cal", k, v) for k, v in overrides.items()})
 
 
 def _threads(value: Optional[str]) -> Optional[list[str]]:

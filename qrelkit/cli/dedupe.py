@@ -23,9 +23,7 @@ def _params(cfg, **flags):
 
     keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "linkage", "canonical", "lower",
             "strip_html", "keep_digits"]
-    base = DedupeParams()
-    return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) if cfg.get_value("dedupe", k, flags.get(k)) is not None
-                           else getattr(base, k) for k in keys})
+    return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) for k in keys})
 
 
 @app.command("cluster")

@@ -15,18 +15,9 @@ from qrelkit.errors import InputError
 
 app = typer.Typer(help="Reusability studies: leave-one-group-out simulation and its report.", no_args_is_help=True)
 
-#: [reuse] config keys and their built-in values (flags override the config, the config these)
-REUSE_DEFAULTS = {"procedure": "group", "uniqueness": "pooled", "orphans": "shared", "orphan_depth": 100,
-                  "removal": "remove", "measures": None, "density_threshold": 0.4, "voorhees_relevant_share": 0.333}
-
-
 def _opt(cfg, key: str, override=None):
-    if override is not None:
-        return override
-    sec = cfg.get("reuse", {}) if isinstance(cfg.get("reuse", {}), dict) else {}
-    if key in sec:
-        return sec[key]
-    return REUSE_DEFAULTS[key]
+    """A [reuse] value: the flag, else the config's, else the schema's default (qrelkit.config)."""
+    return cfg.get_value("reuse", key, override)
 
 
 def _safe(name: str) -> str:

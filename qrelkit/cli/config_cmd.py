@@ -1,0 +1,45 @@
+"""``qrelkit config``: the effective configuration and where each value came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from qrelkit.cli import common
+
+app = typer.Typer(help="The protocol configuration: effective values and their origin.", no_args_is_help=True)
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(value, default=str)
+
+
+@app.command("show")
+def show(
+    config: Optional[Path] = common.ConfigOpt,
+    settings: List[str] = typer.Option([], "--set", help="Override SECTION.KEY=VALUE (TOML value; repeatable), e.g. pool.depth=20."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Print every configuration key with its effective value and origin: default (the schema's),
+    file (FILE:LINE of --config) or flag (--set). Unknown keys and bad values fail as in every command."""
+    from qrelkit.config import load_config
+
+    cfg = load_config(config, settings)
+    rows = cfg.effective()
+    if as_json:
+        common.emit({"config": cfg.source, "values": rows}, True)
+        return
+    import pandas as pd
+
+    df = pd.DataFrame([{"section": r["section"], "key": r["key"], "value": _shown(r["value"]),
+                        "origin": r["origin"] + (f" ({r['where']})" if r["where"] else "")} for r in rows])
+    common.print_table(df, title=f"effective configuration ({cfg.source or 'defaults'})")
