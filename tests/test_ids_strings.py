@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qrelkit.cli import run
+from qrelkit.io.corpus import read_corpus
 from qrelkit.io.manifest import read_manifest, read_run_depths
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_frame, read_table, write_table
@@ -141,6 +142,9 @@ def test_jsonl_mixed_number_and_string_ids(tmp_path):
     df = read_frame(p)
     assert df["qid"].tolist() == ["1001", "01001"] and df["docid"].tolist() == ["01", "1e3"]
     assert df["grade"].tolist() == [2, 1]
+    p.write_text('{"qid": -0, "docid": 1.0, "score": 1e3}\n')  # bare JSON numbers: the literal text
+    df = read_frame(p)
+    assert df["qid"].tolist() == ["-0"] and df["docid"].tolist() == ["1.0"] and df["score"].tolist() == [1000.0]
 
 
 def test_manifest_topics_run_depths_keep_ids(tmp_path):
@@ -154,6 +158,10 @@ def test_manifest_topics_run_depths_keep_ids(tmp_path):
     assert read_topics(tmp_path / "t.jsonl")["qid"].tolist() == ["1e3", "01001"]
     (tmp_path / "d.csv").write_text("run,depth\n01,2\n1e2,1\n")
     assert read_run_depths(tmp_path / "d.csv") == {"01": 2, "1e2": 1}
+    (tmp_path / "c.jsonl").write_text('{"pid": 1e3, "text": "a", "docid": 0.5}\n{"pid": "01001", "text": "b", "docid": 7}\n'
+                                      '{"pid": 12, "text": "c", "docid": "007"}\n')
+    c = read_corpus(tmp_path / "c.jsonl")
+    assert c["pid"].to_pylist() == ["1e3", "01001", "12"] and c["docid"].to_pylist() == ["0.5", "7", "007"]
 
 
 # --------------------------------------------------------------------------- the simulated assessor

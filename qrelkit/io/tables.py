@@ -195,14 +195,12 @@ def _read_jsonl(p: Path, strings: str) -> pa.Table:
     if strings == "ids":
         import pyarrow.json as pajson
 
-        try:  # fast path: ids written as JSON strings (or integers, whose text is exact)
+        try:  # fast path: ids written as JSON strings
             t = pajson.read_json(p)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             t = None
-        if t is not None and all(
-            pa.types.is_string(f.type) or pa.types.is_integer(f.type) or pa.types.is_null(f.type)
-            for f in t.schema if is_id_column(f.name)
-        ):
+        if t is not None and all(pa.types.is_string(f.type) or pa.types.is_null(f.type)
+                                 for f in t.schema if is_id_column(f.name)):
             return t
     return _read_jsonl_exact(p, strings)
 
