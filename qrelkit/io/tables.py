@@ -155,7 +155,10 @@ def _json_text(v: Any) -> str | None:
 
 def _json_plain(v: Any) -> Any:
     if isinstance(v, _Number):
-        return float(v) if any(c in v for c in ".eE") else int(v)
+        try:
+            return int(v)
+        except ValueError:  # 2.5, 1e3, NaN, Infinity
+            return float(v)
     if isinstance(v, list):
         return [_json_plain(x) for x in v]
     if isinstance(v, dict):
