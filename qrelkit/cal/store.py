@@ -677,11 +677,11 @@ def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None
     are skipped (``counts['ungraded']``). Rules: ``missing-column``, ``grade-outside-scale``
     (strict: raised with file and line; lenient: counted and skipped).
     """
-    from qrelkit.pooler.batches import _read_completed
+    from qrelkit.io.tables import first_row_line, read_frame
 
     counts = {} if counts is None else counts
     p = Path(path)
-    df, offset = _read_completed(p)
+    df, offset = read_frame(p, strings="all", what="judgments"), first_row_line(p)
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in INPUT_COLUMNS if c not in df.columns]
     if missing:

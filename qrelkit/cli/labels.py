@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -96,6 +97,8 @@ def aggregate(
         write_qrels_any(agg.qrels(lab), qrels_out, kind="qrels", params={**meta, "label": lab})
     _frame_out(agg.topics, topics_out, "label-topics", meta)
     s = agg.summary()
+    if s["empty"]:  # the files are still written (empty), and the reason said
+        sys.stderr.write(f"qrelkit: warning: the aggregated qrels are empty: {s['reason']}\n")
     common.emit({"output": str(output), **s, "params": params}, as_json,
                 f"{s['items']} labels over {s['topics']} topics ({s['topics_included']} included); "
                 f"{s['ties']} ties resolved by {params['fallback']}; sources {s['labels_by_source']} -> {output}")

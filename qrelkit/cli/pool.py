@@ -120,10 +120,9 @@ def depth(
     k = int(cfg.get_value("pool", "depth", depth_))
     per_run = None
     if run_depth:
-        df = pd.read_csv(run_depth, dtype={"run": str})
-        if not {"run", "depth"} <= set(df.columns):
-            raise InputError("missing-column", "per-run depth file needs columns run,depth", file=str(run_depth), line=1)
-        per_run = dict(zip(df["run"], df["depth"].astype(int)))
+        from qrelkit.io.manifest import read_run_depths
+
+        per_run = read_run_depths(run_depth)
     pol = str(cfg.get_value("pool", "judged", judged))
     pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
     write_table(pool, output, kind="pool-depth", params=_params(

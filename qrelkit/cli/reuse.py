@@ -88,10 +88,9 @@ def leave_out_cmd(
     k = int(k)
     per_run = None
     if run_depth:
-        df = pd.read_csv(run_depth, dtype={"run": str})
-        if not {"run", "depth"} <= set(df.columns):
-            raise InputError("missing-column", "per-run depth file needs columns run,depth", file=str(run_depth), line=1)
-        per_run = dict(zip(df["run"], df["depth"].astype(int)))
+        from qrelkit.io.manifest import read_run_depths
+
+        per_run = read_run_depths(run_depth)
     elif pool_meta.get("per_run_depth"):
         per_run = {str(a): int(b) for a, b in pool_meta["per_run_depth"].items()}
     rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient)

@@ -117,14 +117,19 @@ def _read_json_chunk(chunk: bytes) -> pa.Table:
 def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
     try:
         t = _read_json_chunk(chunk)
+        if any(k in t.column_names and not (pa.types.is_string(t[k].type) or pa.types.is_integer(t[k].type)
+                                            or pa.types.is_null(t[k].type)) for k in (*ID_KEYS, *DOC_KEYS)):
+            t = None  # an id written as a fractional/exponent number (1e3, 1.0): its text is on the line
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # find the exact line: parse line by line
+        t = None
+    if t is None:
+        # find the exact line (and a numeric id's text as written): parse line by line
         rows = []
         for i, line in enumerate(chunk.split(b"\n")):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_int=str, parse_float=str)
             except json.JSONDecodeError as exc:
                 raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(path), line=first_line + i) from None
             if not isinstance(obj, dict):

@@ -15,7 +15,6 @@ file       optional  the run's file name; then each file's tag must equal its ``
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
@@ -25,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from qrelkit.errors import InputError
+from qrelkit.io.tables import first_row_line, read_frame
 
 _TRUE = {"true", "yes", "y", "1", "t"}
 _FALSE = {"false", "no", "n", "0", "f", ""}
@@ -62,11 +62,10 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         try:
             if p.stat().st_size == 0:
                 raise InputError("empty-file", "manifest lists no runs", file=str(p))
-            df = pd.read_csv(p, dtype=str, keep_default_na=False, sep=None, engine="python")
-        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
-            msg = " ".join(str(exc).split())  # pandas messages may end with a newline
-            raise InputError("unreadable", f"not a readable CSV manifest: {msg}", file=str(p),
-                             line=_line_in(msg)) from None
+        except OSError as exc:
+            raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
+        # any extension: a manifest is CSV-like, its delimiter sniffed from the header
+        df = read_frame(p, strings="all", fmt="csv", delimiter="auto", what="CSV manifest")
         line_of = {i: i + 2 for i in range(len(df))}  # header is line 1
         header_line = 1
     df.columns = [str(c).strip().lower() for c in df.columns]
@@ -116,3 +115,27 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     df["subtask"] = ["" if _missing(v) else str(v).strip() for v in df["subtask"]]
     front = ["run", "group", "priority", "baseline", "subtask"]
     return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+
+
+def read_run_depths(path: str | os.PathLike) -> dict[str, int]:
+    """A per-run pool depth table (columns ``run``, ``depth``; CSV, TSV, JSONL or Parquet):
+    run name (a string as written) -> depth. Rules: ``missing-column``, ``bad-depth`` (not a
+    non-negative integer)."""
+    p = Path(path)
+    df = read_frame(p, strings="all", what="per-run depth file")
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    if not {"run", "depth"} <= set(df.columns):
+        raise InputError("missing-column", "per-run depth file needs columns run,depth", file=str(p), line=1)
+    first = first_row_line(p)
+    out = {}
+    for i, (run, depth) in enumerate(zip(df["run"], df["depth"])):
+        s = str(depth).strip()
+        try:
+            d = int(float(s)) if s and float(s) == int(float(s)) else None
+        except (ValueError, OverflowError):
+            d = None
+        if d is None or d < 0:
+            raise InputError("bad-depth", f"depth {s!r} of run {run!r} is not a non-negative integer",
+                             file=str(p), line=i + first)
+        out[str(run).strip()] = d
+    return out

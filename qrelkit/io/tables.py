@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,6 +16,9 @@ import pyarrow.parquet as pq
 from qrelkit import __version__
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_open, atomic_path
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 META_KEY = b"qrelkit"
 
@@ -78,15 +81,19 @@ def write_table(table: pa.Table, path: str | os.PathLike, *, kind: str, params: 
             pq.write_table(with_metadata(table, kind, params), tmp, compression="zstd")
     elif ext in ("csv", "tsv", "txt"):
         flat = flatten_for_text(table)
+        tsv = ext != "csv"
         with atomic_path(p) as tmp:
-            pacsv.write_csv(
-                flat,
-                tmp,
-                write_options=pacsv.WriteOptions(
-                    include_header=True, delimiter="," if ext == "csv" else "\t",
-                    quoting_style="needed" if ext == "csv" else "none",
-                ),
-            )
+            with open(tmp, "wb") as fh:
+                if tsv:  # pyarrow quotes header names even with quoting "none": a TSV header is plain
+                    fh.write(("\t".join(flat.column_names) + "\n").encode())
+                pacsv.write_csv(
+                    flat,
+                    fh,
+                    write_options=pacsv.WriteOptions(
+                        include_header=not tsv, delimiter="\t" if tsv else ",",
+                        quoting_style="none" if tsv else "needed",
+                    ),
+                )
     elif ext == "jsonl":
         with atomic_open(p) as fh:
             for row in table.to_pylist():
@@ -96,26 +103,221 @@ def write_table(table: pa.Table, path: str | os.PathLike, *, kind: str, params: 
     return p
 
 
-def read_table(path: str | os.PathLike) -> pa.Table:
-    """Read a table written by :func:`write_table` (Parquet, CSV, TSV or JSONL)."""
-    p = Path(path)
-    ext = p.name.lower().rsplit(".", 1)[-1]
-    try:
-        if ext == "parquet":
-            return pq.read_table(p)
-        if ext in ("csv", "tsv", "txt"):
-            return pacsv.read_csv(
-                p,
-                parse_options=pacsv.ParseOptions(delimiter="," if ext == "csv" else "\t", quote_char='"' if ext == "csv" else False),
-                convert_options=pacsv.ConvertOptions(strings_can_be_null=False),
-            )
-        if ext == "jsonl":
-            import pyarrow.json as pajson
+#: Columns that name things (topics, passages, documents, assessors, runs, groups, batches, workers,
+#: pairs, tasks, classes) or hold free text. Every reader takes them as strings, never as numbers,
+#: whatever they look like: ``01001``, ``1e3``, ``1.0``, ``NA`` and ``null`` are kept as written.
+ID_COLUMNS = frozenset({
+    "qid", "docid", "pid", "id", "_id", "query_id", "doc_id", "document", "document_id", "passage", "passage_id",
+    "segment_id", "assessor", "assessor_a", "assessor_b", "batch", "batch_id", "run", "run_a", "run_b", "tag",
+    "group", "worker", "worker_id", "pair_id", "task_id", "base_task", "class_id", "canonical", "doc_a", "doc_b",
+    "left_docid", "right_docid", "offtopic_qid", "winner", "loser", "top_docid", "other_docid", "thread",
+    "query", "text", "title", "left_text", "right_text",
+})
+_ID_SUFFIXES = ("_id", "qid", "docid", "pid", "_run", "_group", "_assessor", "_worker", "_batch")
 
-            return pajson.read_json(p)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError("unreadable", f"cannot read table: {exc}", file=str(p)) from None
-    raise InputError("unknown-format", "expected .parquet, .csv, .tsv, .txt or .jsonl", file=str(p))
+#: ``strings=`` of :func:`read_table`: only the id and text columns, or every column.
+STRING_MODES = ("ids", "all")
+
+
+def is_id_column(name: str) -> bool:
+    """Whether a column of this name holds identifiers or text (read as strings): the names of
+    :data:`ID_COLUMNS` and names ending in ``_id``, ``qid``, ``docid``, ``pid``, ``_run``, ..."""
+    n = str(name).strip().lower()
+    return n in ID_COLUMNS or n.endswith(_ID_SUFFIXES)
+
+
+def table_format(path: str | os.PathLike) -> str:
+    """``parquet``, ``csv``, ``tsv`` (also ``.txt``) or ``jsonl`` by the file's extension."""
+    p = Path(path)
+    ext = p.name.lower().rsplit(".", 1)[-1] if "." in p.name else ""
+    fmt = {"parquet": "parquet", "csv": "csv", "tsv": "tsv", "txt": "tsv", "jsonl": "jsonl"}.get(ext)
+    if fmt is None:
+        raise InputError("unknown-format", "expected .parquet, .csv, .tsv, .txt or .jsonl", file=str(p))
+    return fmt
+
+
+def first_row_line(path: str | os.PathLike) -> int:
+    """The line (or row) number of a table's first data row: 2 below a CSV/TSV header, else 1."""
+    return 2 if table_format(path) in ("csv", "tsv") else 1
+
+
+class _Number(str):
+    """A JSON number kept as the text it was written as."""
+
+
+def _json_text(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v  # a _Number is its literal text
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_plain(v: Any) -> Any:
+    if isinstance(v, _Number):
+        try:
+            return int(v)
+        except ValueError:  # 2.5, 1e3, NaN, Infinity
+            return float(v)
+    if isinstance(v, list):
+        return [_json_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_plain(x) for k, x in v.items()}
+    return v
+
+
+def _read_jsonl_exact(p: Path, strings: str) -> pa.Table:
+    """JSON lines parsed one by one, numbers kept as written for the string columns."""
+    rows = []
+    with open(p, encoding="utf-8-sig") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line, parse_int=_Number, parse_float=_Number, parse_constant=_Number)
+            except json.JSONDecodeError as exc:
+                raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
+            if not isinstance(obj, dict):
+                raise InputError("bad-json", "a line is not a JSON object", file=str(p), line=lineno)
+            rows.append(obj)
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    cols = {}
+    for n in names:
+        vals = [r.get(n) for r in rows]
+        if strings == "all" or is_id_column(n):
+            cols[n] = pa.array([_json_text(v) for v in vals], pa.string())
+        else:
+            try:
+                cols[n] = pa.array([_json_plain(v) for v in vals])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OverflowError) as exc:
+                raise InputError("unreadable", f"column {n!r} mixes types: {exc}", file=str(p)) from None
+    return pa.table(cols)
+
+
+def _read_jsonl(p: Path, strings: str) -> pa.Table:
+    if strings == "ids":
+        import pyarrow.json as pajson
+
+        try:  # fast path: ids written as JSON strings
+            t = pajson.read_json(p)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            t = None
+        if t is not None and all(pa.types.is_string(f.type) or pa.types.is_null(f.type)
+                                 for f in t.schema if is_id_column(f.name)):
+            return t
+    return _read_jsonl_exact(p, strings)
+
+
+def _csv_header(p: Path, delimiter: str) -> list[str]:
+    import csv
+
+    with open(p, "rb") as fh:
+        first = fh.readline().decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    if delimiter == "\t":
+        return first.split("\t")
+    return next(csv.reader([first], delimiter=delimiter), [])
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if len(name) >= 2 and name[0] == name[-1] == '"' else name
+
+
+def _sniff(p: Path) -> str:
+    import csv
+
+    with open(p, "rb") as fh:
+        first = fh.readline().decode("utf-8-sig", errors="replace")
+    try:
+        return csv.Sniffer().sniff(first, delimiters=",\t;|").delimiter
+    except csv.Error:
+        return ","
+
+
+def _read_delimited(p: Path, delimiter: str, strings: str, what: str) -> pa.Table:
+    header = _csv_header(p, delimiter)
+    types = {n: pa.string() for n in header if strings == "all" or is_id_column(_unquote(n))}
+    bad: list[str] = []
+
+    def on_invalid(row) -> str:
+        bad.append(row.text or "")
+        return "error"
+
+    try:
+        t = pacsv.read_csv(
+            p,
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char='"' if delimiter != "\t" else False,
+                                             invalid_row_handler=on_invalid),
+            convert_options=pacsv.ConvertOptions(strings_can_be_null=False, column_types=types),
+        )
+        # a TSV header written quoted (as qrelkit did before): the names without their quotes
+        return t.rename_columns([_unquote(n) for n in t.column_names]) if delimiter == "\t" else t
+    except pa.ArrowInvalid as exc:
+        if not bad:
+            raise
+        line = None
+        with open(p, encoding="utf-8-sig", errors="replace") as fh:
+            for i, text in enumerate(fh, 1):
+                if text.rstrip("\r\n") == bad[0]:
+                    line = i
+                    break
+        msg = " ".join(str(exc).split())
+        raise InputError("unreadable", f"cannot read {what}: {msg}", file=str(p), line=line) from None
+
+
+def read_table(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None = None,
+               delimiter: str | None = None, what: str = "table") -> pa.Table:
+    """Read a table (Parquet, CSV, TSV/``.txt`` with a header, or JSONL): the one table reader
+    of qrelkit for inputs with id columns.
+
+    Id and text columns (:func:`is_id_column`) come back as strings exactly as written, in
+    every format: ``01001``, ``1e3``, ``1.0``, ``NA`` stay strings (CSV/TSV: read as text, never
+    as missing; JSONL: a number keeps its literal text; Parquet: integer ids cast to text).
+    ``strings="all"``: every column is text (for files whose values are validated row by row
+    with line numbers, e.g. completed batches). ``fmt``: the format whatever the extension (see
+    :func:`table_format`). ``delimiter``: for a CSV/TSV file, ``"auto"`` sniffs it from the header
+    line (default: by the format). ``what`` names the file in errors.
+    """
+    if strings not in STRING_MODES:
+        raise ValueError(f"strings must be one of {STRING_MODES}")
+    p = Path(path)
+    fmt = fmt or table_format(p)
+    try:
+        if fmt == "parquet":
+            t = pq.read_table(p)
+        elif fmt == "jsonl":
+            t = _read_jsonl(p, strings)
+        else:
+            d = delimiter or ("," if fmt == "csv" else "\t")
+            t = _read_delimited(p, _sniff(p) if d == "auto" else d, strings, what)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as exc:
+        msg = " ".join(str(exc).split())
+        raise InputError("unreadable", f"cannot read {what}: {msg}", file=str(p)) from None
+    return _ids_as_strings(t, strings)
+
+
+def _ids_as_strings(t: pa.Table, strings: str) -> pa.Table:
+    for i, f in enumerate(t.schema):
+        if not (strings == "all" or is_id_column(f.name)) or pa.types.is_string(f.type):
+            continue
+        if pa.types.is_nested(f.type) or pa.types.is_binary(f.type):
+            continue
+        col = t.column(i)
+        if pa.types.is_dictionary(f.type):
+            col = pc.cast(col, f.type.value_type)
+        t = t.set_column(i, f.name, pc.cast(col, pa.string()))
+    return t
+
+
+def read_frame(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None = None,
+               delimiter: str | None = None, what: str = "table") -> "pd.DataFrame":
+    """:func:`read_table` as a pandas frame. With ``strings="all"`` every text column is ``str``
+    and a missing value is ``""`` (as a CSV cell left empty)."""
+    t = read_table(path, strings=strings, fmt=fmt, delimiter=delimiter, what=what)
+    if strings == "all":
+        t = pa.table({
+            n: pc.fill_null(c, "") if pa.types.is_string(c.type) else c for n, c in zip(t.column_names, t.columns)
+        })
+    return t.to_pandas()
 
 
 def string_column(table: pa.Table, name: str) -> pa.Array:

@@ -31,7 +31,7 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
             continue
         if p.suffix in (".jsonl", ".json") or line.lstrip().startswith("{"):
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_int=str, parse_float=str)  # a numeric id as written: 01001, 1e3
             except json.JSONDecodeError as exc:
                 raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
             if not isinstance(obj, dict):  # e.g. a list or a number: obj.get would fail

@@ -71,9 +71,26 @@ class Aggregation:
                       "rel": pa.array(rel.to_numpy(), pa.int32())})
         return sort_qrels(t.cast(QRELS_SCHEMA))
 
+    def empty_reason(self) -> str | None:
+        """Why :meth:`qrels` (of the included topics) has no row, or ``None`` when it has rows."""
+        lab = self.labels
+        kept = lab[lab["source"] != "drop"]
+        if len(kept[kept["included"]]):
+            return None
+        if len(lab) == 0:
+            return "no judgments"
+        if len(kept) == 0:
+            return f"every one of the {len(lab)} labels was dropped by the fallback chain {self.params.get('fallback')}"
+        why = self.topics.loc[~self.topics["included"], "reason"].value_counts()
+        listed = "; ".join(f"{r} ({n} topic{'s' if n != 1 else ''})" for r, n in why.items())
+        return f"no topic is included (all {len(self.topics)} excluded: {listed})"
+
     def summary(self) -> dict:
         lab = self.labels
+        reason = self.empty_reason()
         return {
+            "empty": reason is not None,
+            "reason": reason,
             "items": int(len(lab)),
             "topics": int(len(self.topics)),
             "topics_included": int(self.topics["included"].sum()),

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.io.runs import qid_order
+from qrelkit.io.tables import first_row_line, read_frame
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
 JUDGMENT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
@@ -141,19 +142,7 @@ def _parse_grade(g: str) -> int | None:
 
 def _read_completed(path: Path) -> tuple[pd.DataFrame, int]:
     """A completed batch file as strings; returns (frame, line offset of row 0)."""
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            df = pd.read_parquet(path)
-            df = df.astype({c: "string" for c in df.columns})
-            return df, 1
-        if name.endswith(".jsonl"):
-            rows = pd.read_json(path, lines=True, dtype=False)
-            return rows.astype({c: "string" for c in rows.columns}), 1
-        sep = "\t" if name.endswith((".tsv", ".txt")) else ","
-        return pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep), 2
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise InputError("unreadable", f"cannot read completed batch: {exc}", file=str(path)) from None
+    return read_frame(path, strings="all", what="completed batch"), first_row_line(path)
 
 
 def import_batches(

@@ -53,6 +53,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.io import tables
 from qrelkit.io.runs import qid_order
 from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, read_frame, rng_for, sort_frame
 
@@ -295,18 +296,7 @@ def reissue_tasks(tasks: pd.DataFrame, reissue: pd.DataFrame, *, exclude_workers
 
 
 def _read_answer_file(path: Path) -> tuple[pd.DataFrame, int]:
-    name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
-            df = pd.read_parquet(path)
-            return df.astype({c: "string" for c in df.columns}).astype(object).where(lambda x: x.notna(), ""), 1
-        if name.endswith(".jsonl"):
-            df = pd.read_json(path, lines=True, dtype=False)
-            return df.astype({c: "string" for c in df.columns}).astype(object).where(lambda x: x.notna(), ""), 1
-        sep = "\t" if name.endswith((".tsv", ".txt")) else ","
-        return pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep), 2
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise InputError("unreadable", f"cannot read answers: {exc}", file=str(path)) from None
+    return tables.read_frame(path, strings="all", what="answers"), tables.first_row_line(path)
 
 
 def read_answers(
