@@ -117,9 +117,9 @@ def leave_out_cmd(
         pooled = [str(r) for r in pool_meta["pooled_runs"]]
         source = f"the pool's parameters ({pool})"
     elif man is not None:
-        from qrelkit.cli.pool import _selection
+        from qrelkit.cli.pool import pooled_selection
 
-        sel = _selection(cfg, man)
+        sel = pooled_selection(cfg, man)
         pooled = sel.loc[sel["pooled"], "run"].tolist()
         source = "the config's pool-run selection (as 'qrelkit pool select')"
     else:
@@ -146,6 +146,7 @@ def leave_out_cmd(
             write_qrels(reduced_qrels(q, res.removed, u, rem), path)
             written[f"qrels-{_safe(u)}.txt"] = str(path)
     summary = res.summary.to_pandas()
+    repaired = common.report_repairs(rs.repairs())
     if as_json:
         def records(df: pd.DataFrame) -> list[dict]:  # NaN (e.g. tau of a constant leaderboard) -> null
             return df.astype(object).where(df.notna(), None).to_dict(orient="records")
@@ -155,7 +156,7 @@ def leave_out_cmd(
                      "units": records(res.units.to_pandas().drop(columns=["run_names"])),
                      "topics_dl_flag": int(pa_sum(res.topics["dl_flag"])),
                      "topics_voorhees_flag": int(pa_sum(res.topics["voorhees_flag"])),
-                     "files": sorted(written)}, True)
+                     "files": sorted(written), "repaired": repaired}, True)
         return
     for line in res.notes:
         common.stderr.print(line)

@@ -50,6 +50,7 @@ from qrelkit.errors import InputError
 from qrelkit.evaluate import MISSING_POLICIES, evaluate, leaderboard_correlation, parse_measures, with_relevance
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import qid_order
+from qrelkit.pooler import pooled_flag
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
 
@@ -65,9 +66,6 @@ RESCORING = ("Only the runs of the left-out unit are re-scored, pooled or not (N
 PLACEHOLDER_DOCID = " qrelkit: no judgment left"
 #: run lines from which leave_out() scores in two processes by default
 PARALLEL_MIN_ROWS = 500_000
-
-_TRUE = {"true", "yes", "y", "1", "t"}
-_FALSE = {"false", "no", "n", "0", "f", ""}
 
 
 @dataclass
@@ -87,17 +85,6 @@ class LeaveOutResult:
     def tables(self) -> dict[str, pa.Table]:
         return {"runs": self.runs, "summary": self.summary, "units": self.units, "topics": self.topics,
                 "removed": self.removed}
-
-
-def _bool(v, run: str) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    s = "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip().lower()
-    if s in _TRUE:
-        return True
-    if s in _FALSE:
-        return False
-    raise InputError("bad-pooled", f"run {run!r}: pooled {v!r} is not true/false")
 
 
 def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedure: str = "group",
@@ -129,7 +116,7 @@ def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedu
         df["group"] = [str(m.at[r, "group"]) for r in names]
         df["type"] = [None if "type" not in m.columns or pd.isna(m.at[r, "type"]) or str(m.at[r, "type"]).strip() == ""
                       else str(m.at[r, "type"]).strip() for r in names]
-        man_pooled = [_bool(m.at[r, "pooled"], r) for r in names] if "pooled" in m.columns else None
+        man_pooled = [pooled_flag(m.at[r, "pooled"], r) for r in names] if "pooled" in m.columns else None
     if pooled is not None:
         ps = set(pooled)
         df["pooled"] = [r in ps for r in names]
