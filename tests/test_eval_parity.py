@@ -209,6 +209,8 @@ def _dup_run(tmp_path):
     ["pool", "depth", "{run}", "-o", "{out}.parquet", "-k", "2"],
     ["runs", "validate", "{run}"],
     ["runs", "canonicalize", "{run}", "-o", "{out}.parquet"],
+    ["pool", "top1", "{run}", "-o", "{out}.parquet"],
+    ["reuse", "leave-out", "{run}", "-q", "{qrels}", "-o", "{out}", "--measure", "P@1"],
 ])
 def test_lenient_reports_counts_per_rule(tmp_path, capsys, cmd):
     r = _dup_run(tmp_path)
@@ -237,3 +239,24 @@ def test_library_repair_counts(tmp_path):
     t = read_qrels(q, lenient=True, scale=[0, 1, 2, 3], counts=counts)
     assert counts == {"grade-out-of-scale": 1, "duplicate-judgment": 1}
     assert t.num_rows == 1 and isinstance(t, pa.Table)
+
+
+def test_imports_report_repairs_the_same_way(tmp_path, capsys):
+    """batch import and cal import: the rows --lenient skipped, per rule, on stderr and as
+    ``repaired`` in --json (bookkeeping counters such as ``imported`` are not repairs)."""
+    f = tmp_path / "done.csv"
+    f.write_text("batch_id,assessor,qid,docid,grade\nb1,A1,1,a,2\nb1,A1,1,b,9\nb1,A1,1,c,1\n")
+    assert run(["batch", "import", str(f), "-o", str(tmp_path / "j.parquet"), "--lenient", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["repaired"] == {"grade-outside-scale": 1}
+    assert "repaired (--lenient): grade-outside-scale 1" in cap.err
+    (tmp_path / "topics.tsv").write_text("1\tfirst\n")
+    db = tmp_path / "c.db"
+    assert run(["cal", "init", str(db), "-t", str(tmp_path / "topics.tsv")]) == 0
+    g = tmp_path / "j.csv"
+    g.write_text("qid,docid,assessor,grade,batch_id\n1,a,A1,2,b\n1,a,A1,3,b\n1,b,A1,1,b\n")
+    capsys.readouterr()
+    assert run(["cal", "import", str(db), str(g), "--lenient", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["repaired"] == {"conflict": 2}
+    assert "repaired (--lenient): conflict 2" in cap.err
