@@ -89,3 +89,21 @@ def test_cli_bad_rule_is_one_line(run_file, tmp_path, capsys):
     assert run(["pool", "depth", str(run_file), "-o", str(out), "--ties", "random"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "[bad-option]" in err and not out.exists()
+
+
+def test_reuse_recomputed_provenance_follows_the_rule(tmp_path, capsys):
+    # r1 ties a and b at its rank 1; r2 has a first. At depth 1, docid-desc gives r1 b (unique to
+    # it, and a unique to r2); docid-asc gives r1 a (shared): nothing unique
+    (tmp_path / "r1.run").write_text("1 Q0 a 1 5 r1\n1 Q0 b 2 5 r1\n")
+    (tmp_path / "r2.run").write_text("1 Q0 a 1 9 r2\n1 Q0 c 2 1 r2\n")
+    (tmp_path / "q.txt").write_text("1 0 a 1\n1 0 b 1\n1 0 c 0\n")
+    cfg = tmp_path / "asc.toml"
+    cfg.write_text('[pool]\nties = "docid-asc"\n')
+    removed = {}
+    for name, extra in (("docid-desc", []), ("docid-asc", ["-c", str(cfg)])):
+        code = run(["reuse", "leave-out", str(tmp_path / "r1.run"), str(tmp_path / "r2.run"), "-q", str(tmp_path / "q.txt"),
+                    "-o", str(tmp_path / name), "-k", "1", "--measure", "P@1", "--json", *extra])
+        assert code == 0
+        units = json.loads(capsys.readouterr().out)["units"]
+        removed[name] = {u["unit"]: u["removed_judged"] for u in units}
+    assert removed == {"docid-desc": {"r1": 1, "r2": 1}, "docid-asc": {"r1": 0, "r2": 0}}

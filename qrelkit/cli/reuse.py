@@ -103,7 +103,9 @@ def leave_out_cmd(
         per_run = dict(zip(df["run"], df["depth"].astype(int)))
     elif pool_meta.get("per_run_depth"):
         per_run = {str(a): int(b) for a, b in pool_meta["per_run_depth"].items()}
-    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient)
+    # ranks for recomputed provenance follow the pool's tie rule (else the config's)
+    ties = str(pool_meta.get("ties") or cfg.get_value("pool", "ties"))
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ties)
     table = rs.table
 
     # which runs were pooled: stated in the report
@@ -138,7 +140,7 @@ def leave_out_cmd(
         res.notes.append(f"Official scores read from {official}.")
     params = {"runs_input": [str(r) for r in runs], "qrels": str(qrels), "manifest": str(manifest) if manifest else None,
               "pool": str(pool) if pool else None, "classes": str(classes) if classes else None,
-              "topics_file": str(topics) if topics else None, "pooled_source": source, "config": cfg.source}
+              "topics_file": str(topics) if topics else None, "pooled_source": source, "ties": ties, "config": cfg.source}
     written = write_report(res, output, title=title, params=params)
     if qrels_out is not None:
         for u in res.units["unit"].to_pylist():
