@@ -86,6 +86,8 @@ TIE_RULES: dict[str, str] = {
     "file-order": "equal scores in the order of the run file (row order of a Parquet file)",
 }
 
+_TIE_WORDS = {"docid-desc": "docid descending", "docid-asc": "docid ascending", "file-order": "in file order"}
+
 ISSUE_COLUMNS = ["file", "run", "rule", "severity", "count", "line", "message", "repair"]
 
 
@@ -439,7 +441,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
     tied = tied[1:] == tied[:-1]
     for rule, mask, what in (
         ("rank-order-differs", disorder & ~tied, "given ranks disagree with the score order"),
-        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than docid descending"),
+        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than " + _TIE_WORDS[opts.ties]),
     ):
         if mask.any():
             nq = len(np.unique(qcodes[1:][mask]))
