@@ -260,3 +260,22 @@ def test_imports_report_repairs_the_same_way(tmp_path, capsys):
     cap = capsys.readouterr()
     assert json.loads(cap.out)["repaired"] == {"conflict": 2}
     assert "repaired (--lenient): conflict 2" in cap.err
+
+
+@pytest.mark.parametrize("run_name", ["InexpC2", "oce03noXbmD"])
+def test_real_runs_match_pytrec_eval_on_the_raw_files(run_name):
+    """Two official Robust 2003 runs whose scores tie in float32 but not in float64: every
+    per-query value equals ir-measures/pytrec_eval on the raw run file; ordering by the 64-bit
+    score (the old behaviour) does not."""
+    from conftest import shared
+
+    d = shared("robust03")
+    f = d / "runs" / f"input.{run_name}.gz"
+    qf = d / "qrels" / "robust03_qrels.txt.gz"
+    measures = ["AP", "nDCG@10", "P@10", "RR", "nDCG", "Rprec"]
+    table = read_runs(f).table
+    q = read_qrels(qf)
+    raw = _raw(f, qf, measures)
+    assert _ours(evaluate(table, q, measures)) == pytest.approx(raw, abs=1e-12)
+    exact = _ours(evaluate(table, q, measures, ranking="exact"))
+    assert sum(abs(exact[k] - raw[k]) > 1e-12 for k in raw) > 0
