@@ -279,3 +279,12 @@ def test_real_runs_match_pytrec_eval_on_the_raw_files(run_name):
     assert _ours(evaluate(table, q, measures)) == pytest.approx(raw, abs=1e-12)
     exact = _ours(evaluate(table, q, measures, ranking="exact"))
     assert sum(abs(exact[k] - raw[k]) > 1e-12 for k in raw) > 0
+
+
+def test_unsupported_measure_in_reuse_is_one_line(files, capsys):
+    out = files / "report"
+    code = run(["reuse", "leave-out", str(files / "run.txt"), "-q", str(files / "qrels.txt"), "-o", str(out),
+                "--measure", "alpha_nDCG@3"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists()
+    assert len(err.splitlines()) == 1 and "[unsupported-measure]" in err and "alpha_nDCG@3" in err

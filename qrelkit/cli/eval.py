@@ -164,7 +164,7 @@ def compare(
     sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
                        n_resamples=n_res, seed=s)
     bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
-                                  missing=pol)
+                                  missing=pol, ranking=ev.ranking)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol, "rel": rel,
               "tests": tl, "corrections": cl, "alpha": a, "randomizations": n_res, "seed": s, "k": kk,
               "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}
@@ -216,9 +216,10 @@ def duplicates(
     rel = _relevance(cfg, relevant)
     d = cfg.get_value("eval", "depth", depth)
     q, table, _, fixed = _eval_inputs(runs, qrels, cfg, lenient)
-    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel)
+    rk = str(cfg.get_value("eval", "ranking"))
+    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel, ranking=rk)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "classes": str(classes), "measures": ms,
-              "depth": d, "missing": pol, "rel": rel, "config": cfg.source}
+              "depth": d, "missing": pol, "rel": rel, "ranking": rk, "config": cfg.source}
     write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="eval-duplicates", params=params)
     if plot is not None:
         plot_duplicates(df, plot)

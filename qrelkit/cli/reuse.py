@@ -134,6 +134,7 @@ def leave_out_cmd(
         classes=read_classes(classes) if classes else None, orphans=orph, orphan_depth=odepth, removal=rem,
         measures=ms, missing=pol, rel=rel, topics=read_topics(topics)["qid"].tolist() if topics else None,
         official=off, density_threshold=dens, voorhees_share=vshare, workers=workers,
+        ranking=str(cfg.get_value("eval", "ranking")),
     )
     res.notes.insert(1, f"Pooled runs: {source}.")
     if official is not None:

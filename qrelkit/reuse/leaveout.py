@@ -47,7 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.evaluate import MISSING_POLICIES, evaluate, leaderboard_correlation, parse_measures, with_relevance
+from qrelkit.evaluate import (
+    MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
+)
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import qid_order
 from qrelkit.pooler import pooled_flag
@@ -176,7 +178,7 @@ def _task(task: tuple) -> tuple:
         runs = st["runs"].filter(pa.array(np.isin(st["run_code"], codes)))
     names = [st["run_names"][c] for c in codes]
     ev = evaluate(runs, _reduced(st, gone_rows), st["measures"], missing=st["missing"], rel=st["rel"],
-                  run_names=names)
+                  run_names=names, ranking=st["ranking"])
     s = ev.summary
     return kind, key, s["run"].to_pylist(), s["measure"].to_pylist(), s["value"].to_pylist()
 
@@ -266,6 +268,7 @@ def leave_out(
     density_threshold: float = 0.4,
     voorhees_share: float = 0.333,
     workers: int | None = None,
+    ranking: str = "trec_eval",
 ) -> LeaveOutResult:
     """Leave-one-group-out (or -run-, -type-out) simulation over ``runs`` (canonical run table,
     :data:`qrelkit.io.runs.RUN_SCHEMA`) and ``qrels`` (:data:`qrelkit.io.qrels.QRELS_SCHEMA`).
@@ -274,7 +277,7 @@ def leave_out(
     names) overrides its ``pooled`` column. Contributions come from the ``pool`` table's
     provenance or are recomputed at ``depth``/``per_run_depth`` (see
     :func:`qrelkit.reuse.attribution.build_attribution` for ``uniqueness``, ``classes``,
-    ``orphans`` and ``orphan_depth``). ``measures``, ``missing`` and ``rel`` are passed to
+    ``orphans`` and ``orphan_depth``). ``measures``, ``missing``, ``rel`` and ``ranking`` are passed to
     :func:`qrelkit.evaluate.evaluate`; ``rel`` (default 1) is also the grade from which a
     document counts as relevant in counts and densities. ``topics`` restricts the study to those
     topics. ``official`` (run, measure, value — e.g. the summary of ``evaluate`` on the same
@@ -291,7 +294,9 @@ def leave_out(
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     clock = [time.perf_counter()]
-    ms = with_relevance(parse_measures(list(measures)), rel)
+    if ranking not in RANKINGS:
+        raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
+    ms = computable(with_relevance(parse_measures(list(measures)), rel))
     mnames = [str(m) for m in ms]
     level = int(rel) if rel is not None else 1
 
@@ -340,7 +345,7 @@ def leave_out(
     n_tasks = 0
     scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": q,
                       "topic": tcode, "topics": topics_list, "judged_per_topic": judged_per_topic,
-                      "removal": removal, "measures": ms, "missing": missing, "rel": rel}, workers)
+                      "removal": removal, "measures": ms, "missing": missing, "rel": rel, "ranking": ranking}, workers)
     try:
         if not official_given:
             order = np.arange(len(run_names), dtype=np.int64)
@@ -507,7 +512,7 @@ def leave_out(
         "pool_provenance": "pool table" if pool is not None else "recomputed from the runs",
         "classes": classes is not None, "orphans": orphans,
         "orphan_depth": int(orphan_depth) if orphans == "retrieved" else None,
-        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level,
+        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level, "ranking": ranking,
         "density_threshold": float(density_threshold), "voorhees_share": float(voorhees_share),
         "official": "given" if official_given else "computed",
         "runs": n_runs, "pooled_runs": len(pooled_runs), "units": nU, "groups": len(group_names),
