@@ -162,6 +162,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         Key("seed", "int", 0, "seed of the randomization test", min=0),
         Key("duplicate_measures", "list[str]", ["P@10", "nDCG@10"], "measures of the near-duplicate treatments"),
         Key("depth", "int", None, "evaluate runs cut at this depth; none: whole runs", min=1, optional=True),
+        Key("ranking", "str", "trec_eval", "order of a run's documents: trec_eval (scores as float32, ties by "
+            "docid descending) or exact (64-bit scores)", choices=("trec_eval", "exact")),
     ),
     "prefs": _keys(
         Key("pairs_per_task", "int", 10, "real pairs per crowd task", min=1),

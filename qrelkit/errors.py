@@ -7,6 +7,17 @@ prints ``str(error)`` as one line and exits with code 2.
 
 from __future__ import annotations
 
+from typing import Mapping
+
+#: counters an import reports besides its repairs (rows imported, already there, not yet graded)
+BOOKKEEPING = frozenset({"imported", "repeated", "ungraded", "unanswered"})
+
+
+def repair_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """What lenient mode repaired, per rule, from a reader's or an import's counters (the
+    :data:`BOOKKEEPING` counters left out)."""
+    return {str(r): int(n) for r, n in counts.items() if r not in BOOKKEEPING and int(n)}
+
 
 class QrelkitError(Exception):
     """Base class of qrelkit's own errors."""

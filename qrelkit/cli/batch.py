@@ -9,7 +9,7 @@ import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
@@ -95,5 +95,7 @@ def import_(
         else:
             write_qrels(q, qrels_out)
     counts = dict(zip(report["rule"], report["count"].astype(int)))
-    common.emit({"output": str(output), **counts}, as_json,
+    summary = {"output": str(output), **counts}
+    common.report_repairs(repair_counts(counts), summary)
+    common.emit(summary, as_json,
                 f"imported {counts.get('imported', 0)} judgments -> {output} ({counts})")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, repair_counts
 
 app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
 
@@ -126,6 +126,7 @@ def import_(
                       {"store": str(store), "files": [str(f) for f in files]})
     summary = {"store": str(store), "imported": report.imported, "batches_registered": report.batches_registered,
                "counts": report.counts, "conflicts": report.conflicts.astype(object).where(report.conflicts.notna(), None).to_dict(orient="records")}
+    common.report_repairs(repair_counts(report.counts), summary)
     common.emit(summary, as_json, f"imported {report.imported} judgments into {store} ({report.counts})")
     if not as_json and len(report.conflicts):
         common.print_table(report.conflicts, title=f"{len(report.conflicts)} conflicting rows skipped", console=common.stderr)

@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
@@ -48,6 +48,18 @@ def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> No
         sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
     elif human:
         stderr.print(human)
+
+
+def report_repairs(counts: Mapping[str, int], summary: dict[str, Any] | None = None) -> dict[str, int]:
+    """Say what ``--lenient`` repaired: counts per rule (from the library's report) on one stderr
+    line when anything was, and as ``summary["repaired"]`` (``{rule: count}``) for ``--json``."""
+    rep = {str(r): int(n) for r, n in sorted(counts.items()) if int(n)}
+    if rep:
+        stderr.print("repaired (--lenient): " + ", ".join(f"{r} {n}" for r, n in rep.items()),
+                     markup=False, highlight=False)
+    if summary is not None:
+        summary["repaired"] = rep
+    return rep
 
 
 def print_table(df, title: str | None = None, console: Console | None = None) -> None:

@@ -197,7 +197,9 @@ def runs_(
     else:
         write_trec_run(d.drop_columns(["docid"]).rename_columns(
             ["run", "qid", "rank", "score", "docid"]).select(["run", "qid", "docid", "rank", "score"]), output)
-    common.emit({"output": str(output), "lines_in": rs.table.num_rows, "lines_out": d.num_rows}, as_json,
+    summary = {"output": str(output), "lines_in": rs.table.num_rows, "lines_out": d.num_rows}
+    common.report_repairs(rs.repairs(), summary)
+    common.emit(summary, as_json,
                 f"{rs.table.num_rows} -> {d.num_rows} lines after dedupe -> {output}")
 
 

@@ -22,7 +22,7 @@ QrelsOpt = typer.Option(..., "--qrels", "-q", help="Qrels (TREC text, .gz, or Pa
 MeasureOpt = typer.Option([], "--measure", "-m", help="ir-measures measure string, e.g. nDCG@10, 'AP(rel=2)', RR@10, Judged@10, NCG@100 (repeatable; default: config).")
 MissingOpt = typer.Option(None, "--missing", help="Judged topics missing from a run: zero (default) | skip | error.")
 RelevantOpt = typer.Option(None, "--relevant", help="Binary measures: relevant grades, a scheme (passage, document, '>=2') or a level (default: config).")
-LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
+LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run and qrels defects (a grade off the [labels] scale: line dropped) instead of failing; counts per rule are reported.")
 
 
 def _relevance(cfg, relevant: Optional[str]) -> int | None:
@@ -40,17 +40,35 @@ def _measures(cfg, measure: List[str], key: str = "measures") -> list[str]:
     return list(measure) if measure else list(cfg.get_value("eval", key))
 
 
-def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -> tuple[pa.Table, list[str]]:
-    """Runs for evaluation and the names of all runs: TREC run files/folders (validated by the
-    run reader), or one Parquet table of canonical runs written by ``qrelkit runs canonicalize``
-    (already validated; only the judged topics of ``qrels`` are read)."""
+def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -> tuple[pa.Table, list[str], dict[str, int]]:
+    """Runs for evaluation, the names of all runs and what lenient mode repaired (per rule):
+    TREC run files/folders (validated by the run reader), or one Parquet table of canonical runs
+    written by ``qrelkit runs canonicalize`` (already validated; only the judged topics of
+    ``qrels`` are read)."""
     from qrelkit.evaluate.core import load_canonical_runs
 
     if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
         topics = None if qrels is None else pc.unique(qrels["qid"]).to_pylist()
-        return load_canonical_runs(runs[0], topics)
+        return (*load_canonical_runs(runs[0], topics), {})
     rs = load_runs(runs, cfg, lenient=lenient)
-    return rs.table, rs.runs
+    return rs.table, rs.runs, rs.repairs()
+
+
+def read_eval_qrels(path: Path, cfg, lenient: Optional[bool], counts: dict[str, int]):
+    """Qrels for evaluation: grades outside the config's ``[labels] scale`` are the error
+    ``grade-out-of-scale`` (lenient: the line is dropped and counted in ``counts``)."""
+    return read_qrels(path, lenient=bool(cfg.get_value("runs", "lenient", lenient)),
+                      scale=cfg.get_value("labels", "scale"), counts=counts)
+
+
+def _eval_inputs(runs: List[Path], qrels: Path, cfg, lenient: Optional[bool]):
+    """Qrels, runs, run names and what lenient mode repaired in both (lines per rule)."""
+    fixed: dict[str, int] = {}
+    q = read_eval_qrels(qrels, cfg, lenient, fixed)
+    table, names, run_fixed = read_eval_runs(runs, cfg, lenient, q)
+    for rule, n in run_fixed.items():
+        fixed[rule] = fixed.get(rule, 0) + n
+    return q, table, names, fixed
 
 
 def _summary_frame(ev) -> pd.DataFrame:
@@ -74,22 +92,23 @@ def score(
 ) -> None:
     """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
     policy for judged topics a run misses; per-query and aggregate tables."""
-    from qrelkit.evaluate import evaluate
+    from qrelkit.evaluate import RANKINGS, evaluate
 
     cfg = common.config(config)
     ms = _measures(cfg, measure)
     pol = str(cfg.get_value("eval", "missing", missing))
     rel = _relevance(cfg, relevant)
-    q = read_qrels(qrels)
-    table, names = read_eval_runs(runs, cfg, lenient, q)
-    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names)
+    q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
+    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol,
-              "rel": rel, "config": cfg.source}
+              "rel": rel, "ranking": ev.ranking, "ranking_text": RANKINGS[ev.ranking], "config": cfg.source}
     write_table(ev.per_query, output, kind="eval-per-query", params=params)
     if summary_out is not None:
         write_table(ev.summary, summary_out, kind="eval-summary", params=params)
+    repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), **ev.report(), "summary": _summary_frame(ev).to_dict(orient="records")}, True)
+        common.emit({"output": str(output), **ev.report(), "summary": _summary_frame(ev).to_dict(orient="records"),
+                     "repaired": repaired}, True)
         return
     common.stderr.print(ev.policy_line())
     common.print_table(_summary_frame(ev).round(4), title=f"{len(ev.runs)} runs x {len(ev.topics)} judged topics")
@@ -140,23 +159,23 @@ def compare(
             if len(parts) != 2:
                 raise InputError("bad-option", f"--pair takes A,B, got {p!r}")
             pairs.append((parts[0].strip(), parts[1].strip()))
-    q = read_qrels(qrels)
-    table, names = read_eval_runs(runs, cfg, lenient, q)
-    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names)
+    q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
+    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
     sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
                        n_resamples=n_res, seed=s)
     bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
-                                  missing=pol)
+                                  missing=pol, ranking=ev.ranking)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol, "rel": rel,
               "tests": tl, "corrections": cl, "alpha": a, "randomizations": n_res, "seed": s, "k": kk,
-              "baseline": baseline, "pairs": pair, "config": cfg.source}
+              "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}
     write_table(pa.Table.from_pandas(sig, preserve_index=False), output, kind="eval-significance", params=params)
     if breakdown_out is not None:
         write_table(pa.Table.from_pandas(bd, preserve_index=False), breakdown_out, kind="eval-breakdown", params=params)
     if cases_out is not None:
         write_table(pa.Table.from_pandas(cases, preserve_index=False), cases_out, kind="eval-cases", params=params)
+    repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), **ev.report(), "pairs": int(len(bd)), "tests": tl, "corrections": cl,
+        common.emit({"output": str(output), **ev.report(), "repaired": repaired, "pairs": int(len(bd)), "tests": tl, "corrections": cl,
                      "seed": s, "significant": {c: int(sig[f"reject_{c}"].sum()) for c in cl},
                      "breakdown": bd.drop(columns=["note"]).to_dict(orient="records") if len(bd) else [],
                      "note": bd["note"].iloc[0] if len(bd) else None}, True)
@@ -196,17 +215,18 @@ def duplicates(
     pol = str(cfg.get_value("eval", "missing", missing))
     rel = _relevance(cfg, relevant)
     d = cfg.get_value("eval", "depth", depth)
-    q = read_qrels(qrels)
-    table, _ = read_eval_runs(runs, cfg, lenient, q)
-    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel)
+    q, table, _, fixed = _eval_inputs(runs, qrels, cfg, lenient)
+    rk = str(cfg.get_value("eval", "ranking"))
+    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel, ranking=rk)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "classes": str(classes), "measures": ms,
-              "depth": d, "missing": pol, "rel": rel, "config": cfg.source}
+              "depth": d, "missing": pol, "rel": rel, "ranking": rk, "config": cfg.source}
     write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="eval-duplicates", params=params)
     if plot is not None:
         plot_duplicates(df, plot)
     per_measure = df.groupby("measure", sort=False)["qrels_minus_runs"].agg(["mean", "min", "max"]).reset_index()
+    repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), "plot": str(plot) if plot else None, "missing_policy": pol,
+        common.emit({"output": str(output), "plot": str(plot) if plot else None, "missing_policy": pol, "repaired": repaired,
                      "differences": per_measure.to_dict(orient="records")}, True)
         return
     common.stderr.print(f"missing-topic policy: {pol}")

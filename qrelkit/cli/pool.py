@@ -18,7 +18,7 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.pooler import (
     depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
-    restrict_runs, select_pool_runs, top1_pool,
+    pool_selection, restrict_runs, select_pool_runs, top1_pool,
 )
 
 app = typer.Typer(help="Build judgment pools with provenance.", no_args_is_help=True)
@@ -32,9 +32,11 @@ OutputOpt = typer.Option(..., "-o", "--output", help="Output table: .parquet (wi
 LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
 
 
-def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, include=None, exclude=None) -> pd.DataFrame:
-    return select_pool_runs(
-        manifest_df,
+TiesOpt = typer.Option(None, "--ties", help="Order of equal scores within a topic: docid-desc (trec_eval) | docid-asc | file-order (default: config [pool] ties).")
+
+
+def _selection_args(cfg, per_group=None, baselines=None, include=None, exclude=None) -> dict:
+    return dict(
         per_group=int(cfg.get_value("selection", "per_group", per_group)),
         include_baselines=bool(cfg.get_value("selection", "include_baselines", baselines)),
         by_subtask=bool(cfg.get_value("selection", "by_subtask")),
@@ -44,32 +46,45 @@ def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, i
     )
 
 
-def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels):
+def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, include=None, exclude=None) -> pd.DataFrame:
+    return select_pool_runs(manifest_df, **_selection_args(cfg, per_group, baselines, include, exclude))
+
+
+def pooled_selection(cfg, manifest_df: pd.DataFrame) -> pd.DataFrame:
+    """The pooled runs of a manifest by the library's one rule (its ``pooled`` column as is, else
+    the config's selection)."""
+    return pool_selection(manifest_df, **_selection_args(cfg))
+
+
+def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-desc"):
     """Load runs (restricted to the pooled ones when a manifest is given), classes and qrels."""
     man = read_manifest(manifest) if manifest else None
-    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient)
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ties)
     table = rs.table
     pooled = rs.runs
     if man is not None and not all_runs:
-        sel = _selection(cfg, man)
+        sel = pooled_selection(cfg, man)
         pooled = sorted(set(sel.loc[sel["pooled"], "run"]) & set(rs.runs))
         table = filter_runs(table, pooled)
     cls = read_classes(classes) if classes else None
     q = read_qrels(qrels) if qrels else None
-    return table, pooled, cls, q
+    return table, pooled, cls, q, rs
 
 
 def _params(**kw) -> dict:
     return {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v) for k, v in kw.items()}
 
 
-def _report(pool: pa.Table, output: Path, pooled: list[str], as_json: bool, extra: dict | None = None) -> None:
+def _report(pool: pa.Table, output: Path, pooled: list[str], as_json: bool, extra: dict | None = None,
+            rs=None) -> None:
     dist = pool_size_distribution(pool)
     summary = {"output": str(output), "runs_pooled": len(pooled), "items": pool.num_rows, "topics": dist["topics"],
                "size_mean": dist["mean"], "size_median": dist["median"], "size_min": dist["min"], "size_max": dist["max"]}
     if "judged" in pool.column_names:
         summary["already_judged"] = int(pa.compute.sum(pool["judged"]).as_py() or 0)
     summary.update(extra or {})
+    if rs is not None:
+        common.report_repairs(rs.repairs(), summary)
     common.emit(summary, as_json, f"pooled {pool.num_rows} items over {dist['topics']} topics from {len(pooled)} runs "
                 f"(mean {dist['mean']:.2f} per topic) -> {output}")
 
@@ -111,12 +126,14 @@ def depth(
     qrels: Optional[Path] = QrelsOpt,
     judged: Optional[str] = JudgedOpt,
     lenient: Optional[bool] = LenientOpt,
+    ties: Optional[str] = TiesOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
     cfg = common.config(config)
-    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    tie = str(cfg.get_value("pool", "ties", ties))
+    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
     k = int(cfg.get_value("pool", "depth", depth_))
     per_run = None
     if run_depth:
@@ -127,8 +144,8 @@ def depth(
     pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
     write_table(pool, output, kind="pool-depth", params=_params(
         runs=runs, pooled_runs=pooled, depth=k, per_run_depth=per_run or {}, classes=classes, qrels=qrels,
-        judged=pol, config=cfg.source))
-    _report(pool, output, pooled, as_json, {"depth": k})
+        judged=pol, ties=tie, config=cfg.source))
+    _report(pool, output, pooled, as_json, {"depth": k, "ties": tie}, rs)
 
 
 @app.command("top1")
@@ -142,19 +159,21 @@ def top1(
     all_runs: bool = AllRunsOpt,
     classes: Optional[Path] = ClassesOpt,
     lenient: Optional[bool] = LenientOpt,
+    ties: Optional[str] = TiesOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
     cfg = common.config(config)
-    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    tie = str(cfg.get_value("pool", "ties", ties))
+    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
     mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
     pm = str(cfg.get_value("top1", "perfect", perfect))
     pool = top1_pool(table, qrels=q, perfect_min_rel=mr, perfect=pm, classes=cls)
     write_table(pool, output, kind="pool-top1", params=_params(runs=runs, pooled_runs=pooled, qrels=qrels,
-                perfect_min_rel=mr, perfect=pm, classes=classes, config=cfg.source))
+                perfect_min_rel=mr, perfect=pm, classes=classes, ties=tie, config=cfg.source))
     dist = pool_size_distribution(pool)
-    _report(pool, output, pooled, as_json, {"histogram": dist["histogram"]})
+    _report(pool, output, pooled, as_json, {"histogram": dist["histogram"], "ties": tie}, rs)
 
 
 @app.command("fused")
@@ -171,12 +190,14 @@ def fused(
     qrels: Optional[Path] = QrelsOpt,
     judged: Optional[str] = JudgedOpt,
     lenient: Optional[bool] = LenientOpt,
+    ties: Optional[str] = TiesOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
     cfg = common.config(config)
-    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    tie = str(cfg.get_value("pool", "ties", ties))
+    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
     m = str(cfg.get_value("fused", "method", method))
     n = int(cfg.get_value("fused", "take", take))
     kk = float(cfg.get_value("fused", "rrf_k", rrf_k))
@@ -184,8 +205,8 @@ def fused(
     pol = str(cfg.get_value("pool", "judged", judged))
     pool = fused_pool(table, n, method=m, k=kk, p=pp, classes=cls, qrels=q, judged=pol)
     write_table(pool, output, kind="pool-fused", params=_params(runs=runs, pooled_runs=pooled, method=m, take=n,
-                rrf_k=kk, rbp_p=pp, classes=classes, qrels=qrels, judged=pol, config=cfg.source))
-    _report(pool, output, pooled, as_json, {"method": m, "take": n})
+                rrf_k=kk, rbp_p=pp, classes=classes, qrels=qrels, judged=pol, ties=tie, config=cfg.source))
+    _report(pool, output, pooled, as_json, {"method": m, "take": n, "ties": tie}, rs)
 
 
 @app.command("fractional")
@@ -203,13 +224,15 @@ def fractional(
     classes: Optional[Path] = ClassesOpt,
     qrels: Optional[Path] = QrelsOpt,
     lenient: Optional[bool] = LenientOpt,
+    ties: Optional[str] = TiesOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
     their depth-k pool minus what is already judged."""
     cfg = common.config(config)
-    table, pooled, cls, q = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels)
+    tie = str(cfg.get_value("pool", "ties", ties))
+    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
     f = float(cfg.get_value("fractional", "fraction", fraction))
     s = int(cfg.get_value("fractional", "seed", seed))
     k = int(cfg.get_value("pool", "depth", depth_))
@@ -218,7 +241,7 @@ def fractional(
     restricted = restrict_runs(table, kept, classes=cls)
     pool = depth_pool(restricted, k, classes=cls, qrels=q, judged="drop")
     params = _params(runs=runs, pooled_runs=pooled, corpus=corpus, fraction=f, seed=s, depth=k, classes=classes,
-                     qrels=qrels, config=cfg.source)
+                     qrels=qrels, ties=tie, config=cfg.source)
     if ids_out:
         write_table(pa.table({"pid": kept}), ids_out, kind="fractional-ids", params=params)
     if runs_out:
@@ -230,7 +253,7 @@ def fractional(
             write_trec_run(restricted, runs_out)
     write_table(pool, output, kind="pool-fractional", params=params)
     _report(pool, output, pooled, as_json, {"fraction": f, "seed": s, "kept_passages": len(kept),
-                                            "restricted_documents": restricted.num_rows})
+                                            "restricted_documents": restricted.num_rows, "ties": tie}, rs)
 
 
 @app.command("stats")

@@ -15,7 +15,7 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.classes import read_classes
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
@@ -27,9 +27,10 @@ ClassesOpt = typer.Option(None, "--classes", help="Near-duplicate classes (docid
 LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
 
 
-def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> pa.Table:
+def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> tuple[pa.Table, dict[str, int]]:
     """Run files/folders (validated by the run reader), or one Parquet table of canonical runs
-    written by ``qrelkit runs canonicalize`` (already validated, read as is)."""
+    written by ``qrelkit runs canonicalize`` (already validated, read as is); with what lenient
+    mode repaired (per rule)."""
     from qrelkit.io.runs import RUN_SCHEMA
     from qrelkit.io.tables import read_metadata
 
@@ -38,8 +39,9 @@ def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> pa.Table:
         missing = [c for c in RUN_SCHEMA.names if c not in t.column_names]
         if missing:
             raise InputError("missing-column", f"canonical runs need columns {', '.join(missing)}", file=str(runs[0]))
-        return t.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
-    return load_runs(runs, cfg, lenient=lenient).table
+        return t.select(RUN_SCHEMA.names).cast(RUN_SCHEMA), {}
+    rs = load_runs(runs, cfg, lenient=lenient)
+    return rs.table, rs.repairs()
 
 
 def _v(cfg, key: str, override=None):
@@ -271,6 +273,7 @@ def import_(
     counts = {r: int(c) for r, c in zip(report["rule"], report["count"])}
     summary = {"output": str(output), **res["summary"], "agreement": res["agreement"], "rules": counts,
                "reissued_tasks": int(new["task_id"].nunique()) if len(new) else 0}
+    common.report_repairs(repair_counts(counts), summary)
     ag = res["agreement"]
     ag_text = (f"; agreement on {ag['pairs_multi']} multiply judged pairs: raw {ag['raw_agreement']:.3f}, Fleiss' kappa "
                f"{ag['fleiss_kappa']:.3f}" if ag.get("raw_agreement") is not None and ag.get("fleiss_kappa") is not None else "")
@@ -397,7 +400,7 @@ def rescore_cmd(
     from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
 
     cfg = common.config(config)
-    table = _runs(runs, cfg, lenient)
+    table, fixed = _runs(runs, cfg, lenient)
     kw = dict(measure=str(_v(cfg, "measure", measure)), rel=int(_v(cfg, "rel", rel)), perfect=perfect,
               perfect_min_rel=int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel)),
               perfect_mode=str(cfg.get_value("top1", "perfect", perfect_mode)), ci=str(_v(cfg, "ci", ci)),
@@ -413,8 +416,9 @@ def rescore_cmd(
     if plot is not None:
         plot_rescore(res, plot)
     sm = res.summary
+    repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), **sm, "leaderboard": res.leaderboard.astype(object).where(
+        common.emit({"output": str(output), **sm, "repaired": repaired, "leaderboard": res.leaderboard.astype(object).where(
             res.leaderboard.notna(), None).to_dict(orient="records")}, True)
         return
     common.stderr.print(f"{sm['runs']} runs on {sm['topics']} topics with preference qrels: Kendall's tau "
@@ -444,7 +448,7 @@ def single(
     from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs
 
     cfg = common.config(config)
-    table = _runs(runs, cfg, lenient)
+    table, fixed = _runs(runs, cfg, lenient)
     mr = int(cfg.get_value("top1", "perfect_min_rel", min_rel))
     p, cats = single_ranker_pairs(table, read_qrels(qrels), run, min_rel=mr, classes=read_classes(classes) if classes else None)
     out = single_ranker_outcomes(p, _judgments(judgments)) if judgments else None
@@ -460,6 +464,7 @@ def single(
                "categories": cats.astype(object).where(cats.notna(), None).to_dict(orient="records")}
     if out is not None:
         summary["outcomes"] = out.astype(object).where(out.notna(), None).to_dict(orient="records")
+    common.report_repairs(fixed, summary)
     if as_json:
         common.emit(summary, True)
         return

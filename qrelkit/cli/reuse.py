@@ -93,7 +93,9 @@ def leave_out_cmd(
         per_run = read_run_depths(run_depth)
     elif pool_meta.get("per_run_depth"):
         per_run = {str(a): int(b) for a, b in pool_meta["per_run_depth"].items()}
-    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient)
+    # ranks for recomputed provenance follow the pool's tie rule (else the config's)
+    ties = str(pool_meta.get("ties") or cfg.get_value("pool", "ties"))
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ties)
     table = rs.table
 
     # which runs were pooled: stated in the report
@@ -107,9 +109,9 @@ def leave_out_cmd(
         pooled = [str(r) for r in pool_meta["pooled_runs"]]
         source = f"the pool's parameters ({pool})"
     elif man is not None:
-        from qrelkit.cli.pool import _selection
+        from qrelkit.cli.pool import pooled_selection
 
-        sel = _selection(cfg, man)
+        sel = pooled_selection(cfg, man)
         pooled = sel.loc[sel["pooled"], "run"].tolist()
         source = "the config's pool-run selection (as 'qrelkit pool select')"
     else:
@@ -122,13 +124,14 @@ def leave_out_cmd(
         classes=read_classes(classes) if classes else None, orphans=orph, orphan_depth=odepth, removal=rem,
         measures=ms, missing=pol, rel=rel, topics=read_topics(topics)["qid"].tolist() if topics else None,
         official=off, density_threshold=dens, voorhees_share=vshare, workers=workers,
+        ranking=str(cfg.get_value("eval", "ranking")),
     )
     res.notes.insert(1, f"Pooled runs: {source}.")
     if official is not None:
         res.notes.append(f"Official scores read from {official}.")
     params = {"runs_input": [str(r) for r in runs], "qrels": str(qrels), "manifest": str(manifest) if manifest else None,
               "pool": str(pool) if pool else None, "classes": str(classes) if classes else None,
-              "topics_file": str(topics) if topics else None, "pooled_source": source, "config": cfg.source}
+              "topics_file": str(topics) if topics else None, "pooled_source": source, "ties": ties, "config": cfg.source}
     written = write_report(res, output, title=title, params=params)
     if qrels_out is not None:
         for u in res.units["unit"].to_pylist():
@@ -136,6 +139,7 @@ def leave_out_cmd(
             write_qrels(reduced_qrels(q, res.removed, u, rem), path)
             written[f"qrels-{_safe(u)}.txt"] = str(path)
     summary = res.summary.to_pandas()
+    repaired = common.report_repairs(rs.repairs())
     if as_json:
         def records(df: pd.DataFrame) -> list[dict]:  # NaN (e.g. tau of a constant leaderboard) -> null
             return df.astype(object).where(df.notna(), None).to_dict(orient="records")
@@ -145,7 +149,7 @@ def leave_out_cmd(
                      "units": records(res.units.to_pandas().drop(columns=["run_names"])),
                      "topics_dl_flag": int(pa_sum(res.topics["dl_flag"])),
                      "topics_voorhees_flag": int(pa_sum(res.topics["voorhees_flag"])),
-                     "files": sorted(written)}, True)
+                     "files": sorted(written), "repaired": repaired}, True)
         return
     for line in res.notes:
         common.stderr.print(line)

@@ -27,8 +27,10 @@ def load_runs(
     lenient: Optional[bool] = None,
     max_depth: Optional[int] = None,
     expected_depth: Optional[int] = None,
+    ties: str = "docid-desc",
 ) -> RunSet:
-    """Read runs with the config's validation settings (flags win)."""
+    """Read runs with the config's validation settings (flags win); ``ties`` orders equal scores
+    (:data:`qrelkit.io.runs.TIE_RULES`)."""
     from qrelkit.io.runs import expand_sources
 
     paths = expand_sources(runs)
@@ -41,6 +43,7 @@ def load_runs(
             expected_depth=cfg.get_value("runs", "expected_depth", expected_depth),
             manifest=None if manifest is None else read_manifest(manifest),
             progress=advance,
+            ties=ties,
         )
 
 
@@ -73,6 +76,7 @@ def validate(
         "per_run": rs.summary.drop(columns=["file"]).to_dict(orient="records"),
         "issues": rs.issues.astype(object).where(rs.issues.notna(), None).to_dict(orient="records"),
     }
+    common.report_repairs(rs.repairs(), summary)
     if as_json:
         common.emit(summary, True)
         return
@@ -108,5 +112,7 @@ def canonicalize(
         write_table(rs.table, output, kind="runs", params={"runs": [str(r) for r in runs], "lenient": bool(lenient)})
     else:
         write_trec_run(rs.table, output)
-    common.emit({"runs": len(rs.summary), "documents": rs.table.num_rows, "output": str(output)}, as_json,
+    summary = {"runs": len(rs.summary), "documents": rs.table.num_rows, "output": str(output)}
+    common.report_repairs(rs.repairs(), summary)
+    common.emit(summary, as_json,
                 f"wrote {rs.table.num_rows} lines of {len(rs.summary)} runs to {output}")

@@ -6,15 +6,15 @@ from qrelkit.evaluate.compare import (
     breakdown_from_rr, correct, leaderboard_correlation, outcome_breakdown, pvalue, significance, tau_ap,
 )
 from qrelkit.evaluate.core import (
-    MISSING_POLICIES, Evaluation, evaluate, load_canonical_runs, per_query_matrix, qrels_dict,
+    MISSING_POLICIES, RANKINGS, Evaluation, evaluate, load_canonical_runs, per_query_matrix, qrels_dict,
 )
 from qrelkit.evaluate.duplicates import (
     canonical_only_runs, deduped_runs, duplicate_effects, plot_duplicates,
 )
-from qrelkit.evaluate.measures import NCG, parse_measures, with_relevance
+from qrelkit.evaluate.measures import NCG, computable, parse_measures, supported_names, with_relevance
 
 __all__ = [
-    "MISSING_POLICIES", "NCG", "Evaluation", "breakdown_from_rr", "canonical_only_runs", "correct", "deduped_runs",
+    "MISSING_POLICIES", "NCG", "RANKINGS", "Evaluation", "breakdown_from_rr", "canonical_only_runs", "computable", "correct", "deduped_runs",
     "duplicate_effects", "evaluate", "leaderboard_correlation", "load_canonical_runs", "outcome_breakdown", "parse_measures",
-    "per_query_matrix", "plot_duplicates", "pvalue", "qrels_dict", "significance", "tau_ap", "with_relevance",
+    "per_query_matrix", "plot_duplicates", "pvalue", "qrels_dict", "significance", "supported_names", "tau_ap", "with_relevance",
 ]

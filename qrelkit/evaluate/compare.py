@@ -237,12 +237,14 @@ def outcome_breakdown(
     baseline: str | None = None,
     pairs: Iterable[tuple[str, str]] | None = None,
     missing: str = "zero",
+    ranking: str = "trec_eval",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Outcome breakdown (PROTOCOL.md section 3) for every pair of runs, every run against
     ``baseline``, or the given ``pairs``. Returns (one row per pair, one row per pair and topic
-    with its case). A run that retrieved nothing for a topic has no relevant item there."""
+    with its case). A run that retrieved nothing for a topic has no relevant item there.
+    ``ranking``: as :func:`~qrelkit.evaluate.evaluate`."""
     measure = f"RR(rel={int(rel)})@{int(k)}"
-    ev = evaluate(runs, qrels, [measure], missing="zero" if missing == "skip" else missing)
+    ev = evaluate(runs, qrels, [measure], missing="zero" if missing == "skip" else missing, ranking=ranking)
     name = ev.measures[0]
     w = per_query_matrix(ev.per_query, name, ev.runs)
     pl = _pairs(ev.runs, baseline, pairs)

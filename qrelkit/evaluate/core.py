@@ -6,11 +6,14 @@
    topics left are the *judged topics*, the only ones scored and averaged over.
 2. **Runs filtered to judged topics** first (the rest can never count, and skipping them is what
    makes evaluation fast).
-3. **Canonical order.** Runs must be in qrelkit's canonical order (score descending, ties by
-   docid descending — trec_eval's order); a table that is not is put in it. Each document is then
-   handed to ir-measures with the score ``-rank``: no two documents of a topic tie, so every
-   provider (pytrec_eval breaks ties by docid descending, the msmarco and judged providers by
-   docid ascending) sees the same ranking.
+3. **Ranking order** (``ranking``, :data:`RANKINGS`). By default (``trec_eval``) each topic's
+   documents are ordered as trec_eval orders them: by the score held as a 32-bit float (trec_eval
+   reads scores into ``float sim``, and so does pytrec_eval), so scores equal in float32 tie, and
+   ties by docid descending. ``exact`` orders by the 64-bit score (qrelkit's canonical run order,
+   :mod:`qrelkit.io.runs`), ties by docid descending. A table not in the chosen order is put in
+   it. Each document is then handed to ir-measures with the score ``-rank``: no two documents
+   of a topic tie, so every provider (pytrec_eval breaks ties by docid descending, the msmarco
+   and judged providers by docid ascending) sees the same ranking.
 4. **ir-measures** computes every value: one evaluator is built for the qrels and each run is
    passed to it. A measure with a cutoff that only looks at the first k documents (P, RR, nDCG,
    AP, R, Success, Judged, NCG at k, without ``judged_only``) is handed each run's first k
@@ -40,14 +43,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.evaluate.measures import parse_measures, with_relevance
+from qrelkit.evaluate.measures import computable, parse_measures, with_relevance
 from qrelkit.io.qrels import QRELS_SCHEMA, judged
-from qrelkit.io.runs import canonical_indices, canonicalize, qid_order
+from qrelkit.io.runs import canonical_indices, qid_order
 
 MISSING_POLICIES = {
     "zero": "judged topics missing from a run score 0 and count in its average (as trec_eval -c)",
     "skip": "judged topics missing from a run are left out of its average (as trec_eval 9 without -c)",
     "error": "a judged topic missing from a run is an error (as trec_eval 10)",
+}
+
+RANKINGS = {
+    "trec_eval": "score as a 32-bit float descending, ties by docid descending (trec_eval, pytrec_eval)",
+    "exact": "score as a 64-bit float descending, ties by docid descending",
 }
 
 PER_QUERY_SCHEMA = pa.schema([
@@ -73,6 +81,7 @@ class Evaluation:
     missing_by_run: dict[str, list[str]] = field(default_factory=dict)
     unjudged_rows: int = 0  # run rows dropped because their topic is not judged
     unjudged_topics: int = 0
+    ranking: str = "trec_eval"
 
     def policy_line(self) -> str:
         n_missing = sum(len(v) for v in self.missing_by_run.values())
@@ -80,7 +89,7 @@ class Evaluation:
         return (f"missing-topic policy: {self.missing} — {MISSING_POLICIES[self.missing]}; "
                 f"{len(self.topics)} judged topics; {n_missing} missing (run, topic) pairs in {runs_missing} "
                 f"of {len(self.runs)} runs; {self.unjudged_topics} unjudged topics ({self.unjudged_rows} run "
-                f"lines) not scored")
+                f"lines) not scored; ranking: {RANKINGS[self.ranking]}")
 
     def report(self) -> dict:
         return {
@@ -93,6 +102,8 @@ class Evaluation:
             "runs_with_missing_topics": {r: v for r, v in self.missing_by_run.items() if v},
             "unjudged_topics": self.unjudged_topics,
             "unjudged_run_lines": self.unjudged_rows,
+            "ranking": self.ranking,
+            "ranking_text": RANKINGS[self.ranking],
         }
 
     def wide(self):
@@ -135,18 +146,22 @@ def _group_codes(runs: pa.Table, topics: list[str]) -> tuple[list[str], np.ndarr
     return run_names, _codes(runs["run"], run_names), _codes(runs["qid"], topics)
 
 
-def _ensure_canonical(runs: pa.Table, topics: list[str]):
-    """``runs`` (already restricted to judged topics) in canonical order, re-sorted only if
-    needed, with its run names and the run and topic code of every row."""
+def _ensure_canonical(runs: pa.Table, topics: list[str], ranking: str = "trec_eval"):
+    """``runs`` (already restricted to judged topics) in the ``ranking`` order (grouped by run
+    and topic), re-sorted only if needed, with its run names and the run and topic code of
+    every row."""
     codes = _group_codes(runs, topics)
     if runs.num_rows < 2:
         return runs, codes
-    _, rcode, qcode = codes
+    names, rcode, qcode = codes
     group = rcode * (len(topics) + 1) + qcode
-    if canonical_indices(group, runs["score"].to_numpy(), runs["docid"]) is None:
+    score = runs["score"].to_numpy()
+    if ranking == "trec_eval":
+        score = score.astype(np.float32)  # trec_eval's `float sim`: equal in float32 is a tie
+    idx = canonical_indices(group, score, runs["docid"])
+    if idx is None:
         return runs, codes
-    runs = canonicalize(runs).select(["run", "qid", "docid", "score"])
-    return runs, _group_codes(runs, topics)
+    return runs.take(pa.array(idx)), (names, rcode[idx], qcode[idx])
 
 
 # measures whose value depends on the first `cutoff` documents only (judged_only excepted)
@@ -203,6 +218,7 @@ def evaluate(
     missing: str = "zero",
     rel: int | None = None,
     run_names: Sequence[str] | None = None,
+    ranking: str = "trec_eval",
 ) -> Evaluation:
     """Score every run of ``runs`` (:data:`qrelkit.io.runs.RUN_SCHEMA`) against ``qrels``
     (:data:`qrelkit.io.qrels.QRELS_SCHEMA`) with ir-measures.
@@ -210,11 +226,15 @@ def evaluate(
     ``measures`` are ir-measures strings or objects; ``rel`` sets the binary relevance level of
     measures that did not set one (``AP`` -> ``AP(rel=2)``). ``missing`` is the missing-topic
     policy (:data:`MISSING_POLICIES`). ``run_names`` lists runs to report even if they retrieved
-    nothing for any judged topic (default: the runs in ``runs``).
+    nothing for any judged topic (default: the runs in ``runs``). ``ranking`` orders each
+    topic's documents (:data:`RANKINGS`; default ``trec_eval``: float32 score, ties by docid
+    descending).
     """
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
-    ms = with_relevance(parse_measures(measures), rel)
+    if ranking not in RANKINGS:
+        raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
+    ms = computable(with_relevance(parse_measures(measures), rel))
     names = [str(m) for m in ms]
     runs = _as_table(runs, {"run": pa.string(), "qid": pa.string(), "docid": pa.string(), "score": pa.float64()})
     qrels = _as_table(qrels, {"qid": pa.string(), "docid": pa.string(), "rel": pa.int32()}).cast(QRELS_SCHEMA)
@@ -228,7 +248,7 @@ def evaluate(
     kept = runs.filter(keep)
     unjudged_rows = runs.num_rows - kept.num_rows
     unjudged_topics = len(set(pc.unique(runs["qid"]).to_pylist()) - set(topics)) if unjudged_rows else 0
-    kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), topics)
+    kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), topics, ranking)
     groups = _depth_groups(ms)
     per_depth = _run_dicts(kept, topics, groups.keys(), codes)
     evaluators = {d: (ir_measures.evaluator([p for _, p in pairs], qd), {p: m for m, p in pairs})
@@ -311,7 +331,7 @@ def evaluate(
     )
     return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
                       missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
-                      unjudged_topics=int(unjudged_topics))
+                      unjudged_topics=int(unjudged_topics), ranking=ranking)
 
 
 def load_canonical_runs(path, topics: Iterable[str] | None = None) -> tuple[pa.Table, list[str]]:

@@ -57,24 +57,25 @@ def duplicate_effects(
     missing: str = "zero",
     rel: int | None = None,
     treatments: Sequence[str] = TREATMENTS,
+    ranking: str = "trec_eval",
 ) -> pd.DataFrame:
     """One row per (run, measure), one column per treatment, plus ``qrels_minus_runs`` (expanded
-    qrels minus deduplicated runs: Figure 6's distance from the diagonal)."""
+    qrels minus deduplicated runs: Figure 6's distance from the diagonal). ``ranking``: as
+    :func:`~qrelkit.evaluate.evaluate`."""
     measures = list(measures)
     names = sorted(set(pc.unique(runs["run"]).to_pylist()))
     base = runs if depth is None else runs.filter(pc.less_equal(runs["rank"], depth))
+    kw = dict(missing=missing, rel=rel, run_names=names, ranking=ranking)
     cols = {}
     for t in treatments:
         if t == "none":
-            ev = evaluate(base, qrels, measures, missing=missing, rel=rel, run_names=names)
+            ev = evaluate(base, qrels, measures, **kw)
         elif t == "corpus":
-            ev = evaluate(canonical_only_runs(runs, classes, depth=depth), qrels, measures, missing=missing, rel=rel,
-                          run_names=names)
+            ev = evaluate(canonical_only_runs(runs, classes, depth=depth), qrels, measures, **kw)
         elif t == "runs":
-            ev = evaluate(deduped_runs(runs, classes, depth=depth), qrels, measures, missing=missing, rel=rel,
-                          run_names=names)
+            ev = evaluate(deduped_runs(runs, classes, depth=depth), qrels, measures, **kw)
         elif t == "qrels":
-            ev = evaluate(base, expand_qrels(qrels, classes).qrels, measures, missing=missing, rel=rel, run_names=names)
+            ev = evaluate(base, expand_qrels(qrels, classes).qrels, measures, **kw)
         else:
             from qrelkit.errors import InputError
 

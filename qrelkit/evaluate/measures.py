@@ -105,6 +105,44 @@ def parse_measures(specs: Iterable[str | ir_measures.Measure]) -> list[ir_measur
     return out
 
 
+def _providers() -> list:
+    """The providers of ir-measures' default pipeline that are installed."""
+    return [p for p in ir_measures.DefaultPipeline.providers if p.is_available()]
+
+
+def supported_names() -> list[str]:
+    """Names of the measures some installed ir-measures provider computes (for messages)."""
+    names = set()
+    for p in _providers():
+        names.update(sm.NAME for sm in getattr(p, "SUPPORTED_MEASURES", ()))
+    # measures defined at run time (NCG) are computed by ir-measures' runtime provider
+    names.update(m.NAME for m in _ms.registry.values() if hasattr(m, "runtime_impl"))
+    return sorted(names, key=str.lower)
+
+
+def _computable(m: ir_measures.Measure) -> bool:
+    return any(p.supports(m) for p in _providers())
+
+
+def computable(measures: Sequence[ir_measures.Measure]) -> list[ir_measures.Measure]:
+    """``measures`` checked against the installed ir-measures providers.
+
+    A measure whose provider needs a relevance level it did not set gets ir-measures' usual
+    binary default, ``rel=1`` (``RBP(p=0.5)`` -> ``RBP(p=0.5,rel=1)``: cwl_eval needs ``rel``).
+    A measure no installed provider computes raises ``unsupported-measure`` naming the measures
+    that can be computed."""
+    out = []
+    for m in measures:
+        if not _computable(m) and "rel" in m.SUPPORTED_PARAMS and "rel" not in m.params and _computable(m(rel=1)):
+            m = m(rel=1)
+        if not _computable(m):
+            raise InputError("unsupported-measure", f"no installed ir-measures provider computes {m}; supported "
+                             f"measures: {', '.join(supported_names())}")
+        if m not in out:
+            out.append(m)
+    return out
+
+
 def with_relevance(measures: Sequence[ir_measures.Measure], rel: int | None) -> list[ir_measures.Measure]:
     """Set the binary relevance level ``rel`` on every measure that has one and where the
     measure string did not set it (e.g. ``AP`` -> ``AP(rel=2)``; ``AP(rel=3)`` is kept)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -42,15 +43,25 @@ def sort_qrels(table: pa.Table) -> pa.Table:
     return table.take(idx)
 
 
-def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
+def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterable[int] | None = None,
+               counts: dict[str, int] | None = None) -> pa.Table:
     """Read qrels (TREC text, ``.gz`` or Parquet) into :data:`QRELS_SCHEMA`.
 
     Rules: ``missing-column``/``extra-column``, ``grade-not-numeric``, ``grade-not-integer``
-    (a fractional grade), ``grade-out-of-range`` (not a 32-bit integer), ``duplicate-judgment``
-    (same topic and docid twice), ``empty-file``.
-    Strict mode raises :class:`InputError`; lenient mode drops bad lines and keeps the first of
-    duplicate judgments.
+    (a fractional grade), ``grade-out-of-range`` (not a 32-bit integer), ``grade-out-of-scale``
+    (with ``scale``: a grade >= 0 that is not one of the scale's grades; negative grades,
+    "pooled, not judged", are always allowed), ``duplicate-judgment`` (same topic and docid
+    twice), ``empty-file``.
+    Strict mode raises :class:`InputError`; lenient mode drops bad lines (a grade outside the
+    scale included: no grade is invented) and keeps the first of duplicate judgments, and adds
+    the lines dropped per rule to ``counts``.
     """
+    counts = {} if counts is None else counts
+
+    def count(rule: str, n: int) -> None:
+        if n:
+            counts[rule] = counts.get(rule, 0) + int(n)
+
     p = Path(path)
     if p.suffix == ".parquet":
         try:
@@ -76,6 +87,8 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
     if problems and not lenient:
         rule, line, msg = min(problems, key=lambda x: x[1])
         raise InputError(rule, msg, file=str(p), line=line)
+    for rule, _, _ in problems:
+        count(rule, 1)
     if t.num_rows == 0:
         raise InputError("empty-file", "no judgments", file=str(p))
     rel = t["rel"].to_numpy()
@@ -86,6 +99,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
         if not lenient:
             i = int(np.flatnonzero(bad)[0])
             raise InputError("grade-not-integer", f"grade {rel[i]!r} is not an integer", file=str(p), line=int(lines[i]))
+        count("grade-not-integer", int(bad.sum()))
         keep &= ~bad
     with np.errstate(invalid="ignore"):
         i32 = np.iinfo(np.int32)
@@ -95,7 +109,18 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
             i = int(np.flatnonzero(huge)[0])
             raise InputError("grade-out-of-range", f"grade {rel[i]!r} does not fit in 32 bits",
                              file=str(p), line=int(lines[i]))
+        count("grade-out-of-range", int(huge.sum()))
         keep &= ~huge
+    if scale is not None:
+        grades = sorted({int(g) for g in scale})
+        outside = keep & (rel >= 0) & ~np.isin(rel, grades)
+        if outside.any():
+            if not lenient:
+                i = int(np.flatnonzero(outside)[0])
+                raise InputError("grade-out-of-scale", f"grade {int(rel[i])} is not on the scale "
+                                 f"{', '.join(map(str, grades))} ([labels] scale)", file=str(p), line=int(lines[i]))
+            count("grade-out-of-scale", int(outside.sum()))
+            keep &= ~outside
     key = pd.DataFrame({"q": t["qid"].to_numpy(zero_copy_only=False), "d": t["docid"].to_numpy(zero_copy_only=False)})
     dup = key.duplicated().to_numpy() & keep
     if dup.any():
@@ -103,6 +128,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
             i = int(np.flatnonzero(dup)[0])
             raise InputError("duplicate-judgment", f"topic {key.q[i]} docid {key.d[i]} judged twice",
                              file=str(p), line=int(lines[i]))
+        count("duplicate-judgment", int(dup.sum()))
         keep &= ~dup
     out = pa.table(
         {"qid": t["qid"], "docid": t["docid"], "rel": pa.array(np.where(keep, rel, 0).astype(np.int32))}

@@ -78,6 +78,16 @@ RULES: dict[str, tuple[str, str]] = {
     "comment-line": ("warning", "ignored"),
 }
 
+#: how documents of equal score are ordered within a topic (what ``rank`` follows); pools take
+#: it as a choice (``[pool] ties``), everything else uses the canonical ``docid-desc``
+TIE_RULES: dict[str, str] = {
+    "docid-desc": "equal scores by docid descending (trec_eval's order; the canonical order)",
+    "docid-asc": "equal scores by docid ascending",
+    "file-order": "equal scores in the order of the run file (row order of a Parquet file)",
+}
+
+_TIE_WORDS = {"docid-desc": "docid descending", "docid-asc": "docid ascending", "file-order": "in file order"}
+
 ISSUE_COLUMNS = ["file", "run", "rule", "severity", "count", "line", "message", "repair"]
 
 
@@ -105,6 +115,11 @@ class RunSet:
 
     def errors(self) -> pd.DataFrame:
         return self.issues[self.issues["severity"] == "error"]
+
+    def repairs(self) -> dict[str, int]:
+        """What lenient mode repaired: lines (or files, runs) per error rule, by rule name."""
+        errs = self.errors()
+        return {str(r): int(n) for r, n in errs.groupby("rule")["count"].sum().sort_index().items() if n}
 
 
 @dataclass
@@ -256,6 +271,7 @@ class RunOptions:
     expected_depth: int | None = None
     file_runs: Mapping[str, str] | None = None  # file name -> run name from a manifest
     known_runs: set[str] | None = None  # runs of the manifest
+    ties: str = "docid-desc"  # TIE_RULES
 
 
 def _read_parquet_runs(path: Path) -> list[tuple[str, pa.Table]]:
@@ -409,6 +425,12 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
             qcodes = qcodes[idx]
         rank_in = rank_in[idx]
         lines = lines[idx]
+    if opts.ties != "docid-desc":  # equal scores by docid ascending or by line
+        second = t["docid"] if opts.ties == "docid-asc" else pa.array(lines)
+        key = pa.table({"q": qcodes, "s": t["score"], "t": second})
+        idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("t", "ascending")]).to_numpy()
+        t = t.take(pa.array(idx))
+        qcodes, rank_in, lines = qcodes[idx], rank_in[idx], lines[idx]
     rank = _block_ranks(qcodes)
     # given ranks should increase along the canonical order within each topic; disorder among
     # equal scores only means the run broke ties differently from trec_eval (docid descending)
@@ -419,7 +441,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
     tied = tied[1:] == tied[:-1]
     for rule, mask, what in (
         ("rank-order-differs", disorder & ~tied, "given ranks disagree with the score order"),
-        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than docid descending"),
+        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than " + _TIE_WORDS[opts.ties]),
     ):
         if mask.any():
             nq = len(np.unique(qcodes[1:][mask]))
@@ -507,6 +529,7 @@ def read_runs(
     manifest: pd.DataFrame | None = None,
     threads: int | None = None,
     progress: Callable[[int], None] | None = None,
+    ties: str = "docid-desc",
 ) -> RunSet:
     """Read and validate TREC runs (text, ``.gz`` or Parquet; files or folders).
 
@@ -515,14 +538,18 @@ def read_runs(
     ``RunSet.issues``. ``manifest`` (see :func:`qrelkit.io.manifest.read_manifest`) checks that
     every run is known and, when it has a ``file`` column, that each file's tag matches.
     ``expected_depth`` flags topics with fewer documents (a warning). The returned table is in
-    canonical order with ranks recomputed.
+    canonical order with ranks recomputed; ``ties`` (:data:`TIE_RULES`) orders documents of equal
+    score otherwise (then the table is in canonical order except among equal scores).
     """
+    if ties not in TIE_RULES:
+        raise InputError("bad-option", f"tie rule must be one of {', '.join(TIE_RULES)}, got {ties!r}")
     paths = expand_sources(sources)
     opts = RunOptions(
         lenient=lenient,
         topics=None if topics is None else {str(q) for q in topics},
         max_depth=max_depth,
         expected_depth=expected_depth,
+        ties=ties,
     )
     if manifest is not None:
         opts.known_runs = set(manifest["run"].astype(str))

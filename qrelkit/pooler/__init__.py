@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from qrelkit.pooler.batches import import_batches, make_batches
 from qrelkit.pooler.fractional import fractional_ids, fractional_ids_from_corpus, restrict_runs
 from qrelkit.pooler.pools import depth_pool, fused_pool, pool_size_distribution, top1_pool
-from qrelkit.pooler.select import select_pool_runs
+from qrelkit.pooler.select import pool_selection, pooled_flag, select_pool_runs
 from qrelkit.pooler.stats import pool_stats
 
 
@@ -21,6 +21,7 @@ def filter_runs(runs: pa.Table, names: Iterable[str]) -> pa.Table:
 
 __all__ = [
     "depth_pool", "filter_runs", "fractional_ids", "fractional_ids_from_corpus", "fused_pool",
-    "import_batches", "make_batches", "pool_size_distribution", "pool_stats", "restrict_runs",
+    "import_batches", "make_batches", "pool_selection", "pool_size_distribution", "pool_stats", "pooled_flag",
+    "restrict_runs",
     "select_pool_runs", "top1_pool",
 ]

@@ -1,9 +1,14 @@
-"""Which runs feed the pool (PROTOCOL.md section 1, "Runs that feed the pool")."""
+"""Which runs feed the pool (PROTOCOL.md section 1, "Runs that feed the pool").
+
+One rule, used by every command that needs the pooled runs (:func:`pool_selection`): a manifest
+with a ``pooled`` column (as ``qrelkit pool select -o`` writes, or filled by hand) is taken as it
+is; a manifest without one gets the selection rule of :func:`select_pool_runs`."""
 
 from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
 from qrelkit.errors import InputError
@@ -56,4 +61,34 @@ def select_pool_runs(
     for name in exclude:
         df.loc[df["run"] == name, ["pooled", "reason"]] = [False, "excluded"]
     df.loc[~df["pooled"] & (df["reason"] == ""), "reason"] = "not selected"
+    return df
+
+
+_TRUE = {"true", "yes", "y", "1", "t"}
+_FALSE = {"false", "no", "n", "0", "f", ""}
+
+
+def pooled_flag(value, run: str) -> bool:
+    """One ``pooled`` cell as a boolean (true/false, yes/no, 1/0; empty is false)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    s = "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value).strip().lower()
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise InputError("bad-pooled", f"run {run!r}: pooled {value!r} is not true/false")
+
+
+def pool_selection(manifest: pd.DataFrame, **selection) -> pd.DataFrame:
+    """The manifest with ``pooled: bool`` and ``reason: str``: its own ``pooled`` column taken as
+    it is (reason ``manifest`` where it gives none), else :func:`select_pool_runs` with
+    ``selection``'s arguments."""
+    cols = {str(c).strip().lower(): c for c in manifest.columns}
+    if "pooled" not in cols:
+        return select_pool_runs(manifest, **selection)
+    df = manifest.copy()
+    df["pooled"] = [pooled_flag(v, r) for v, r in zip(df[cols["pooled"]], df["run"].astype(str))]
+    reason = df[cols["reason"]] if "reason" in cols else pd.Series([""] * len(df), index=df.index)
+    df["reason"] = ["manifest" if pd.isna(x) or str(x).strip() == "" else str(x) for x in reason]
     return df

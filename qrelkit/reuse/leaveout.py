@@ -47,9 +47,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
-from qrelkit.evaluate import MISSING_POLICIES, evaluate, leaderboard_correlation, parse_measures, with_relevance
+from qrelkit.evaluate import (
+    MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
+)
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import qid_order
+from qrelkit.pooler import pooled_flag
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
 
@@ -65,9 +68,6 @@ RESCORING = ("Only the runs of the left-out unit are re-scored, pooled or not (N
 PLACEHOLDER_DOCID = " qrelkit: no judgment left"
 #: run lines from which leave_out() scores in two processes by default
 PARALLEL_MIN_ROWS = 500_000
-
-_TRUE = {"true", "yes", "y", "1", "t"}
-_FALSE = {"false", "no", "n", "0", "f", ""}
 
 
 @dataclass
@@ -87,17 +87,6 @@ class LeaveOutResult:
     def tables(self) -> dict[str, pa.Table]:
         return {"runs": self.runs, "summary": self.summary, "units": self.units, "topics": self.topics,
                 "removed": self.removed}
-
-
-def _bool(v, run: str) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    s = "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip().lower()
-    if s in _TRUE:
-        return True
-    if s in _FALSE:
-        return False
-    raise InputError("bad-pooled", f"run {run!r}: pooled {v!r} is not true/false")
 
 
 def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedure: str = "group",
@@ -129,7 +118,7 @@ def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedu
         df["group"] = [str(m.at[r, "group"]) for r in names]
         df["type"] = [None if "type" not in m.columns or pd.isna(m.at[r, "type"]) or str(m.at[r, "type"]).strip() == ""
                       else str(m.at[r, "type"]).strip() for r in names]
-        man_pooled = [_bool(m.at[r, "pooled"], r) for r in names] if "pooled" in m.columns else None
+        man_pooled = [pooled_flag(m.at[r, "pooled"], r) for r in names] if "pooled" in m.columns else None
     if pooled is not None:
         ps = set(pooled)
         df["pooled"] = [r in ps for r in names]
@@ -189,7 +178,7 @@ def _task(task: tuple) -> tuple:
         runs = st["runs"].filter(pa.array(np.isin(st["run_code"], codes)))
     names = [st["run_names"][c] for c in codes]
     ev = evaluate(runs, _reduced(st, gone_rows), st["measures"], missing=st["missing"], rel=st["rel"],
-                  run_names=names)
+                  run_names=names, ranking=st["ranking"])
     s = ev.summary
     return kind, key, s["run"].to_pylist(), s["measure"].to_pylist(), s["value"].to_pylist()
 
@@ -279,6 +268,7 @@ def leave_out(
     density_threshold: float = 0.4,
     voorhees_share: float = 0.333,
     workers: int | None = None,
+    ranking: str = "trec_eval",
 ) -> LeaveOutResult:
     """Leave-one-group-out (or -run-, -type-out) simulation over ``runs`` (canonical run table,
     :data:`qrelkit.io.runs.RUN_SCHEMA`) and ``qrels`` (:data:`qrelkit.io.qrels.QRELS_SCHEMA`).
@@ -287,7 +277,7 @@ def leave_out(
     names) overrides its ``pooled`` column. Contributions come from the ``pool`` table's
     provenance or are recomputed at ``depth``/``per_run_depth`` (see
     :func:`qrelkit.reuse.attribution.build_attribution` for ``uniqueness``, ``classes``,
-    ``orphans`` and ``orphan_depth``). ``measures``, ``missing`` and ``rel`` are passed to
+    ``orphans`` and ``orphan_depth``). ``measures``, ``missing``, ``rel`` and ``ranking`` are passed to
     :func:`qrelkit.evaluate.evaluate`; ``rel`` (default 1) is also the grade from which a
     document counts as relevant in counts and densities. ``topics`` restricts the study to those
     topics. ``official`` (run, measure, value — e.g. the summary of ``evaluate`` on the same
@@ -304,7 +294,9 @@ def leave_out(
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     clock = [time.perf_counter()]
-    ms = with_relevance(parse_measures(list(measures)), rel)
+    if ranking not in RANKINGS:
+        raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
+    ms = computable(with_relevance(parse_measures(list(measures)), rel))
     mnames = [str(m) for m in ms]
     level = int(rel) if rel is not None else 1
 
@@ -353,7 +345,7 @@ def leave_out(
     n_tasks = 0
     scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": q,
                       "topic": tcode, "topics": topics_list, "judged_per_topic": judged_per_topic,
-                      "removal": removal, "measures": ms, "missing": missing, "rel": rel}, workers)
+                      "removal": removal, "measures": ms, "missing": missing, "rel": rel, "ranking": ranking}, workers)
     try:
         if not official_given:
             order = np.arange(len(run_names), dtype=np.int64)
@@ -520,7 +512,7 @@ def leave_out(
         "pool_provenance": "pool table" if pool is not None else "recomputed from the runs",
         "classes": classes is not None, "orphans": orphans,
         "orphan_depth": int(orphan_depth) if orphans == "retrieved" else None,
-        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level,
+        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level, "ranking": ranking,
         "density_threshold": float(density_threshold), "voorhees_share": float(voorhees_share),
         "official": "given" if official_given else "computed",
         "runs": n_runs, "pooled_runs": len(pooled_runs), "units": nU, "groups": len(group_names),
