@@ -88,7 +88,7 @@ def test_cli_bad_rule_is_one_line(run_file, tmp_path, capsys):
     out = tmp_path / "pool.parquet"
     assert run(["pool", "depth", str(run_file), "-o", str(out), "--ties", "random"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "[bad-option]" in err and not out.exists()
+    assert len(err.splitlines()) == 1 and "[bad-choice]" in err and not out.exists()
 
 
 def test_reuse_recomputed_provenance_follows_the_rule(tmp_path, capsys):
