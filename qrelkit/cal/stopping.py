@@ -35,7 +35,15 @@ judged, s = n and r = g(s):
   knee positive);
 * stop when s >= ``min_judged`` (150) and rho >= 156 - min(r, 150) (the published adjustment:
   6 once 150 relevant are found, up to 156 with none). ``adjust = false`` uses the fixed
-  ``ratio`` (6) instead. No knee (s * g(i) <= r * i for all i) means continue.
+  ``ratio`` (6) instead. No knee (s * g(i) <= r * i for all i) means continue. rho is compared
+  exactly (a fraction), so a ratio exactly at the threshold stops.
+
+  Checked against TARexp 0.1.4 (``KneeStoppingRule``), which differs from the paper: it counts
+  rounds (batches) instead of documents, takes the largest ratio over every round instead of
+  the ratio at the knee, and has no 150-document minimum; this rule follows the paper. Relevance
+  is the binarization of the grades (``[labels] passage_relevant``, 2 and 3): binary qrels
+  (grade 1) have no relevant passage under it, and the rule can never fire (the CAL simulation
+  now names such topics, an error when it is every topic).
 
 ``budget`` — the same paper's budget method: stop when s >= 0.75 |C| (``collection_share``), or
 when rho >= 6 (``ratio``, same knee and rho as above) and s >= 10 |C| / r (``target_size`` |C| /
@@ -344,7 +352,16 @@ class DensityRule(StoppingRule):
 
 def knee(state: JudgingState) -> tuple[int, float] | None:
     """The knee k of the gain curve and the slope ratio rho there (see module docs); None when
-    the curve never rises above its chord (no knee)."""
+    the curve never rises above its chord (no knee). rho as a float, for reports: the rules
+    compare the exact ratio (:func:`knee_ratio`)."""
+    kn = knee_ratio(state)
+    return None if kn is None else (kn[0], float(kn[1]))
+
+
+def knee_ratio(state: JudgingState) -> tuple[int, Fraction] | None:
+    """The knee k and the exact slope ratio rho = g(k) (s - k) / (k (r - g(k) + 1)) as a
+    fraction, so that a ratio exactly at the threshold stops (in floating point, e.g.
+    (33/33) / (1/123) is 122.99999999999999, not 123)."""
     s = state.judged
     if s < 2:
         return None
@@ -356,8 +373,7 @@ def knee(state: JudgingState) -> tuple[int, float] | None:
     if dist[k - 1] <= 0 or k >= s:
         return None
     gk = int(g[k - 1])
-    rho = (gk / k) / ((r - gk + 1) / (s - k))
-    return k, float(rho)
+    return k, Fraction(gk * (s - k), k * (r - gk + 1))
 
 
 @register_rule("knee")
@@ -381,16 +397,17 @@ class KneeRule(StoppingRule):
     def decide(self, state: JudgingState) -> Decision:
         s, r = state.judged, state.n_relevant
         need = self.threshold(r)
-        kn = knee(state)
+        kn = knee_ratio(state)
         details = {"judged": s, "relevant": r, "density": state.density, "threshold": need,
-                   "knee": None if kn is None else kn[0], "rho": None if kn is None else kn[1]}
+                   "knee": None if kn is None else kn[0], "rho": None if kn is None else float(kn[1])}
         if kn is None:
             return Decision(CONTINUE, f"no knee in the gain curve ({r} relevant in {s} judged)", self.name, details)
-        k, rho = kn
-        if s >= self.min_judged and rho >= need:
+        k, exact = kn
+        rho, reached = float(exact), exact >= _dec(need)
+        if s >= self.min_judged and reached:
             return Decision(STOP, f"slope ratio {rho:.4g} at the knee ({k}) >= {need:g}, {s} judged >= {self.min_judged}",
                             self.name, details)
-        why = [] if rho >= need else [f"slope ratio {rho:.4g} at the knee ({k}) < {need:g}"]
+        why = [] if reached else [f"slope ratio {rho:.4g} at the knee ({k}) < {need:g}"]
         if s < self.min_judged:
             why.append(f"{s} judged < {self.min_judged}")
         return Decision(CONTINUE, ", ".join(why), self.name, details)
@@ -414,21 +431,21 @@ class BudgetRule(StoppingRule):
         if not c:
             return Decision(CONTINUE, "collection size unknown (needed by the budget method)", self.name,
                             {"judged": s, "relevant": r})
-        kn = knee(state)
-        rho = None if kn is None else kn[1]
+        kn = knee_ratio(state)
+        rho = None if kn is None else float(kn[1])
         need_s = self.target_size * c / r if r else float("inf")
         cap = self.collection_share * c
         details = {"judged": s, "relevant": r, "density": state.density, "collection_size": c,
                    "knee": None if kn is None else kn[0], "rho": rho, "min_judged": need_s, "cap": cap}
         if s >= cap:
             return Decision(STOP, f"{s} judged >= {self.collection_share:g} of the collection ({cap:g})", self.name, details)
-        if rho is not None and rho >= self.ratio and s >= need_s:
+        if kn is not None and kn[1] >= _dec(self.ratio) and s >= need_s:
             return Decision(STOP, f"slope ratio {rho:.4g} >= {self.ratio:g} and {s} judged >= "
                             f"{self.target_size}*{c}/{r} = {need_s:.4g}", self.name, details)
         why = []
         if rho is None:
             why.append("no knee in the gain curve")
-        elif rho < self.ratio:
+        elif kn[1] < _dec(self.ratio):
             why.append(f"slope ratio {rho:.4g} < {self.ratio:g}")
         if s < need_s:
             why.append(f"{s} judged < {self.target_size}*{c}/{r} = {need_s:.4g}" if r else "no relevant passage yet")
