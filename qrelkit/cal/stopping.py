@@ -552,9 +552,13 @@ def _state_from_judgments(store, topic: str, thread: str, log: pd.DataFrame, *, 
 
 
 def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
+    return _sample_from_log(store.judgments(topic, None, include_sample=True), relevant, combine, collection_size)
+
+
+def _sample_from_log(log: pd.DataFrame, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
+    """The judged target sample of one topic from its judgments (the ``sample`` batches)."""
     from qrelkit.cal.store import combine_log
 
-    log = store.judgments(topic, None, include_sample=True)
     log = log[log["kind"] == "sample"]
     if len(log) == 0:
         return None
@@ -574,25 +578,81 @@ def _config_budget(config: Mapping | None, budget: int | None) -> int | None:
 STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule", "action", "reason"]
 
 
+def _in_view(kind: np.ndarray, thread_of: np.ndarray, thread: str) -> np.ndarray:
+    """Which rows (judgments or issued items, by batch ``kind`` and ``thread``) are in a
+    thread's view, sample batches excluded: ``all`` sees every pool and cal batch, the others
+    the pool batches and their own cal batches (as :meth:`~qrelkit.cal.store.JudgingStore.judgments`)."""
+    if thread == "all":
+        return kind != "sample"
+    return (kind == "pool") | ((kind == "cal") & (thread_of == thread))
+
+
+def _by_topic(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """topic -> {column: its values for that topic, in the frame's order}: one pass, numpy
+    arrays (per-thread pandas selections cost milliseconds each)."""
+    arrays = {c: df[c].to_numpy(dtype=object) for c in cols}
+    pos: dict[str, list[int]] = {}
+    for i, q in enumerate(df["qid"].tolist()):
+        pos.setdefault(q, []).append(i)
+    return {q: {c: a[np.asarray(p, np.int64)] for c, a in arrays.items()} for q, p in pos.items()}
+
+
+def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], combine: str,
+                    budget: int | None) -> Iterable[JudgingState]:
+    """The current :class:`JudgingState` of every row of ``threads`` (as :func:`state_from_store`),
+    from one read of the judgment log and one of the issued items, not several queries and
+    frames per thread (``cal status`` on 200 topics took 15 s)."""
+    from qrelkit.cal.store import combine_log
+
+    log = store.judgments(None, None, include_sample=True)
+    cols = list(log.columns)
+    logs = _by_topic(log, cols)
+    items = _by_topic(store.issued_items(), ["kind", "thread", "passage"])
+    none = np.zeros(0, object)
+    for t in threads.itertuples(index=False):
+        tl = logs.get(t.qid, {c: none for c in cols})
+        ti = items.get(t.qid, {c: none for c in ("kind", "thread", "passage")})
+        csize = None if pd.isna(t.collection_size) else int(t.collection_size)
+        view = _in_view(tl["kind"], tl["thread"], t.thread)
+        docids = tl["docid"][view]
+        grades, seqs = tl["grade"][view], tl["batch_seq"][view]
+        if len(set(docids.tolist())) != len(docids):     # several judgments of a passage: combine them
+            lab = combine_log(pd.DataFrame({c: tl[c][view] for c in cols}), combine=combine)
+            docids, grades, seqs = (lab[c].to_numpy() for c in ("docid", "grade", "batch_seq"))
+        sample = None
+        if (tl["kind"] == "sample").any():
+            sample = _sample_from_log(pd.DataFrame(tl), relevant, combine, csize)
+        yield JudgingState.from_grades(docids.tolist(), grades.astype(np.int64).tolist(), relevant_grades=relevant,
+                                       batches=seqs.tolist(), budget=budget, collection_size=csize,
+                                       issued=frozenset(ti["passage"][_in_view(ti["kind"], ti["thread"], t.thread)].tolist()),
+                                       sample=sample, topic=str(t.qid), thread=t.thread)
+
+
 def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
-                 budget: int | None = None, threads: Sequence[str] | None = None, **params) -> pd.DataFrame:
+                 budget: int | None = None, threads: Sequence[str] | None = None,
+                 progress: Callable[[int], None] | None = None, **params) -> pd.DataFrame:
     """Per topic and thread (natural topic order; fractional, local, all): the stored state,
     judged, relevant, density, batches with judgments, open (issued, not fully judged) batches,
-    and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`)."""
+    and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`).
+    ``progress``: called as ``progress(0, total=<threads>)``, then ``progress(1)`` after each
+    topic and thread."""
     r = get_rule(rule, config, **params)
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
     batches = store.batches()
+    n_open = batches[batches["status"] == "open"].groupby(["qid", "thread"]).size().to_dict()
+    th = store.threads()
+    if threads:
+        th = th[th["thread"].isin(list(threads))]
+    if progress is not None:
+        progress(0, total=len(th))
     rows = []
-    for t in store.threads().itertuples(index=False):
-        if threads and t.thread not in threads:
-            continue
-        st = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud,
-                              collection_size=None if pd.isna(t.collection_size) else int(t.collection_size))
+    for t, st in zip(th.itertuples(index=False), _current_states(store, th, relevant=rel, combine=combine, budget=bud)):
         d = r.decide(st)
-        mine = batches[(batches["qid"] == t.qid) & (batches["thread"] == t.thread)]
         rows.append((t.qid, t.thread, t.state, st.judged, st.n_relevant, st.density, len(st.batch_ends),
-                     int((mine["status"] == "open").sum()), r.name, d.action, d.reason))
+                     int(n_open.get((t.qid, t.thread), 0)), r.name, d.action, d.reason))
+        if progress is not None:
+            progress(1)
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
 
 

@@ -417,12 +417,16 @@ class JudgingStore:
 
     def import_files(self, files: Sequence[str | os.PathLike], *, lenient: bool = False,
                      scale: Iterable[int] | None = (0, 1, 2, 3),
-                     on_transaction: Callable[[str], None] | None = None) -> ImportReport:
+                     on_transaction: Callable[[str], None] | None = None,
+                     progress: Callable[[int], None] | None = None) -> ImportReport:
         """Import judgments tables / completed batch files (CSV, TSV, JSONL, Parquet), every
-        file in one transaction: all of them or nothing."""
+        file in one transaction: all of them or nothing. ``progress(1)`` is called after each
+        file is read (before the write lock is taken)."""
         frames, counts = [], {}
         for f in files:
             frames.append(read_judgment_file(f, counts=counts, lenient=lenient, scale=scale))
+            if progress is not None:
+                progress(1)
         rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=INPUT_COLUMNS + ["file", "line"])
         source = ",".join(str(f) for f in files)
         return self._import_rows(rows, counts, source=None, lenient=lenient, scale=None, on_transaction=on_transaction,
@@ -586,6 +590,12 @@ class JudgingStore:
             params.append(int(max_batch_seq))
         rows = self._db.execute(sql + " ORDER BY b.seq, i.position", params).fetchall()
         return list(dict.fromkeys(r[0] for r in rows))
+
+    def issued_items(self) -> pd.DataFrame:
+        """Every item of every issued batch but the samples, in issue order: ``qid, thread,
+        kind, passage`` (the issued passages of all threads at once; see :meth:`issued_passages`)."""
+        return self._query("SELECT b.topic AS qid, b.thread, b.kind, i.passage FROM batch_items i JOIN batches b"
+                           " ON b.id = i.batch WHERE b.kind <> 'sample' ORDER BY b.seq, i.position")
 
     def judged_passages(self, topic: str, thread: str | None = None) -> set[str]:
         """Every passage of ``topic`` with at least one judgment in the thread's view (samples

@@ -112,8 +112,8 @@ def import_(
     for f in files:
         if not f.is_file():
             raise InputError("unreadable", "no such file", file=str(f))
-    with _open(store) as s:
-        report = s.import_files(files, lenient=lenient, scale=sc)
+    with _open(store) as s, common.progress("cal import: reading", len(files)) as advance:
+        report = s.import_files(files, lenient=lenient, scale=sc, progress=advance)
     if conflicts_out is not None:
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
                       {"store": str(store), "files": [str(f) for f in files]})
@@ -168,8 +168,9 @@ def status(
 
     cfg = common.config(config)
     with _open(store) as s:
-        df = status_table(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
-                          **_rule_params(params))
+        with common.progress("cal status") as advance:
+            df = status_table(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
+                              progress=advance, **_rule_params(params))
     _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget})
     if as_json:
         common.emit({"store": str(store), "rule": rule,
