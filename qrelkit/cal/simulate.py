@@ -17,7 +17,11 @@ every judgment of the topic, i.e. the campaign's cost); recall = relevant passag
 R, where R is the number of relevant candidates of the thread (canonical passages only, within
 the fractional collection for ``fractional``). Within a batch, passages count in rank order.
 Recall at effort ``k`` equals ``ir_measures`` ``R@k`` of the judging order taken as a ranking (a
-test checks this). ``new_judgments`` counts what a thread sent to the oracle.
+test checks this). ``new_judgments`` counts what a thread sent to the oracle. A topic that the
+binarization (``params.relevant``) leaves with no relevant candidate has no recall: it is listed in
+``no_relevant`` and its threads stop as ``no-relevant``; when that is every topic,
+:func:`simulate_cal` raises ``no-relevant`` before any work. Threads stopped by ``max_effort`` are
+listed in ``cut`` with their recall at the cut.
 
 **Stopping rules** plug in by name: any object with ``name`` and
 ``decide(JudgingState) -> Decision`` (:mod:`qrelkit.cal.stopping`). After each batch of a thread,
