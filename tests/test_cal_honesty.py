@@ -149,3 +149,13 @@ def test_max_effort_cut_is_reported(camp, tmp_path, capsys):
 
 def test_bad_relevant_option(camp, tmp_path):
     assert run(_sim(camp, tmp_path / "x", "-q", str(camp / "qrels.txt"), "--relevant", "a,b")) == 2
+
+
+def test_relevant_only_outside_the_collection_is_no_relevant(camp, tmp_path, capsys):
+    """The qrels grade 2 only passages the collection does not hold: no relevant candidate."""
+    q = tmp_path / "outside.txt"
+    q.write_text("1 0 nowhere 2\n1 0 d000 0\n2 0 elsewhere 3\n")
+    assert run(_sim(camp, tmp_path / "sim", "-q", str(q))) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{q}: [no-relevant]" in err[0]
+    assert not (tmp_path / "sim").exists()

@@ -264,6 +264,7 @@ def simulate_cal(
     error_rate: float = 0.0,
     scale: Sequence[int] = (0, 1, 2, 3),
     progress: Callable[[str], None] | None = None,
+    qrels_file: str | None = None,
 ) -> SimulationResult:
     """Simulate CAL for every topic of ``topics`` (columns qid, text) against ``qrels``.
 
@@ -295,6 +296,8 @@ def simulate_cal(
         The fractional collection (passage ids) — required for the ``fractional`` thread.
     unjudged, error_rate, scale:
         The oracle (see the module docs).
+    qrels_file:
+        Where ``qrels`` came from, named by the error ``no-relevant``.
     """
     import time
 
@@ -324,7 +327,8 @@ def simulate_cal(
     rel_set = set(params.relevant)
     target_size = next((int(getattr(r, "size", 0)) for n, r in rules.items() if getattr(r, "name", n) == "target"), 0)
     topic_ids = topics["qid"].astype(str).tolist()
-    no_relevant = topics_without_relevant({q: oracle.topic_truth(q).values() for q in topic_ids}, topic_ids, rel_set)
+    no_relevant = topics_without_relevant({q: oracle.topic_truth(q).values() for q in topic_ids}, topic_ids, rel_set,
+                                          file=qrels_file)
 
     logs, summaries, rule_rows, curves = [], [], [], []
     for qid, text in zip(topics["qid"].astype(str), topics["text"].astype(str)):

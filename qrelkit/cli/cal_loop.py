@@ -226,7 +226,7 @@ def simulate(
         res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
                            max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
                            unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
-                           progress=lambda _q: advance(1))
+                           progress=lambda _q: advance(1), qrels_file=str(qrels))
     cut = res.cut.astype(object).where(res.cut.notna(), None).to_dict(orient="records")
     meta = {"features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),
             "initial": str(initial) if initial else None, **res.params, "config": cfg.source,
