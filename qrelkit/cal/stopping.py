@@ -630,7 +630,7 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
 
 def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
                  budget: int | None = None, threads: Sequence[str] | None = None,
-                 progress: Callable[[int], None] | None = None, **params) -> pd.DataFrame:
+                 progress: Callable[..., None] | None = None, **params) -> pd.DataFrame:
     """Per topic and thread (natural topic order; fractional, local, all): the stored state,
     judged, relevant, density, batches with judgments, open (issued, not fully judged) batches,
     and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`).

@@ -279,12 +279,17 @@ def _grades(value: Optional[str]) -> Optional[tuple[int, ...]]:
 
 def _warn_simulation(res, n_topics: int, max_effort: int, relevant) -> None:
     """One warning line on stderr for the topics with no relevant passage, one for the curves
-    that --max-effort cut (with their recall at the cut)."""
+    that --max-effort cut (with their recall at the cut); the first 20 of each are named, all
+    of them are in --json and the tables' metadata."""
+    def listed(items: list[str]) -> str:
+        more = f", ... ({len(items) - 20} more in --json and the tables' metadata)" if len(items) > 20 else ""
+        return ", ".join(items[:20]) + more
+
     if res.no_relevant:
         common.stderr.print(
             f"qrelkit: warning: {len(res.no_relevant)} of {n_topics} topics have no relevant passage when grades "
             f"{', '.join(map(str, relevant))} count as relevant (recall undefined; stopped 'no-relevant'): "
-            + ", ".join(res.no_relevant), markup=False, highlight=False)
+            + listed(res.no_relevant), markup=False, highlight=False)
     if len(res.cut):
         def rec(x):
             return "n/a" if x is None or x != x else f"{x:.3f}"
@@ -292,4 +297,4 @@ def _warn_simulation(res, n_topics: int, max_effort: int, relevant) -> None:
         items = [f"{q}/{t} {rec(r)}" for q, t, r in zip(res.cut["qid"], res.cut["thread"], res.cut["recall"])]
         common.stderr.print(
             f"qrelkit: warning: --max-effort {max_effort} cut {len(items)} curves (topic/thread recall at the cut): "
-            + ", ".join(items), markup=False, highlight=False)
+            + listed(items), markup=False, highlight=False)
