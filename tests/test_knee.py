@@ -113,17 +113,16 @@ def test_rule_equals_the_definition_on_random_curves():
 
 
 def test_every_boundary_ratio_is_exact():
-    """Every curve "g relevant first, one more relevant at the end" whose ratio is an integer
-    equal to the threshold stops (exhaustive over small sizes)."""
-    n = 0
-    for s in range(150, 260):
-        for gk in range(1, 60):
-            bits = first_then(gk, s - gk - 1, [1])
-            stop, k, ratio = definition(bits)
-            if ratio is not None and ratio == 156 - min(gk + 1, 150):
-                n += 1
-                assert stop and KneeRule().decide(curve(bits)).action == STOP, (s, gk)
-    assert n > 0
+    """gk relevant first, s - gk - 1 not, one more relevant last: knee gk, ratio (s - gk) / 2,
+    threshold 155 - gk, met exactly at s = 310 - gk. Every such curve stops there and not one
+    document earlier (gk = 1..100; the float ratio misses some of them)."""
+    for gk in range(1, 101):
+        s = 310 - gk
+        bits = first_then(gk, s - gk - 1, [1])
+        assert definition(bits) == (True, gk, Fraction(155 - gk)), gk
+        assert KneeRule().decide(curve(bits)).action == STOP, gk
+        early = first_then(gk, s - gk - 2, [1])
+        assert definition(early)[0] is False and KneeRule().decide(curve(early)).action == CONTINUE, gk
 
 
 # -- (b) CAL on a real collection: it fires where the definition says -------------------------------
