@@ -17,7 +17,11 @@ every judgment of the topic, i.e. the campaign's cost); recall = relevant passag
 R, where R is the number of relevant candidates of the thread (canonical passages only, within
 the fractional collection for ``fractional``). Within a batch, passages count in rank order.
 Recall at effort ``k`` equals ``ir_measures`` ``R@k`` of the judging order taken as a ranking (a
-test checks this). ``new_judgments`` counts what a thread sent to the oracle.
+test checks this). ``new_judgments`` counts what a thread sent to the oracle. A topic that the
+binarization (``params.relevant``) leaves with no relevant candidate has no recall: it is listed in
+``no_relevant`` and its threads stop as ``no-relevant``; when that is every topic,
+:func:`simulate_cal` raises ``no-relevant`` before any work. Threads stopped by ``max_effort`` are
+listed in ``cut`` with their recall at the cut.
 
 **Stopping rules** plug in by name: any object with ``name`` and
 ``decide(JudgingState) -> Decision`` (:mod:`qrelkit.cal.stopping`). After each batch of a thread,
@@ -146,6 +150,10 @@ class SimulationResult:
     and thread (R, effort, found, recall, effort to 75%/95% recall, recall at effort R and 2R,
     why the thread stopped). ``rules``: one row per topic, thread and rule (fired, action, reason,
     effort, recall when it fired). ``curves``: effort, found, recall per topic and thread.
+    ``no_relevant``: topics with no relevant passage under the binarization (``params.relevant``;
+    their recall is undefined, their threads stop as ``no-relevant``). ``cut``: the threads that
+    ``max_effort`` stopped (qid, thread, R, effort, found, recall at the cut): their curves end
+    there.
     """
 
     log: pd.DataFrame
@@ -154,6 +162,35 @@ class SimulationResult:
     curves: pd.DataFrame
     params: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    no_relevant: list = field(default_factory=list)
+    cut: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CUT_COLUMNS))
+
+
+CUT_COLUMNS = ["qid", "thread", "R", "effort", "found", "recall"]
+
+
+def topics_without_relevant(grades: Mapping[str, Iterable[int]], topics: Sequence[str], relevant: Iterable[int], *,
+                            file: str | None = None) -> list[str]:
+    """The topics (of ``topics``, in order) none of whose ``grades`` (topic -> its passages'
+    grades) is in ``relevant``: the binarization leaves them no relevant passage, so recall is
+    undefined for them. When that is every topic, the error ``no-relevant`` (e.g. binary qrels,
+    grade 1, with the passage binarization 2, 3), naming the grades the qrels do have."""
+    rel = {int(g) for g in relevant}
+    none = [str(q) for q in topics if not any(int(g) in rel for g in grades.get(str(q), ()))]
+    if topics and len(none) == len(topics):
+        seen = sorted({int(g) for q in topics for g in grades.get(str(q), ())})
+        raise InputError("no-relevant", f"no topic has a relevant passage when grades {', '.join(map(str, sorted(rel)))} "
+                         f"count as relevant (the qrels' grades for these topics: {', '.join(map(str, seen)) or 'none'}); "
+                         "set the relevant grades ([labels] passage_relevant, or --relevant; e.g. 1 for binary qrels)",
+                         file=file)
+    return none
+
+
+def qrels_grades(qrels: pa.Table) -> dict[str, list[int]]:
+    """topic -> the grades of its judged passages (negative grades, "not judged", left out)."""
+    df = pd.DataFrame({"q": qrels["qid"].to_pylist(), "g": qrels["rel"].to_pylist()})
+    df = df[df["g"] >= 0]
+    return {str(q): g.tolist() for q, g in df.groupby("q", sort=False)["g"]}
 
 
 def _state(passages: list[str], relevant: list[bool], batch_ends: list[int], *, budget, collection_size, topic, thread,
@@ -227,6 +264,7 @@ def simulate_cal(
     error_rate: float = 0.0,
     scale: Sequence[int] = (0, 1, 2, 3),
     progress: Callable[[str], None] | None = None,
+    qrels_file: str | None = None,
 ) -> SimulationResult:
     """Simulate CAL for every topic of ``topics`` (columns qid, text) against ``qrels``.
 
@@ -258,6 +296,8 @@ def simulate_cal(
         The fractional collection (passage ids) — required for the ``fractional`` thread.
     unjudged, error_rate, scale:
         The oracle (see the module docs).
+    qrels_file:
+        Where ``qrels`` came from, named by the error ``no-relevant``.
     """
     import time
 
@@ -286,6 +326,9 @@ def simulate_cal(
     init = _initial_table(initial, features)
     rel_set = set(params.relevant)
     target_size = next((int(getattr(r, "size", 0)) for n, r in rules.items() if getattr(r, "name", n) == "target"), 0)
+    topic_ids = topics["qid"].astype(str).tolist()
+    no_relevant = topics_without_relevant({q: oracle.topic_truth(q).values() for q in topic_ids}, topic_ids, rel_set,
+                                          file=qrels_file)
 
     logs, summaries, rule_rows, curves = [], [], [], []
     for qid, text in zip(topics["qid"].astype(str), topics["text"].astype(str)):
@@ -392,7 +435,7 @@ def simulate_cal(
                     if stop_when in th.fired:
                         th.stopped = f"rule:{stop_when}"
                 elif len(th.fired) == len(rules) and recall >= until_recall and len(th.view) >= until_effort_r * th.R:
-                    th.stopped = "recall-reached"
+                    th.stopped = "recall-reached" if th.R else "no-relevant"  # R = 0: no recall to reach
         # results for the topic
         for th in ths:
             order = [i for i in th.view]
@@ -421,7 +464,9 @@ def simulate_cal(
     summary = pd.DataFrame(summaries)
     rules_df = pd.DataFrame(rule_rows, columns=["qid", "thread", "rule", "fired", "action", "reason", "effort", "found", "recall"])
     curves_df = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=["qid", "thread", "effort", "found", "recall"])
-    return SimulationResult(log=log, summary=summary, rules=rules_df, curves=curves_df,
+    cut = summary[summary["stopped"] == "max-effort"][CUT_COLUMNS].reset_index(drop=True) if len(summary) else \
+        pd.DataFrame(columns=CUT_COLUMNS)
+    return SimulationResult(log=log, summary=summary, rules=rules_df, curves=curves_df, no_relevant=no_relevant, cut=cut,
                             params={**params.as_dict(), "threads": list(threads), "max_effort": max_effort,
                                     "stop_when": stop_when, "until_recall": until_recall, "until_effort_r": until_effort_r, "budget": budget,
                                     "unjudged": unjudged, "error_rate": error_rate, "rules": sorted(rules)},

@@ -417,12 +417,16 @@ class JudgingStore:
 
     def import_files(self, files: Sequence[str | os.PathLike], *, lenient: bool = False,
                      scale: Iterable[int] | None = (0, 1, 2, 3),
-                     on_transaction: Callable[[str], None] | None = None) -> ImportReport:
+                     on_transaction: Callable[[str], None] | None = None,
+                     progress: Callable[[int], None] | None = None) -> ImportReport:
         """Import judgments tables / completed batch files (CSV, TSV, JSONL, Parquet), every
-        file in one transaction: all of them or nothing."""
+        file in one transaction: all of them or nothing. ``progress(1)`` is called after each
+        file is read (before the write lock is taken)."""
         frames, counts = [], {}
         for f in files:
             frames.append(read_judgment_file(f, counts=counts, lenient=lenient, scale=scale))
+            if progress is not None:
+                progress(1)
         rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=INPUT_COLUMNS + ["file", "line"])
         source = ",".join(str(f) for f in files)
         return self._import_rows(rows, counts, source=None, lenient=lenient, scale=None, on_transaction=on_transaction,
@@ -519,10 +523,11 @@ class JudgingStore:
             # register unknown batches (shared pool batches), in order of first appearance
             reg = [b for b in dict.fromkeys(new["batch_id"]) if b not in issued]
             now = _now()
-            for b in reg:
-                tops = new.loc[new["batch_id"] == b, "qid"].unique()
-                db.execute("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
-                           " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", (b, tops[0] if len(tops) == 1 else None, now))
+            # one pass over the rows (not one per batch): a batch's topic when it has exactly one
+            tops = new[["batch_id", "qid"]].drop_duplicates().groupby("batch_id", sort=False)["qid"].agg(["first", "size"])
+            one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
+            db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
+                           " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
             db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
                                new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
@@ -585,6 +590,12 @@ class JudgingStore:
             params.append(int(max_batch_seq))
         rows = self._db.execute(sql + " ORDER BY b.seq, i.position", params).fetchall()
         return list(dict.fromkeys(r[0] for r in rows))
+
+    def issued_items(self) -> pd.DataFrame:
+        """Every item of every issued batch but the samples, in issue order: ``qid, thread,
+        kind, passage`` (the issued passages of all threads at once; see :meth:`issued_passages`)."""
+        return self._query("SELECT b.topic AS qid, b.thread, b.kind, i.passage FROM batch_items i JOIN batches b"
+                           " ON b.id = i.batch WHERE b.kind <> 'sample' ORDER BY b.seq, i.position")
 
     def judged_passages(self, topic: str, thread: str | None = None) -> set[str]:
         """Every passage of ``topic`` with at least one judgment in the thread's view (samples

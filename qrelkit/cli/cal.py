@@ -119,8 +119,8 @@ def import_(
     for f in files:
         if not f.is_file():
             raise InputError("unreadable", "no such file", file=str(f))
-    with _open(store) as s:
-        report = s.import_files(files, lenient=lenient, scale=sc)
+    with _open(store) as s, common.progress("cal import: reading", len(files)) as advance:
+        report = s.import_files(files, lenient=lenient, scale=sc, progress=advance)
     if conflicts_out is not None:
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
                       {"store": str(store), "files": [str(f) for f in files]})
@@ -187,8 +187,9 @@ def status(
             raise InputError("missing-column", "a pool table needs columns qid and docid", file=str(pool))
         pool_df = pool_df.select([c for c in ("qid", "docid", "position") if c in pool_df.column_names]).to_pandas()
     with _open(store) as s:
-        df, scr = status_with_screening(s, config=cfg, pool=pool_df, rule=rule, combine=combine, budget=budget,
-                                        threads=threads or None, **_rule_params(params, rule))
+        with common.progress("cal status") as advance:
+            df, scr = status_with_screening(s, config=cfg, pool=pool_df, rule=rule, combine=combine, budget=budget,
+                                            threads=threads or None, progress=advance, **_rule_params(params, rule))
     _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget,
                                              "pool": str(pool) if pool else None})
     if as_json:

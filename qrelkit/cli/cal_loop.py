@@ -181,17 +181,20 @@ def simulate(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Passages per batch (default: config [cal] batch_size, 25)."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="fixed | bmi."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (fractional thread)."),
+    relevant: Optional[str] = typer.Option(None, "--relevant", help="Grades counted as relevant, comma-separated, e.g. 1 for binary qrels (default: config [labels] passage_relevant, 2,3)."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall-effort.png."),
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Simulate CAL with an oracle from qrels: recall-vs-effort curves, effort to 75% and 95%
-    recall, and recall and effort when each stopping rule fires."""
+    recall, and recall and effort when each stopping rule fires. Topics that the binarization
+    leaves with no relevant passage are named on stderr (an error when it is every topic), and so
+    are the topics whose curve --max-effort cut, with their recall at the cut."""
     import pandas as pd
 
     from qrelkit.cal.loop import fractional_candidates
-    from qrelkit.cal.simulate import plot_curves, simulate_cal
+    from qrelkit.cal.simulate import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
     from qrelkit.cal.stopping import get_rule
     from qrelkit.io.qrels import read_qrels
     from qrelkit.io.tables import read_table, write_table
@@ -199,14 +202,15 @@ def simulate(
 
     cfg = common.config(config)
     th = _threads(threads)
-    feats = _load_features(features_or_corpus, cfg, classes)
-    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
+    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed, relevant=_grades(relevant))
     tdf = read_topics(topics)
     if topic:
         tdf = tdf[tdf["qid"].isin(set(topic))]
         if len(tdf) == 0:
             raise InputError("unknown-topic", f"none of {', '.join(topic)} is in the topics file", file=str(topics))
     q = read_qrels(qrels)
+    topics_without_relevant(qrels_grades(q), tdf["qid"].astype(str).tolist(), params.relevant, file=str(qrels))
+    feats = _load_features(features_or_corpus, cfg, classes)
     init = None
     if initial is not None:
         init = read_qrels(initial) if not initial.name.lower().endswith((".parquet", ".csv", ".jsonl")) else read_table(initial)
@@ -221,9 +225,11 @@ def simulate(
         res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
                            max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
                            unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
-                           progress=lambda _q: advance(1))
+                           progress=lambda _q: advance(1), qrels_file=str(qrels))
+    cut = res.cut.astype(object).where(res.cut.notna(), None).to_dict(orient="records")
     meta = {"features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),
-            "initial": str(initial) if initial else None, **res.params, "config": cfg.source}
+            "initial": str(initial) if initial else None, **res.params, "config": cfg.source,
+            "no_relevant_topics": res.no_relevant, "cut_by_max_effort": cut}
     output.mkdir(parents=True, exist_ok=True)
     write_table(pa.Table.from_pandas(res.log, preserve_index=False), output / "log.parquet", kind="cal-simulation-log", params=meta)
     write_table(pa.Table.from_pandas(res.summary, preserve_index=False), output / "summary.csv", kind="cal-simulation-summary", params=meta)
@@ -245,9 +251,49 @@ def simulate(
             row[f"{n}_fired"] = int(r["fired"].sum())
             row[f"{n}_recall"] = None if r["recall"].isna().all() else round(float(pd.to_numeric(r["recall"]).mean()), 4)
             row[f"{n}_effort"] = None if r["effort"].isna().all() else round(float(pd.to_numeric(r["effort"]).mean()), 1)
+        row["no_relevant"] = int((g["R"] == 0).sum())
+        row["cut_by_max_effort"] = int((g["stopped"] == "max-effort").sum())
         per_thread.append(row)
+    _warn_simulation(res, len(tdf), max_effort, params.relevant)
     if as_json:
         common.emit({"output": str(output), "topics": len(tdf), "threads": per_thread,
+                     "no_relevant": res.no_relevant, "cut_by_max_effort": cut, "max_effort": max_effort,
                      "actions": res.rules.groupby(["thread", "rule", "action"]).size().reset_index(name="n").to_dict(orient="records")}, True)
     else:
         common.print_table(pd.DataFrame(per_thread), title=f"CAL simulation: {len(tdf)} topics -> {output}")
+
+
+def _grades(value: Optional[str]) -> Optional[tuple[int, ...]]:
+    """``--relevant 2,3`` -> (2, 3); None when not given."""
+    if value is None:
+        return None
+    try:
+        out = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out:
+        raise InputError("bad-option", f"--relevant takes grades separated by commas, e.g. 2,3; got {value!r}")
+    return out
+
+
+def _warn_simulation(res, n_topics: int, max_effort: int, relevant) -> None:
+    """One warning line on stderr for the topics with no relevant passage, one for the curves
+    that --max-effort cut (with their recall at the cut); the first 20 of each are named, all
+    of them are in --json and the tables' metadata."""
+    def listed(items: list[str]) -> str:
+        more = f", ... ({len(items) - 20} more in --json and the tables' metadata)" if len(items) > 20 else ""
+        return ", ".join(items[:20]) + more
+
+    if res.no_relevant:
+        common.stderr.print(
+            f"qrelkit: warning: {len(res.no_relevant)} of {n_topics} topics have no relevant passage when grades "
+            f"{', '.join(map(str, relevant))} count as relevant (recall undefined; stopped 'no-relevant'): "
+            + listed(res.no_relevant), markup=False, highlight=False)
+    if len(res.cut):
+        def rec(x):
+            return "n/a" if x is None or x != x else f"{x:.3f}"
+
+        items = [f"{q}/{t} {rec(r)}" for q, t, r in zip(res.cut["qid"], res.cut["thread"], res.cut["recall"])]
+        common.stderr.print(
+            f"qrelkit: warning: --max-effort {max_effort} cut {len(items)} curves (topic/thread recall at the cut): "
+            + listed(items), markup=False, highlight=False)

@@ -29,17 +29,25 @@ def config(path: Optional[Path]) -> Config:
 
 
 @contextlib.contextmanager
-def progress(description: str, total: int | None) -> Iterator:
-    """A rich progress bar on stderr (only when stderr is a terminal). Yields ``advance(n)``."""
+def progress(description: str, total: int | None = None) -> Iterator:
+    """A rich progress bar on stderr (only when stderr is a terminal). Yields ``advance(n=1,
+    total=None)``, the progress callback library functions take: ``n`` units done; a library
+    function that knows the total only once it has started announces it as ``total``."""
     if not stderr.is_terminal:
-        yield lambda n=1: None
+        yield lambda n=1, total=None: None
         return
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=stderr, transient=True,
     ) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda n=1: bar.advance(task, n)
+
+        def advance(n: int = 1, total: int | None = None) -> None:
+            if total is not None:
+                bar.update(task, total=total)
+            bar.advance(task, n)
+
+        yield advance
 
 
 def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> None:

@@ -161,10 +161,12 @@ def compare(
             pairs.append((parts[0].strip(), parts[1].strip()))
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
-    sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
-                       n_resamples=n_res, seed=s)
-    bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
-                                  missing=pol, ranking=ev.ranking)
+    with common.progress("significance tests") as advance:
+        sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
+                           n_resamples=n_res, seed=s, progress=advance)
+    with common.progress("outcome breakdown") as advance:
+        bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
+                                      missing=pol, ranking=ev.ranking, progress=advance)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol, "rel": rel,
               "tests": tl, "corrections": cl, "alpha": a, "randomizations": n_res, "seed": s, "k": kk,
               "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}

@@ -119,13 +119,14 @@ def leave_out_cmd(
     off = None
     if official is not None:
         off = read_table(official)
-    res = leave_out(
-        table, q, man, procedure=proc, uniqueness=uniq, pooled=pooled, depth=k, per_run_depth=per_run, pool=pool_t,
-        classes=read_classes(classes) if classes else None, orphans=orph, orphan_depth=odepth, removal=rem,
-        measures=ms, missing=pol, rel=rel, topics=read_topics(topics)["qid"].tolist() if topics else None,
-        official=off, density_threshold=dens, voorhees_share=vshare, workers=workers,
-        ranking=str(cfg.get_value("eval", "ranking")),
-    )
+    with common.progress("leave-out: scoring") as advance:
+        res = leave_out(
+            table, q, man, procedure=proc, uniqueness=uniq, pooled=pooled, depth=k, per_run_depth=per_run, pool=pool_t,
+            classes=read_classes(classes) if classes else None, orphans=orph, orphan_depth=odepth, removal=rem,
+            measures=ms, missing=pol, rel=rel, topics=read_topics(topics)["qid"].tolist() if topics else None,
+            official=off, density_threshold=dens, voorhees_share=vshare, workers=workers,
+            ranking=str(cfg.get_value("eval", "ranking")), progress=advance,
+        )
     res.notes.insert(1, f"Pooled runs: {source}.")
     if official is not None:
         res.notes.append(f"Official scores read from {official}.")

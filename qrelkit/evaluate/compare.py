@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import warnings
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -152,13 +152,15 @@ def significance(
     alpha: float = 0.05,
     n_resamples: int = 10000,
     seed: int = 0,
+    progress: Callable[..., None] | None = None,
 ) -> pd.DataFrame:
     """Significance tests between runs on per-query values (the table :func:`evaluate` returns).
 
     Pairs: every pair of runs (default), every run against ``baseline``, or the given ``pairs``.
     Topics where either value is null (skipped missing topics) are left out of that pair. One row
     per (measure, run A, run B, test): topics, means, mean difference, p-value, and for each
-    correction the corrected p-value and whether it rejects at ``alpha``.
+    correction the corrected p-value and whether it rejects at ``alpha``. ``progress``: called as
+    ``progress(0, total=<measures x pairs>)``, then ``progress(1)`` after each measure and pair.
     """
     for t in tests:
         if t not in TESTS:
@@ -166,6 +168,8 @@ def significance(
     meas = list(measures) if measures else list(dict.fromkeys(per_query["measure"].to_pylist()))
     runs = sorted(set(per_query["run"].to_pylist()))
     pl = _pairs(runs, baseline, pairs)
+    if progress is not None:
+        progress(0, total=len(meas) * len(pl))
     rows = []
     for m in meas:
         w = per_query_matrix(per_query, m, runs)
@@ -178,6 +182,8 @@ def significance(
                 rows.append([m, a, b, t, int(ok.sum()), float(x.mean()) if len(x) else math.nan,
                              float(y.mean()) if len(y) else math.nan,
                              float((x - y).mean()) if len(x) else math.nan, p])
+            if progress is not None:
+                progress(1)
     df = pd.DataFrame(rows, columns=["measure", "run_a", "run_b", "test", "topics", "mean_a", "mean_b", "diff", "p"])
     for c in corrections:
         df[f"p_{c}"] = np.nan
@@ -238,16 +244,20 @@ def outcome_breakdown(
     pairs: Iterable[tuple[str, str]] | None = None,
     missing: str = "zero",
     ranking: str = "trec_eval",
+    progress: Callable[..., None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Outcome breakdown (PROTOCOL.md section 3) for every pair of runs, every run against
     ``baseline``, or the given ``pairs``. Returns (one row per pair, one row per pair and topic
     with its case). A run that retrieved nothing for a topic has no relevant item there.
-    ``ranking``: as :func:`~qrelkit.evaluate.evaluate`."""
+    ``ranking``: as :func:`~qrelkit.evaluate.evaluate`.
+    ``progress``: called as ``progress(0, total=<pairs>)``, then ``progress(1)`` per pair."""
     measure = f"RR(rel={int(rel)})@{int(k)}"
     ev = evaluate(runs, qrels, [measure], missing="zero" if missing == "skip" else missing, ranking=ranking)
     name = ev.measures[0]
     w = per_query_matrix(ev.per_query, name, ev.runs)
     pl = _pairs(ev.runs, baseline, pairs)
+    if progress is not None:
+        progress(0, total=len(pl))
     rows, cases = [], []
     for a, b in pl:
         ra, rb = w[a].to_numpy(float), w[b].to_numpy(float)
@@ -258,6 +268,8 @@ def outcome_breakdown(
             ea = int(round(1 / x)) if x > 0 else None
             eb = int(round(1 / y)) if y > 0 else None
             cases.append((a, b, q, case, ea, eb, float(x), float(y)))
+        if progress is not None:
+            progress(1)
     per_topic = pd.DataFrame(cases, columns=["run_a", "run_b", "qid", "case", "esl_a", "esl_b", "rr_a", "rr_b"])
     per_topic["esl_a"] = per_topic["esl_a"].astype("Int64")
     per_topic["esl_b"] = per_topic["esl_b"].astype("Int64")

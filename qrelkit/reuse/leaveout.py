@@ -39,7 +39,7 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -199,10 +199,14 @@ class _Scorer:
     def submit(self, task: tuple) -> None:
         self.items.append(self.ex.submit(_task, task) if self.ex is not None else task)
 
-    def results(self) -> list[tuple]:
-        if self.ex is not None:
-            return [f.result() for f in self.items]
-        return [_task(t) for t in self.items]
+    def results(self, progress: Callable[..., None] | None = None) -> list[tuple]:
+        """The results in submission order; ``progress(1)`` after each."""
+        out = []
+        for item in self.items:
+            out.append(item.result() if self.ex is not None else _task(item))
+            if progress is not None:
+                progress(1)
+        return out
 
     def close(self) -> None:
         global _STATE
@@ -269,6 +273,7 @@ def leave_out(
     voorhees_share: float = 0.333,
     workers: int | None = None,
     ranking: str = "trec_eval",
+    progress: Callable[..., None] | None = None,
 ) -> LeaveOutResult:
     """Leave-one-group-out (or -run-, -type-out) simulation over ``runs`` (canonical run table,
     :data:`qrelkit.io.runs.RUN_SCHEMA`) and ``qrels`` (:data:`qrelkit.io.qrels.QRELS_SCHEMA`).
@@ -283,7 +288,9 @@ def leave_out(
     topics. ``official`` (run, measure, value — e.g. the summary of ``evaluate`` on the same
     qrels with the same settings) skips the official scoring. ``workers``: processes that score
     (default: 2 when there are at least 500,000 run lines and the platform can fork, else 1);
-    the results do not depend on it.
+    the results do not depend on it. ``progress``: called as ``progress(0, total=<scorings>)``
+    once the scorings (the official one and one per unit with removed documents) are known, then
+    ``progress(1)`` after each.
     """
     if removal not in REMOVAL:
         raise InputError("bad-option", f"removal must be one of {', '.join(REMOVAL)}, got {removal!r}")
@@ -380,7 +387,9 @@ def leave_out(
         for u in units_todo:
             scorer.submit(("unit", u, unit_runs[u].astype(np.int64), rows_of_unit[bounds[u]:bounds[u + 1]]))
             n_tasks += 1
-        results = scorer.results()
+        if progress is not None:
+            progress(0, total=n_tasks)
+        results = scorer.results(progress)
     finally:
         scorer.close()
     clock.append(time.perf_counter())

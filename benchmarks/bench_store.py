@@ -1,0 +1,87 @@
+"""The judging store's hot paths: ``cal import`` of 100k judgments in many small batches, and
+``cal status`` over 200 topics.
+
+* import, one call: 100,000 rows over 200 topics, a new batch id every 10 rows (10,000 batches,
+  all unknown to the store: each is registered as a pool batch), ``synchronous=FULL``; then the
+  same rows again (every row repeated, nothing written);
+* import, many calls: the same rows in 1,000 imports of 100 rows (one transaction each);
+* status: a store of 200 topics x 3 threads (a pool batch of 100 and 3 judged cal batches of 25
+  per thread, one open batch), the density rule: ``status_table``.
+
+In-process timings (SQLite runs in this process): wall and CPU seconds, and the cores other
+processes used meanwhile. Run: ``python benchmarks/bench_store.py`` (the qrelkit on the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from _machine import busy_cpu_s, cpu_s, others_cores, wait_idle
+from qrelkit.cal.stopping import status_table
+from qrelkit.cal.store import init_store, open_store
+
+TOPICS = 200
+
+
+def judgments(n: int = 100_000, per_batch: int = 10) -> pd.DataFrame:
+    i = np.arange(n)
+    return pd.DataFrame({"qid": [f"q{x:03d}" for x in (i // per_batch) % TOPICS], "docid": [f"d{x}" for x in i],
+                         "assessor": "A1", "grade": i % 4, "batch_id": [f"b{x}" for x in i // per_batch]})
+
+
+def timed(fn) -> dict:
+    b0, c0, t0 = busy_cpu_s(), cpu_s(), time.perf_counter()
+    out = fn()
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "others_cores": round(others_cores(b0, busy_cpu_s(), cpu, wall), 2), "result": out}
+
+
+def status_store(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    with init_store(path, [str(q) for q in range(1, TOPICS + 1)], collection_size=10_000, synchronous="OFF") as s:
+        for q in map(str, range(1, TOPICS + 1)):
+            pool = [f"p{q}_{i}" for i in range(100)]
+            b = s.issue_batch(q, None, pool, kind="pool")
+            rows += [(q, p, "A", int(rng.integers(0, 4)), b) for p in pool]
+            for th in ("fractional", "local", "all"):
+                for it in range(4):
+                    items = [f"{th[0]}{q}_{it}_{i}" for i in range(25)]
+                    b = s.issue_batch(q, th, items, kind="cal")
+                    if it < 3:
+                        rows += [(q, p, "A", int(rng.integers(0, 4)), b) for p in items]
+        s.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--idle-wait", type=float, default=120.0, help="Wait up to this long for a quiet machine.")
+    args = ap.parse_args()
+    d = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    df = judgments()
+    topics = [f"q{x:03d}" for x in range(TOPICS)]
+    out = {}
+    wait_idle(args.idle_wait)
+    with init_store(d / "one.db", topics) as s:
+        out["import_one_call"] = timed(lambda: s.import_judgments(df).imported)
+        out["reimport_one_call"] = timed(lambda: s.import_judgments(df).counts.get("repeated"))
+    with init_store(d / "many.db", topics) as s:
+        out["import_1000_calls"] = timed(lambda: sum(s.import_judgments(df.iloc[k * 100:(k + 1) * 100]).imported
+                                                     for k in range(1000)))
+    status_store(d / "status.db")
+    wait_idle(args.idle_wait)
+    with open_store(d / "status.db") as s:
+        out["status_200_topics"] = timed(lambda: len(status_table(s)))
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
