@@ -216,3 +216,27 @@ def test_cal_beats_bm25_on_med():
         e75.append(effort_to_recall(seq, len(rel), 0.75))
     assert s["recall_at_2R"].mean() > np.mean(r2) + 0.1
     assert s["effort_75"].mean() < np.mean(e75)
+
+
+def test_recall_counts_truly_relevant_passages_not_assessor_errors(feats, campaign):
+    """Recall's numerator is decided by the truth qrels: wrong initial judgments (irrelevant passages
+    graded 3) and a noisy assessor must not push recall above 1 (they did: 1.07-1.18 in the demo)."""
+    topics, q = _inputs(campaign)
+    qd = q.to_pandas()
+    canon = set(feats.pid_list(np.flatnonzero(feats.classes == np.arange(feats.n_rows))))
+    truth = {(a, b): g for a, b, g in zip(qd["qid"], qd["docid"], qd["rel"])}
+    wrong = []
+    for qid in topics["qid"].astype(str):  # 40 passages of each topic judged wrongly as perfectly relevant
+        irr = [d for d in sorted(canon) if truth.get((qid, d), 0) < 2][:40]
+        wrong += [{"qid": qid, "docid": d, "grade": 3} for d in irr]
+    res = simulate_cal(feats, topics, q, initial=pa.Table.from_pandas(pd.DataFrame(wrong), preserve_index=False),
+                       threads=("local", "all"), error_rate=0.3, max_effort=120)
+    s = res.summary
+    assert (s["recall"].dropna() <= 1.0).all() and (s["found"] <= s["R"]).all()
+    assert (res.curves["recall"].dropna() <= 1.0).all()
+    for (qid, thread), g in res.log.groupby(["qid", "thread"]):
+        row = s[(s["qid"] == qid) & (s["thread"] == thread)].iloc[0]
+        assert int(g["truly_relevant"].sum()) == row["found"]
+    # the wrong initial grades were seen as relevant by the rules and the model, not by recall
+    init = res.log[res.log["source"] == "initial"]
+    assert init["relevant"].all() and not init["truly_relevant"].any()

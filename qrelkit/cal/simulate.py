@@ -13,9 +13,11 @@ replaces a grade, with that probability, by another grade of the scale (seeded).
 
 **Effort and recall** of a thread: effort = the number of passages in the thread's view (the
 initial judgments it sees plus its own batches, encountered passages included — for ``all``:
-every judgment of the topic, i.e. the campaign's cost); recall = relevant passages in that view /
-R, where R is the number of relevant candidates of the thread (canonical passages only, within
-the fractional collection for ``fractional``). Within a batch, passages count in rank order.
+every judgment of the topic, i.e. the campaign's cost); recall = truly relevant passages in that
+view / R, "truly" by the truth qrels whatever the (simulated, possibly wrong) assessor said, so
+recall never exceeds 1; the stopping rules and the model see the assessor's grades. R is the
+number of relevant candidates of the thread (canonical passages only, within the fractional
+collection for ``fractional``). Within a batch, passages count in rank order.
 Recall at effort ``k`` equals ``ir_measures`` ``R@k`` of the judging order taken as a ranking (a
 test checks this). ``new_judgments`` counts what a thread sent to the oracle. A topic that the
 binarization (``params.relevant``) leaves with no relevant candidate has no recall: it is listed in
@@ -60,7 +62,7 @@ from qrelkit.errors import InputError
 
 UNJUDGED_POLICIES = ("zero", "skip")
 TARGETS = (0.75, 0.95)
-LOG_COLUMNS = ["qid", "thread", "iteration", "position", "docid", "grade", "relevant", "score"]
+LOG_COLUMNS = ["qid", "thread", "iteration", "position", "docid", "grade", "relevant", "truly_relevant", "score"]
 
 
 # --------------------------------------------------------------------------- oracle
@@ -146,7 +148,8 @@ class SimulationResult:
     """What :func:`simulate_cal` returns.
 
     ``log``: one row per judged passage (qid, thread, iteration — 0 for initial judgments —,
-    position in the thread's view, docid, grade, relevant, score). ``summary``: one row per topic
+    position in the thread's view, docid, grade, relevant (by that grade), truly_relevant (by the
+    truth qrels), score). ``summary``: one row per topic
     and thread (R, effort, found, recall, effort to 75%/95% recall, recall at effort R and 2R,
     why the thread stopped). ``rules``: one row per topic, thread and rule (fired, action, reason,
     effort, recall when it fired). ``curves``: effort, found, recall per topic and thread.
@@ -243,6 +246,12 @@ class _Thread:
     sample: Any = None  # the target method's judged random sample
     sample_cost: int = 0
     evaluated: int = 0  # view length the rules last saw
+    truly_relevant: frozenset = frozenset()  # the R relevant candidate rows, by the truth qrels
+
+    def found(self, L_row) -> int:
+        """Truly relevant passages in the view (recall's numerator: the truth qrels decide, not
+        the simulated assessor, whose errors would otherwise count as found)."""
+        return sum(1 for i in self.view if L_row[i] in self.truly_relevant)
 
 
 def simulate_cal(
@@ -358,10 +367,11 @@ def simulate_cal(
         samples: dict[str, tuple] = {}
         for t in threads:
             m = masks[t]
-            R = int(len(rel_rows) if m is None else m[rel_rows].sum()) if len(rel_rows) else 0
+            rel_t = rel_rows if m is None or not len(rel_rows) else rel_rows[m[rel_rows]]
             rk = CalRanker(features, text, topic=qid, thread=t, candidates=cand[t], params=params)
-            th = _Thread(name=t, ranker=rk, cand_mask=m, R=R,
-                         collection_size=int(m.sum()) if m is not None else features.n_rows)
+            th = _Thread(name=t, ranker=rk, cand_mask=m, R=int(len(rel_t)),
+                         collection_size=int(m.sum()) if m is not None else features.n_rows,
+                         truly_relevant=frozenset(rel_t.tolist()))
             if target_size:
                 key = "fraction" if t == "fractional" else "base"
                 if key not in samples:
@@ -429,8 +439,7 @@ def simulate_cal(
                         o.batch_ends.append(len(o.view))
                 _apply_rules(th, rules, L_row, L_grade, is_rel, label_ok, features, budget)
                 th.evaluated = len(th.view)
-                found = sum(1 for i in th.view if is_rel(i))
-                recall = found / th.R if th.R else 1.0
+                recall = th.found(L_row) / th.R if th.R else 1.0
                 if stop_when is not None:
                     if stop_when in th.fired:
                         th.stopped = f"rule:{stop_when}"
@@ -439,7 +448,7 @@ def simulate_cal(
         # results for the topic
         for th in ths:
             order = [i for i in th.view]
-            rel_seq = np.array([is_rel(i) for i in order], bool)
+            rel_seq = np.array([L_row[i] in th.truly_relevant for i in order], bool)
             summaries.append(_summary_row(qid, th, rel_seq))
             for name in rules:
                 f = th.fired.get(name)
@@ -453,13 +462,15 @@ def simulate_cal(
             curves.append(c)
             for pos, i in enumerate(order, 1):
                 logs.append((qid, L_thread[i] or "initial", L_iter[i], pos,
-                             L_row[i], L_grade[i], is_rel(i), L_score[i], th.name))
-    log = pd.DataFrame(logs, columns=["qid", "source", "iteration", "position", "row", "grade", "relevant", "score", "thread"])
+                             L_row[i], L_grade[i], is_rel(i), L_row[i] in th.truly_relevant, L_score[i], th.name))
+    log = pd.DataFrame(logs, columns=["qid", "source", "iteration", "position", "row", "grade", "relevant",
+                                      "truly_relevant", "score", "thread"])
     if len(log):
         log["docid"] = features.pid_list(log["row"].to_numpy())
     else:
         log["docid"] = pd.Series([], dtype=object)
-    log = log[["qid", "thread", "source", "iteration", "position", "docid", "grade", "relevant", "score"]]
+    log = log[["qid", "thread", "source", "iteration", "position", "docid", "grade", "relevant", "truly_relevant",
+               "score"]]
     log["grade"] = log["grade"].astype("Float64").round().astype("Int32")
     summary = pd.DataFrame(summaries)
     rules_df = pd.DataFrame(rule_rows, columns=["qid", "thread", "rule", "fired", "action", "reason", "effort", "found", "recall"])
@@ -505,7 +516,7 @@ def _apply_rules(th: _Thread, rules: Mapping[str, Any], L_row, L_grade, is_rel, 
             last = v
     state = _state(passages, relevant, ends, budget=budget, collection_size=th.collection_size, topic=th.ranker.topic,
                    thread=th.name, sample=th.sample)
-    found = int(sum(relevant))
+    found = th.found(L_row)
     for name, rule in rules.items():
         if name in th.fired:
             continue
