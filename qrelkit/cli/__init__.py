@@ -51,11 +51,27 @@ def run(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="qrelkit", standalone_mode=True)
     except InputError as exc:
-        sys.stderr.write(f"qrelkit: error: {exc}\n")
+        sys.stderr.write(f"qrelkit: error: {' '.join(str(exc).splitlines())}\n")  # one line, always
+        return 2
+    except OSError as exc:  # a file-system failure on a named file is the user's to fix: one line
+        if exc.filename is None:
+            raise  # anything else is a bug: keep the traceback
+        sys.stderr.write(f"qrelkit: error: {os_error(exc)}\n")
         return 2
     except SystemExit as exc:  # standalone mode always ends here: usage errors are 2
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
+
+
+def os_error(exc: OSError) -> InputError:
+    """The one-line form of a file-system error on a named file: ``unreadable`` for a missing
+    file, ``permission-denied``, ``unwritable-output`` for a full or read-only disk, else ``os-error``."""
+    import errno
+
+    rule = {errno.ENOENT: "unreadable", errno.EACCES: "permission-denied", errno.EROFS: "unwritable-output",
+            errno.ENOSPC: "unwritable-output", errno.EDQUOT: "unwritable-output", errno.EPERM: "permission-denied"}
+    target = exc.filename2 if exc.filename2 is not None else exc.filename
+    return InputError(rule.get(exc.errno, "os-error"), exc.strerror or str(exc), file=str(target))
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from qrelkit.config import Config, load_config
+from qrelkit.io.paths import check_io  # noqa: F401 - every command calls it first, with its paths
 
 stderr = Console(stderr=True, soft_wrap=True)
 stdout = Console() if Console().is_terminal else Console(width=200)
