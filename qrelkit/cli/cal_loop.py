@@ -140,12 +140,12 @@ def next_(
     cfg = common.config(config)
     if not store.is_file():
         raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
+    s = open_store(store, timeout=lock_timeout, operation="cal next")  # a damaged store fails before the work
     fdir = features_dir or store.with_name(store.name + ".features")
     feats = load_features(fdir)
     params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
     frac = float(cfg.get_value("fractional", "fraction", fraction))
     fseed = int(cfg.get_value("fractional", "seed", None))
-    s = open_store(store, timeout=lock_timeout, operation="cal next")
     with contextlib.closing(s), store_errors(store):
         batches, report = issue_next_batches(s, feats, topics=topics or None, threads=_threads(threads), params=params,
                                              fraction=frac, fraction_seed=fseed, combine=combine,
