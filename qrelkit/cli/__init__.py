@@ -46,6 +46,38 @@ def _register() -> None:
 _register()
 
 
+def _escape_help() -> None:
+    """rich reads help text as markup, so '[pool]' or '[rule]' would vanish from ``--help``:
+    escape every help string (groups, commands and their docstrings, options), each object once."""
+    import inspect
+
+    from rich.markup import escape
+
+    seen: set[int] = set()
+
+    def fix(info) -> None:
+        if id(info) not in seen and isinstance(getattr(info, "help", None), str):
+            seen.add(id(info))
+            info.help = escape(info.help)
+
+    def walk(typer_app) -> None:
+        fix(typer_app.info)
+        for cmd in typer_app.registered_commands:
+            if cmd.help is None:
+                cmd.help = inspect.getdoc(cmd.callback)
+            fix(cmd)
+            for p in inspect.signature(cmd.callback).parameters.values():
+                fix(p.default)
+        for group in typer_app.registered_groups:
+            fix(group)
+            walk(group.typer_instance)
+
+    walk(app)
+
+
+_escape_help()
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv``; returns the exit code (used by tests)."""
     try:
