@@ -387,3 +387,14 @@ def test_os_error_with_a_file_name_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(labels_cli, "write_qrels_any", bug)
     with pytest.raises(OSError):
         run(["labels", "binarize", str(q), "-o", str(tmp_path / "b.txt")])
+
+
+@pytest.mark.parametrize("cmd", ["expand", "propagate"])
+def test_missing_classes_file_is_one_line(cmd, fx, tmp_path, capsys):
+    """A missing --classes text file in labels expand/propagate was a traceback."""
+    missing = tmp_path / "classes.txt"
+    argv = ["labels", cmd, str(fx["qrels"]), "--classes", str(missing), "-o", str(tmp_path / "o.txt")]
+    if cmd == "propagate":
+        argv += ["--corpus", str(fx["corpus"])]
+    _fails_cleanly(argv, capsys, {"unreadable"}, expect_file=str(missing))
+    assert not (tmp_path / "o.txt").exists()

@@ -53,7 +53,7 @@ def cluster(
     workers: int = typer.Option(2, "--workers", help="LocalCluster workers with --dask."),
     spill_dir: Optional[Path] = typer.Option(None, "--spill-dir", help="With --dask: shared folder for intermediate files."),
     bands_per_task: Optional[int] = typer.Option(None, "--bands-per-task", help="With --dask: bands keyed per task."),
-    seed: Optional[int] = common.SeedOpt,
+    seed: Optional[int] = typer.Option(None, "--seed", help="MinHash seed (default: config [dedupe] seed, else 1 as DedupeParams)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:

@@ -85,7 +85,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
     if bad.any():
         if not lenient:
             i = int(np.flatnonzero(bad)[0])
-            raise InputError("grade-not-integer", f"grade {rel[i]!r} is not an integer", file=str(p), line=int(lines[i]))
+            raise InputError("grade-not-integer", f"grade {float(rel[i])!r} is not an integer", file=str(p), line=int(lines[i]))
         keep &= ~bad
     with np.errstate(invalid="ignore"):
         i32 = np.iinfo(np.int32)
@@ -93,7 +93,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
     if huge.any():
         if not lenient:
             i = int(np.flatnonzero(huge)[0])
-            raise InputError("grade-out-of-range", f"grade {rel[i]!r} does not fit in 32 bits",
+            raise InputError("grade-out-of-range", f"grade {float(rel[i])!r} does not fit in 32 bits",
                              file=str(p), line=int(lines[i]))
         keep &= ~huge
     key = pd.DataFrame({"q": t["qid"].to_numpy(zero_copy_only=False), "d": t["docid"].to_numpy(zero_copy_only=False)})
