@@ -11,8 +11,14 @@ Durability and concurrency
   kill but could lose the last commits on power loss; a judgment costs a person minutes, an fsync
   costs milliseconds). ``synchronous="OFF"`` may be asked for in simulations.
 * Every import is one ``BEGIN IMMEDIATE ... COMMIT`` transaction: all rows of all files, or none.
-  ``BEGIN IMMEDIATE`` takes the write lock up front, so concurrent importers queue (busy timeout,
-  default 60 s) instead of failing half-way; readers never block (WAL).
+  ``BEGIN IMMEDIATE`` takes the write lock up front, so concurrent importers queue (``timeout``,
+  default 60 s, ``--lock-timeout`` on the command line) instead of failing half-way; readers never
+  block (WAL). The writer holding the lock is named in ``STORE.lock-holder`` (pid, host,
+  operation, start time), so a writer that waits in vain fails with ``store-locked`` naming it.
+* Before any use the file must be a non-empty SQLite file (``not-a-store``; an empty file is never
+  given a header) and pass SQLite's ``PRAGMA quick_check`` (``store-damaged``; the full
+  ``integrity_check`` also cross-checks every index, O(N log N), too slow to run on every open of a
+  big store). Reading commands open the store read-only (``readonly=True``).
 * Triggers make the log append-only (``UPDATE``/``DELETE`` abort) and refuse a second, different
   grade from one assessor for one topic and passage, whatever the code path.
 
