@@ -7,6 +7,7 @@ Run: python scripts/gen_commands_doc.py [--check]
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,11 @@ import typer.main
 from qrelkit.cli import app
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
+
+
+def _plain(text: str | None) -> str:
+    """Help text without the escapes that keep rich from reading '[pool]' as markup."""
+    return re.sub(r"\\(\[)", r"\1", text or "")
 
 
 def _walk(cmd: click.Command, path: list[str]):
@@ -40,7 +46,7 @@ def render() -> str:
     for path, cmd in _walk(root, []):
         name = " ".join(["qrelkit", *path])
         lines += [f"## `{name}`", ""]
-        lines += [(cmd.help or "").strip(), ""]
+        lines += [_plain(cmd.help).strip(), ""]
         args = [p for p in cmd.params if p.param_type_name == "argument"]
         opts = [p for p in cmd.params if p.param_type_name == "option" and p.name != "help"]
         usage = name + "".join(f" {a.name.upper()}{'...' if a.nargs == -1 else ''}" for a in args) + " [OPTIONS]"
@@ -48,11 +54,11 @@ def render() -> str:
         if args or opts:
             lines += ["| argument / option | meaning |", "|---|---|"]
             for a in args:
-                lines.append(f"| `{a.name.upper()}` | {(getattr(a, 'help', '') or '').replace('|', '/')} |")
+                lines.append(f"| `{a.name.upper()}` | {_plain(getattr(a, 'help', '')).replace('|', '/')} |")
             for o in opts:
                 flags = ", ".join(f"`{x}`" for x in o.opts + o.secondary_opts)
                 req = " (required)" if o.required else ""
-                lines.append(f"| {flags} | {(o.help or '').replace('|', '/')}{req} |")
+                lines.append(f"| {flags} | {_plain(o.help).replace('|', '/')}{req} |")
             lines.append("")
     lines += config_keys()
     return "\n".join(lines).rstrip() + "\n"

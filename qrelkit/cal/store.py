@@ -11,8 +11,14 @@ Durability and concurrency
   kill but could lose the last commits on power loss; a judgment costs a person minutes, an fsync
   costs milliseconds). ``synchronous="OFF"`` may be asked for in simulations.
 * Every import is one ``BEGIN IMMEDIATE ... COMMIT`` transaction: all rows of all files, or none.
-  ``BEGIN IMMEDIATE`` takes the write lock up front, so concurrent importers queue (busy timeout,
-  default 60 s) instead of failing half-way; readers never block (WAL).
+  ``BEGIN IMMEDIATE`` takes the write lock up front, so concurrent importers queue (``timeout``,
+  default 60 s, ``--lock-timeout`` on the command line) instead of failing half-way; readers never
+  block (WAL). The writer holding the lock is named in ``STORE.lock-holder`` (pid, host,
+  operation, start time), so a writer that waits in vain fails with ``store-locked`` naming it.
+* Before any use the file must be a non-empty SQLite file (``not-a-store``; an empty file is never
+  given a header) and pass SQLite's ``PRAGMA quick_check`` (``store-damaged``; the full
+  ``integrity_check`` also cross-checks every index, O(N log N), too slow to run on every open of a
+  big store). Reading commands open the store read-only (``readonly=True``).
 * Triggers make the log append-only (``UPDATE``/``DELETE`` abort) and refuse a second, different
   grade from one assessor for one topic and passage, whatever the code path.
 
@@ -66,8 +72,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
+import socket
 import sqlite3
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -77,6 +86,8 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.io.atomic import atomic_open
+from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.runs import qid_order
 
 STORE_FORMAT = "qrelkit-judging-store"
@@ -187,6 +198,44 @@ class ConflictError(InputError):
         return (ConflictError, (self.report,))
 
 
+HOLDER_SUFFIX = ".lock-holder"
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _default_operation() -> str:
+    args = [os.path.basename(sys.argv[0])] + [a for a in sys.argv[1:3] if not a.startswith("-")]
+    return " ".join(args)
+
+
+def check_store_file(path: str | os.PathLike) -> None:
+    """``not-a-store`` unless ``path`` is a non-empty file with SQLite's header (checked without
+    opening it with SQLite, which would write a header into an empty file)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(p))
+    if p.stat().st_size == 0:
+        raise InputError("not-a-store", "empty file (0 bytes), not a judging store", file=str(p))
+    if not is_sqlite_file(p):
+        raise InputError("not-a-store", "not a SQLite file, not a judging store", file=str(p))
+
+
+@contextlib.contextmanager
+def store_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Turn SQLite's errors on a store opened earlier into one-line :class:`InputError`:
+    ``store-damaged`` (damage found while reading) or ``store-locked``."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if _is_locked(exc):
+            raise InputError("store-locked", f"the store stayed locked: {exc}", file=str(path)) from None
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise InputError("store-damaged", f"{exc}; restore the store from a backup", file=str(path)) from None
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
@@ -215,19 +264,30 @@ class JudgingStore:
     """
 
     def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL",
-                 _create: bool = False) -> None:
+                 readonly: bool = False, operation: str | None = None, _create: bool = False) -> None:
         self.path = Path(path)
+        self.timeout = float(timeout)
+        self.operation = operation or _default_operation()
+        self._db = None
         if not _create and not self.path.is_file():
             raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(self.path))
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
             raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
+        existed = self.path.is_file() and self.path.stat().st_size > 0
+        if not _create or existed:
+            check_store_file(self.path)  # before SQLite touches it: a 0-byte or foreign file is never written
         try:
-            existed = self.path.is_file() and self.path.stat().st_size > 0
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            if readonly:
+                self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
+                                           isolation_level=None)
+            else:
+                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if existed:
+                self._check_integrity()
                 self._check_meta()
-            self._db.execute("PRAGMA journal_mode = WAL")
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA temp_store = MEMORY")
@@ -239,12 +299,43 @@ class JudgingStore:
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema_version', ?)",
                                      (STORE_FORMAT, str(SCHEMA_VERSION)))
             self._check_meta()
+        except sqlite3.OperationalError as exc:
+            self.close()
+            if _is_locked(exc):
+                raise self._locked() from None
+            raise InputError("not-a-store", f"cannot open the judging store: {exc}", file=str(self.path)) from None
         except sqlite3.DatabaseError as exc:
             self.close()
             raise InputError("not-a-store", f"not a judging store: {exc}", file=str(self.path)) from None
         except InputError:
             self.close()
             raise
+
+    def _check_integrity(self) -> None:
+        """SQLite's ``PRAGMA quick_check`` (every page and record well formed, O(size); the full
+        ``integrity_check`` also matches every index to its table, O(N log N) on big stores):
+        ``store-damaged`` when it finds a problem, so a damaged store is never written."""
+        try:
+            rows = [r[0] for r in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise
+            rows = [str(exc)]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows != ["ok"]:
+            found = " ".join(ln.strip() for r in rows for ln in str(r).splitlines() if ln.strip() and "***" not in ln)
+            raise InputError("store-damaged", f"SQLite's integrity check failed ({found[:200]}); nothing "
+                             "written: restore the store from a backup", file=str(self.path))
+
+    def _locked(self) -> InputError:
+        """The lock-timeout error, naming the writer that holds the lock (from its holder file)."""
+        who = "another process"
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            h = json.loads(Path(f"{self.path}{HOLDER_SUFFIX}").read_text(encoding="utf-8"))
+            who = f"'{h['operation']}' (pid {h['pid']} on {h['host']}, writing since {h['started']})"
+        return InputError("store-locked", f"waited {self.timeout:g} s for the write lock held by {who}; try again "
+                          "later or wait longer (--lock-timeout)", file=str(self.path))
 
     def _check_meta(self) -> None:
         try:
@@ -273,14 +364,33 @@ class JudgingStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception)."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception).
+
+        Waits up to ``timeout`` seconds for the write lock, then raises ``store-locked`` naming the
+        holder. While the lock is held, ``STORE.lock-holder`` names this writer (pid, host,
+        operation, start time) for the processes that wait."""
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_locked(exc):
+                raise self._locked() from None
             raise
-        self._db.execute("COMMIT")
+        holder = Path(f"{self.path}{HOLDER_SUFFIX}")
+        with contextlib.suppress(OSError):
+            with atomic_open(holder) as fh:
+                fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "operation": self.operation,
+                                     "started": _now()}))
+        try:
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(holder.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                    holder.unlink()
 
     def _query(self, sql: str, params: Sequence = ()) -> pd.DataFrame:
         cur = self._db.execute(sql, params)
@@ -723,15 +833,18 @@ def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None
 
 def init_store(path: str | os.PathLike, topics: pd.DataFrame | Mapping[str, str] | Iterable[str] | None = None, *,
                threads: Sequence[str] = THREADS, collection_size: int | None = None,
-               synchronous: str = "FULL") -> JudgingStore:
+               synchronous: str = "FULL", timeout: float = 60.0, operation: str | None = None) -> JudgingStore:
     """Create a store (or open an existing one) and add ``topics`` with ``threads`` each.
+
+    An existing file must be a sound store (see :func:`open_store`); an empty file is taken as a
+    new store. ``timeout`` and ``operation``: as for :func:`open_store`.
 
     ``topics``: a DataFrame with ``qid`` (and ``text``), e.g. from
     :func:`qrelkit.io.topics.read_topics`, a mapping qid -> text, or qids.
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    store = JudgingStore(p, synchronous=synchronous, _create=True)
+    store = JudgingStore(p, synchronous=synchronous, timeout=timeout, operation=operation, _create=True)
     if topics is not None:
         try:
             store.add_topics(topics, threads=threads, collection_size=collection_size)
@@ -741,6 +854,12 @@ def init_store(path: str | os.PathLike, topics: pd.DataFrame | Mapping[str, str]
     return store
 
 
-def open_store(path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL") -> JudgingStore:
-    """Open an existing store; :class:`InputError` ``not-a-store`` if the file is not one."""
-    return JudgingStore(path, timeout=timeout, synchronous=synchronous)
+def open_store(path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL", readonly: bool = False,
+               operation: str | None = None) -> JudgingStore:
+    """Open an existing store; :class:`InputError` ``not-a-store`` if the file is not one (empty,
+    not SQLite, not qrelkit's), ``store-damaged`` if SQLite's integrity check fails.
+
+    ``readonly`` opens it read-only (nothing can be written, not even a header). ``timeout``:
+    seconds a writer waits for the write lock before ``store-locked``, which names the holder's
+    ``operation`` (default: the command line)."""
+    return JudgingStore(path, timeout=timeout, synchronous=synchronous, readonly=readonly, operation=operation)

@@ -47,16 +47,64 @@ def _register() -> None:
 _register()
 
 
+def _escape_help() -> None:
+    """rich reads help text as markup, so '[pool]' or '[rule]' would vanish from ``--help``:
+    escape every help string (groups, commands and their docstrings, options), each object once."""
+    import inspect
+
+    from rich.markup import escape
+
+    seen: set[int] = set()
+
+    def fix(info) -> None:
+        if id(info) not in seen and isinstance(getattr(info, "help", None), str):
+            seen.add(id(info))
+            info.help = escape(info.help)
+
+    def walk(typer_app) -> None:
+        fix(typer_app.info)
+        for cmd in typer_app.registered_commands:
+            if cmd.help is None:
+                cmd.help = inspect.getdoc(cmd.callback)
+            fix(cmd)
+            for p in inspect.signature(cmd.callback).parameters.values():
+                fix(p.default)
+        for group in typer_app.registered_groups:
+            fix(group)
+            walk(group.typer_instance)
+
+    walk(app)
+
+
+_escape_help()
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv``; returns the exit code (used by tests)."""
     try:
         app(args=argv, prog_name="qrelkit", standalone_mode=True)
     except InputError as exc:
-        sys.stderr.write(f"qrelkit: error: {exc}\n")
+        sys.stderr.write(f"qrelkit: error: {' '.join(str(exc).splitlines())}\n")  # one line, always
+        return 2
+    except OSError as exc:  # a file-system failure on a named file is the user's to fix: one line
+        if exc.filename is None:
+            raise  # anything else is a bug: keep the traceback
+        sys.stderr.write(f"qrelkit: error: {os_error(exc)}\n")
         return 2
     except SystemExit as exc:  # standalone mode always ends here: usage errors are 2
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
+
+
+def os_error(exc: OSError) -> InputError:
+    """The one-line form of a file-system error on a named file: ``unreadable`` for a missing
+    file, ``permission-denied``, ``unwritable-output`` for a full or read-only disk, else ``os-error``."""
+    import errno
+
+    rule = {errno.ENOENT: "unreadable", errno.EACCES: "permission-denied", errno.EROFS: "unwritable-output",
+            errno.ENOSPC: "unwritable-output", errno.EDQUOT: "unwritable-output", errno.EPERM: "permission-denied"}
+    target = exc.filename2 if exc.filename2 is not None else exc.filename
+    return InputError(rule.get(exc.errno, "os-error"), exc.strerror or str(exc), file=str(target))
 
 
 def main() -> None:

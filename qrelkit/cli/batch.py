@@ -36,6 +36,7 @@ def make(
 ) -> None:
     """Split each topic's pool into batches (first N, then the rest) for k assessors each,
     in a seeded random order per assessor, with passage texts."""
+    common.check_io(inputs=[pool, corpus, topics, config], outputs=[output], folders=[per_assessor_dir])
     cfg = common.config(config)
     t = read_table(pool)
     for col in ("qid", "docid", "position"):
@@ -80,6 +81,7 @@ def import_(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id)."""
+    common.check_io(inputs=[files, issued, config], outputs=[output, qrels_out])
     cfg = common.config(config)
     sc = [int(x) for x in scale.split(",")] if scale else list(cfg.get_value("labels", "scale"))
     iss = read_table(issued).to_pandas() if issued else None

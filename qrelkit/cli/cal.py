@@ -52,13 +52,18 @@ def _store_path(path: Path) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _open(path: Path):
-    from qrelkit.cal.store import open_store
+LockTimeoutOpt = typer.Option(60.0, "--lock-timeout", envvar="QRELKIT_LOCK_TIMEOUT",
+                              help="Seconds to wait for another writer's lock on the store before failing.")
 
-    store = open_store(_store_path(path))
+
+@contextlib.contextmanager
+def _open(path: Path, *, readonly: bool = False, timeout: float = 60.0, operation: str | None = None):
+    from qrelkit.cal.store import open_store, store_errors
+
+    store = open_store(_store_path(path), readonly=readonly, timeout=timeout, operation=operation)
     try:
-        yield store
+        with store_errors(path):
+            yield store
     finally:
         store.close()
 
@@ -77,10 +82,12 @@ def init(
     topics: Path = typer.Option(..., "--topics", "-t", help="Topics file (qid<TAB>text, JSONL or one qid per line)."),
     threads: Optional[str] = typer.Option(None, "--threads", help="Comma-separated threads (default: config [cal] threads)."),
     collection_size: Optional[int] = typer.Option(None, "--collection-size", help="Passages the threads rank (budget method)."),
+    lock_timeout: float = LockTimeoutOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Create a judging store (or add topics to one) with CAL threads per topic."""
+    common.check_io(inputs=[topics, config], stores=[store])
     from qrelkit.cal.store import init_store
     from qrelkit.io.topics import read_topics
 
@@ -89,7 +96,8 @@ def init(
     df = read_topics(topics)
     existed = store.exists()
     try:
-        s = init_store(store, df, threads=names, collection_size=collection_size)
+        s = init_store(store, df, threads=names, collection_size=collection_size, timeout=lock_timeout,
+                       operation="cal init")
     except BaseException:
         if not existed:
             for suffix in ("", "-wal", "-shm"):
@@ -109,17 +117,20 @@ def import_(
     lenient: bool = typer.Option(False, "--lenient/--strict", help="Skip conflicting and bad rows and report them instead of importing nothing."),
     scale: Optional[str] = typer.Option(None, "--scale", help="Allowed grades, comma-separated (default: config [labels] scale)."),
     conflicts_out: Optional[Path] = typer.Option(None, "--conflicts-out", help="Write the conflicting rows (lenient mode) to this table."),
+    lock_timeout: float = LockTimeoutOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Append judgments to the store in one transaction: all or nothing, idempotent; a different
     grade from the same assessor for the same topic and passage is a conflict."""
+    common.check_io(inputs=[files, config], outputs=[conflicts_out], stores=[store])
     cfg = common.config(config)
     sc = [int(x) for x in scale.split(",")] if scale else [int(x) for x in cfg.get_value("labels", "scale")]
     for f in files:
         if not f.is_file():
             raise InputError("unreadable", "no such file", file=str(f))
-    with _open(store) as s, common.progress("cal import: reading", len(files)) as advance:
+    with _open(store, timeout=lock_timeout, operation="cal import") as s, \
+            common.progress("cal import: reading", len(files)) as advance:
         report = s.import_files(files, lenient=lenient, scale=sc, progress=advance)
     if conflicts_out is not None:
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
@@ -142,10 +153,11 @@ def export(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
+    common.check_io(outputs=[output], read_stores=[store])
     from qrelkit.io.qrels import write_qrels
     from qrelkit.io.tables import write_table
 
-    with _open(store) as s:
+    with _open(store, readonly=True) as s:
         table = s.export_log(thread=thread) if log else s.export_qrels(combine=combine, thread=thread)
     params = {"thread": thread} if log else {"thread": thread, "combine": combine}
     if log:
@@ -175,6 +187,7 @@ def status(
     """Per topic and thread: judged, relevant, density, the stopping rule's decision and why, and
     the topic's screening decision (the config's screen section: keep, discard-too-many,
     discard-none, or incomplete while its first N are not all judged)."""
+    common.check_io(inputs=[config, pool], outputs=[output], read_stores=[store])
     from qrelkit.cal.screening import status_with_screening
 
     cfg = common.config(config)
@@ -186,7 +199,7 @@ def status(
         if not {"qid", "docid"} <= set(pool_df.column_names):
             raise InputError("missing-column", "a pool table needs columns qid and docid", file=str(pool))
         pool_df = pool_df.select([c for c in ("qid", "docid", "position") if c in pool_df.column_names]).to_pandas()
-    with _open(store) as s:
+    with _open(store, readonly=True) as s:
         with common.progress("cal status") as advance:
             df, scr = status_with_screening(s, config=cfg, pool=pool_df, rule=rule, combine=combine, budget=budget,
                                             threads=threads or None, progress=advance, **_rule_params(params, rule))
@@ -215,10 +228,11 @@ def replay(
 ) -> None:
     """Re-apply a stopping rule to the stored judgment log, batch by batch in judging order, and
     report where it would have stopped (judged, relevant, recall of the log's relevant, saved)."""
+    common.check_io(inputs=[config], outputs=[output], read_stores=[store])
     from qrelkit.cal.stopping import replay_store
 
     cfg = common.config(config)
-    with _open(store) as s:
+    with _open(store, readonly=True) as s:
         df = replay_store(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,
                           **_rule_params(params, rule))
     _write_report(df, output, "cal-replay", {"store": str(store), "rule": rule, "params": params, "budget": budget})

@@ -11,7 +11,7 @@ import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
-from qrelkit.cli.cal import app
+from qrelkit.cli.cal import LockTimeoutOpt, app
 from qrelkit.errors import InputError
 
 __all__ = ["app"]
@@ -71,6 +71,7 @@ def features(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
+    common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features
     from qrelkit.io.classes import read_classes
     from qrelkit.io.corpus import passages_upper_bound
@@ -120,6 +121,7 @@ def next_(
     allow_open: bool = typer.Option(False, "--allow-open", help="Issue even when the thread's last batch is not judged yet."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute the batches but do not record them in the store."),
     combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
+    lock_timeout: float = LockTimeoutOpt,
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
@@ -127,22 +129,23 @@ def next_(
     """Issue the next CAL batch of every active topic and thread: train on the thread's view of the
     judgments, rank the candidates, record the best passages that need judging (passages judged in
     another thread are encountered: copied into the batch, not judged again)."""
+    common.check_io(inputs=[features_dir, corpus, config], outputs=[output], stores=[store])
     from qrelkit.cal.features import load_features
     from qrelkit.cal.loop import batches_table, issue_next_batches
-    from qrelkit.cal.store import open_store
+    from qrelkit.cal.store import open_store, store_errors
     from qrelkit.io.corpus import lookup_texts
     from qrelkit.io.tables import write_table
 
     cfg = common.config(config)
     if not store.is_file():
         raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
+    s = open_store(store, timeout=lock_timeout, operation="cal next")  # a damaged store fails before the work
     fdir = features_dir or store.with_name(store.name + ".features")
     feats = load_features(fdir)
     params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
     frac = float(cfg.get_value("fractional", "fraction", fraction))
     fseed = int(cfg.get_value("fractional", "seed", None))
-    s = open_store(store)
-    with contextlib.closing(s):
+    with contextlib.closing(s), store_errors(store):
         batches, report = issue_next_batches(s, feats, topics=topics or None, threads=_threads(threads), params=params,
                                              fraction=frac, fraction_seed=fseed, combine=combine,
                                              allow_open=allow_open, dry_run=dry_run)
@@ -191,6 +194,7 @@ def simulate(
     recall, and recall and effort when each stopping rule fires. Topics that the binarization
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
+    common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
     import pandas as pd
 
     from qrelkit.cal.loop import fractional_candidates

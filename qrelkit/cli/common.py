@@ -15,9 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from qrelkit.config import Config, load_config
+from qrelkit.io.paths import check_io  # noqa: F401 - every command calls it first, with its paths
 
-stderr = Console(stderr=True, soft_wrap=True)
-stdout = Console() if Console().is_terminal else Console(width=200)
+# no rich markup in what qrelkit prints: ids, rules ('[rule]') and config sections ('[pool]') are text
+stderr = Console(stderr=True, soft_wrap=True, markup=False)
+stdout = Console(markup=False) if Console().is_terminal else Console(width=200, markup=False)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)
 JsonOpt = typer.Option(False, "--json", help="Print a machine-readable JSON summary on stdout.")

@@ -51,11 +51,12 @@ def cluster(
     workers: int = typer.Option(2, "--workers", help="LocalCluster workers with --dask."),
     spill_dir: Optional[Path] = typer.Option(None, "--spill-dir", help="With --dask: shared folder for intermediate files."),
     bands_per_task: Optional[int] = typer.Option(None, "--bands-per-task", help="With --dask: bands keyed per task."),
-    seed: Optional[int] = common.SeedOpt,
+    seed: Optional[int] = typer.Option(None, "--seed", help="MinHash seed (default: config [dedupe] seed, else 1 as DedupeParams)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Cluster a corpus into near-duplicate classes with MinHash/LSH; prints the S-curve."""
+    common.check_io(inputs=[corpus, priority_qrels, config], outputs=[output, nist_out], folders=[index_out, spill_dir])
     from qrelkit.dedupe.cluster import cluster_corpus, nist_lines
 
     cfg = common.config(config)
@@ -111,6 +112,7 @@ def stats(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Classes, size histogram, largest classes with sample members."""
+    common.check_io(inputs=[classes, corpus, config], outputs=[output])
     from qrelkit.dedupe.cluster import class_stats, read_nist
 
     common.config(config)
@@ -144,6 +146,7 @@ def import_nist(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Import NIST's near-duplicate classes as a class table."""
+    common.check_io(inputs=[nist, config], outputs=[output])
     from qrelkit.dedupe.cluster import class_stats, read_nist
 
     common.config(config)
@@ -164,6 +167,7 @@ def assign(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Incremental mode: assign new passages to existing classes from stored signatures."""
+    common.check_io(inputs=[corpus, index, config], outputs=[output])
     from qrelkit.dedupe.incremental import assign_new, merge_index
 
     common.config(config)
@@ -189,6 +193,7 @@ def runs_(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Dedupe runs: map passages to class ids, keep the first hit per class, renumber ranks."""
+    common.check_io(inputs=[runs, classes, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, lenient=lenient)
     d = dedupe_runs(rs.table, read_classes(classes), depth=depth)
@@ -213,6 +218,7 @@ def expand(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Give every member of a judged class the class's label; report the expansion per topic."""
+    common.check_io(inputs=[qrels, classes, config], outputs=[output, table_out])
     from qrelkit.dedupe.apply import expand_qrels, expansion_table
 
     cfg = common.config(config)
@@ -247,6 +253,7 @@ def evaluate(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Pair precision/recall against ground truth, and copy recall by number of word edits."""
+    common.check_io(inputs=[classes, truth, corpus, config], outputs=[output])
     from qrelkit.dedupe.evaluate import evaluate_classes
 
     common.config(config)

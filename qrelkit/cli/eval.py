@@ -92,6 +92,7 @@ def score(
 ) -> None:
     """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
     policy for judged topics a run misses; per-query and aggregate tables."""
+    common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
     from qrelkit.evaluate import RANKINGS, evaluate
 
     cfg = common.config(config)
@@ -139,6 +140,7 @@ def compare(
     """Compare runs: significance tests (t-test, Wilcoxon signed-rank and rank-sum, randomization)
     with Bonferroni and Holm corrections, and the outcome breakdown (neither / only one / both
     find a relevant item in the top k; ESL and RR on 'both')."""
+    common.check_io(inputs=[runs, qrels, config], outputs=[output, breakdown_out, cases_out])
     from qrelkit.evaluate import evaluate, outcome_breakdown, significance
 
     cfg = common.config(config)
@@ -209,6 +211,7 @@ def duplicates(
 ) -> None:
     """Duplicates in evaluation (TREC 2022 Figure 6): every run scored with original runs and
     qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
+    common.check_io(inputs=[runs, qrels, classes, config], outputs=[output, plot])
     from qrelkit.evaluate import duplicate_effects, plot_duplicates
     from qrelkit.io.classes import read_classes
 
@@ -246,6 +249,7 @@ def correlate(
 ) -> None:
     """Kendall's tau (scipy) and tau_ap between two leaderboards, per measure. Per-query tables
     are accepted too (their values are averaged per run)."""
+    common.check_io(inputs=[a, b, config], outputs=[output])
     from qrelkit.evaluate import leaderboard_correlation
 
     common.config(config)

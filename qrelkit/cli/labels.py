@@ -74,6 +74,7 @@ def aggregate(
     """Several assessors' grades -> one label per (topic, passage): majority vote after
     binarizing (ties -> fallback chain), ceiled median (or median_high) as graded label,
     topic inclusion rules."""
+    common.check_io(inputs=[judgments, original, config], outputs=[output, qrels_out, topics_out])
     from qrelkit.labels import aggregate_judgments, labels_to_table
 
     cfg = common.config(config)
@@ -114,6 +115,7 @@ def agreement_cmd(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Inter-assessor agreement: Krippendorff's alpha, Fleiss' kappa, pairwise Cohen's kappa."""
+    common.check_io(inputs=[judgments, config], outputs=[output])
     from qrelkit.labels import agreement
 
     cfg = common.config(config)
@@ -140,6 +142,7 @@ def binarize_cmd(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Binary qrels: the scheme's grades -> 1, other judged grades -> 0 (negative grades kept)."""
+    common.check_io(inputs=[qrels, config], outputs=[output])
     from qrelkit.labels import binarize, scheme_grades
 
     cfg = common.config(config)
@@ -164,6 +167,7 @@ def expand(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Expanded qrels: every near-duplicate of a judged passage gets its class's label."""
+    common.check_io(inputs=[qrels, classes, config], outputs=[output, report_out, conflicts_out])
     from qrelkit.io.classes import read_classes
     from qrelkit.labels import expand_qrels, scheme_grades, threshold_of
 
@@ -198,6 +202,7 @@ def propagate(
 ) -> None:
     """Passage labels -> document labels (max over judged passages by default), with the
     documents whose passages disagree."""
+    common.check_io(inputs=[qrels, corpus, mapping, classes, config], outputs=[output, documents_out, disagree_out])
     from qrelkit.io.classes import read_classes
     from qrelkit.labels import parse_grade_map, passage_document_map, propagate_to_documents
 
@@ -246,6 +251,7 @@ def compare(
 ) -> None:
     """Agreement between two label sets on the items both judged: confusion table, Cohen's
     kappa, Krippendorff's alpha (e.g. propagated document labels vs direct document judgments)."""
+    common.check_io(inputs=[a, b, config], outputs=[output])
     from qrelkit.labels import compare_labels, scheme_grades
 
     cfg = common.config(config)

@@ -101,6 +101,7 @@ def select(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Choose the runs that feed the pool: baselines + N highest-priority runs per group and subtask."""
+    common.check_io(inputs=[manifest, config], outputs=[output])
     cfg = common.config(config)
     sel = _selection(cfg, read_manifest(manifest), per_group, baselines, include, exclude)
     if output:
@@ -131,6 +132,7 @@ def depth(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
+    common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
     cfg = common.config(config)
     tie = str(cfg.get_value("pool", "ties", ties))
     table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
@@ -164,6 +166,7 @@ def top1(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
+    common.check_io(inputs=[runs, qrels, manifest, classes, config], outputs=[output])
     cfg = common.config(config)
     tie = str(cfg.get_value("pool", "ties", ties))
     table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
@@ -195,6 +198,7 @@ def fused(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
+    common.check_io(inputs=[runs, manifest, classes, qrels, config], outputs=[output])
     cfg = common.config(config)
     tie = str(cfg.get_value("pool", "ties", ties))
     table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
@@ -230,6 +234,7 @@ def fractional(
 ) -> None:
     """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
     their depth-k pool minus what is already judged."""
+    common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output, ids_out, runs_out])
     cfg = common.config(config)
     tie = str(cfg.get_value("pool", "ties", ties))
     table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
@@ -265,6 +270,7 @@ def stats(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Pool size per topic, unique contributions per run and group, overlap between runs."""
+    common.check_io(inputs=[pool, manifest, config], folders=[output])
     common.config(config)
     t = read_table(pool)
     if "runs" not in t.column_names:

@@ -122,6 +122,7 @@ def pairs_cmd(
 ) -> None:
     """Every pair of each topic's pool once (or, with --best, newly surfaced items vs the best
     answers); prints the number of comparisons and the estimated cost before anything is exported."""
+    common.check_io(inputs=[pool, classes, best, previous, judged, config], outputs=[output])
     from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
 
     cfg = common.config(config)
@@ -171,6 +172,7 @@ def tasks_cmd(
 ) -> None:
     """Crowd tasks: 10 real pairs + 3 test pairs (known relevant vs off-topic), seeded random order
     and left/right placement, with passage and query texts."""
+    common.check_io(inputs=[pairs, qrels, corpus, topics, config], outputs=[output, export])
     from qrelkit.io.corpus import lookup_texts
     from qrelkit.io.topics import read_topics
     from qrelkit.prefs.tasks import TASK_SCHEMA, export_view, make_tasks, task_summary
@@ -217,6 +219,7 @@ def simulate(
 ) -> None:
     """Simulated preference oracle: workers answer tasks from graded qrels, with errors and
     optionally failing workers."""
+    common.check_io(inputs=[tasks, qrels, config], outputs=[output])
     from qrelkit.prefs.oracle import simulate_answers
 
     cfg = common.config(config)
@@ -251,6 +254,7 @@ def import_(
 ) -> None:
     """Import worker answers: exclude workers who failed a test pair, list their tasks for
     re-issue, keep the real-pair judgments, report agreement on pairs judged more than once."""
+    common.check_io(inputs=[answers, tasks_files, config], outputs=[output, workers_out, reissue_out, reissue_export, reissue_list])
     from qrelkit.prefs.tasks import (
         JUDGMENT_SCHEMA, REISSUE_SCHEMA, TASK_SCHEMA, export_view, import_answers, normalize_tasks,
     )
@@ -299,6 +303,7 @@ def tournament_cmd(
 ) -> None:
     """Preference qrels by tournament: most wins; ties repeated among the tied; cycles keep
     every passage left (PROTOCOL.md section 2; docs/prefs.md states the exact rule)."""
+    common.check_io(inputs=[judgments, pool, pairs_file, best, classes, config], outputs=[output, log_out, queries_out, pending_out])
     from qrelkit.prefs.pairs import PAIR_SCHEMA
     from qrelkit.prefs.tournament import LOG_SCHEMA, QUERY_SCHEMA, tournament, update_best
 
@@ -347,6 +352,7 @@ def winratio(
 ) -> None:
     """Win ratios between runs (and the perfect run) by their top passages, binomial tests with a
     Bonferroni correction over all run pairs; table and heatmap."""
+    common.check_io(inputs=[judgments, pool, classes, config], outputs=[output, matrix_out, wins_out, plot])
     from qrelkit.prefs.winratio import matrix_table, plot_heatmap, win_ratios
 
     cfg = common.config(config)
@@ -397,6 +403,7 @@ def rescore_cmd(
 ) -> None:
     """Re-score every run: MRR@10 on preference vs original qrels, 95% confidence intervals,
     Kendall's tau between the leaderboards, Figure 5."""
+    common.check_io(inputs=[runs, qrels, prefs, classes, perfect_qrels, config], outputs=[output, per_query_out, plot])
     from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
 
     cfg = common.config(config)
@@ -445,6 +452,7 @@ def single(
 ) -> None:
     """Single-ranker check ("better than perfect"): per topic the ranker's top passage vs the qrel,
     or vs its second passage when the top one is a qrel; category table and, with judgments, outcomes."""
+    common.check_io(inputs=[runs, qrels, judgments, classes, config], outputs=[output, categories_out, outcomes_out])
     from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs
 
     cfg = common.config(config)
@@ -485,6 +493,7 @@ def sparsify(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """MS MARCO-style sparse labels for simulations: keep N random relevant passages per topic (seeded)."""
+    common.check_io(inputs=[qrels, config], outputs=[output])
     from qrelkit.prefs.oracle import sparsify_qrels
 
     cfg = common.config(config)

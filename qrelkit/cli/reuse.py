@@ -55,6 +55,7 @@ def leave_out_cmd(
     """Leave-one-group-out (or -run-, -type-out) simulation: remove the judged documents only the
     left-out unit contributed, re-score that unit's runs (pooled or not), and write the report
     (per run, per measure, per topic; plots) an organizer publishes."""
+    common.check_io(inputs=[runs, qrels, manifest, pool, run_depth, topics, classes, official, config], folders=[output, qrels_out])
     from qrelkit.cli.eval import _relevance
     from qrelkit.io.classes import read_classes
     from qrelkit.io.manifest import read_manifest

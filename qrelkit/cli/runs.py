@@ -64,6 +64,7 @@ def validate(
     Strict (default): the first error stops with FILE:LINE: [rule] and exit code 2.
     Lenient: repairs what can be repaired and reports counts per rule.
     """
+    common.check_io(inputs=[runs, manifest, topics, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, manifest=manifest, topics=topics, lenient=lenient, max_depth=max_depth,
                    expected_depth=expected_depth)
@@ -106,6 +107,7 @@ def canonicalize(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Write runs in canonical order (score desc, docid desc) with recomputed ranks."""
+    common.check_io(inputs=[runs, manifest, topics, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, manifest=manifest, topics=topics, lenient=lenient)
     if output.suffix == ".parquet":

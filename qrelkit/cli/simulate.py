@@ -25,6 +25,7 @@ def campaign(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Corpus with documents and near-duplicates, topics, hidden graded qrels, runs and manifest."""
+    common.check_io(inputs=[config], folders=[output])
     from qrelkit.simulate.campaign import simulate_campaign
 
     common.config(config)
@@ -52,6 +53,7 @@ def judge(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Fill in a batch as a simulated assessor would, from hidden qrels."""
+    common.check_io(inputs=[batches, qrels, config], outputs=[output])
     import pyarrow as pa
 
     from qrelkit.io.qrels import read_qrels

@@ -98,7 +98,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterabl
     if bad.any():
         if not lenient:
             i = int(np.flatnonzero(bad)[0])
-            raise InputError("grade-not-integer", f"grade {rel[i]!r} is not an integer", file=str(p), line=int(lines[i]))
+            raise InputError("grade-not-integer", f"grade {float(rel[i])!r} is not an integer", file=str(p), line=int(lines[i]))
         count("grade-not-integer", int(bad.sum()))
         keep &= ~bad
     with np.errstate(invalid="ignore"):
@@ -107,7 +107,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterabl
     if huge.any():
         if not lenient:
             i = int(np.flatnonzero(huge)[0])
-            raise InputError("grade-out-of-range", f"grade {rel[i]!r} does not fit in 32 bits",
+            raise InputError("grade-out-of-range", f"grade {float(rel[i])!r} does not fit in 32 bits",
                              file=str(p), line=int(lines[i]))
         count("grade-out-of-range", int(huge.sum()))
         keep &= ~huge

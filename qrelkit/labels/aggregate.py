@@ -117,7 +117,7 @@ def _judgments_frame(judgments) -> pd.DataFrame:
     frac = g.notna() & (g != np.floor(g))
     if frac.any():
         i = int(np.flatnonzero(frac.to_numpy())[0])
-        raise InputError("grade-not-integer", f"grade {g.iloc[i]!r} is not an integer", line=i + 1)
+        raise InputError("grade-not-integer", f"grade {float(g.iloc[i])!r} is not an integer", line=i + 1)
     df["grade"] = g
     df = df[df["grade"].notna()]  # missing grades are no vote
     df["grade"] = df["grade"].astype("int64")

@@ -1,0 +1,149 @@
+"""Checks every command makes on its paths before any work: an output never destroys an input.
+
+:func:`check_io` is called first thing by every command with the paths it reads, the files and
+folders it writes and the judging stores it writes into. It raises
+:class:`~qrelkit.errors.InputError` (nothing is touched) when
+
+* an input does not exist: ``unreadable``;
+* an output is one of the inputs after resolving symlinks and hard links (same device and inode
+  when the output exists, same real path otherwise), lies inside an input folder (it would be
+  read as input next time; a folder of runs is read whole), or is a folder that holds an input:
+  ``output-is-input``;
+* a file output is an existing SQLite file (a judging store is never replaced by a non-store
+  output, whatever its name): ``output-is-store``;
+* two outputs of one command are the same file: ``duplicate-output``;
+* an output cannot be written: its folder (or the nearest existing ancestor, since missing
+  folders are created) is not a writable folder, checked with a real probe file because the
+  permission bits do not bind root (``/sys``, read-only mounts), or a file output is an existing
+  folder (and a folder output an existing file): ``unwritable-output``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Union
+
+from qrelkit.errors import InputError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+PathLike = Union[str, os.PathLike]
+Paths = Union[PathLike, None, Iterable[Union[PathLike, None]]]
+
+
+def _flat(paths: Paths) -> list[Path]:
+    if paths is None:
+        return []
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    out: list[Path] = []
+    for p in paths:
+        out.extend(_flat(p))
+    return out
+
+
+def is_sqlite_file(path: PathLike) -> bool:
+    """True when ``path`` is a file that starts with SQLite's 16-byte header."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether two paths name one file: same device and inode when both exist (symlinks and hard
+    links resolved), same real path otherwise."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _inside(path: PathLike, folder: PathLike) -> bool:
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p != f and p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def _probe(folder: Path) -> OSError | None:
+    """Create and remove a file in ``folder``; the error when that fails."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".qrelkit-probe.", dir=folder)
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
+def check_writable(path: PathLike, *, folder: bool = False) -> None:
+    """``unwritable-output`` unless ``path`` can be written as a file (or, with ``folder``, as a
+    folder) without touching anything: missing parents must be creatable."""
+    p = Path(path)
+    if p.is_dir() and not folder:
+        raise InputError("unwritable-output", "is a folder, expected a file to write", file=str(p))
+    if p.exists() and not p.is_dir() and folder:
+        raise InputError("unwritable-output", "is a file, expected a folder to write into", file=str(p))
+    here = p if folder and p.is_dir() else p.parent
+    while not here.exists():  # the nearest existing ancestor: missing folders are created there
+        if here.parent == here:
+            break
+        here = here.parent
+    if not here.is_dir():
+        raise InputError("unwritable-output", f"cannot create a folder under {here}: it is a file", file=str(p))
+    err = None if os.access(here, os.W_OK | os.X_OK) else OSError(errno.EACCES, os.strerror(errno.EACCES))
+    err = err or _probe(here)
+    if err is not None:
+        reason = err.strerror or str(err)
+        raise InputError("unwritable-output", f"cannot write in {here}: {reason}", file=str(p))
+
+
+def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), stores: Paths = (),
+             read_stores: Paths = ()) -> None:
+    """Refuse, before any work, paths that would destroy an input or fail after the work.
+
+    ``inputs``: files and folders the command reads (must exist). ``outputs``: files it writes.
+    ``folders``: folders it writes into. ``stores``: judging stores it writes into (read too: an
+    output is never one of them; their folder must be writable for SQLite's journal files).
+    ``read_stores``: judging stores it only reads (``not-a-store`` when missing).
+    ``None`` entries are skipped and lists are flattened, so options can be passed as they are.
+    Raises :class:`InputError` (see the module documentation for the rules).
+    """
+    ins, outs, dirs, sts, rsts = _flat(inputs), _flat(outputs), _flat(folders), _flat(stores), _flat(read_stores)
+    for p in rsts:
+        if not p.is_file():
+            raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(p))
+    for p in ins:
+        if not p.exists():
+            raise InputError("unreadable", "no such file or folder", file=str(p))
+    read = ins + sts + rsts
+    for out, is_dir in [(o, False) for o in outs] + [(d, True) for d in dirs]:
+        for src in read:
+            if same_file(out, src):
+                raise InputError("output-is-input", f"is also an input ({src}); it would be destroyed, write elsewhere",
+                                 file=str(out))
+            if src.is_dir() and _inside(out, src):
+                raise InputError("output-is-input", f"is inside the input folder {src}; write elsewhere", file=str(out))
+            if is_dir and _inside(src, out):
+                raise InputError("output-is-input", f"is a folder that holds the input {src}; write elsewhere",
+                                 file=str(out))
+        if not is_dir and out.is_file() and is_sqlite_file(out):
+            raise InputError("output-is-store", "is a SQLite file (a judging store?); a store is never overwritten by "
+                             "another output, write elsewhere", file=str(out))
+    for i, a in enumerate(outs):
+        for b in outs[i + 1:]:
+            if same_file(a, b):
+                raise InputError("duplicate-output", f"is given as two outputs ({b}); one would overwrite the other",
+                                 file=str(a))
+    for out in outs:
+        check_writable(out)
+    for d in dirs:
+        check_writable(d, folder=True)
+    for s in sts:
+        check_writable(s)
+        if s.exists() and not os.access(s, os.W_OK):
+            raise InputError("unwritable-output", "the store file is read-only", file=str(s))
