@@ -159,6 +159,22 @@ def significance(
     Topics where either value is null (skipped missing topics) are left out of that pair. One row
     per (measure, run A, run B, test): topics, means, mean difference, p-value, and for each
     correction the corrected p-value and whether it rejects at ``alpha``.
+    Also importable as ``qrelkit.compare``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> rows = [(run, qid, docid, k + 1, 3.0 - k)
+    ...         for run, ranking in {"a": ["p1", "p2", "p3"], "b": ["p3", "p2", "p1"]}.items()
+    ...         for qid in ["1", "2", "3"] for k, docid in enumerate(ranking)]
+    >>> runs = pa.table(dict(zip(["run", "qid", "docid", "rank", "score"], map(list, zip(*rows)))))
+    >>> qrels = pa.table({"qid": ["1", "2", "3", "3"], "docid": ["p1", "p1", "p3", "p2"],
+    ...                   "rel": pa.array([1, 1, 1, 1], pa.int32())})
+    >>> from qrelkit import compare, evaluate
+    >>> per_query = evaluate(runs, qrels, ["P@1"]).per_query
+    >>> tests = compare(per_query, tests=["ttest"], corrections=["holm"])
+    >>> tests[["run_a", "run_b", "test", "topics", "diff", "reject_holm"]].to_dict("records")
+    [{'run_a': 'a', 'run_b': 'b', 'test': 'ttest', 'topics': 3, 'diff': 0.3333333333333333, 'reject_holm': False}]
     """
     for t in tests:
         if t not in TESTS:

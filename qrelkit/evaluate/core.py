@@ -211,6 +211,20 @@ def evaluate(
     measures that did not set one (``AP`` -> ``AP(rel=2)``). ``missing`` is the missing-topic
     policy (:data:`MISSING_POLICIES`). ``run_names`` lists runs to report even if they retrieved
     nothing for any judged topic (default: the runs in ``runs``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> rows = [(run, qid, docid, k + 1, 3.0 - k)
+    ...         for run, ranking in {"a": ["p1", "p2", "p3"], "b": ["p3", "p2", "p1"]}.items()
+    ...         for qid in ["1", "2", "3"] for k, docid in enumerate(ranking)]
+    >>> runs = pa.table(dict(zip(["run", "qid", "docid", "rank", "score"], map(list, zip(*rows)))))
+    >>> qrels = pa.table({"qid": ["1", "2", "3", "3"], "docid": ["p1", "p1", "p3", "p2"],
+    ...                   "rel": pa.array([1, 1, 1, 1], pa.int32())})
+    >>> from qrelkit import evaluate
+    >>> result = evaluate(runs, qrels, ["P@1", "R@2"])
+    >>> result.summary.to_pandas().pivot(index="run", columns="measure", values="value").round(3).to_dict()
+    {'P@1': {'a': 0.667, 'b': 0.333}, 'R@2': {'a': 0.833, 'b': 0.333}}
     """
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")

@@ -234,7 +234,21 @@ def passages_upper_bound(path: str | os.PathLike) -> int:
 
 
 def read_corpus(path: str | os.PathLike) -> pa.Table:
-    """The whole corpus as one table (for corpora that fit in memory)."""
+    """The whole corpus as one table (for corpora that fit in memory).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import read_corpus
+    >>> path = Path(tempfile.mkdtemp(), "corpus.jsonl")
+    >>> _ = path.write_text('{"pid": "p1", "text": "a passage"}\\n{"pid": "p2", "text": "another one"}\\n')
+    >>> corpus = read_corpus(path)
+    >>> corpus.column_names
+    ['pid', 'text', 'docid']
+    >>> corpus["pid"].to_pylist()
+    ['p1', 'p2']
+    """
     chunks = list(iter_corpus(path))
     return pa.concat_tables(chunks) if chunks else CORPUS_SCHEMA.empty_table()
 

@@ -516,6 +516,21 @@ def read_runs(
     every run is known and, when it has a ``file`` column, that each file's tag matches.
     ``expected_depth`` flags topics with fewer documents (a warning). The returned table is in
     canonical order with ranks recomputed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import read_runs
+    >>> path = Path(tempfile.mkdtemp(), "bm25.run")
+    >>> _ = path.write_text("1 Q0 d1 1 2.5 bm25\\n1 Q0 d2 2 1.5 bm25\\n2 Q0 d3 1 0.7 bm25\\n")
+    >>> runs = read_runs(path)
+    >>> runs.runs
+    ['bm25']
+    >>> runs.table.column_names
+    ['run', 'qid', 'docid', 'rank', 'score']
+    >>> runs.table["docid"].to_pylist()
+    ['d1', 'd2', 'd3']
     """
     paths = expand_sources(sources)
     opts = RunOptions(

@@ -14,7 +14,18 @@ from qrelkit.io.text import read_bytes
 
 
 def read_topics(path: str | os.PathLike) -> pd.DataFrame:
-    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty)."""
+    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import read_topics
+    >>> path = Path(tempfile.mkdtemp(), "topics.tsv")
+    >>> _ = path.write_text("1\\tblack bear attacks\\n2\\tcost of solar panels\\n")
+    >>> read_topics(path).to_dict("list")
+    {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
+    """
     p = Path(path)
     raw = read_bytes(p)
     try:

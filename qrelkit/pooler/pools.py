@@ -185,6 +185,19 @@ def depth_pool(
     class id), runs are deduplicated first as TREC 2022 did (first hit per class kept, ranks
     renumbered) and the pool holds class ids. With ``qrels``, already judged items are marked
     (``judged="mark"``) or removed (``"drop"``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
+    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
+    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
+    >>> from qrelkit import depth_pool
+    >>> pool = depth_pool(runs, 1)
+    >>> pool.column_names
+    ['qid', 'docid', 'position', 'min_rank', 'n_runs', 'runs']
+    >>> pool["docid"].to_pylist(), pool["runs"].to_pylist()
+    (['d1', 'd2'], [[{'run': 'a', 'rank': 1}], [{'run': 'b', 'rank': 1}]])
     """
     if depth < 1:
         raise InputError("bad-option", f"pool depth must be >= 1, got {depth}")
@@ -215,6 +228,18 @@ def top1_pool(
 
     Adds ``in_qrels: bool``. A passage only the qrels contribute has ``n_runs`` 0 and a null
     ``min_rank``; ``runs`` lists real runs only.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
+    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
+    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
+    >>> qrels = pa.table({"qid": ["1"], "docid": ["d3"], "rel": pa.array([1], pa.int32())})
+    >>> from qrelkit import top1_pool
+    >>> pool = top1_pool(runs, qrels=qrels)
+    >>> pool.select(["docid", "n_runs", "in_qrels"]).to_pydict()
+    {'docid': ['d1', 'd2', 'd3'], 'n_runs': [1, 1, 0], 'in_qrels': [False, False, True]}
     """
     pool = depth_pool(runs, 1, classes=classes)
     if qrels is None:

@@ -294,6 +294,26 @@ def leave_out(
     qrels with the same settings) skips the official scoring. ``workers``: processes that score
     (default: 2 when there are at least 500,000 run lines and the platform can fork, else 1);
     the results do not depend on it.
+
+    Examples
+    --------
+    Two groups of one run each, pooled to depth 1:
+
+    >>> import pyarrow as pa
+    >>> rows = [(run, qid, docid, k + 1, 3.0 - k)
+    ...         for run, ranking in {"a": ["p1", "p2", "p3"], "b": ["p3", "p2", "p1"]}.items()
+    ...         for qid in ["1", "2", "3"] for k, docid in enumerate(ranking)]
+    >>> runs = pa.table(dict(zip(["run", "qid", "docid", "rank", "score"], map(list, zip(*rows)))))
+    >>> qrels = pa.table({"qid": ["1", "2", "3", "3"], "docid": ["p1", "p1", "p3", "p2"],
+    ...                   "rel": pa.array([1, 1, 1, 1], pa.int32())})
+    >>> import pandas as pd
+    >>> from qrelkit import leave_out
+    >>> manifest = pd.DataFrame({"run": ["a", "b"], "group": ["g1", "g2"]})
+    >>> result = leave_out(runs, qrels, manifest, depth=1, measures=["P@1"])
+    >>> result.units.select(["unit", "removed_judged", "topics_emptied"]).to_pydict()
+    {'unit': ['g1', 'g2'], 'removed_judged': [2, 1], 'topics_emptied': [2, 0]}
+    >>> result.runs.select(["run", "official", "left_out"]).to_pydict()
+    {'run': ['a', 'b'], 'official': [0.6666666666666666, 0.3333333333333333], 'left_out': [0.0, 0.0]}
     """
     if removal not in REMOVAL:
         raise InputError("bad-option", f"removal must be one of {', '.join(REMOVAL)}, got {removal!r}")
