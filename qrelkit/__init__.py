@@ -82,7 +82,9 @@ class _TopModule(types.ModuleType):
     :mod:`qrelkit.evaluate`. Importing a subpackage makes it an attribute of its parent, which
     would make ``from qrelkit import evaluate`` return the package or the function depending on
     what was imported before; this keeps the function. The subpackage is still imported as
-    usual (``from qrelkit.evaluate import ...``, ``importlib.import_module``)."""
+    usual (``from qrelkit.evaluate import ...``, ``importlib.import_module``), but not as
+    ``import qrelkit.evaluate.core as m`` (that form reads the attribute; tests/test_api.py
+    checks that no code uses it)."""
 
     def __setattr__(self, name: str, value) -> None:
         if name in _LAZY and isinstance(value, types.ModuleType):

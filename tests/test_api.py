@@ -3,6 +3,7 @@ run, a cheap ``import qrelkit``, and the API reference built from the docstrings
 
 from __future__ import annotations
 
+import ast
 import doctest
 import inspect
 import os
@@ -59,6 +60,21 @@ def test_evaluate_is_the_function_whatever_was_imported_first():
                 "assert callable(evaluate) and evaluate.__module__ == 'qrelkit.evaluate.core', evaluate\n"
                 "assert compare.__name__ == 'qrelkit.evaluate.compare'\n")
     assert r.returncode == 0, r.stderr
+
+
+def test_no_code_imports_a_shadowed_subpackage_with_as():
+    """``import qrelkit.evaluate.core as m`` reads the attribute ``qrelkit.evaluate``, which is the
+    function: such code must say ``from qrelkit.evaluate import core as m``."""
+    shadowed = {n for n in qrelkit.__all__ if (ROOT / "qrelkit" / n).is_dir()}
+    assert shadowed == {"evaluate"}
+    bad = []
+    for folder in ("qrelkit", "tests", "scripts", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    bad += [f"{path.relative_to(ROOT)}:{node.lineno}" for a in node.names
+                            if a.asname and a.name.split(".")[:2] in (["qrelkit", s] for s in shadowed)]
+    assert not bad, "use 'from qrelkit.evaluate import X' instead of 'import qrelkit.evaluate.X as ...': " + ", ".join(bad)
 
 
 def test_import_qrelkit_is_cheap():
