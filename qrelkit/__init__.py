@@ -32,10 +32,15 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "read_qrels": "qrelkit.io.qrels",
     "read_topics": "qrelkit.io.topics",
     "read_corpus": "qrelkit.io.corpus",
+    "read_manifest": "qrelkit.io.manifest",
+    "read_classes": "qrelkit.io.classes",
+    "write_trec_run": "qrelkit.io.runs",
+    "write_qrels": "qrelkit.io.qrels",
     # pools and batches (qrelkit.pooler)
     "select_runs": ("qrelkit.pooler.select", "select_pool_runs"),
     "depth_pool": "qrelkit.pooler.pools",
     "top1_pool": "qrelkit.pooler.pools",
+    "fused_pool": "qrelkit.pooler.pools",
     "make_batches": "qrelkit.pooler.batches",
     "import_batches": "qrelkit.pooler.batches",
     # near-duplicates (qrelkit.dedupe)
@@ -47,6 +52,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     # labels (qrelkit.labels); ``expand_qrels`` is the labels one (with provenance), not
     # ``qrelkit.dedupe.apply.expand_qrels`` which it wraps
     "aggregate_judgments": "qrelkit.labels.aggregate",
+    "binarize": "qrelkit.labels.binarize",
     "expand_qrels": "qrelkit.labels.propagate",
     "propagate_to_documents": "qrelkit.labels.propagate",
     # evaluation (qrelkit.evaluate)
@@ -55,8 +61,9 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     # reusability and preference judging
     "leave_out": "qrelkit.reuse.leaveout",
     "tournament": "qrelkit.prefs.tournament",
-    # protocol files
+    # protocol files and synthetic campaigns
     "load_config": "qrelkit.config",
+    "simulate_campaign": "qrelkit.simulate.campaign",
 }
 
 __all__ = ["InputError", "QrelkitError", "__version__", *_LAZY]

@@ -74,7 +74,8 @@ def test_no_code_imports_a_shadowed_subpackage_with_as():
                 if isinstance(node, ast.Import):
                     bad += [f"{path.relative_to(ROOT)}:{node.lineno}" for a in node.names
                             if a.asname and a.name.split(".")[:2] in (["qrelkit", s] for s in shadowed)]
-    assert not bad, "use 'from qrelkit.evaluate import X' instead of 'import qrelkit.evaluate.X as ...': " + ", ".join(bad)
+    assert not bad, ("use 'from qrelkit.evaluate import X' instead of 'import qrelkit.evaluate.X as ...': "
+                     + ", ".join(bad))
 
 
 def test_import_qrelkit_is_cheap():

@@ -127,7 +127,20 @@ def judged(qrels: pa.Table) -> pa.Table:
 
 
 def write_qrels(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write qrels as TREC text (``qid 0 docid rel``), atomically, in qrels order."""
+    """Write qrels as TREC text (``qid 0 docid rel``), atomically, in qrels order.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import pyarrow as pa
+    >>> from qrelkit import write_qrels
+    >>> path = Path(tempfile.mkdtemp(), "qrels.txt")
+    >>> write_qrels(pa.table({"qid": ["2", "1"], "docid": ["d3", "d1"], "rel": pa.array([1, 2], pa.int32())}), path)
+    >>> print(path.read_text(), end="")
+    1 0 d1 2
+    2 0 d3 1
+    """
     import pyarrow.csv as pacsv
 
     from qrelkit.io.atomic import atomic_path

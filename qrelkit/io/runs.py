@@ -656,7 +656,21 @@ def canonicalize(table: pa.Table | pd.DataFrame) -> pa.Table:
 
 
 def write_trec_run(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write a run table as TREC text (``qid Q0 docid rank score run``), atomically."""
+    """Write a run table as TREC text (``qid Q0 docid rank score run``), atomically.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import pyarrow as pa
+    >>> from qrelkit import write_trec_run
+    >>> path = Path(tempfile.mkdtemp(), "bm25.run")
+    >>> write_trec_run(pa.table({"run": ["bm25", "bm25"], "qid": ["1", "1"], "docid": ["d1", "d2"],
+    ...                          "rank": pa.array([1, 2], pa.int32()), "score": [2.5, 1.5]}), path)
+    >>> print(path.read_text(), end="")
+    1 Q0 d1 1 2.5 bm25
+    1 Q0 d2 2 1.5 bm25
+    """
     from qrelkit.io.atomic import atomic_path
 
     n = table.num_rows

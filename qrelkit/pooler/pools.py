@@ -314,6 +314,17 @@ def fused_pool(
     enter the pool (ties by docid ascending). Adds ``fused_score``; ``position`` follows the
     fused score, and provenance lists every run that retrieved the item at any rank.
     Works with any qid (strings included).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
+    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
+    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
+    >>> from qrelkit import fused_pool
+    >>> pool = fused_pool(runs, 2, method="rrf")
+    >>> pool["docid"].to_pylist(), pool["n_runs"].to_pylist()
+    (['d2', 'd1'], [2, 1])
     """
     if method not in ("rrf", "rbp"):
         raise InputError("bad-option", f"fusion method must be rrf or rbp, got {method!r}")
