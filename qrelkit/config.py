@@ -525,11 +525,9 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import InputError, load_config
-    >>> path = Path(tempfile.mkdtemp(), "protocol.toml")
-    >>> _ = path.write_text("[pool]\\ndepth = 30\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("protocol.toml", "[pool]\\ndepth = 30\\n")
     >>> config = load_config(path, overrides=["batch.first_n=50"])
     >>> config["pool"]["depth"], config.origins["batch.first_n"]
     (30, ('flag', '--set'))

@@ -28,11 +28,9 @@ def read_classes(path: str | os.PathLike) -> pa.Table:
     --------
     NIST's format, ``class_id pid`` per line:
 
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_classes
-    >>> path = Path(tempfile.mkdtemp(), "classes.txt")
-    >>> _ = path.write_text("p1 p1\\np1 p2\\np3 p3\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("classes.txt", "p1 p1\\np1 p2\\np3 p3\\n")
     >>> read_classes(path).select(["docid", "class_id"]).to_pydict()
     {'docid': ['p1', 'p2', 'p3'], 'class_id': ['p1', 'p1', 'p3']}
     """

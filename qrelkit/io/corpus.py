@@ -238,11 +238,9 @@ def read_corpus(path: str | os.PathLike) -> pa.Table:
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_corpus
-    >>> path = Path(tempfile.mkdtemp(), "corpus.jsonl")
-    >>> _ = path.write_text('{"pid": "p1", "text": "a passage"}\\n{"pid": "p2", "text": "another one"}\\n')
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("corpus.jsonl", '{"pid": "p1", "text": "a passage"}\\n{"pid": "p2", "text": "another one"}\\n')
     >>> corpus = read_corpus(path)
     >>> corpus.column_names
     ['pid', 'text', 'docid']

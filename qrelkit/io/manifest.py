@@ -46,11 +46,9 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_manifest
-    >>> path = Path(tempfile.mkdtemp(), "manifest.csv")
-    >>> _ = path.write_text("run,group,priority,baseline\\nbm25,organizers,1,true\\nbert,uni,1,false\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("manifest.csv", "run,group,priority,baseline\\nbm25,organizers,1,true\\nbert,uni,1,false\\n")
     >>> manifest = read_manifest(path)
     >>> manifest[["run", "group", "priority", "baseline"]].to_dict("list")
     {'run': ['bm25', 'bert'], 'group': ['organizers', 'uni'], 'priority': [1, 1], 'baseline': [True, False]}

@@ -53,11 +53,9 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False) -> pa.Table:
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_qrels
-    >>> path = Path(tempfile.mkdtemp(), "qrels.txt")
-    >>> _ = path.write_text("1 0 d1 2\\n1 0 d2 0\\n2 0 d3 1\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("qrels.txt", "1 0 d1 2\\n1 0 d2 0\\n2 0 d3 1\\n")
     >>> qrels = read_qrels(path)
     >>> qrels.to_pydict()
     {'qid': ['1', '1', '2'], 'docid': ['d1', 'd2', 'd3'], 'rel': [2, 0, 1]}

@@ -519,11 +519,9 @@ def read_runs(
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_runs
-    >>> path = Path(tempfile.mkdtemp(), "bm25.run")
-    >>> _ = path.write_text("1 Q0 d1 1 2.5 bm25\\n1 Q0 d2 2 1.5 bm25\\n2 Q0 d3 1 0.7 bm25\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("bm25.run", "1 Q0 d1 1 2.5 bm25\\n1 Q0 d2 2 1.5 bm25\\n2 Q0 d3 1 0.7 bm25\\n")
     >>> runs = read_runs(path)
     >>> runs.runs
     ['bm25']

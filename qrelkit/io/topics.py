@@ -18,11 +18,9 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
 
     Examples
     --------
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import read_topics
-    >>> path = Path(tempfile.mkdtemp(), "topics.tsv")
-    >>> _ = path.write_text("1\\tblack bear attacks\\n2\\tcost of solar panels\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("topics.tsv", "1\\tblack bear attacks\\n2\\tcost of solar panels\\n")
     >>> read_topics(path).to_dict("list")
     {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
     """

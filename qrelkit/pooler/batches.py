@@ -187,12 +187,10 @@ def import_batches(
     --------
     A batch file as :func:`make_batches` writes it, with the assessor's grades filled in:
 
-    >>> import tempfile
-    >>> from pathlib import Path
     >>> from qrelkit import import_batches
-    >>> path = Path(tempfile.mkdtemp(), "ann.tsv")
-    >>> _ = path.write_text("batch_id\\tassessor\\tqid\\tdocid\\tgrade\\n"
-    ...                     "1-1\\tann\\t1\\td1\\t2\\n1-1\\tann\\t1\\td2\\t0\\n")
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("ann.tsv", "batch_id\\tassessor\\tqid\\tdocid\\tgrade\\n"
+    ...                 "1-1\\tann\\t1\\td1\\t2\\n1-1\\tann\\t1\\td2\\t0\\n")
     >>> judgments, report = import_batches([path])
     >>> judgments.to_dict("list")
     {'qid': ['1', '1'], 'docid': ['d1', 'd2'], 'assessor': ['ann', 'ann'], 'grade': [2, 0], 'batch_id': ['1-1', '1-1']}

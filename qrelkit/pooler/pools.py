@@ -188,16 +188,17 @@ def depth_pool(
 
     Examples
     --------
-    >>> import pyarrow as pa
-    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
-    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
-    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1`` on three topics:
+
     >>> from qrelkit import depth_pool
-    >>> pool = depth_pool(runs, 1)
+    >>> from qrelkit.simulate.toy import toy_runs
+    >>> pool = depth_pool(toy_runs(), 1)
     >>> pool.column_names
     ['qid', 'docid', 'position', 'min_rank', 'n_runs', 'runs']
-    >>> pool["docid"].to_pylist(), pool["runs"].to_pylist()
-    (['d1', 'd2'], [[{'run': 'a', 'rank': 1}], [{'run': 'b', 'rank': 1}]])
+    >>> pool["docid"].to_pylist()
+    ['p1', 'p3', 'p1', 'p3', 'p1', 'p3']
+    >>> pool["runs"][0].as_py()
+    [{'run': 'a', 'rank': 1}]
     """
     if depth < 1:
         raise InputError("bad-option", f"pool depth must be >= 1, got {depth}")
@@ -231,15 +232,14 @@ def top1_pool(
 
     Examples
     --------
-    >>> import pyarrow as pa
-    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
-    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
-    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
-    >>> qrels = pa.table({"qid": ["1"], "docid": ["d3"], "rel": pa.array([1], pa.int32())})
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1`` on three topics; ``p2`` and ``p3`` are
+    relevant to topic 3:
+
     >>> from qrelkit import top1_pool
-    >>> pool = top1_pool(runs, qrels=qrels)
-    >>> pool.select(["docid", "n_runs", "in_qrels"]).to_pydict()
-    {'docid': ['d1', 'd2', 'd3'], 'n_runs': [1, 1, 0], 'in_qrels': [False, False, True]}
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> pool = top1_pool(toy_runs(), qrels=toy_qrels())
+    >>> pool.slice(4).select(["qid", "docid", "n_runs", "in_qrels"]).to_pydict()  # topic 3
+    {'qid': ['3', '3', '3'], 'docid': ['p1', 'p3', 'p2'], 'n_runs': [1, 1, 0], 'in_qrels': [False, True, True]}
     """
     pool = depth_pool(runs, 1, classes=classes)
     if qrels is None:
@@ -317,14 +317,14 @@ def fused_pool(
 
     Examples
     --------
-    >>> import pyarrow as pa
-    >>> runs = pa.table({"run": ["a", "a", "b", "b"], "qid": ["1", "1", "1", "1"],
-    ...                  "docid": ["d1", "d2", "d2", "d3"], "rank": pa.array([1, 2, 1, 2], pa.int32()),
-    ...                  "score": [2.0, 1.0, 2.0, 1.0]})
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1``: ``p1`` and ``p3`` (ranks 1 and 3) fuse
+    above ``p2`` (rank 2 twice):
+
     >>> from qrelkit import fused_pool
-    >>> pool = fused_pool(runs, 2, method="rrf")
-    >>> pool["docid"].to_pylist(), pool["n_runs"].to_pylist()
-    (['d2', 'd1'], [2, 1])
+    >>> from qrelkit.simulate.toy import toy_runs
+    >>> pool = fused_pool(toy_runs(), 2, method="rrf")
+    >>> pool["docid"].to_pylist()
+    ['p1', 'p3', 'p1', 'p3', 'p1', 'p3']
     """
     if method not in ("rrf", "rbp"):
         raise InputError("bad-option", f"fusion method must be rrf or rbp, got {method!r}")

@@ -297,15 +297,10 @@ def leave_out(
 
     Examples
     --------
-    Two groups of one run each, pooled to depth 1:
+    The toy runs as two groups of one run each, pooled to depth 1:
 
-    >>> import pyarrow as pa
-    >>> rows = [(run, qid, docid, k + 1, 3.0 - k)
-    ...         for run, ranking in {"a": ["p1", "p2", "p3"], "b": ["p3", "p2", "p1"]}.items()
-    ...         for qid in ["1", "2", "3"] for k, docid in enumerate(ranking)]
-    >>> runs = pa.table(dict(zip(["run", "qid", "docid", "rank", "score"], map(list, zip(*rows)))))
-    >>> qrels = pa.table({"qid": ["1", "2", "3", "3"], "docid": ["p1", "p1", "p3", "p2"],
-    ...                   "rel": pa.array([1, 1, 1, 1], pa.int32())})
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> runs, qrels = toy_runs(), toy_qrels()
     >>> import pandas as pd
     >>> from qrelkit import leave_out
     >>> manifest = pd.DataFrame({"run": ["a", "b"], "group": ["g1", "g2"]})
