@@ -25,6 +25,7 @@ import qrelkit
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "api"
+TEMPLATES = Path(__file__).resolve().parent / "pdoc-templates"  # lists every submodule in the navigation
 
 
 def modules() -> list[str]:
@@ -54,7 +55,8 @@ def specs(names: list[str]) -> list[str]:
 
 def build(out: Path) -> list[str]:
     """Write the HTML reference into ``out``; returns the warnings pdoc raised."""
-    pdoc.render.configure(docformat="numpy", show_source=False, footer_text=f"qrelkit {qrelkit.__version__}")
+    pdoc.render.configure(docformat="numpy", show_source=False, footer_text=f"qrelkit {qrelkit.__version__}",
+                          template_directory=TEMPLATES)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pdoc.pdoc(*specs(modules()), output_directory=out)  # specs() imports every module: inside

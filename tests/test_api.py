@@ -116,3 +116,5 @@ def test_api_reference_builds_without_warnings(tmp_path):
     for name in ("read_runs", "depth_pool", "JudgingStore", "leave_out"):
         assert f'id="{name}"' in page
     assert (tmp_path / "qrelkit" / "io" / "runs.html").is_file()
+    assert 'href="qrelkit/cal.html"' in page  # the navigation lists every subpackage
+    assert 'href="cal/loop.html"' in (tmp_path / "qrelkit" / "cal.html").read_text()
