@@ -11,11 +11,9 @@ comparisons by :mod:`qrelkit.evaluate`; reusability studies by :mod:`qrelkit.reu
 judging by :mod:`qrelkit.prefs`. The command line (:mod:`qrelkit.cli`) is a thin layer over them.
 """
 
-from __future__ import annotations
-
-import importlib
-import sys
-import types
+import importlib as _importlib
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
 
@@ -75,16 +73,16 @@ def __getattr__(name: str):
     if target is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attr = (target, name) if isinstance(target, str) else target
-    value = getattr(importlib.import_module(module), attr)
+    value = getattr(_importlib.import_module(module), attr)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted({n for n in globals() if not n.startswith("_")} | set(__all__))
 
 
-class _TopModule(types.ModuleType):
+class _TopModule(_types.ModuleType):
     """``qrelkit.evaluate`` is both the function :func:`evaluate` and the subpackage
     :mod:`qrelkit.evaluate`. Importing a subpackage makes it an attribute of its parent, which
     would make ``from qrelkit import evaluate`` return the package or the function depending on
@@ -94,9 +92,9 @@ class _TopModule(types.ModuleType):
     checks that no code uses it)."""
 
     def __setattr__(self, name: str, value) -> None:
-        if name in _LAZY and isinstance(value, types.ModuleType):
+        if name in _LAZY and isinstance(value, _types.ModuleType):
             return
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _TopModule
+_sys.modules[__name__].__class__ = _TopModule
