@@ -1,12 +1,13 @@
 # Two commands do everything on a fresh machine with Python 3.11+:
 #   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it
 #   make test   - create .venv, install qrelkit with test extras, run the test suite
+#   make apidocs - the API reference (HTML, from the docstrings, with pdoc) in docs/api/
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo-out
 
-.PHONY: venv install demo test bench clean
+.PHONY: venv install demo test bench apidocs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,5 +29,9 @@ bench: $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[test,bench]"
 	$(BIN)/python benchmarks/bench_pool.py
 
+apidocs: install
+	$(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/python scripts/build_apidocs.py docs/api
+
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache
+	rm -rf $(VENV) $(DEMO) .pytest_cache docs/api

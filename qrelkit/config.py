@@ -523,7 +523,22 @@ def parse_setting(item: str) -> tuple[str, str, Any]:
 
 def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] | Mapping[str, Any] = ()) -> Config:
     """Load a TOML protocol file, validated, merged over the defaults (``None`` = defaults only);
-    then ``overrides`` (``"section.key=value"`` strings or ``{"section.key": value}``), origin flag."""
+    then ``overrides`` (``"section.key=value"`` strings or ``{"section.key": value}``), origin flag.
+
+    Examples
+    --------
+    >>> from qrelkit import InputError, load_config
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("protocol.toml", "[pool]\\ndepth = 30\\n")
+    >>> config = load_config(path, overrides=["batch.first_n=50"])
+    >>> config["pool"]["depth"], config.origins["batch.first_n"]
+    (30, ('flag', '--set'))
+    >>> try:
+    ...     load_config(overrides=["pool.dpth=3"])
+    ... except InputError as exc:
+    ...     print(exc)
+    --set: [unknown-key] unknown key 'dpth' in [pool]; did you mean 'depth'?
+    """
     cfg = Config(copy.deepcopy(DEFAULTS))
     if path is not None:
         p = Path(path)

@@ -20,11 +20,28 @@ def repair_counts(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 class QrelkitError(Exception):
-    """Base class of qrelkit's own errors."""
+    """Base class of qrelkit's own errors.
+
+    Examples
+    --------
+    >>> from qrelkit import InputError, QrelkitError
+    >>> issubclass(InputError, QrelkitError)
+    True
+    """
 
 
 class InputError(QrelkitError, ValueError):
-    """Bad user input: a named rule broken at a file and line."""
+    """Bad user input: a named rule broken at a file and line.
+
+    Examples
+    --------
+    >>> from qrelkit import InputError
+    >>> exc = InputError("grade-not-numeric", "grade 'x' is not a number", file="qrels.txt", line=3)
+    >>> str(exc)
+    "qrels.txt:3: [grade-not-numeric] grade 'x' is not a number"
+    >>> exc.rule, exc.line
+    ('grade-not-numeric', 3)
+    """
 
     def __init__(self, rule: str, message: str, file: str | None = None, line: int | None = None):
         self.rule = rule

@@ -261,6 +261,25 @@ class JudgingStore:
 
     One object per process (or thread): it owns one SQLite connection. Use as a context manager
     or call :meth:`close`. Open with :func:`open_store` / create with :func:`init_store`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import pandas as pd
+    >>> from qrelkit import JudgingStore, init_store
+    >>> path = Path(tempfile.mkdtemp(), "campaign.db")
+    >>> init_store(path, ["1", "2"]).close()
+    >>> with JudgingStore(path) as store:
+    ...     batch = store.issue_batch("1", None, ["p1", "p2"], kind="pool")
+    ...     report = store.import_judgments(pd.DataFrame({
+    ...         "qid": ["1", "1"], "docid": ["p1", "p2"], "assessor": ["ann", "ann"], "grade": [2, 0],
+    ...         "batch_id": [batch, batch]}))
+    ...     qrels = store.export_qrels()
+    >>> batch, report.imported
+    ('1/pool/0000', 2)
+    >>> qrels.to_pydict()
+    {'qid': ['1', '1'], 'docid': ['p1', 'p2'], 'rel': [2, 0]}
     """
 
     def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL",
@@ -841,6 +860,15 @@ def init_store(path: str | os.PathLike, topics: pd.DataFrame | Mapping[str, str]
 
     ``topics``: a DataFrame with ``qid`` (and ``text``), e.g. from
     :func:`qrelkit.io.topics.read_topics`, a mapping qid -> text, or qids.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import init_store
+    >>> with init_store(Path(tempfile.mkdtemp(), "campaign.db"), {"1": "black bear attacks"}) as store:
+    ...     store.topics().to_dict("list")
+    {'qid': ['1'], 'text': ['black bear attacks']}
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -861,5 +889,22 @@ def open_store(path: str | os.PathLike, *, timeout: float = 60.0, synchronous: s
 
     ``readonly`` opens it read-only (nothing can be written, not even a header). ``timeout``:
     seconds a writer waits for the write lock before ``store-locked``, which names the holder's
-    ``operation`` (default: the command line)."""
+    ``operation`` (default: the command line).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import InputError, init_store, open_store
+    >>> path = Path(tempfile.mkdtemp(), "campaign.db")
+    >>> init_store(path, ["1", "2"]).close()
+    >>> with open_store(path) as store:
+    ...     store.counts()["topics"]
+    2
+    >>> try:
+    ...     open_store(path.with_name("missing.db"))
+    ... except InputError as exc:
+    ...     exc.rule
+    'not-a-store'
+    """
     return JudgingStore(path, timeout=timeout, synchronous=synchronous, readonly=readonly, operation=operation)

@@ -306,7 +306,20 @@ def cluster_corpus(
     progress: Callable[[int], None] | None = None,
 ) -> Clustering:
     """Cluster a corpus (a file any corpus reader takes, or a table with ``pid``, ``text``) into
-    near-duplicate classes. ``priority`` ids become canonical first (``canonical="priority"``)."""
+    near-duplicate classes. ``priority`` ids become canonical first (``canonical="priority"``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from qrelkit import cluster_corpus
+    >>> corpus = pa.table({"pid": ["p1", "p2", "p3"], "text": [
+    ...     "the quick brown fox jumps over the lazy dog today",
+    ...     "the quick brown fox jumps over the lazy dog today!",
+    ...     "an entirely different passage about solar panels"]})
+    >>> clustering = cluster_corpus(corpus)
+    >>> clustering.classes.to_pydict()
+    {'docid': ['p1', 'p2', 'p3'], 'class_id': ['p1', 'p1', 'p3'], 'class_size': [2, 2, 1]}
+    """
     params = params or DedupeParams()
     signed = sign_corpus(corpus, params, keep_texts=params.verify == "exact", progress=progress)
     return cluster_signed(signed, params, priority=priority)

@@ -161,6 +161,17 @@ def significance(
     per (measure, run A, run B, test): topics, means, mean difference, p-value, and for each
     correction the corrected p-value and whether it rejects at ``alpha``. ``progress``: called as
     ``progress(0, total=<measures x pairs>)``, then ``progress(1)`` after each measure and pair.
+    Also importable as ``qrelkit.compare``.
+
+    Examples
+    --------
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> runs, qrels = toy_runs(), toy_qrels()
+    >>> from qrelkit import compare, evaluate
+    >>> per_query = evaluate(runs, qrels, ["P@1"]).per_query
+    >>> tests = compare(per_query, tests=["ttest"], corrections=["holm"])
+    >>> tests[["run_a", "run_b", "test", "topics", "diff", "reject_holm"]].to_dict("records")
+    [{'run_a': 'a', 'run_b': 'b', 'test': 'ttest', 'topics': 3, 'diff': 0.3333333333333333, 'reject_holm': False}]
     """
     for t in tests:
         if t not in TESTS:

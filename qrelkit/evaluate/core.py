@@ -229,6 +229,15 @@ def evaluate(
     nothing for any judged topic (default: the runs in ``runs``). ``ranking`` orders each
     topic's documents (:data:`RANKINGS`; default ``trec_eval``: float32 score, ties by docid
     descending).
+
+    Examples
+    --------
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> runs, qrels = toy_runs(), toy_qrels()
+    >>> from qrelkit import evaluate
+    >>> result = evaluate(runs, qrels, ["P@1", "R@2"])
+    >>> result.summary.to_pandas().pivot(index="run", columns="measure", values="value").round(3).to_dict()
+    {'P@1': {'a': 0.667, 'b': 0.333}, 'R@2': {'a': 0.833, 'b': 0.333}}
     """
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")

@@ -22,7 +22,18 @@ CLASSES_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string())])
 
 
 def read_classes(path: str | os.PathLike) -> pa.Table:
-    """Read a class table; each docid may belong to one class only (rule ``duplicate-member``)."""
+    """Read a class table; each docid may belong to one class only (rule ``duplicate-member``).
+
+    Examples
+    --------
+    NIST's format, ``class_id pid`` per line:
+
+    >>> from qrelkit import read_classes
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("classes.txt", "p1 p1\\np1 p2\\np3 p3\\n")
+    >>> read_classes(path).select(["docid", "class_id"]).to_pydict()
+    {'docid': ['p1', 'p2', 'p3'], 'class_id': ['p1', 'p1', 'p3']}
+    """
     p = Path(path)
     name = p.name.lower()
     if name.endswith((".parquet", ".csv")) or (name.endswith(".tsv") and _has_header(p)):

@@ -239,7 +239,19 @@ def passages_upper_bound(path: str | os.PathLike) -> int:
 
 
 def read_corpus(path: str | os.PathLike) -> pa.Table:
-    """The whole corpus as one table (for corpora that fit in memory)."""
+    """The whole corpus as one table (for corpora that fit in memory).
+
+    Examples
+    --------
+    >>> from qrelkit import read_corpus
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("corpus.jsonl", '{"pid": "p1", "text": "a passage"}\\n{"pid": "p2", "text": "another one"}\\n')
+    >>> corpus = read_corpus(path)
+    >>> corpus.column_names
+    ['pid', 'text', 'docid']
+    >>> corpus["pid"].to_pylist()
+    ['p1', 'p2']
+    """
     chunks = list(iter_corpus(path))
     return pa.concat_tables(chunks) if chunks else CORPUS_SCHEMA.empty_table()
 

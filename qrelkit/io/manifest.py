@@ -42,7 +42,17 @@ def _line_in(message: str) -> int | None:
 
 def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     """Read and validate a manifest; returns one row per run (strings, ``priority`` int,
-    ``baseline`` bool)."""
+    ``baseline`` bool).
+
+    Examples
+    --------
+    >>> from qrelkit import read_manifest
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("manifest.csv", "run,group,priority,baseline\\nbm25,organizers,1,true\\nbert,uni,1,false\\n")
+    >>> manifest = read_manifest(path)
+    >>> manifest[["run", "group", "priority", "baseline"]].to_dict("list")
+    {'run': ['bm25', 'bert'], 'group': ['organizers', 'uni'], 'priority': [1, 1], 'baseline': [True, False]}
+    """
     p = Path(path)
     if p.suffix == ".toml":
         try:

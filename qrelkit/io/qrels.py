@@ -55,6 +55,15 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterabl
     Strict mode raises :class:`InputError`; lenient mode drops bad lines (a grade outside the
     scale included: no grade is invented) and keeps the first of duplicate judgments, and adds
     the lines dropped per rule to ``counts``.
+
+    Examples
+    --------
+    >>> from qrelkit import read_qrels
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("qrels.txt", "1 0 d1 2\\n1 0 d2 0\\n2 0 d3 1\\n")
+    >>> qrels = read_qrels(path)
+    >>> qrels.to_pydict()
+    {'qid': ['1', '1', '2'], 'docid': ['d1', 'd2', 'd3'], 'rel': [2, 0, 1]}
     """
     counts = {} if counts is None else counts
 
@@ -142,7 +151,20 @@ def judged(qrels: pa.Table) -> pa.Table:
 
 
 def write_qrels(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write qrels as TREC text (``qid 0 docid rel``), atomically, in qrels order."""
+    """Write qrels as TREC text (``qid 0 docid rel``), atomically, in qrels order.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import pyarrow as pa
+    >>> from qrelkit import write_qrels
+    >>> path = Path(tempfile.mkdtemp(), "qrels.txt")
+    >>> write_qrels(pa.table({"qid": ["2", "1"], "docid": ["d3", "d1"], "rel": pa.array([1, 2], pa.int32())}), path)
+    >>> print(path.read_text(), end="")
+    1 0 d1 2
+    2 0 d3 1
+    """
     import pyarrow.csv as pacsv
 
     from qrelkit.io.atomic import atomic_path

@@ -540,6 +540,19 @@ def read_runs(
     ``expected_depth`` flags topics with fewer documents (a warning). The returned table is in
     canonical order with ranks recomputed; ``ties`` (:data:`TIE_RULES`) orders documents of equal
     score otherwise (then the table is in canonical order except among equal scores).
+
+    Examples
+    --------
+    >>> from qrelkit import read_runs
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("bm25.run", "1 Q0 d1 1 2.5 bm25\\n1 Q0 d2 2 1.5 bm25\\n2 Q0 d3 1 0.7 bm25\\n")
+    >>> runs = read_runs(path)
+    >>> runs.runs
+    ['bm25']
+    >>> runs.table.column_names
+    ['run', 'qid', 'docid', 'rank', 'score']
+    >>> runs.table["docid"].to_pylist()
+    ['d1', 'd2', 'd3']
     """
     if ties not in TIE_RULES:
         raise InputError("bad-option", f"tie rule must be one of {', '.join(TIE_RULES)}, got {ties!r}")
@@ -668,7 +681,21 @@ def canonicalize(table: pa.Table | pd.DataFrame) -> pa.Table:
 
 
 def write_trec_run(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write a run table as TREC text (``qid Q0 docid rank score run``), atomically."""
+    """Write a run table as TREC text (``qid Q0 docid rank score run``), atomically.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import pyarrow as pa
+    >>> from qrelkit import write_trec_run
+    >>> path = Path(tempfile.mkdtemp(), "bm25.run")
+    >>> write_trec_run(pa.table({"run": ["bm25", "bm25"], "qid": ["1", "1"], "docid": ["d1", "d2"],
+    ...                          "rank": pa.array([1, 2], pa.int32()), "score": [2.5, 1.5]}), path)
+    >>> print(path.read_text(), end="")
+    1 Q0 d1 1 2.5 bm25
+    1 Q0 d2 2 1.5 bm25
+    """
     from qrelkit.io.atomic import atomic_path
 
     n = table.num_rows

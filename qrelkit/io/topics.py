@@ -14,7 +14,16 @@ from qrelkit.io.text import read_bytes
 
 
 def read_topics(path: str | os.PathLike) -> pd.DataFrame:
-    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty)."""
+    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty).
+
+    Examples
+    --------
+    >>> from qrelkit import read_topics
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("topics.tsv", "1\\tblack bear attacks\\n2\\tcost of solar panels\\n")
+    >>> read_topics(path).to_dict("list")
+    {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
+    """
     p = Path(path)
     raw = read_bytes(p)
     try:

@@ -150,7 +150,20 @@ def aggregate_judgments(
     require_original_relevant: bool = False,
 ) -> Aggregation:
     """Aggregate a judgments table (``qid, docid, assessor, grade``) into one label per
-    (topic, passage); see the module documentation for every rule."""
+    (topic, passage); see the module documentation for every rule.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from qrelkit import aggregate_judgments
+    >>> judgments = pd.DataFrame({"qid": ["1", "1", "1"], "docid": ["p1", "p1", "p1"],
+    ...                           "assessor": ["ann", "bob", "cy"], "grade": [2, 3, 1]})
+    >>> result = aggregate_judgments(judgments)
+    >>> result.labels[["qid", "docid", "grades", "vote", "grade"]].to_dict("list")
+    {'qid': ['1'], 'docid': ['p1'], 'grades': ['1,2,3'], 'vote': ['relevant'], 'grade': [2]}
+    >>> result.qrels().to_pydict()
+    {'qid': ['1'], 'docid': ['p1'], 'rel': [2]}
+    """
     if isinstance(fallback, str):
         fallback = [f.strip() for f in fallback.split(",") if f.strip()]
     fallback = list(fallback)

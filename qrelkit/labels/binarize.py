@@ -59,7 +59,16 @@ def threshold_of(grades: Sequence[int], scale: Sequence[int] | None = None) -> i
 
 def binarize(qrels: pa.Table, relevant: Sequence[int]) -> pa.Table:
     """Qrels with grade 1 for the ``relevant`` grades and 0 for the other judged grades;
-    negative grades (pooled, not judged) stay as they are."""
+    negative grades (pooled, not judged) stay as they are.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from qrelkit import binarize
+    >>> qrels = pa.table({"qid": ["1", "1", "1"], "docid": ["p1", "p2", "p3"], "rel": pa.array([3, 1, -1], pa.int32())})
+    >>> binarize(qrels, relevant=[2, 3])["rel"].to_pylist()
+    [1, 0, -1]
+    """
     rel = qrels["rel"].to_numpy(zero_copy_only=False)
     rel_set = np.array(sorted(set(int(g) for g in relevant)), dtype=np.int64)
     out = np.where(rel < 0, rel, np.isin(rel, rel_set).astype(np.int32)).astype(np.int32)

@@ -60,6 +60,15 @@ def expand_qrels(qrels: pa.Table, classes: pa.Table | None, *, relevant_at: int 
     rule for the whole project); this adds the provenance of each row and the per-topic report.
     ``relevant_at`` is the grade from which the report counts a passage as relevant (the passage
     binarization: 2).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from qrelkit import expand_qrels
+    >>> qrels = pa.table({"qid": ["1", "1"], "docid": ["p1", "p3"], "rel": pa.array([2, 0], pa.int32())})
+    >>> classes = pa.table({"docid": ["p1", "p2", "p3"], "class_id": ["p1", "p1", "p3"]})
+    >>> expand_qrels(qrels, classes).qrels.to_pydict()
+    {'qid': ['1', '1', '1'], 'docid': ['p1', 'p2', 'p3'], 'rel': [2, 2, 0]}
     """
     from qrelkit.dedupe.apply import expand_qrels as _expand
 
@@ -192,7 +201,17 @@ def propagate_to_documents(
     grade_map: Mapping[int, int] | None = None,
     classes: pa.Table | None = None,
 ) -> DocumentLabels:
-    """Document labels from passage labels (see the module documentation)."""
+    """Document labels from passage labels (see the module documentation).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from qrelkit import propagate_to_documents
+    >>> qrels = pa.table({"qid": ["1", "1", "1"], "docid": ["p1", "p2", "p3"], "rel": pa.array([2, 0, 0], pa.int32())})
+    >>> passages = pa.table({"pid": ["p1", "p2", "p3"], "docid": ["D1", "D1", "D2"]})
+    >>> propagate_to_documents(qrels, passages, rule="max").qrels.to_pydict()
+    {'qid': ['1', '1'], 'docid': ['D1', 'D2'], 'rel': [2, 0]}
+    """
     if rule not in RULES:
         raise InputError("bad-option", f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     q = judged(qrels.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA))

@@ -70,6 +70,15 @@ def make_batches(
 
     ``pool`` must carry ``qid``, ``docid`` and ``position`` (assessor order). ``texts`` maps
     passage id -> (text, source docid), e.g. from :func:`qrelkit.io.corpus.lookup_texts`.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from qrelkit import make_batches
+    >>> pool = pa.table({"qid": ["1", "1", "1"], "docid": ["d1", "d2", "d3"], "position": [1, 2, 3]})
+    >>> batches = make_batches(pool, assessors=["ann"])
+    >>> batches[["batch_id", "assessor", "docid"]].to_dict("list")
+    {'batch_id': ['1-1', '1-1', '1-1'], 'assessor': ['ann', 'ann', 'ann'], 'docid': ['d3', 'd1', 'd2']}
     """
     names = assessor_names(assessors)
     if per_item < 1 or per_item > len(names):
@@ -162,6 +171,20 @@ def import_batches(
     judged and are skipped (counted as ``ungraded``). The same label imported twice counts once.
     Strict mode raises :class:`InputError` at the first error; lenient mode drops such rows
     (both grades of a conflict).
+
+    Examples
+    --------
+    A batch file as :func:`make_batches` writes it, with the assessor's grades filled in:
+
+    >>> from qrelkit import import_batches
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("ann.tsv", "batch_id\\tassessor\\tqid\\tdocid\\tgrade\\n"
+    ...                 "1-1\\tann\\t1\\td1\\t2\\n1-1\\tann\\t1\\td2\\t0\\n")
+    >>> judgments, report = import_batches([path])
+    >>> judgments.to_dict("list")
+    {'qid': ['1', '1'], 'docid': ['d1', 'd2'], 'assessor': ['ann', 'ann'], 'grade': [2, 0], 'batch_id': ['1-1', '1-1']}
+    >>> report.to_dict("list")
+    {'rule': ['imported', 'repeated'], 'count': [2, 0]}
     """
     allowed = {int(s) for s in scale}
     counts: dict[str, int] = {}

@@ -185,6 +185,20 @@ def depth_pool(
     class id), runs are deduplicated first as TREC 2022 did (first hit per class kept, ranks
     renumbered) and the pool holds class ids. With ``qrels``, already judged items are marked
     (``judged="mark"``) or removed (``"drop"``).
+
+    Examples
+    --------
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1`` on three topics:
+
+    >>> from qrelkit import depth_pool
+    >>> from qrelkit.simulate.toy import toy_runs
+    >>> pool = depth_pool(toy_runs(), 1)
+    >>> pool.column_names
+    ['qid', 'docid', 'position', 'min_rank', 'n_runs', 'runs']
+    >>> pool["docid"].to_pylist()
+    ['p1', 'p3', 'p1', 'p3', 'p1', 'p3']
+    >>> pool["runs"][0].as_py()
+    [{'run': 'a', 'rank': 1}]
     """
     if depth < 1:
         raise InputError("bad-option", f"pool depth must be >= 1, got {depth}")
@@ -215,6 +229,17 @@ def top1_pool(
 
     Adds ``in_qrels: bool``. A passage only the qrels contribute has ``n_runs`` 0 and a null
     ``min_rank``; ``runs`` lists real runs only.
+
+    Examples
+    --------
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1`` on three topics; ``p2`` and ``p3`` are
+    relevant to topic 3:
+
+    >>> from qrelkit import top1_pool
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> pool = top1_pool(toy_runs(), qrels=toy_qrels())
+    >>> pool.slice(4).select(["qid", "docid", "n_runs", "in_qrels"]).to_pydict()  # topic 3
+    {'qid': ['3', '3', '3'], 'docid': ['p1', 'p3', 'p2'], 'n_runs': [1, 1, 0], 'in_qrels': [False, True, True]}
     """
     pool = depth_pool(runs, 1, classes=classes)
     if qrels is None:
@@ -289,6 +314,17 @@ def fused_pool(
     enter the pool (ties by docid ascending). Adds ``fused_score``; ``position`` follows the
     fused score, and provenance lists every run that retrieved the item at any rank.
     Works with any qid (strings included).
+
+    Examples
+    --------
+    Two runs that rank ``p1 p2 p3`` and ``p3 p2 p1``: ``p1`` and ``p3`` (ranks 1 and 3) fuse
+    above ``p2`` (rank 2 twice):
+
+    >>> from qrelkit import fused_pool
+    >>> from qrelkit.simulate.toy import toy_runs
+    >>> pool = fused_pool(toy_runs(), 2, method="rrf")
+    >>> pool["docid"].to_pylist()
+    ['p1', 'p3', 'p1', 'p3', 'p1', 'p3']
     """
     if method not in ("rrf", "rbp"):
         raise InputError("bad-option", f"fusion method must be rrf or rbp, got {method!r}")

@@ -32,6 +32,19 @@ def select_pool_runs(
     ties in priority are broken by run name. Baselines do not use up a group's quota.
 
     Returns the manifest with ``pooled: bool`` and ``reason: str`` columns, in manifest order.
+    Also importable as ``qrelkit.select_runs``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from qrelkit import select_runs
+    >>> manifest = pd.DataFrame({"run": ["a", "b", "c"], "group": ["g1", "g1", "g2"], "subtask": "passages",
+    ...                          "priority": [1, 2, 1], "baseline": [False, False, True]})
+    >>> selected = select_runs(manifest, per_group=1)
+    >>> selected["pooled"].tolist()
+    [True, False, True]
+    >>> dict(zip(selected["run"], selected["reason"]))
+    {'a': 'priority 1 of group', 'b': 'not selected', 'c': 'baseline'}
     """
     if priority_order not in ("ascending", "descending"):
         raise InputError("bad-option", "priority_order must be 'ascending' or 'descending'")

@@ -231,7 +231,20 @@ def tournament(judgments: pd.DataFrame | pa.Table, pool: pa.Table | None = None,
     """Preference qrels from preference judgments (``qid, doc_a, doc_b, winner``) by the
     tournament of the module documentation. The items of each topic come from ``pool`` (a top-1
     pool; its ``in_qrels`` items are the original qrels) or from ``items`` (``qid, docid[,
-    in_qrels]``); without either, from the judged pairs."""
+    in_qrels]``); without either, from the judged pairs.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from qrelkit import tournament
+    >>> judgments = pd.DataFrame({"qid": ["1", "1", "1"], "doc_a": ["p1", "p1", "p2"],
+    ...                           "doc_b": ["p2", "p3", "p3"], "winner": ["p1", "p1", "p3"]})
+    >>> result = tournament(judgments)
+    >>> result.qrels.to_pydict()
+    {'qid': ['1'], 'docid': ['p1'], 'rel': [1]}
+    >>> result.summary["topics_winner"]
+    1
+    """
     outcomes = pair_outcomes(judgments)
     if pool is not None:
         it = pool_items(pool, classes)

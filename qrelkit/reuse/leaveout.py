@@ -291,6 +291,21 @@ def leave_out(
     the results do not depend on it. ``progress``: called as ``progress(0, total=<scorings>)``
     once the scorings (the official one and one per unit with removed documents) are known, then
     ``progress(1)`` after each.
+
+    Examples
+    --------
+    The toy runs as two groups of one run each, pooled to depth 1:
+
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> runs, qrels = toy_runs(), toy_qrels()
+    >>> import pandas as pd
+    >>> from qrelkit import leave_out
+    >>> manifest = pd.DataFrame({"run": ["a", "b"], "group": ["g1", "g2"]})
+    >>> result = leave_out(runs, qrels, manifest, depth=1, measures=["P@1"])
+    >>> result.units.select(["unit", "removed_judged", "topics_emptied"]).to_pydict()
+    {'unit': ['g1', 'g2'], 'removed_judged': [2, 1], 'topics_emptied': [2, 0]}
+    >>> result.runs.select(["run", "official", "left_out"]).to_pydict()
+    {'run': ['a', 'b'], 'official': [0.6666666666666666, 0.3333333333333333], 'left_out': [0.0, 0.0]}
     """
     if removal not in REMOVAL:
         raise InputError("bad-option", f"removal must be one of {', '.join(REMOVAL)}, got {removal!r}")

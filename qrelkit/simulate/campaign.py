@@ -287,6 +287,27 @@ def simulate_campaign(
         topic: kind, query, graded passages per grade before and after expansion to
         near-duplicates) and ``runs`` (per run: group, subtask, priority, baseline, the hidden
         quality parameter, score style and tie order).
+
+    Examples
+    --------
+    A tiny campaign, then its runs pooled and scored:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from qrelkit import depth_pool, evaluate, read_qrels, read_runs, simulate_campaign
+    >>> out = Path(tempfile.mkdtemp())
+    >>> summary = simulate_campaign(out, n_passages=200, n_topics=2, n_groups=2, runs_per_group=(1, 1),
+    ...                             depth=10, seed=0)
+    >>> sorted(summary["files"])
+    ['corpus', 'manifest', 'neardup_truth', 'qrels', 'runs', 'summary', 'topics']
+    >>> runs = read_runs(out / "runs").table
+    >>> sorted(set(runs["run"].to_pylist()))
+    ['grpA_run1', 'grpB_run1', 'p_bm25', 'p_bm25rm3']
+    >>> depth_pool(runs, 10).num_rows == summary["pool"]["mean_distinct_per_topic"] * 2
+    True
+    >>> scores = evaluate(runs, read_qrels(out / "qrels.txt"), ["nDCG@10"]).summary
+    >>> scores.num_rows
+    4
     """
     # ---- arguments
     n = int(n_passages)
