@@ -459,7 +459,7 @@ def test_large_regular_file_paths_agree():
 
 import numpy as np  # noqa: E402
 
-from qrelkit.io.runs import _canonical_order, _natural_codes, qid_order  # noqa: E402
+from qrelkit.io.order import canonical_order, natural_codes, qid_order  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
@@ -471,11 +471,11 @@ def test_canonical_order_matches_full_sort(rows, presort):
     if presort:  # grouped by topic and by score: only ties are out of order
         rows = sorted(rows, key=lambda r: (qid_order([x[0] for x in rows]).index(r[0]), -r[1]))
     qids = [r[0] for r in rows]
-    codes, order = _natural_codes(pa.array(qids, pa.string()))
+    codes, order = natural_codes(pa.array(qids, pa.string()))
     assert [order[c] for c in codes] == qids
     score = np.array([float(r[1]) for r in rows])
     docid = pa.array([r[2] for r in rows], pa.string())
-    idx, _ = _canonical_order(codes, score, docid)
+    idx, _ = canonical_order(codes, score, docid)
     got = list(range(len(rows))) if idx is None else list(idx)
     pos = {q: i for i, q in enumerate(order)}
     # reference: Python's stable sort, docids compared as UTF-8 bytes (as Arrow compares them)
@@ -490,6 +490,6 @@ def test_natural_codes_block_path_equals_hash_path(qids, blocks):
     if blocks:
         qids = sorted(qids)
         qids = [q for q in qids for _ in range(9)]  # long blocks take the neighbour-comparison path
-    codes, order = _natural_codes(pa.array(qids, pa.string()))
+    codes, order = natural_codes(pa.array(qids, pa.string()))
     assert order == qid_order(qids)
     assert [order[c] for c in codes] == qids

@@ -87,8 +87,11 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_open
+from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
-from qrelkit.io.runs import qid_order
+from qrelkit.io.qrels import parse_grade
+from qrelkit.io.tables import first_row_line, read_frame
+from qrelkit.pooler.batches import judgments_to_qrels
 
 STORE_FORMAT = "qrelkit-judging-store"
 SCHEMA_VERSION = 1
@@ -741,8 +744,6 @@ class JudgingStore:
         """Qrels (``qid, docid, rel``, qrels order) from the thread's view; ``all`` exports every
         judgment in the store, samples included. Several assessors' grades are combined by
         :func:`qrelkit.pooler.batches.judgments_to_qrels`."""
-        from qrelkit.pooler.batches import judgments_to_qrels
-
         log = self.judgments(None, None if thread == "all" else thread, include_sample=True)
         return judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
 
@@ -773,8 +774,6 @@ class JudgingStore:
 def combine_log(log: pd.DataFrame, *, combine: str = "median_high") -> pd.DataFrame:
     """One row per (topic, passage) of a judgment log, in the order of its first judgment:
     ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment)."""
-    from qrelkit.pooler.batches import judgments_to_qrels
-
     cols = ["qid", "docid", "grade", "batch_id", "batch_seq"]
     if len(log) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("qid", "docid", "batch_id") else np.int64) for c in cols})
@@ -804,9 +803,7 @@ def _grade(g) -> int | None:
     s = str(g).strip()
     if not s:
         return None
-    from qrelkit.pooler.batches import _parse_grade
-
-    return _parse_grade(s)
+    return parse_grade(s)
 
 
 def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None = None, lenient: bool = False,
@@ -817,8 +814,6 @@ def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None
     are skipped (``counts['ungraded']``). Rules: ``missing-column``, ``grade-outside-scale``
     (strict: raised with file and line; lenient: counted and skipped).
     """
-    from qrelkit.io.tables import first_row_line, read_frame
-
     counts = {} if counts is None else counts
     p = Path(path)
     df, offset = read_frame(p, strings="all", what="judgments"), first_row_line(p)

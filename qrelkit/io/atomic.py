@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Iterator
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask (set to 0 and restored at once to read it): outputs get ``0o666 & ~current_umask()``."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -27,7 +28,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; outputs follow the umask
+    os.chmod(tmp_path, 0o666 & ~current_umask())  # mkstemp makes 0600; outputs follow the umask
     try:
         yield tmp_path
         os.replace(tmp_path, target)

@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
+from qrelkit.io.order import block_ranks, natural_codes
+from qrelkit.io.tables import read_table
 from qrelkit.io.text import Column, parse_columns, read_bytes
 
 CLASSES_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string())])
@@ -37,8 +39,6 @@ def read_classes(path: str | os.PathLike) -> pa.Table:
     p = Path(path)
     name = p.name.lower()
     if name.endswith((".parquet", ".csv")) or (name.endswith(".tsv") and _has_header(p)):
-        from qrelkit.io.tables import read_table
-
         t = read_table(p)
         for c in ("docid", "class_id"):
             if c not in t.column_names:
@@ -86,8 +86,6 @@ def dedupe_runs(runs: pa.Table, classes: pa.Table | None, *, depth: int | None =
     ``runs`` must be in canonical order (as :func:`qrelkit.io.runs.read_runs` returns them).
     The result keeps the retrieved docid in ``docid`` and adds ``class_id``.
     """
-    from qrelkit.io.runs import _block_ranks, _natural_codes
-
     if depth is not None:
         runs = runs.filter(pc.less_equal(runs["rank"], depth))
     cls = map_to_classes(runs["docid"], classes)
@@ -97,7 +95,7 @@ def dedupe_runs(runs: pa.Table, classes: pa.Table | None, *, depth: int | None =
     key = pd.DataFrame(
         {
             "r": pc.dictionary_encode(runs["run"]).combine_chunks().indices.to_numpy(),
-            "q": _natural_codes(runs["qid"])[0],
+            "q": natural_codes(runs["qid"])[0],
             "c": pc.dictionary_encode(cls).indices.to_numpy(),
         }
     )
@@ -105,5 +103,5 @@ def dedupe_runs(runs: pa.Table, classes: pa.Table | None, *, depth: int | None =
     t = runs.append_column("class_id", cls).filter(pa.array(first))
     g = key[first]
     group = g["r"].to_numpy().astype(np.int64) * (int(g["q"].max()) + 1) + g["q"].to_numpy()
-    t = t.set_column(t.column_names.index("rank"), "rank", pa.array(_block_ranks(group), pa.int32()))
+    t = t.set_column(t.column_names.index("rank"), "rank", pa.array(block_ranks(group), pa.int32()))
     return t

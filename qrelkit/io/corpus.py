@@ -34,7 +34,9 @@ TEXT_KEYS = ("passage", "text", "contents", "body", "segment")
 DOC_KEYS = ("docid", "doc_id", "document_id")
 
 
-def _open(path: Path):
+def open_bytes(path: Path):
+    """A binary file object reading ``path``, gunzipped when the file starts with gzip's magic bytes
+    (whatever its name)."""
     fh = open(path, "rb")
     if fh.read(2) == b"\x1f\x8b":
         fh.seek(0)
@@ -47,7 +49,7 @@ def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
     """Yield (first line number, bytes) chunks that end at line boundaries."""
     line = 1
     rest = b""
-    with _open(path) as fh:
+    with open_bytes(path) as fh:
         while True:
             block = fh.read(size)
             if not block:
@@ -74,7 +76,11 @@ def _nonblank_line(chunk: bytes, first_line: int, row: int) -> int:
     return first_line
 
 
-def _normalize(t: pa.Table, path: Path, first_line: int | None, chunk: bytes | None = None) -> pa.Table:
+def normalize_chunk(t: pa.Table, path: Path, first_line: int | None, chunk: bytes | None = None) -> pa.Table:
+    """Corpus rows read by any reader as :data:`CORPUS_SCHEMA`: the id, text (a ``title`` prepended)
+    and document fields found by their names (:data:`ID_KEYS`, :data:`TEXT_KEYS`, :data:`DOC_KEYS`).
+    A missing field or a passage without id or text is an :class:`InputError` naming ``path`` and
+    the line (``first_line`` of the ``chunk`` the rows were parsed from; None for Parquet)."""
     names = t.column_names
     id_key = next((k for k in ID_KEYS if k in names), None)
     text_key = next((k for k in TEXT_KEYS if k in names), None)
@@ -114,7 +120,9 @@ def _read_json_chunk(chunk: bytes) -> pa.Table:
                                 read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(chunk), 1 << 20)))
 
 
-def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+def jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+    """Whole JSON lines of a corpus (``chunk``, starting at line ``first_line`` of ``path``) as
+    :data:`CORPUS_SCHEMA` rows; numeric ids keep the text they were written as."""
     try:
         t = _read_json_chunk(chunk)
         if any(k in t.column_names and not (pa.types.is_string(t[k].type) or pa.types.is_integer(t[k].type)
@@ -136,10 +144,12 @@ def _jsonl_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
                 raise InputError("bad-json", "a line is not a JSON object", file=str(path), line=first_line + i)
             rows.append({k: (v if isinstance(v, str) or v is None else json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for k, v in obj.items()})
         t = pa.Table.from_pylist(rows)
-    return _normalize(t, path, first_line, chunk)
+    return normalize_chunk(t, path, first_line, chunk)
 
 
-def _tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+def tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
+    """Whole lines of a TSV corpus (``pid<TAB>text[<TAB>docid]``, no header; ``chunk`` starts at
+    line ``first_line`` of ``path``) as :data:`CORPUS_SCHEMA` rows."""
     ncol = chunk[: chunk.find(b"\n")].count(b"\t") + 1
     if ncol not in (2, 3):
         raise InputError("missing-column" if ncol < 2 else "extra-column",
@@ -163,7 +173,14 @@ def _tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
             if line and line.count(b"\t") + 1 != ncol:
                 raise InputError("column-count", f"expected {ncol} tab-separated columns", file=str(path), line=first_line + i) from None
         raise InputError("unreadable", "cannot parse TSV corpus", file=str(path), line=first_line) from None
-    return _normalize(t, path, first_line)
+    return normalize_chunk(t, path, first_line)
+
+
+# kept for dedupe/distributed.py until it imports the public names
+_open = open_bytes
+_jsonl_chunk = jsonl_chunk
+_tsv_chunk = tsv_chunk
+_normalize = normalize_chunk
 
 
 def corpus_format(path: str | os.PathLike) -> str:
@@ -189,9 +206,9 @@ def iter_corpus(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_r
         except Exception as exc:  # noqa: BLE001
             raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
         for batch in pf.iter_batches(batch_size=chunk_rows):
-            yield _normalize(pa.Table.from_batches([batch]), p, None)
+            yield normalize_chunk(pa.Table.from_batches([batch]), p, None)
         return
-    parse = _jsonl_chunk if fmt == "jsonl" else _tsv_chunk
+    parse = jsonl_chunk if fmt == "jsonl" else tsv_chunk
     for first_line, chunk in _byte_chunks(p, chunk_bytes):
         yield parse(chunk, p, first_line)
 
@@ -207,7 +224,7 @@ def count_passages(path: str | os.PathLike) -> int:
         except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
             raise InputError("unreadable", f"not a readable Parquet file: {exc}", file=str(p)) from None
     n = 0
-    with _open(p) as fh:
+    with open_bytes(p) as fh:
         last = b"\n"
         while True:
             block = fh.read(16 << 20)
@@ -229,7 +246,7 @@ def passages_upper_bound(path: str | os.PathLike) -> int:
     if corpus_format(p) == "parquet":
         return count_passages(p)
     n = 1
-    with _open(p) as fh:
+    with open_bytes(p) as fh:
         while True:
             block = fh.read(16 << 20)
             if not block:

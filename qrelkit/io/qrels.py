@@ -16,9 +16,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
+from qrelkit.io.atomic import atomic_path
+from qrelkit.io.order import natural_codes
 from qrelkit.io.text import Column, parse_columns, read_bytes
 
 QRELS_SCHEMA = pa.schema([("qid", pa.string()), ("docid", pa.string()), ("rel", pa.int32())])
@@ -33,14 +36,28 @@ QRELS_TEXT_COLUMNS = [
 
 def sort_qrels(table: pa.Table) -> pa.Table:
     """Order qrels by topic (natural order), then docid."""
-    from qrelkit.io.runs import _natural_codes
-
     if table.num_rows == 0:
         return table
-    codes, _ = _natural_codes(table["qid"])
+    codes, _ = natural_codes(table["qid"])
     t = table.append_column("_q", pa.array(codes))
     idx = pc.sort_indices(t, sort_keys=[("_q", "ascending"), ("docid", "ascending")])
     return table.take(idx)
+
+
+def parse_grade(g: str) -> int | None:
+    """An integer grade from its text, or None; spreadsheet spellings such as ``2.0`` are
+    accepted, ``2.5``, ``1_0``, ``inf`` are not.
+
+    >>> parse_grade("2"), parse_grade("2.0"), parse_grade("2.5"), parse_grade("high")
+    (2, 2, None, None)
+    """
+    try:
+        v = float(g)
+    except ValueError:
+        return None
+    if not np.isfinite(v) or v != int(v) or "_" in g:
+        return None
+    return int(v)
 
 
 def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterable[int] | None = None,
@@ -165,10 +182,6 @@ def write_qrels(table: pa.Table, path: str | os.PathLike) -> None:
     1 0 d1 2
     2 0 d3 1
     """
-    import pyarrow.csv as pacsv
-
-    from qrelkit.io.atomic import atomic_path
-
     t = sort_qrels(table.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA))
     n = t.num_rows
     out = pa.table({"qid": t["qid"], "it": pa.array(np.zeros(n, np.int32)), "docid": t["docid"], "rel": t["rel"]})

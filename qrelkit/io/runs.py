@@ -30,6 +30,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
+from qrelkit.io.atomic import atomic_path
+# qid_order and canonical_indices stay importable from here too (callers outside io/ use them)
+from qrelkit.io.order import block_ranks, canonical_indices, canonical_order, natural_codes, qid_order  # noqa: F401
 from qrelkit.io.text import Column, parse_columns, read_bytes
 
 RUN_SCHEMA = pa.schema(
@@ -89,15 +92,6 @@ TIE_RULES: dict[str, str] = {
 _TIE_WORDS = {"docid-desc": "docid descending", "docid-asc": "docid ascending", "file-order": "in file order"}
 
 ISSUE_COLUMNS = ["file", "run", "rule", "severity", "count", "line", "message", "repair"]
-
-
-def qid_order(qids: Iterable[str]) -> list[str]:
-    """Natural topic order: numeric when every qid is an integer, else by string."""
-    uniq = sorted(set(qids))
-    if all(q.isascii() and q.isdigit() for q in uniq):
-        # numeric order without int(): int() refuses strings of more than 4300 digits
-        return sorted(uniq, key=lambda q: (len(q.lstrip("0")), q.lstrip("0"), q))
-    return uniq
 
 
 @dataclass
@@ -181,84 +175,6 @@ def expand_sources(sources: str | os.PathLike | Sequence[str | os.PathLike]) -> 
 def _first_line(mask: np.ndarray, lines: np.ndarray) -> int | None:
     idx = np.flatnonzero(mask)
     return int(lines[idx[0]]) if len(idx) else None
-
-
-def _natural_codes(qid: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    """Codes of ``qid`` values in natural topic order (code 0 = first topic)."""
-    n = len(qid)
-    if n > 1 and qid.null_count == 0:
-        # runs, qrels and pools hold each topic in one block: compare neighbours instead of hashing
-        change = pc.not_equal(qid.slice(1), qid.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-        starts = np.concatenate(([0], np.flatnonzero(change) + 1))
-        if len(starts) * 4 <= n:  # encode one value per block (a topic may have several blocks)
-            heads, order = _natural_codes_hashed(qid.take(pa.array(starts)))
-            return np.repeat(heads, np.diff(np.append(starts, n))), order
-    return _natural_codes_hashed(qid)
-
-
-def _natural_codes_hashed(qid: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    enc = pc.dictionary_encode(qid)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    values = enc.dictionary.to_pylist()
-    order = qid_order(values)
-    pos = {q: i for i, q in enumerate(order)}
-    remap = np.array([pos[v] for v in values], dtype=np.int32)
-    codes = remap[enc.indices.to_numpy(zero_copy_only=False)] if len(values) else np.zeros(0, np.int32)
-    return codes, order
-
-
-def canonical_indices(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> np.ndarray | None:
-    """Row order (qid code asc, score desc, docid desc); ``None`` when already in that order."""
-    return _canonical_order(qcodes, score, docid)[0]
-
-
-def _canonical_order(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> tuple[np.ndarray | None, bool]:
-    """(:func:`canonical_indices`, ties_only). ``ties_only``: rows are already grouped by topic
-    and sorted by score, and only rows of equal (topic, score) move (by docid descending), so
-    only the docid column (and row-wise side data) needs reordering."""
-    n = len(qcodes)
-    if n < 2:
-        return None, False
-    dq = np.diff(qcodes)
-    same = dq == 0
-    ds = np.diff(score)
-    ordered = bool((dq >= 0).all()) and not bool((same & (ds > 0)).any())
-    if ordered:
-        tie = np.flatnonzero(same & (ds == 0))  # row i ties with row i + 1
-        if len(tie) == 0:
-            return None, False
-        left = docid.take(pa.array(tie))
-        right = docid.take(pa.array(tie + 1))
-        if pc.all(pc.greater(left, right)).as_py():
-            return None, False
-        # sort the tied rows only: by tie group, then docid descending (stable, as the full sort)
-        member = np.zeros(n, bool)
-        member[tie] = True
-        member[tie + 1] = True
-        rows = np.flatnonzero(member)
-        tied_next = np.zeros(n, bool)
-        tied_next[tie] = True
-        first = np.ones(len(rows), bool)
-        first[1:] = ~tied_next[rows[1:] - 1]
-        sub = pa.table({"g": np.cumsum(first), "d": docid.take(pa.array(rows))})
-        o = pc.sort_indices(sub, sort_keys=[("g", "ascending"), ("d", "descending")]).to_numpy()
-        idx = np.arange(n)
-        idx[rows] = rows[o]
-        return idx, True
-    table = pa.table({"q": qcodes, "s": score, "d": docid})
-    idx = pc.sort_indices(table, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "descending")])
-    return idx.to_numpy(), False
-
-
-def _block_ranks(qcodes: np.ndarray) -> np.ndarray:
-    """1-based position of each row within its run of equal qid codes (rows already grouped)."""
-    n = len(qcodes)
-    if n == 0:
-        return np.zeros(0, np.int32)
-    starts = np.flatnonzero(np.concatenate(([True], qcodes[1:] != qcodes[:-1])))
-    lengths = np.diff(np.concatenate((starts, [n])))
-    return (np.arange(n) - np.repeat(starts, lengths) + 1).astype(np.int32)
 
 
 @dataclass
@@ -386,7 +302,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
                     f"topic(s) not in the topics file: {', '.join(sorted(bad_q)[:5])}")
             keep &= known
 
-    qcodes, order = _natural_codes(qid)
+    qcodes, order = natural_codes(qid)
     docid = t["docid"]
     denc = pc.dictionary_encode(docid)
     if isinstance(denc, pa.ChunkedArray):
@@ -416,7 +332,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         rank_in = rank_in[keep]
     score = t["score"].to_numpy()
     docid = t["docid"]
-    idx, ties_only = _canonical_order(qcodes, score, docid)
+    idx, ties_only = canonical_order(qcodes, score, docid)
     if idx is not None:
         if ties_only:  # qid and score are equal among the rows that move
             t = t.set_column(t.column_names.index("docid"), "docid", docid.take(pa.array(idx)))
@@ -431,7 +347,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("t", "ascending")]).to_numpy()
         t = t.take(pa.array(idx))
         qcodes, rank_in, lines = qcodes[idx], rank_in[idx], lines[idx]
-    rank = _block_ranks(qcodes)
+    rank = block_ranks(qcodes)
     # given ranks should increase along the canonical order within each topic; disorder among
     # equal scores only means the run broke ties differently from trec_eval (docid descending)
     same = qcodes[1:] == qcodes[:-1]
@@ -666,14 +582,14 @@ def canonicalize(table: pa.Table | pd.DataFrame) -> pa.Table:
     qid = pc.cast(table["qid"], pa.string())
     docid = pc.cast(table["docid"], pa.string())
     score = pc.cast(table["score"], pa.float64())
-    qcodes, _ = _natural_codes(qid)
+    qcodes, _ = natural_codes(qid)
     t = pa.table({"r": run, "q": qcodes, "s": score, "d": docid})
     idx = pc.sort_indices(t, sort_keys=[("r", "ascending"), ("q", "ascending"), ("s", "descending"), ("d", "descending")])
     t = pa.table({"run": run, "qid": qid, "docid": docid, "score": score}).take(idx)
     rcodes = pc.dictionary_encode(t["run"]).combine_chunks().indices.to_numpy() if n else np.zeros(0, np.int32)
     q2 = qcodes[idx.to_numpy()]
     group = rcodes.astype(np.int64) * (int(q2.max()) + 1 if n else 1) + q2
-    rank = _block_ranks(group)
+    rank = block_ranks(group)
     return pa.table(
         {"run": t["run"], "qid": t["qid"], "docid": t["docid"], "rank": pa.array(rank, pa.int32()), "score": t["score"]},
         schema=RUN_SCHEMA,
@@ -696,8 +612,6 @@ def write_trec_run(table: pa.Table, path: str | os.PathLike) -> None:
     1 Q0 d1 1 2.5 bm25
     1 Q0 d2 2 1.5 bm25
     """
-    from qrelkit.io.atomic import atomic_path
-
     n = table.num_rows
     out = pa.table(
         {

@@ -3,6 +3,7 @@ or CSV/TSV/JSONL at the edges. Every write is atomic; list columns become text i
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from qrelkit import __version__
@@ -196,8 +198,6 @@ def _read_jsonl_exact(p: Path, strings: str) -> pa.Table:
 
 def _read_jsonl(p: Path, strings: str) -> pa.Table:
     if strings == "ids":
-        import pyarrow.json as pajson
-
         try:  # fast path: ids written as JSON strings
             t = pajson.read_json(p)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -209,8 +209,6 @@ def _read_jsonl(p: Path, strings: str) -> pa.Table:
 
 
 def _csv_header(p: Path, delimiter: str) -> list[str]:
-    import csv
-
     with open(p, "rb") as fh:
         first = fh.readline().decode("utf-8-sig", errors="replace").rstrip("\r\n")
     if delimiter == "\t":
@@ -223,8 +221,6 @@ def _unquote(name: str) -> str:
 
 
 def _sniff(p: Path) -> str:
-    import csv
-
     with open(p, "rb") as fh:
         first = fh.readline().decode("utf-8-sig", errors="replace")
     try:

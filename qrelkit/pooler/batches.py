@@ -33,7 +33,8 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
-from qrelkit.io.runs import qid_order
+from qrelkit.io.order import qid_order
+from qrelkit.io.qrels import QRELS_SCHEMA, parse_grade, sort_qrels
 from qrelkit.io.tables import first_row_line, read_frame
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
@@ -138,17 +139,6 @@ def batch_summary(batches: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _parse_grade(g: str) -> int | None:
-    """An integer grade; spreadsheet spellings such as ``2.0`` are accepted, ``2.5`` is not."""
-    try:
-        v = float(g)
-    except ValueError:
-        return None
-    if not np.isfinite(v) or v != int(v) or "_" in g:
-        return None
-    return int(v)
-
-
 def _read_completed(path: Path) -> tuple[pd.DataFrame, int]:
     """A completed batch file as strings; returns (frame, line offset of row 0)."""
     return read_frame(path, strings="all", what="completed batch"), first_row_line(path)
@@ -216,7 +206,7 @@ def import_batches(
             if g == "":
                 counts["ungraded"] = counts.get("ungraded", 0) + 1
                 continue
-            grade = _parse_grade(g)
+            grade = parse_grade(g)
             if grade is None:
                 fail("grade-outside-scale", f"grade {g!r} is not an integer of the scale {sorted(allowed)}", path, line)
                 continue
@@ -262,8 +252,6 @@ def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high")
     middle grade, always a grade someone gave; the default), ``max`` or ``min``. The labels
     module offers the full set of aggregation rules (majority vote, ceiled median, ...).
     """
-    from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
-
     if combine not in ("median_high", "max", "min"):
         raise InputError("bad-option", f"combine must be median_high, max or min, got {combine!r}")
     if len(judgments) == 0:

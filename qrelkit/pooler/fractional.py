@@ -22,7 +22,9 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
-from qrelkit.io.runs import RUN_SCHEMA, _block_ranks, _natural_codes
+from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.order import block_ranks, natural_codes
+from qrelkit.io.runs import RUN_SCHEMA
 
 
 def _hash_key(seed: int) -> str:
@@ -91,8 +93,6 @@ def fractional_ids(
 def fractional_ids_from_corpus(path: str | os.PathLike, fraction: float, seed: int, *,
                                classes: pa.Table | None = None) -> pa.Array:
     """:func:`fractional_ids` over a corpus file, streamed."""
-    from qrelkit.io.corpus import iter_corpus
-
     def chunks() -> Iterator[pa.Array]:
         for t in iter_corpus(path):
             yield t["pid"].combine_chunks()
@@ -108,6 +108,6 @@ def restrict_runs(runs: pa.Table, kept: pa.Array, *, classes: pa.Table | None = 
     if t.num_rows == 0:
         return RUN_SCHEMA.empty_table()
     r = pc.dictionary_encode(t["run"]).combine_chunks().indices.to_numpy().astype(np.int64)
-    q, _ = _natural_codes(t["qid"])
-    rank = _block_ranks(r * (int(q.max()) + 1) + q)
+    q, _ = natural_codes(t["qid"])
+    rank = block_ranks(r * (int(q.max()) + 1) + q)
     return t.set_column(t.column_names.index("rank"), "rank", pa.array(rank, pa.int32()))

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from qrelkit.errors import InputError
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.qrels import judged as judged_only
-from qrelkit.io.runs import _block_ranks, _natural_codes
+from qrelkit.io.order import block_ranks, natural_codes, qid_order
 
 PROVENANCE_TYPE = pa.list_(pa.struct([("run", pa.string()), ("rank", pa.int32())]))
 JUDGED_POLICIES = ("keep", "mark", "drop")
@@ -67,7 +67,7 @@ def group_provenance(cand: pa.Table) -> pa.Table:
                 "runs": pa.array([], PROVENANCE_TYPE),
             }
         )
-    qcodes, _ = _natural_codes(cand["qid"])
+    qcodes, _ = natural_codes(cand["qid"])
     dcodes = _codes(cand["docid"])
     renc = pc.dictionary_encode(cand["run"]).combine_chunks()
     names = renc.dictionary.to_pylist()
@@ -117,7 +117,7 @@ def order_pool(pool: pa.Table) -> pa.Table:
         cols = {name: pool[name] for name in pool.column_names if name != "position"}
         out = pa.table(cols)
         return out.add_column(2, "position", pa.array([], pa.int32()))
-    qcodes, _ = _natural_codes(pool["qid"])
+    qcodes, _ = natural_codes(pool["qid"])
     big = np.iinfo(np.int32).max
     min_rank = pc.fill_null(pool["min_rank"], big).to_numpy()
     key = pa.table(
@@ -127,7 +127,7 @@ def order_pool(pool: pa.Table) -> pa.Table:
     out = pool.take(idx)
     if "position" in out.column_names:
         out = out.drop_columns(["position"])
-    pos = _block_ranks(qcodes[idx.to_numpy()])
+    pos = block_ranks(qcodes[idx.to_numpy()])
     return out.add_column(2, "position", pa.array(pos, pa.int32()))
 
 
@@ -280,8 +280,6 @@ def pool_size_distribution(pool: pa.Table) -> dict:
     counts = vc.field("counts").to_numpy()
     if len(counts) == 0:
         return {"sizes": {}, "histogram": {}, "mean": 0.0, "median": 0.0, "min": 0, "max": 0, "topics": 0, "total": 0}
-    from qrelkit.io.runs import qid_order
-
     sizes = dict(zip(qids, counts.tolist()))
     hist_vals, hist_counts = np.unique(counts, return_counts=True)
     return {
@@ -344,13 +342,13 @@ def fused_pool(
     )
     m = match_rows(grouped, scores, ["qid", "docid"])
     pool = grouped.append_column("fused_score", pc.take(scores["fused_score"], pa.array(m)))
-    qcodes, _ = _natural_codes(pool["qid"])
+    qcodes, _ = natural_codes(pool["qid"])
     # round away float summation-order noise before ranking
     fs = np.round(pool["fused_score"].to_numpy(), 12)
     key = pa.table({"q": qcodes, "s": fs, "d": pool["docid"]})
     idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "ascending")])
     pool = pool.take(idx)
-    pos = _block_ranks(qcodes[idx.to_numpy()])
+    pos = block_ranks(qcodes[idx.to_numpy()])
     keep = pos <= take
     pool = pool.filter(pa.array(keep))
     pool = pool.set_column(pool.column_names.index("fused_score"), "fused_score", pa.array(fs[idx.to_numpy()][keep]))
@@ -359,9 +357,9 @@ def fused_pool(
     if qrels is not None and judged != "keep":
         marked = attach_judgments(out, qrels, judged=judged, classes=classes)
         # attach_judgments re-sorts by rank; restore fused order
-        qc, _ = _natural_codes(marked["qid"])
+        qc, _ = natural_codes(marked["qid"])
         key = pa.table({"q": qc, "s": marked["fused_score"], "d": marked["docid"]})
         idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("d", "ascending")])
         marked = marked.take(idx).drop_columns(["position"])
-        out = marked.add_column(2, "position", pa.array(_block_ranks(qc[idx.to_numpy()]), pa.int32()))
+        out = marked.add_column(2, "position", pa.array(block_ranks(qc[idx.to_numpy()]), pa.int32()))
     return out

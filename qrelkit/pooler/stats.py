@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from qrelkit.io.runs import qid_order
+from qrelkit.io.order import qid_order
 
 
 def explode_provenance(pool: pa.Table) -> pd.DataFrame:

@@ -65,6 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.io.atomic import atomic_open, atomic_path
+from qrelkit.io.order import block_positions as _block_ranks  # 0-based; the local name its callers use
 
 __all__ = ["simulate_campaign"]
 
@@ -201,16 +202,6 @@ def _class_sizes(rng: np.random.Generator, n: int, dup_fraction: float) -> np.nd
         small[k] -= int(cum[k] - rest)
     copies = np.concatenate([np.array(big, np.int64), small])
     return copies + 1
-
-
-def _block_ranks(groups: np.ndarray) -> np.ndarray:
-    """0-based position of each element within its run of equal values (values grouped)."""
-    n = len(groups)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
-    lengths = np.diff(np.append(starts, n))
-    return np.arange(n) - np.repeat(starts, lengths)
 
 
 def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
