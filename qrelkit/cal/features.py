@@ -48,11 +48,16 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import scipy.sparse as sp
 
-from qrelkit._jit import twins
-from qrelkit.dedupe.tokenize import Normalization, word_hashes
+from qrelkit.dedupe.tokenize import Normalization, word_hash, word_hashes, words
 from qrelkit.errors import InputError
-from qrelkit.io.atomic import _umask
+from qrelkit.io.atomic import current_umask
+from qrelkit.io.classes import map_to_classes
+from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.tables import write_table
+from qrelkit.jit import twins
 
 FORMAT = "qrelkit-cal-features"
 FORMAT_VERSION = 2
@@ -217,8 +222,6 @@ def _hashes(texts: pa.Array, norm: Normalization) -> tuple[np.ndarray, np.ndarra
     """:func:`word_hashes`; for a few short texts through the tokenizer's reference path
     (:func:`~qrelkit.dedupe.tokenize.words` + :func:`~qrelkit.dedupe.tokenize.word_hash`, the
     same words and hashes) to avoid the parallel kernels' start-up."""
-    from qrelkit.dedupe.tokenize import word_hash, words
-
     if len(texts) > 16:
         return word_hashes(texts, norm)
     offsets = [0]
@@ -249,7 +252,7 @@ def _narrow(indices: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- vocabulary
 
 
-class _Vocabulary:
+class Vocabulary:
     """Word hash -> column id, first-seen order; grows by doubling at load factor 1/2."""
 
     def __init__(self, capacity: int = 1 << 16) -> None:
@@ -259,7 +262,8 @@ class _Vocabulary:
         self.n = 0
 
     @classmethod
-    def from_terms(cls, terms: np.ndarray) -> "_Vocabulary":
+    def from_terms(cls, terms: np.ndarray) -> "Vocabulary":
+        """The vocabulary of stored ``terms`` (distinct word hashes; column i is ``terms[i]``)."""
         v = cls(2 * len(terms) + 16)
         out = np.empty(len(terms), np.int32)
         _, v.n = _assign_columns(np.ascontiguousarray(terms, np.uint64), 0, v.keys, v.vals, 0, len(terms) + 1, out)
@@ -274,6 +278,7 @@ class _Vocabulary:
         self.keys, self.vals = keys, vals
 
     def assign(self, hashes: np.ndarray) -> np.ndarray:
+        """Column id of every hash; unseen hashes get the next ids (first-seen order)."""
         out = np.empty(len(hashes), np.int32)
         pos = 0
         while True:
@@ -283,18 +288,20 @@ class _Vocabulary:
             self._grow()
 
     def lookup(self, hashes: np.ndarray) -> np.ndarray:
+        """Column id of every hash (-1 when not in the vocabulary); nothing is added."""
         out = np.empty(len(hashes), np.int32)
         _lookup_columns(hashes, self.keys, self.vals, out)
         return out
 
     def terms(self) -> np.ndarray:
+        """The word hash of each column, by column id."""
         used = self.vals >= 0
         t = np.empty(self.n, np.uint64)
         t[self.vals[used]] = self.keys[used]
         return t
 
 
-def _row_pairs(offsets: np.ndarray, cols: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def row_pairs(offsets: np.ndarray, cols: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row lengths, column ids, term frequencies) of rows given by word offsets and column ids."""
     tmp_idx = np.empty(len(cols), np.int32)
     tmp_tf = np.empty(len(cols), np.float32)
@@ -332,7 +339,7 @@ class Features:
     params: dict = field(default_factory=dict)
     path: Path | None = None
     timings: dict = field(default_factory=dict, repr=False)
-    _vocab: _Vocabulary | None = field(default=None, repr=False)
+    _vocab: Vocabulary | None = field(default=None, repr=False)
 
     @property
     def n_rows(self) -> int:
@@ -356,8 +363,6 @@ class Features:
     @property
     def matrix(self):
         """The whole matrix as ``scipy.sparse.csr_matrix`` (may copy: scipy wants one index type)."""
-        import scipy.sparse as sp
-
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n_rows, self.n_terms))
 
     def rows_of(self, pids: Iterable[str] | pa.Array) -> np.ndarray:
@@ -373,9 +378,9 @@ class Features:
     def pid_list(self, rows: np.ndarray) -> list[str]:
         return self.pids.take(pa.array(np.asarray(rows, np.int64))).to_pylist()
 
-    def _vocabulary(self) -> _Vocabulary:
+    def _vocabulary(self) -> Vocabulary:
         if self._vocab is None:
-            self._vocab = _Vocabulary.from_terms(np.asarray(self.terms))
+            self._vocab = Vocabulary.from_terms(np.asarray(self.terms))
         return self._vocab
 
     def featurize(self, texts: Iterable[str] | pa.Array) -> "SparseRows":
@@ -391,7 +396,7 @@ class Features:
             cols = cols[keep]
             offsets = np.zeros(len(offsets), np.int64)
             np.cumsum(np.bincount(row[keep], minlength=len(offsets) - 1), out=offsets[1:])
-        nuniq, idx, tf = _row_pairs(offsets, cols, self.n_terms)
+        nuniq, idx, tf = row_pairs(offsets, cols, self.n_terms)
         indptr = np.zeros(len(nuniq) + 1, np.int64)
         np.cumsum(nuniq, out=indptr[1:])
         (_remap_sort_serial if len(idx) < SMALL else _remap_sort)(indptr, idx, tf, np.zeros(0, np.int32))
@@ -444,14 +449,20 @@ def _gather_rows(indptr, indices, data, rows):
 # --------------------------------------------------------------------------- building
 
 
-def _chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
+def chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
+    """A function that streams ``corpus`` (a corpus file, a table, or an iterable of tables) as
+    chunk tables, each time it is called."""
     if isinstance(corpus, (str, os.PathLike)):
-        from qrelkit.io.corpus import iter_corpus
-
         return lambda: iter_corpus(corpus)
     if isinstance(corpus, pa.Table):
         return lambda: iter([corpus])
     return lambda: iter(corpus)
+
+
+# kept for cal/simulate.py until it imports the public names
+_Vocabulary = Vocabulary
+_row_pairs = row_pairs
+_chunks_of = chunks_of
 
 
 def build_features(
@@ -493,9 +504,9 @@ def build_features(
         if isinstance(want, pa.ChunkedArray):
             want = want.combine_chunks()
         want = want.cast(pa.string())
-    vocab = _Vocabulary()
+    vocab = Vocabulary()
     lens, idxs, tfs, pid_parts = [], [], [], []
-    for chunk in _chunks_of(corpus)():
+    for chunk in chunks_of(corpus)():
         if "pid" not in chunk.column_names or "text" not in chunk.column_names:
             raise InputError("missing-column", "corpus chunks need pid and text columns")
         if want is not None:
@@ -505,7 +516,7 @@ def build_features(
         offsets, hashes = word_hashes(chunk["text"], norm)
         cols = vocab.assign(hashes)
         del hashes
-        nuniq, idx, tf = _row_pairs(offsets, cols, vocab.n)
+        nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
         del cols
         lens.append(nuniq)
         idxs.append(idx)
@@ -559,8 +570,6 @@ def build_features(
 def _class_rows(pids: pa.Array, classes: pa.Table) -> np.ndarray:
     """Row of the canonical passage of every row (itself when canonical or unclassed; -1 when the
     canonical passage is not in the matrix)."""
-    from qrelkit.io.classes import map_to_classes
-
     canon = map_to_classes(pids, classes)
     idx = pc.index_in(canon, value_set=pids)
     return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -572,8 +581,6 @@ def _class_rows(pids: pa.Array, classes: pa.Table) -> np.ndarray:
 def save_features(feats: Features, output: str | os.PathLike) -> Path:
     """Write ``feats`` into the folder ``output`` (atomically: a temporary folder renamed into
     place; an existing folder of features is replaced)."""
-    from qrelkit.io.tables import write_table
-
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and not (out / "meta.json").exists():
@@ -591,7 +598,7 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
         }
         write_table(pa.table({"pid": feats.pids}), tmp / "pids.parquet", kind="cal-features-pids", params=meta)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
-        os.chmod(tmp, 0o777 & ~_umask())
+        os.chmod(tmp, 0o777 & ~current_umask())
         old = None
         if out.exists():
             old = out.parent / f".{out.name}.old.{os.getpid()}"
@@ -608,8 +615,6 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
 
 def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:
     """Open stored features (memory-mapped by default)."""
-    import pyarrow.parquet as pq
-
     p = Path(path)
     meta_path = p / "meta.json"
     if not meta_path.exists():

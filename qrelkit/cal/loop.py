@@ -53,13 +53,15 @@ import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import scipy.sparse as sp
 
-from qrelkit._jit import twins
 from qrelkit.cal.features import Features, SparseRows
 from qrelkit.cal.stopping import binarize
 from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
+from qrelkit.jit import twins
+from qrelkit.pooler.fractional import fractional_ids
 
 THREADS = ("fractional", "local", "all")
 SCHEDULES = ("fixed", "bmi")
@@ -144,13 +146,18 @@ def batch_size(params: CalParams, thread: str, iteration: int) -> int:
     return params.batch_size
 
 
-def _key64(text: str) -> int:
+def key64(text: str) -> int:
+    """A stable 64-bit key of a text (BLAKE2b, 8 bytes, little-endian): seeds that depend on a
+    topic or thread name, the same in every process and Python version."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+_key64 = key64  # kept for cal/simulate.py until it imports the public name
 
 
 def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.random.SeedSequence:
     """The seed sequence of one iteration: independent of run order and of other topics."""
-    return np.random.SeedSequence([int(seed) & (2**63 - 1), _key64(str(topic)), _key64(str(thread)), int(iteration)])
+    return np.random.SeedSequence([int(seed) & (2**63 - 1), key64(str(topic)), key64(str(thread)), int(iteration)])
 
 
 # --------------------------------------------------------------------------- kernels
@@ -259,8 +266,6 @@ def _local_columns(indices, scratch):
 
 def _train_matrix(block: SparseRows, n_terms: int, scratch: np.ndarray | None = None):
     """(csr over the block's own columns, those columns)."""
-    import scipy.sparse as sp
-
     if scratch is None:
         scratch = np.full(n_terms, -1, np.int32)
     local, cols = _local_columns(block.indices, scratch)
@@ -280,7 +285,7 @@ def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_
     written into that buffer, which must be zero outside the columns it was last given;
     ``scratch`` is an int32 buffer of ``n_terms`` entries, all -1 (it is restored).
     """
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # lazy: scikit-learn takes ~1-3 s to import
 
     n_terms = int(n_terms if n_terms is not None else (int(block.indices.max()) + 1 if len(block.indices) else 1))
     X, cols = _train_matrix(block, n_terms, scratch)
@@ -290,7 +295,7 @@ def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_
         coef = np.asarray(X[y == 1].mean(axis=0)).ravel() if (y == 1).any() else np.zeros(X.shape[1])
         b = 0.0
     else:
-        from sklearn import config_context
+        from sklearn import config_context  # lazy, as above
 
         model = LogisticRegression(C=C, class_weight=class_weight, solver="liblinear", random_state=random_state,
                                    max_iter=1000)
@@ -549,8 +554,6 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     """Rows of the fractional collection: the first ``fraction`` of the canonical passages in the
     seeded random order of :func:`qrelkit.pooler.fractional.fractional_ids` (the same passages as
     ``qrelkit pool fractional`` with the same classes, fraction and seed)."""
-    from qrelkit.pooler.fractional import fractional_ids
-
     canon = candidate_rows(features)
     ids = features.pids if canon is None else features.pids.take(pa.array(canon))
     kept = fractional_ids(ids, fraction, seed)

@@ -1,4 +1,4 @@
-"""numba helpers shared by the compiled kernels."""
+"""numba helpers shared by the compiled kernels (cal features and the CAL loop)."""
 
 from __future__ import annotations
 
