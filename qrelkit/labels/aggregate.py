@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Sequence
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
-from qrelkit.io.runs import qid_order
 
 FALLBACKS = ("original", "lowest", "highest", "not-relevant", "relevant", "drop")
 FINAL_FALLBACKS = ("lowest", "highest", "not-relevant", "relevant", "drop")
@@ -289,7 +290,7 @@ def agreement(
     and a table with one row per assessor pair (items judged by both, Cohen's kappa unweighted and
     linearly weighted, and binary).
     """
-    import krippendorff
+    # lazy: scikit-learn and statsmodels take seconds to import
     from sklearn.metrics import cohen_kappa_score
     from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 

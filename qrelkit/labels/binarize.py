@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 
@@ -20,8 +21,6 @@ from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 def scheme_grades(name: str | Sequence[int], config: Any = None) -> list[int]:
     """The relevant grades of scheme ``name``: ``passage``, ``document``, a name from
     ``[labels.schemes]``, ``"2,3"``, ``">=2"`` (on the config's scale) or a list of ints."""
-    from qrelkit.config import load_config
-
     cfg = config if config is not None else load_config(None)
     if not isinstance(name, str):
         return sorted({int(g) for g in name})

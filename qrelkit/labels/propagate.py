@@ -23,9 +23,11 @@ whose passages disagree (different grades).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+import krippendorff
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -33,8 +35,10 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
+from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
-from qrelkit.io.runs import qid_order
+from qrelkit.io.tables import read_table
 
 RULES = ("max", "min", "median_high")
 
@@ -70,6 +74,7 @@ def expand_qrels(qrels: pa.Table, classes: pa.Table | None, *, relevant_at: int 
     >>> expand_qrels(qrels, classes).qrels.to_pydict()
     {'qid': ['1', '1', '1'], 'docid': ['p1', 'p2', 'p3'], 'rel': [2, 2, 0]}
     """
+    # lazy: importing qrelkit.dedupe compiles/loads its numba kernels (~0.5 s), and evaluate/ imports this module
     from qrelkit.dedupe.apply import expand_qrels as _expand
 
     q = qrels.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA)
@@ -126,8 +131,6 @@ def passage_document_map(
         doc = pc.list_element(parts, 0)
         return pa.table({"pid": want, "docid": doc})
     if corpus is not None:
-        from qrelkit.io.corpus import iter_corpus
-
         chunks = []
         for chunk in iter_corpus(corpus):
             t = chunk.select(["pid", "docid"])
@@ -145,8 +148,6 @@ def passage_document_map(
         t = mapping
         src = "<mapping>"
     else:
-        from qrelkit.io.tables import read_table
-
         t = read_table(mapping)
         src = str(mapping)
     names = t.column_names
@@ -286,10 +287,7 @@ def compare_labels(a: pa.Table, b: pa.Table, *, relevant: Iterable[int] | None =
     Cohen's kappa (unweighted and linear; scikit-learn), Krippendorff's alpha (ordinal;
     ``krippendorff``), and the same on binary labels when ``relevant`` grades are given. Returns
     the summary and the confusion table (``grade_a, grade_b, count``)."""
-    import warnings
-
-    import krippendorff
-    from sklearn.metrics import cohen_kappa_score
+    from sklearn.metrics import cohen_kappa_score  # lazy: scikit-learn takes seconds to import
 
     da = judged(a.select(["qid", "docid", "rel"])).to_pandas()
     db = judged(b.select(["qid", "docid", "rel"])).to_pandas()

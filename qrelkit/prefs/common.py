@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
-from qrelkit.io.runs import qid_order
+from qrelkit.io.order import qid_order
 
 #: Name of the "perfect run" (a known relevant passage, the qrel, at rank 1) in win-ratio tables
 #: and leaderboards.

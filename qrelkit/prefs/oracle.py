@@ -30,8 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
+from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 from qrelkit.prefs.common import rng_for, unit_hash
-from qrelkit.prefs.tasks import ANSWER_COLUMNS, _issue_no, base_task, normalize_tasks
+from qrelkit.prefs.tasks import ANSWER_COLUMNS, issue_number, base_task, normalize_tasks
 
 TIES = ("latent", "random")
 FAILING_MODES = ("random", "inverted")
@@ -81,7 +82,7 @@ def simulate_answers(
 
     load = {w: 0 for w in names}
     ids = list(dict.fromkeys(t["task_id"]))
-    ids.sort(key=lambda x: (base_task(x), _issue_no(x)))
+    ids.sort(key=lambda x: (base_task(x), issue_number(x)))
     groups = {k: g for k, g in t.groupby("task_id", sort=False)}
     out = []
     for tid in ids:
@@ -125,8 +126,6 @@ def sparsify_qrels(qrels: pa.Table, *, per_topic: int = 1, min_rel: int = 1, bes
     passages drawn at random (seeded per topic) among those with grade >= ``min_rel`` (with
     ``best``, among those with the topic's highest grade), keeping their grades. Topics without
     such a passage are left out."""
-    from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
-
     if per_topic < 1:
         raise InputError("bad-option", f"per topic must be >= 1, got {per_topic}")
     df = qrels.filter(pc.greater_equal(qrels["rel"], min_rel)).to_pandas()

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ir_measures
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
+from qrelkit.evaluate import evaluate, leaderboard_correlation, per_query_matrix
+from qrelkit.io.atomic import atomic_path
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT, stable_int
@@ -89,7 +92,7 @@ def expand_to_classes(qrels: pa.Table, classes: pa.Table | None) -> pa.Table:
 def confidence_interval(values: np.ndarray, *, method: str = "t", level: float = 0.95, n_resamples: int = 10000,
                         seed: int = 0, key: str = "") -> tuple[float, float]:
     """The ``method`` interval of the mean of ``values`` (module documentation)."""
-    from scipy import stats
+    from scipy import stats  # lazy: scipy.stats takes ~1-2 s to import
 
     x = np.asarray(values, float)
     x = x[~np.isnan(x)]
@@ -110,8 +113,6 @@ def confidence_interval(values: np.ndarray, *, method: str = "t", level: float =
 
 
 def _cutoff(measure: str) -> int | None:
-    import ir_measures
-
     try:
         m = ir_measures.parse_measure(measure)
     except (ValueError, NameError, SyntaxError, TypeError) as exc:
@@ -143,8 +144,6 @@ def rescore(
     seed: int = 0,
 ) -> Rescored:
     """MRR@10 of every run on preference vs original qrels, intervals and tau (module doc)."""
-    from qrelkit.evaluate import evaluate, leaderboard_correlation, per_query_matrix
-
     if ci not in CI_METHODS:
         raise InputError("bad-option", f"confidence interval must be one of {', '.join(CI_METHODS)}, got {ci!r}")
     if not 0 < level < 1:
@@ -217,12 +216,10 @@ def plot_rescore(res: Rescored, path, *, title: str | None = None) -> None:
     """Figure 5 of the paper: MRR@10 on preference vs original qrels (one point per run, the
     perfect run's preference score as a dashed line), then both leaderboards with confidence
     intervals, runs in the original order. PNG without a timestamp."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is slow to import and needs its backend chosen first
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from qrelkit.io.atomic import atomic_path
 
     b = res.leaderboard
     real = b[~b["perfect"]]

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
+from qrelkit.evaluate.duplicates import deduped_runs
 from qrelkit.io.classes import map_to_classes
 from qrelkit.prefs.common import ordered, pair_id, read_frame, sort_frame
 from qrelkit.prefs.pairs import PAIR_COLUMNS, PAIR_SCHEMA
@@ -44,8 +45,6 @@ def single_ranker_pairs(runs: pa.Table, qrels: pa.Table, run: str, *, min_rel: i
     if t.num_rows == 0:
         raise InputError("unknown-run", f"no run named {run!r} (runs: {', '.join(sorted(set(runs['run'].to_pylist()))[:10])})")
     if classes is not None:
-        from qrelkit.evaluate.duplicates import deduped_runs
-
         t = deduped_runs(t, classes)
     t = t.filter(pc.less_equal(t["rank"], 2))
     ranked: dict[str, dict[int, str]] = {}

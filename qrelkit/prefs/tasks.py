@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.io import tables
-from qrelkit.io.runs import qid_order
+from qrelkit.io.order import qid_order
 from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, read_frame, rng_for, sort_frame
 
 TASK_SCHEMA = pa.schema([
@@ -81,7 +81,9 @@ def base_task(task_id: str) -> str:
     return re.sub(r"(\.r\d+)+$", "", str(task_id))
 
 
-def _issue_no(task_id: str) -> int:
+def issue_number(task_id: str) -> int:
+    """Which issue of its base task a task id is: ``k`` for a reissue ``<base>.r<k>``, 0 for the
+    original task."""
     m = re.search(r"\.r(\d+)$", str(task_id))
     return int(m.group(1)) if m else 0
 
@@ -261,7 +263,7 @@ def reissue_tasks(tasks: pd.DataFrame, reissue: pd.DataFrame, *, exclude_workers
     last: dict[str, int] = {}
     for t in tasks["task_id"].unique():
         b = base_task(t)
-        last[b] = max(last.get(b, 0), _issue_no(t))
+        last[b] = max(last.get(b, 0), issue_number(t))
     by_task = {t: g for t, g in tasks.groupby("task_id", sort=False)}
     rows: list[dict] = []
     texts: dict[str, tuple[str, None]] = {}
@@ -400,7 +402,7 @@ def agreement(judgments: pd.DataFrame) -> dict:
     out["judgments_per_pair"] = modal
     out["fleiss_pairs"] = int(sel.sum())
     try:
-        from statsmodels.stats.inter_rater import fleiss_kappa
+        from statsmodels.stats.inter_rater import fleiss_kappa  # lazy: statsmodels takes ~2 s to import
 
         table = np.column_stack([a[sel], b[sel]])
         k = float(fleiss_kappa(table, method="fleiss"))
@@ -437,7 +439,7 @@ def screen_answers(answers: pd.DataFrame, tasks: pd.DataFrame, *, assignments: i
     covered = done[done["complete"]].groupby("base").size()
     re_rows = []
     latest = tasks.drop_duplicates("task_id")[["task_id"]].assign(base=lambda d: d["task_id"].map(base_task))
-    latest = latest.assign(_k=latest["task_id"].map(_issue_no)).sort_values(["base", "_k"], kind="stable")
+    latest = latest.assign(_k=latest["task_id"].map(issue_number)).sort_values(["base", "_k"], kind="stable")
     answered_by = answers.groupby("task_id")["worker"].agg(lambda s: sorted(set(s)))
     for b, g in latest.groupby("base", sort=True):
         if int(covered.get(b, 0)) >= assignments:

@@ -52,9 +52,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
-from qrelkit.io.runs import qid_order
 from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, read_frame, sort_frame
+from qrelkit.prefs.pairs import PAIR_COLUMNS
 from qrelkit.prefs.tasks import read_judgments
 
 OUTCOMES = ("single-item", "winner", "cycle", "unresolved", "unjudged", "unchanged")
@@ -190,8 +191,6 @@ def _run(topics: dict[str, list[str]], original: dict[str, list[str]], outcomes:
                     pend_rows.append((q, pair_id(q, x, y), x, y, "pending", x in orig, y in orig, [], []))
     log = pd.DataFrame(log_rows, columns=LOG_SCHEMA.names)
     per_query = pd.DataFrame(q_rows, columns=QUERY_SCHEMA.names)
-    from qrelkit.prefs.pairs import PAIR_COLUMNS
-
     pending = pd.DataFrame(pend_rows, columns=PAIR_COLUMNS)
     qr = pa.table({"qid": pa.array([q for q, _ in qrel_rows], pa.string()),
                    "docid": pa.array([d for _, d in qrel_rows], pa.string()),

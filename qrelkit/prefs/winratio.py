@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.evaluate.compare import correct
+from qrelkit.io.atomic import atomic_path
 from qrelkit.prefs.common import PERFECT, ordered, pool_items, run_tops
 from qrelkit.prefs.tournament import pair_outcomes
 
@@ -47,9 +49,7 @@ def win_ratios_from_tops(tops: pd.DataFrame, outcomes: pd.DataFrame, *, alpha: f
                          correction: str = "bonferroni", order: Sequence[str] | None = None) -> WinRatios:
     """Win ratios from each run's top passage per topic (``run, qid, docid``) and pair outcomes
     (``qid, doc_a, doc_b, winner``)."""
-    from scipy.stats import binomtest
-
-    from qrelkit.evaluate.compare import correct
+    from scipy.stats import binomtest  # lazy: scipy.stats takes ~1-2 s to import
 
     runs = list(order) if order is not None else sorted(set(tops["run"]), key=lambda r: (r != PERFECT, r))
     missing = set(tops["run"]) - set(runs)
@@ -117,12 +117,10 @@ def matrix_table(wr: WinRatios) -> pd.DataFrame:
 def plot_heatmap(wr: WinRatios, path, *, title: str | None = None) -> None:
     """Heatmap of the win-ratio matrix (column over row), significant cells in bold, wins per run
     under each column (matplotlib, Agg; PNG without a timestamp so equal inputs give equal bytes)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is slow to import and needs its backend chosen first
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from qrelkit.io.atomic import atomic_path
 
     runs = wr.runs
     n = len(runs)
