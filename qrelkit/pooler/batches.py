@@ -23,7 +23,6 @@ items of a batch in their own seeded random order.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Sequence
@@ -33,17 +32,13 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, parse_grade, sort_qrels
 from qrelkit.io.tables import first_row_line, read_frame
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
 JUDGMENT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
-
-
-def _stable_int(*parts: object) -> int:
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "little")
 
 
 def assessor_names(assessors: int | Sequence[str]) -> list[str]:
@@ -103,7 +98,7 @@ def make_batches(
     out = []
     for (bid, qid), items in df.groupby(["batch_id", "qid"], sort=False):
         for a in topic_assessors[qid]:
-            rng = np.random.default_rng([seed, _stable_int("batch", bid, a)])
+            rng = np.random.default_rng([seed, stable_int("batch", bid, a)])
             perm = rng.permutation(len(items))
             shown = items.iloc[perm]
             out.append(

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
+from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
 
 #: Name of the "perfect run" (a known relevant passage, the qrel, at rank 1) in win-ratio tables
@@ -20,12 +21,6 @@ from qrelkit.io.order import qid_order
 PERFECT = "perfect"
 
 STR_LIST = pa.list_(pa.string())
-
-
-def stable_int(*parts: object) -> int:
-    """A 64-bit integer from ``parts`` (SHA-256): the same on every machine and Python run."""
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "little")
 
 
 def rng_for(seed: int, *parts: object) -> np.random.Generator:
@@ -147,5 +142,6 @@ def run_tops(items: pd.DataFrame, *, perfect: str | None = PERFECT) -> pd.DataFr
     return tops.reset_index(drop=True)
 
 
-def read_frame(table: pa.Table | pd.DataFrame) -> pd.DataFrame:
+def as_frame(table: pa.Table | pd.DataFrame) -> pd.DataFrame:
+    """``table`` as a pandas frame (a frame is returned as it is, not copied)."""
     return table if isinstance(table, pd.DataFrame) else table.to_pandas()

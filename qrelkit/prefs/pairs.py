@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
-from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, read_frame, sort_frame
+from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, as_frame, sort_frame
 
 PAIR_SCHEMA = pa.schema([
     ("qid", pa.string()), ("pair_id", pa.string()), ("doc_a", pa.string()), ("doc_b", pa.string()),
@@ -83,7 +83,7 @@ def pool_pairs(pool: pa.Table, *, classes: pa.Table | None = None) -> pd.DataFra
 def _judged_keys(judged: pd.DataFrame | pa.Table | None) -> set[tuple[str, str, str]]:
     if judged is None:
         return set()
-    df = read_frame(judged)
+    df = as_frame(judged)
     out = set()
     for q, a, b in zip(df["qid"].astype(str), df["doc_a"].astype(str), df["doc_b"].astype(str)):
         out.add((q, *ordered(a, b)))

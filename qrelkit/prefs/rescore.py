@@ -38,9 +38,10 @@ import pyarrow.compute as pc
 from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate, leaderboard_correlation, per_query_matrix
 from qrelkit.io.atomic import atomic_path
+from qrelkit.io.keys import stable_int
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
-from qrelkit.prefs.common import PERFECT, stable_int
+from qrelkit.prefs.common import PERFECT
 
 CI_METHODS = ("t", "bootstrap")
 BOARD_COLUMNS = ["run", "perfect", "mrr_original", "ci_original_low", "ci_original_high", "rank_original", "mrr_prefs",

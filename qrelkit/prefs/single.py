@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from qrelkit.errors import InputError
 from qrelkit.evaluate.duplicates import deduped_runs
 from qrelkit.io.classes import map_to_classes
-from qrelkit.prefs.common import ordered, pair_id, read_frame, sort_frame
+from qrelkit.prefs.common import ordered, pair_id, as_frame, sort_frame
 from qrelkit.prefs.pairs import PAIR_COLUMNS, PAIR_SCHEMA
 from qrelkit.prefs.tournament import pair_outcomes
 
@@ -94,7 +94,7 @@ def single_ranker_pairs(runs: pa.Table, qrels: pa.Table, run: str, *, min_rel: i
 def single_ranker_outcomes(pairs: pd.DataFrame | pa.Table, judgments: pd.DataFrame | pa.Table) -> pd.DataFrame:
     """Per category: pairs, decided pairs, how often the top passage / the other passage was
     preferred, and the share of decided pairs where the top passage won."""
-    p = read_frame(pairs)
+    p = as_frame(pairs)
     o = pair_outcomes(judgments)
     m = p.merge(o[["qid", "doc_a", "doc_b", "winner"]], on=["qid", "doc_a", "doc_b"], how="left")
     rows = []

@@ -55,7 +55,7 @@ import pyarrow as pa
 from qrelkit.errors import InputError
 from qrelkit.io import tables
 from qrelkit.io.order import qid_order
-from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, read_frame, rng_for, sort_frame
+from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, as_frame, rng_for, sort_frame
 
 TASK_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("slot", pa.int32()), ("qid", pa.string()), ("query", pa.string()),
@@ -174,7 +174,7 @@ def make_tasks(
         raise InputError("bad-option", f"pairs per task must be >= 1, got {pairs_per_task}")
     if test_pairs < 0:
         raise InputError("bad-option", f"test pairs must be >= 0, got {test_pairs}")
-    df = read_frame(pairs)
+    df = as_frame(pairs)
     need_columns(df, ["qid", "doc_a", "doc_b"], "pairs table")
     real = pd.DataFrame({"qid": df["qid"].astype(str), "doc_a": df["doc_a"].astype(str), "doc_b": df["doc_b"].astype(str)})
     ab = [ordered(a, b) for a, b in zip(real["doc_a"], real["doc_b"])]
@@ -235,7 +235,7 @@ def task_summary(tasks: pd.DataFrame) -> dict:
 
 def normalize_tasks(tasks: pd.DataFrame | pa.Table, file: str | None = None) -> pd.DataFrame:
     """A task table read back (Parquet, or CSV with lists as text) in :data:`TASK_SCHEMA` types."""
-    df = read_frame(tasks).copy()
+    df = as_frame(tasks).copy()
     need_columns(df, ["task_id", "slot", "qid", "kind", "pair_id", "doc_a", "doc_b", "left_docid", "right_docid",
                       "expected"], "task table", file)
     for c in TASK_SCHEMA.names:
@@ -492,7 +492,7 @@ def import_answers(
 def read_judgments(table: pd.DataFrame | pa.Table, file: str | None = None) -> pd.DataFrame:
     """Preference judgments ``qid, doc_a, doc_b, winner`` (plus anything else) as strings, with
     doc_a < doc_b and ``pair_id`` filled in. Rule ``bad-winner``: the winner is neither passage."""
-    df = read_frame(table).copy()
+    df = as_frame(table).copy()
     need_columns(df, ["qid", "doc_a", "doc_b", "winner"], "judgments table", file)
     for c in ("qid", "doc_a", "doc_b", "winner"):
         df[c] = df[c].astype(str)

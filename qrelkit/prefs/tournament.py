@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
-from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, read_frame, sort_frame
+from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, as_frame, sort_frame
 from qrelkit.prefs.pairs import PAIR_COLUMNS
 from qrelkit.prefs.tasks import read_judgments
 
@@ -248,7 +248,7 @@ def tournament(judgments: pd.DataFrame | pa.Table, pool: pa.Table | None = None,
     if pool is not None:
         it = pool_items(pool, classes)
     elif items is not None:
-        it = read_frame(items).copy()
+        it = as_frame(items).copy()
         if "in_qrels" not in it.columns:
             it["in_qrels"] = False
     else:
@@ -268,7 +268,7 @@ def update_best(judgments: pd.DataFrame | pa.Table, pairs: pd.DataFrame | pa.Tab
     """Maintenance: new best answers after a round of new-vs-best pairs (module documentation).
     ``pairs``: the maintenance round's pairs; ``best``: the current preference qrels."""
     outcomes = pair_outcomes(judgments)
-    p = read_frame(pairs)
+    p = as_frame(pairs)
     b = best.filter(pa.compute.greater(best["rel"], 0)) if "rel" in best.column_names else best
     cur: dict[str, list[str]] = {}
     for q, d in zip(b["qid"].to_pylist(), b["docid"].to_pylist()):
