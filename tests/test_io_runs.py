@@ -378,3 +378,30 @@ def test_multi_run_parquet_from_canonicalize(tmp_path):
     rs = read_runs(out)
     assert rs.runs == ["a", "b"]
     assert rs.table.equals(read_runs([tmp_path / "a.run", tmp_path / "b.run"]).table)
+
+
+def test_ground_floor_kernels_examples_run():
+    """The examples in the docstrings of the shared kernels (io.order, io.keys, io.qrels.parse_grade)."""
+    import doctest
+
+    import qrelkit.io.keys
+    import qrelkit.io.order
+    import qrelkit.io.qrels
+
+    for mod in (qrelkit.io.order, qrelkit.io.keys):
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.attempted and not res.failed, mod.__name__
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner()
+    for t in finder.find(qrelkit.io.qrels.parse_grade, "parse_grade", globs={"parse_grade": qrelkit.io.qrels.parse_grade}):
+        runner.run(t)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def test_block_ranks_are_block_positions_plus_one():
+    from qrelkit.io.order import block_positions, block_ranks
+
+    g = np.array([3, 3, 1, 1, 1, 3, 0])
+    assert block_positions(g).tolist() == [0, 1, 0, 1, 2, 0, 0] and block_positions(g).dtype == np.int64
+    assert block_ranks(g).tolist() == [1, 2, 1, 2, 3, 1, 1] and block_ranks(g).dtype == np.int32
+    assert block_ranks(np.zeros(0, np.int32)).dtype == np.int32 and len(block_positions(np.zeros(0))) == 0
