@@ -423,11 +423,7 @@ def simulate_campaign(
     a = _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed, subtasks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-
-    def report(step: str, frac: float) -> None:
-        if progress is not None:
-            progress(step, float(frac))
-
+    report = _reporter(progress)
     root = np.random.default_rng(seed)
     (rng_docs, rng_cls, rng_tok, rng_topic, rng_copy, rng_runs, rng_qrels, rng_fill) = root.spawn(8)
 
@@ -466,6 +462,14 @@ def simulate_campaign(
 
 
 # --------------------------------------------------------------------------- stages: arguments, corpus
+
+
+def _reporter(progress: Callable[[str, float], None] | None) -> Callable[[str, float], None]:
+    def report(step: str, frac: float) -> None:
+        if progress is not None:
+            progress(step, float(frac))
+
+    return report
 
 
 def _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed,
