@@ -312,6 +312,54 @@ def simulate_cal(
 
     t_start = time.perf_counter()
     rules = dict(rules or {})
+    cr, init, no_relevant = _cal_setup(features, topics, qrels, threads=threads, params=params, initial=initial,
+                                       rules=rules, stop_when=stop_when, max_effort=max_effort,
+                                       until_recall=until_recall, until_effort_r=until_effort_r, budget=budget,
+                                       fraction_ids=fraction_ids, unjudged=unjudged, error_rate=error_rate,
+                                       scale=scale, qrels_file=qrels_file)
+    out = _Outputs()
+    for qid, text in zip(topics["qid"].astype(str), topics["text"].astype(str)):
+        if progress is not None:
+            progress(qid)
+        log = _topic_log(init, qid, cr.rel_set)
+        ths = _start_threads(cr, qid, text, log)
+        rng_err = np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 7]))
+        while True:
+            active = [th for th in ths if not th.stopped]
+            if not active:
+                break
+            for th in active:
+                _advance(cr, th, ths, log, qid, rng_err)
+        out.add_topic(qid, ths, log, rules)
+    return out.result(features, cr, no_relevant, params, unjudged=unjudged, error_rate=error_rate,
+                      seconds=time.perf_counter() - t_start)
+
+
+@dataclass
+class _CalRun:
+    """The settings every topic of :func:`simulate_cal` shares."""
+
+    features: Features
+    oracle: "Oracle"
+    params: CalParams
+    threads: list[str]
+    cand: dict  # thread -> candidate rows (None: all)
+    masks: dict  # thread -> candidate mask (None: all)
+    rules: dict
+    stop_when: str | None
+    max_effort: int
+    until_recall: float
+    until_effort_r: float
+    budget: int | None
+    rel_set: set
+    target_size: int
+
+
+def _cal_setup(features: Features, topics: pd.DataFrame, qrels: pa.Table, *, threads, params, initial, rules,
+               stop_when, max_effort, until_recall, until_effort_r, budget, fraction_ids, unjudged, error_rate, scale,
+               qrels_file) -> tuple[_CalRun, pd.DataFrame | None, list[str]]:
+    """Check the options; the oracle, the threads' candidates, the initial judgments and the
+    topics without a relevant passage."""
     if stop_when is not None and stop_when not in rules:
         raise InputError("bad-option", f"stop_when rule {stop_when!r} is not among the rules ({', '.join(rules) or 'none'})")
     threads = [t for t in THREADS if t in set(threads)]
@@ -338,150 +386,183 @@ def simulate_cal(
     topic_ids = topics["qid"].astype(str).tolist()
     no_relevant = topics_without_relevant({q: oracle.topic_truth(q).values() for q in topic_ids}, topic_ids, rel_set,
                                           file=qrels_file)
+    cr = _CalRun(features=features, oracle=oracle, params=params, threads=threads, cand=cand, masks=masks, rules=rules,
+                 stop_when=stop_when, max_effort=max_effort, until_recall=until_recall, until_effort_r=until_effort_r,
+                 budget=budget, rel_set=rel_set, target_size=target_size)
+    return cr, init, no_relevant
 
-    logs, summaries, rule_rows, curves = [], [], [], []
-    for qid, text in zip(topics["qid"].astype(str), topics["text"].astype(str)):
-        if progress is not None:
-            progress(qid)
-        truth = oracle.topic_truth(qid)
-        rel_rows = np.array([r for r, g in truth.items() if g in rel_set], np.int64)
-        # the topic's judgment log
-        L_row: list[int] = []
-        L_grade: list[float] = []
-        L_thread: list[str] = []
-        L_iter: list[int] = []
-        L_score: list[float] = []
-        first_log: dict[int, int] = {}  # row -> its log entry
-        if init is not None:
-            ti = init[init["qid"] == qid]
-            for r, g in zip(ti["row"].tolist(), ti["grade"].tolist()):
-                if r in first_log:
-                    continue
-                first_log[int(r)] = len(L_row)
-                L_row.append(int(r))
-                L_grade.append(float(g))
-                L_thread.append("")
-                L_iter.append(0)
-                L_score.append(np.nan)
-        ths: list[_Thread] = []
-        samples: dict[str, tuple] = {}
-        for t in threads:
-            m = masks[t]
-            rel_t = rel_rows if m is None or not len(rel_rows) else rel_rows[m[rel_rows]]
-            rk = CalRanker(features, text, topic=qid, thread=t, candidates=cand[t], params=params)
-            th = _Thread(name=t, ranker=rk, cand_mask=m, R=int(len(rel_t)),
-                         collection_size=int(m.sum()) if m is not None else features.n_rows,
-                         truly_relevant=frozenset(rel_t.tolist()))
-            if target_size:
-                key = "fraction" if t == "fractional" else "base"
-                if key not in samples:
-                    samples[key] = _target_sample(features, cand[t], oracle, qid, target_size, params.seed, rel_set,
-                                                  np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 11])))
-                th.sample, th.sample_cost = samples[key]
-            for i, r in enumerate(L_row):
-                if m is None or m[r]:
-                    th.view.append(i)
-            if th.view:
-                th.batch_ends.append(len(th.view))
-            ths.append(th)
 
-        def label_ok(i: int) -> bool:
-            return not np.isnan(L_grade[i])
+@dataclass
+class _Log:
+    """A topic's judgment log: one entry per judged passage (row, grade, thread, iteration,
+    score); ``first`` maps a row to its entry."""
 
-        def is_rel(i: int) -> bool:
-            return label_ok(i) and int(L_grade[i]) in rel_set
+    rel_set: set
+    row: list[int] = field(default_factory=list)
+    grade: list[float] = field(default_factory=list)
+    thread: list[str] = field(default_factory=list)
+    iteration: list[int] = field(default_factory=list)
+    score: list[float] = field(default_factory=list)
+    first: dict[int, int] = field(default_factory=dict)
 
-        rng_err = np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 7]))
-        while True:
-            active = [th for th in ths if not th.stopped]
-            if not active:
-                break
-            for th in active:
-                if rules and th.evaluated != len(th.view):  # the view changed since the rules last looked
-                    _apply_rules(th, rules, L_row, L_grade, is_rel, label_ok, features, budget)
-                    th.evaluated = len(th.view)
-                    if stop_when is not None and stop_when in th.fired:
-                        th.stopped = f"rule:{stop_when}"
-                        continue
-                if len(th.view) >= max_effort:
-                    th.stopped = "max-effort"
-                    continue
-                th.iteration += 1
-                k = min(batch_size(params, th.name, th.iteration), max_effort - len(th.view))
-                own = np.array([L_row[i] for i in th.view], np.int64)
-                vis = [i for i in th.view if label_ok(i)]
-                train_rows = np.array([L_row[i] for i in vis], np.int64)
-                train_rel = np.array([is_rel(i) for i in vis], bool)
-                known = np.array(sorted(set(first_log) - set(own.tolist())), np.int64)
-                b = th.ranker.next_batch(train_rows, train_rel, own, k, th.iteration, known_rows=known)
-                if len(b.rows) == 0 or not b.new.any():
-                    th.stopped = "exhausted"
-                    continue
-                new_rows = b.rows[b.new]
-                g = oracle.grades(qid, new_rows, rng=rng_err)
-                grade_of = dict(zip(new_rows.tolist(), g.tolist()))
-                for r, s_, is_new in zip(b.rows.tolist(), b.scores.tolist(), b.new.tolist()):
-                    if is_new:
-                        first_log[r] = len(L_row)
-                        L_row.append(int(r))
-                        L_grade.append(grade_of[r])
-                        L_thread.append(th.name)
-                        L_iter.append(th.iteration)
-                        L_score.append(float(s_))
-                        for other in ths:  # a new judgment enters this thread's view and the all thread's
-                            if other is not th and other.name == "all" and (other.cand_mask is None or other.cand_mask[r]):
-                                other.view.append(first_log[r])
-                    th.view.append(first_log[r])  # new or encountered
-                    th.cost += int(is_new)
-                th.batch_ends.append(len(th.view))
-                for o in ths:
-                    if o is not th and o.name == "all" and (not o.batch_ends or o.batch_ends[-1] != len(o.view)):
-                        o.batch_ends.append(len(o.view))
-                _apply_rules(th, rules, L_row, L_grade, is_rel, label_ok, features, budget)
-                th.evaluated = len(th.view)
-                recall = th.found(L_row) / th.R if th.R else 1.0
-                if stop_when is not None:
-                    if stop_when in th.fired:
-                        th.stopped = f"rule:{stop_when}"
-                elif len(th.fired) == len(rules) and recall >= until_recall and len(th.view) >= until_effort_r * th.R:
-                    th.stopped = "recall-reached" if th.R else "no-relevant"  # R = 0: no recall to reach
-        # results for the topic
+    def add(self, row: int, grade: float, thread: str, iteration: int, score: float) -> None:
+        self.first[row] = len(self.row)
+        self.row.append(row)
+        self.grade.append(grade)
+        self.thread.append(thread)
+        self.iteration.append(iteration)
+        self.score.append(score)
+
+    def label_ok(self, i: int) -> bool:
+        return not np.isnan(self.grade[i])
+
+    def is_rel(self, i: int) -> bool:
+        return self.label_ok(i) and int(self.grade[i]) in self.rel_set
+
+
+def _topic_log(init: pd.DataFrame | None, qid: str, rel_set: set) -> _Log:
+    """The topic's log, started with its initial judgments."""
+    log = _Log(rel_set=rel_set)
+    if init is not None:
+        ti = init[init["qid"] == qid]
+        for r, g in zip(ti["row"].tolist(), ti["grade"].tolist()):
+            if r in log.first:
+                continue
+            log.add(int(r), float(g), "", 0, np.nan)
+    return log
+
+
+def _start_threads(cr: _CalRun, qid: str, text: str, log: _Log) -> list[_Thread]:
+    """The topic's threads, each seeing the initial judgments inside its collection."""
+    features, params = cr.features, cr.params
+    truth = cr.oracle.topic_truth(qid)
+    rel_rows = np.array([r for r, g in truth.items() if g in cr.rel_set], np.int64)
+    ths: list[_Thread] = []
+    samples: dict[str, tuple] = {}
+    for t in cr.threads:
+        m = cr.masks[t]
+        rel_t = rel_rows if m is None or not len(rel_rows) else rel_rows[m[rel_rows]]
+        rk = CalRanker(features, text, topic=qid, thread=t, candidates=cr.cand[t], params=params)
+        th = _Thread(name=t, ranker=rk, cand_mask=m, R=int(len(rel_t)),
+                     collection_size=int(m.sum()) if m is not None else features.n_rows,
+                     truly_relevant=frozenset(rel_t.tolist()))
+        if cr.target_size:
+            key = "fraction" if t == "fractional" else "base"
+            if key not in samples:
+                samples[key] = _target_sample(features, cr.cand[t], cr.oracle, qid, cr.target_size, params.seed,
+                                              cr.rel_set,
+                                              np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 11])))
+            th.sample, th.sample_cost = samples[key]
+        for i, r in enumerate(log.row):
+            if m is None or m[r]:
+                th.view.append(i)
+        if th.view:
+            th.batch_ends.append(len(th.view))
+        ths.append(th)
+    return ths
+
+
+def _advance(cr: _CalRun, th: _Thread, ths: list[_Thread], log: _Log, qid: str, rng_err: np.random.Generator) -> None:
+    """One step of an active thread: consult the rules, stop it, or judge its next batch."""
+    rules, stop_when, max_effort = cr.rules, cr.stop_when, cr.max_effort
+    if rules and th.evaluated != len(th.view):  # the view changed since the rules last looked
+        _apply_rules(th, rules, log.row, log.grade, log.is_rel, log.label_ok, cr.features, cr.budget)
+        th.evaluated = len(th.view)
+        if stop_when is not None and stop_when in th.fired:
+            th.stopped = f"rule:{stop_when}"
+            return
+    if len(th.view) >= max_effort:
+        th.stopped = "max-effort"
+        return
+    th.iteration += 1
+    k = min(batch_size(cr.params, th.name, th.iteration), max_effort - len(th.view))
+    own = np.array([log.row[i] for i in th.view], np.int64)
+    vis = [i for i in th.view if log.label_ok(i)]
+    train_rows = np.array([log.row[i] for i in vis], np.int64)
+    train_rel = np.array([log.is_rel(i) for i in vis], bool)
+    known = np.array(sorted(set(log.first) - set(own.tolist())), np.int64)
+    b = th.ranker.next_batch(train_rows, train_rel, own, k, th.iteration, known_rows=known)
+    if len(b.rows) == 0 or not b.new.any():
+        th.stopped = "exhausted"
+        return
+    new_rows = b.rows[b.new]
+    g = cr.oracle.grades(qid, new_rows, rng=rng_err)
+    grade_of = dict(zip(new_rows.tolist(), g.tolist()))
+    for r, s_, is_new in zip(b.rows.tolist(), b.scores.tolist(), b.new.tolist()):
+        if is_new:
+            log.add(int(r), grade_of[r], th.name, th.iteration, float(s_))
+            for other in ths:  # a new judgment enters this thread's view and the all thread's
+                if other is not th and other.name == "all" and (other.cand_mask is None or other.cand_mask[r]):
+                    other.view.append(log.first[r])
+        th.view.append(log.first[r])  # new or encountered
+        th.cost += int(is_new)
+    th.batch_ends.append(len(th.view))
+    for o in ths:
+        if o is not th and o.name == "all" and (not o.batch_ends or o.batch_ends[-1] != len(o.view)):
+            o.batch_ends.append(len(o.view))
+    _apply_rules(th, rules, log.row, log.grade, log.is_rel, log.label_ok, cr.features, cr.budget)
+    th.evaluated = len(th.view)
+    recall = th.found(log.row) / th.R if th.R else 1.0
+    if stop_when is not None:
+        if stop_when in th.fired:
+            th.stopped = f"rule:{stop_when}"
+    elif len(th.fired) == len(rules) and recall >= cr.until_recall and len(th.view) >= cr.until_effort_r * th.R:
+        th.stopped = "recall-reached" if th.R else "no-relevant"  # R = 0: no recall to reach
+
+
+@dataclass
+class _Outputs:
+    """The rows of the result tables, topic by topic."""
+
+    logs: list = field(default_factory=list)
+    summaries: list = field(default_factory=list)
+    rule_rows: list = field(default_factory=list)
+    curves: list = field(default_factory=list)
+
+    def add_topic(self, qid: str, ths: list[_Thread], log: _Log, rules: Mapping[str, Any]) -> None:
         for th in ths:
             order = [i for i in th.view]
-            rel_seq = np.array([L_row[i] in th.truly_relevant for i in order], bool)
-            summaries.append(_summary_row(qid, th, rel_seq))
+            rel_seq = np.array([log.row[i] in th.truly_relevant for i in order], bool)
+            self.summaries.append(_summary_row(qid, th, rel_seq))
             for name in rules:
                 f = th.fired.get(name)
-                rule_rows.append({"qid": qid, "thread": th.name, "rule": name, "fired": f is not None,
-                                  "action": f["action"] if f else "continue", "reason": f["reason"] if f else "",
-                                  "effort": f["effort"] if f else None, "found": f["found"] if f else None,
-                                  "recall": f["recall"] if f else None})
+                self.rule_rows.append({"qid": qid, "thread": th.name, "rule": name, "fired": f is not None,
+                                       "action": f["action"] if f else "continue", "reason": f["reason"] if f else "",
+                                       "effort": f["effort"] if f else None, "found": f["found"] if f else None,
+                                       "recall": f["recall"] if f else None})
             c = recall_curve(rel_seq, th.R)
             c.insert(0, "thread", th.name)
             c.insert(0, "qid", qid)
-            curves.append(c)
+            self.curves.append(c)
             for pos, i in enumerate(order, 1):
-                logs.append((qid, L_thread[i] or "initial", L_iter[i], pos,
-                             L_row[i], L_grade[i], is_rel(i), L_row[i] in th.truly_relevant, L_score[i], th.name))
-    log = pd.DataFrame(logs, columns=["qid", "source", "iteration", "position", "row", "grade", "relevant",
-                                      "truly_relevant", "score", "thread"])
-    if len(log):
-        log["docid"] = features.pid_list(log["row"].to_numpy())
-    else:
-        log["docid"] = pd.Series([], dtype=object)
-    log = log[["qid", "thread", "source", "iteration", "position", "docid", "grade", "relevant", "truly_relevant",
-               "score"]]
-    log["grade"] = log["grade"].astype("Float64").round().astype("Int32")
-    summary = pd.DataFrame(summaries)
-    rules_df = pd.DataFrame(rule_rows, columns=["qid", "thread", "rule", "fired", "action", "reason", "effort", "found", "recall"])
-    curves_df = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=["qid", "thread", "effort", "found", "recall"])
-    cut = summary[summary["stopped"] == "max-effort"][CUT_COLUMNS].reset_index(drop=True) if len(summary) else \
-        pd.DataFrame(columns=CUT_COLUMNS)
-    return SimulationResult(log=log, summary=summary, rules=rules_df, curves=curves_df, no_relevant=no_relevant, cut=cut,
-                            params={**params.as_dict(), "threads": list(threads), "max_effort": max_effort,
-                                    "stop_when": stop_when, "until_recall": until_recall, "until_effort_r": until_effort_r, "budget": budget,
-                                    "unjudged": unjudged, "error_rate": error_rate, "rules": sorted(rules)},
-                            timings={"total": time.perf_counter() - t_start})
+                self.logs.append((qid, log.thread[i] or "initial", log.iteration[i], pos, log.row[i], log.grade[i],
+                                  log.is_rel(i), log.row[i] in th.truly_relevant, log.score[i], th.name))
+
+    def result(self, features: Features, cr: _CalRun, no_relevant: list[str], params: CalParams, *, unjudged: str,
+               error_rate: float, seconds: float) -> SimulationResult:
+        log = pd.DataFrame(self.logs, columns=["qid", "source", "iteration", "position", "row", "grade", "relevant",
+                                               "truly_relevant", "score", "thread"])
+        if len(log):
+            log["docid"] = features.pid_list(log["row"].to_numpy())
+        else:
+            log["docid"] = pd.Series([], dtype=object)
+        log = log[["qid", "thread", "source", "iteration", "position", "docid", "grade", "relevant", "truly_relevant",
+                   "score"]]
+        log["grade"] = log["grade"].astype("Float64").round().astype("Int32")
+        summary = pd.DataFrame(self.summaries)
+        rules_df = pd.DataFrame(self.rule_rows, columns=["qid", "thread", "rule", "fired", "action", "reason", "effort",
+                                                         "found", "recall"])
+        curves_df = pd.concat(self.curves, ignore_index=True) if self.curves else \
+            pd.DataFrame(columns=["qid", "thread", "effort", "found", "recall"])
+        cut = summary[summary["stopped"] == "max-effort"][CUT_COLUMNS].reset_index(drop=True) if len(summary) else \
+            pd.DataFrame(columns=CUT_COLUMNS)
+        return SimulationResult(log=log, summary=summary, rules=rules_df, curves=curves_df, no_relevant=no_relevant,
+                                cut=cut,
+                                params={**params.as_dict(), "threads": list(cr.threads), "max_effort": cr.max_effort,
+                                        "stop_when": cr.stop_when, "until_recall": cr.until_recall,
+                                        "until_effort_r": cr.until_effort_r, "budget": cr.budget,
+                                        "unjudged": unjudged, "error_rate": error_rate, "rules": sorted(cr.rules)},
+                                timings={"total": seconds})
 
 
 def _initial_table(initial, features: Features) -> pd.DataFrame | None:

@@ -300,14 +300,24 @@ def evaluate(
             if missing == "zero":
                 row[is_missing[ri]] = float(m.DEFAULT)
 
-    # per-query table: run, measure, topic order
+    per_query = _per_query_table(all_runs, topics, names, values, is_missing)
+    summary = _summary_table(all_runs, ms, names, values, is_missing, missing)
+    return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
+                      missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
+                      unjudged_topics=int(unjudged_topics), ranking=ranking)
+
+
+def _per_query_table(all_runs: list[str], topics: list[str], names: list[str], values: np.ndarray,
+                     is_missing: np.ndarray) -> pa.Table:
+    """The per-query table (:data:`PER_QUERY_SCHEMA`): run, measure, topic order."""
+    nm, nq = values.shape[1], values.shape[2]
     nr = len(all_runs)
     run_col = np.repeat(np.arange(nr), nm * nq)
     meas_col = np.tile(np.repeat(np.arange(nm), nq), nr)
     qid_col = np.tile(np.arange(nq), nr * nm)
     flat = values.reshape(-1)
     miss_flat = np.repeat(is_missing[:, None, :], nm, axis=1).reshape(-1)
-    per_query = pa.table(
+    return pa.table(
         {
             "run": pa.array(all_runs, pa.string()).take(pa.array(run_col)) if nr else pa.array([], pa.string()),
             "qid": pa.array(topics, pa.string()).take(pa.array(qid_col)),
@@ -318,6 +328,12 @@ def evaluate(
         schema=PER_QUERY_SCHEMA,
     )
 
+
+def _summary_table(all_runs: list[str], ms: list, names: list[str], values: np.ndarray, is_missing: np.ndarray,
+                   missing: str) -> pa.Table:
+    """The per-run summary (:data:`SUMMARY_SCHEMA`): each measure's aggregate over the topics the
+    missing-topic policy keeps."""
+    nq = values.shape[2]
     rows = []
     for ri, r in enumerate(all_runs):
         use = ~is_missing[ri] if missing == "skip" else np.ones(nq, bool)
@@ -328,7 +344,7 @@ def evaluate(
             n_used = int(use.sum())
             val = float(agg.result()) if n_used else float("nan")
             rows.append((r, names[mi], val, n_used, int(is_missing[ri].sum())))
-    summary = pa.table(
+    return pa.table(
         {
             "run": pa.array([x[0] for x in rows], pa.string()),
             "measure": pa.array([x[1] for x in rows], pa.string()),
@@ -338,9 +354,6 @@ def evaluate(
         },
         schema=SUMMARY_SCHEMA,
     )
-    return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
-                      missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
-                      unjudged_topics=int(unjudged_topics), ranking=ranking)
 
 
 def load_canonical_runs(path, topics: Iterable[str] | None = None) -> tuple[pa.Table, list[str]]:

@@ -307,6 +307,45 @@ def leave_out(
     >>> result.runs.select(["run", "official", "left_out"]).to_pydict()
     {'run': ['a', 'b'], 'official': [0.6666666666666666, 0.3333333333333333], 'left_out': [0.0, 0.0]}
     """
+    _check_options(removal, uniqueness, orphans, missing)
+    clock = [time.perf_counter()]
+    if ranking not in RANKINGS:
+        raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
+    st = _prepare(runs, qrels, manifest, procedure=procedure, pooled=pooled, measures=measures, rel=rel,
+                  topics=topics)
+    if workers is None:
+        workers = min(2, os.cpu_count() or 1) if st.runs.num_rows >= PARALLEL_MIN_ROWS else 1
+    workers = max(1, int(workers))
+    off_given = _official_from(official, st.run_names, st.mnames) if official is not None else None
+    attribution = dict(uniqueness=uniqueness, depth=depth, per_run_depth=per_run_depth, pool=pool, classes=classes,
+                       orphans=orphans, orphan_depth=orphan_depth)
+    rm, results, n_tasks = _attribute_and_score(st, procedure=procedure, removal=removal, missing=missing, rel=rel,
+                                                ranking=ranking, workers=workers, official_given=official is not None,
+                                                attribution=attribution, progress=progress, clock=clock)
+    clock.append(time.perf_counter())
+    off, lo = _collected_scores(results)
+    if off_given is not None:
+        off = off_given
+    runs_tab, summary_tab = _score_tables(st, rm, off, lo)
+    units_tab = _unit_table(st, rm)
+    topics_tab = _topic_table(st, rm, density_threshold, voorhees_share)
+    removed = _removed_table(st, rm)
+    settings = dict(procedure=procedure, uniqueness=uniqueness, depth=depth, per_run_depth=per_run_depth, pool=pool,
+                    classes=classes, orphans=orphans, orphan_depth=orphan_depth, removal=removal, missing=missing,
+                    ranking=ranking, density_threshold=density_threshold, voorhees_share=voorhees_share,
+                    official_given=official is not None)
+    params, notes = _statements(st, rm, off, manifest, settings)
+    clock.append(time.perf_counter())
+    timings = {"prepare": clock[1] - clock[0], "attribution": clock[2] - clock[1],
+               "scoring_wait": clock[3] - clock[2], "tables": clock[4] - clock[3], "total": clock[4] - clock[0],
+               "workers": workers, "evaluate_calls": n_tasks}
+    return LeaveOutResult(runs=runs_tab, summary=summary_tab, units=units_tab, topics=topics_tab, removed=removed,
+                          params=params, notes=notes, timings=timings)
+
+
+# ------------------------------------------------------------------------ stages of leave_out
+
+def _check_options(removal: str, uniqueness: str, orphans: str, missing: str) -> None:
     if removal not in REMOVAL:
         raise InputError("bad-option", f"removal must be one of {', '.join(REMOVAL)}, got {removal!r}")
     if uniqueness not in UNIQUENESS:
@@ -315,13 +354,44 @@ def leave_out(
         raise InputError("bad-option", f"orphans must be one of {', '.join(ORPHANS)}, got {orphans!r}")
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
-    clock = [time.perf_counter()]
-    if ranking not in RANKINGS:
-        raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
-    ms = computable(with_relevance(parse_measures(list(measures)), rel))
-    mnames = [str(m) for m in ms]
-    level = int(rel) if rel is not None else 1
 
+
+@dataclass
+class _Study:
+    """The runs, judgments, units and topics of one leave-out study (:func:`_prepare`)."""
+
+    runs: pa.Table
+    q: pa.Table  # judged qrels, sorted
+    ms: list
+    mnames: list[str]
+    level: int
+    run_names: list[str]
+    info: pd.DataFrame
+    unit_names: list[str]
+    unit_of_run: np.ndarray
+    group_names: list[str]
+    group_of_run: np.ndarray
+    pooled_runs: list[str]
+    relv: np.ndarray  # relevant judged rows
+    topics_list: list[str]
+    tcode: np.ndarray  # topic index of every judged row
+    judged_per_topic: np.ndarray
+    unit_runs: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def nT(self) -> int:
+        return len(self.topics_list)
+
+    @property
+    def nU(self) -> int:
+        return len(self.unit_names)
+
+
+def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, procedure: str,
+             pooled: Iterable[str] | None, measures: Iterable[str], rel: int | None,
+             topics: Iterable[str] | None) -> _Study:
+    """Measures, judged qrels and runs (restricted to ``topics``), units and topic codes."""
+    ms = computable(with_relevance(parse_measures(list(measures)), rel))
     q = qrels.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA)
     if topics is not None:
         tset = pa.array(sorted({str(t) for t in topics}), pa.string())
@@ -337,20 +407,59 @@ def leave_out(
     info = run_info(run_names, manifest, procedure=procedure, pooled=pooled)
     unit_names = sorted(set(info["unit"]))
     unit_code = {u: i for i, u in enumerate(unit_names)}
-    unit_of_run = np.array([unit_code[u] for u in info["unit"]], np.int64)
     group_names = sorted(set(info["group"]))
     gcode = {g: i for i, g in enumerate(group_names)}
-    group_of_run = np.array([gcode[g] for g in info["group"]], np.int64)
-    pooled_runs = info.loc[info["pooled"], "run"].tolist()
-
-    relv = q["rel"].to_numpy(zero_copy_only=False) >= level
+    level = int(rel) if rel is not None else 1
     topics_list = qid_order(pc.unique(q["qid"]).to_pylist())
     tcode = pc.index_in(q["qid"], value_set=pa.array(topics_list, pa.string())).to_numpy(zero_copy_only=False)
     tcode = tcode.astype(np.int64)
-    nT, nU = len(topics_list), len(unit_names)
-    judged_per_topic = np.bincount(tcode, minlength=nT)
+    st = _Study(runs=runs, q=q, ms=ms, mnames=[str(m) for m in ms], level=level, run_names=run_names, info=info,
+                unit_names=unit_names, unit_of_run=np.array([unit_code[u] for u in info["unit"]], np.int64),
+                group_names=group_names, group_of_run=np.array([gcode[g] for g in info["group"]], np.int64),
+                pooled_runs=info.loc[info["pooled"], "run"].tolist(),
+                relv=q["rel"].to_numpy(zero_copy_only=False) >= level, topics_list=topics_list, tcode=tcode,
+                judged_per_topic=np.bincount(tcode, minlength=len(topics_list)))
+    st.unit_runs = [np.flatnonzero(st.unit_of_run == u) for u in range(st.nU)]
+    return st
 
-    # ---- scoring starts with the official scores (they need no attribution)
+
+@dataclass
+class _Removals:
+    """What each unit contributed alone (the attribution's owners, counted per unit)."""
+
+    own: dict  # owner and origin of every judged row, by unit
+    gown: dict  # the same by group
+    has: np.ndarray  # rows owned by one unit
+    removed_judged: np.ndarray
+    removed_rel: np.ndarray
+    topics_affected: np.ndarray
+    topics_emptied: np.ndarray
+
+
+def _removals(st: _Study, att, orphans: str, procedure: str) -> _Removals:
+    nT, nU, tcode, judged_per_topic = st.nT, st.nU, st.tcode, st.judged_per_topic
+    own = att.owners(st.unit_of_run, nU, orphans)
+    gown = own if procedure == "group" else att.owners(st.group_of_run, len(st.group_names), orphans)
+    owner = own["owner"]
+    has = owner >= 0
+    ut = unique_ints(owner[has] * nT + tcode[has])
+    per_ut = np.zeros((nU, nT), np.int64)
+    np.add.at(per_ut, (owner[has], tcode[has]), 1)
+    return _Removals(
+        own=own, gown=gown, has=has,
+        removed_judged=np.bincount(owner[has], minlength=nU),
+        removed_rel=np.bincount(owner[has & st.relv], minlength=nU),
+        topics_affected=np.bincount(ut // nT, minlength=nU) if len(ut) else np.zeros(nU, np.int64),
+        topics_emptied=((per_ut == judged_per_topic[None, :]) & (judged_per_topic[None, :] > 0)).sum(axis=1))
+
+
+def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: str, rel: int | None, ranking: str,
+                         workers: int, official_given: bool, attribution: dict, progress: Callable[..., None] | None,
+                         clock: list[float]) -> tuple[_Removals, list[tuple], int]:
+    """Official scoring (unless given) starts first; attribution runs meanwhile; then one
+    evaluate() per unit with unique judged documents, largest first. Returns the removals, the
+    scoring results and the number of evaluate() calls."""
+    runs, run_names, nU = st.runs, st.run_names, st.nU
     rc = pc.index_in(runs["run"], value_set=pa.array(run_names, pa.string())).to_numpy(zero_copy_only=False)
     rc = rc.astype(np.int32)
     rows_per_run = np.bincount(rc, minlength=len(run_names))
@@ -358,16 +467,11 @@ def leave_out(
     if len(rc) and bool(np.all(rc[1:] >= rc[:-1])):
         ids = np.arange(len(run_names))
         run_bounds = (np.searchsorted(rc, ids, side="left"), np.searchsorted(rc, ids, side="right"))
-    unit_runs = [np.flatnonzero(unit_of_run == u) for u in range(nU)]
-    if workers is None:
-        workers = min(2, os.cpu_count() or 1) if runs.num_rows >= PARALLEL_MIN_ROWS else 1
-    workers = max(1, int(workers))
-    official_given = official is not None
-    off_given = _official_from(official, run_names, mnames) if official_given else None
     n_tasks = 0
-    scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": q,
-                      "topic": tcode, "topics": topics_list, "judged_per_topic": judged_per_topic,
-                      "removal": removal, "measures": ms, "missing": missing, "rel": rel, "ranking": ranking}, workers)
+    scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": st.q,
+                      "topic": st.tcode, "topics": st.topics_list, "judged_per_topic": st.judged_per_topic,
+                      "removal": removal, "measures": st.ms, "missing": missing, "rel": rel, "ranking": ranking},
+                     workers)
     try:
         if not official_given:
             order = np.arange(len(run_names), dtype=np.int64)
@@ -377,131 +481,141 @@ def leave_out(
                     n_tasks += 1
         clock.append(time.perf_counter())
 
-        # ---- attribution (meanwhile)
-        att = build_attribution(runs, q, pooled=pooled_runs, uniqueness=uniqueness, depth=depth,
-                                per_run_depth=per_run_depth, pool=pool, classes=classes, orphans=orphans,
-                                orphan_depth=orphan_depth)
-        own = att.owners(unit_of_run, len(unit_names), orphans)
-        gown = own if procedure == "group" else att.owners(group_of_run, len(group_names), orphans)
-        owner = own["owner"]
-        has = owner >= 0
-        removed_judged = np.bincount(owner[has], minlength=nU)
-        removed_rel = np.bincount(owner[has & relv], minlength=nU)
-        ut = unique_ints(owner[has] * nT + tcode[has])
-        topics_affected = np.bincount(ut // nT, minlength=nU) if len(ut) else np.zeros(nU, np.int64)
-        per_ut = np.zeros((nU, nT), np.int64)
-        np.add.at(per_ut, (owner[has], tcode[has]), 1)
-        topics_emptied = ((per_ut == judged_per_topic[None, :]) & (judged_per_topic[None, :] > 0)).sum(axis=1)
+        # attribution (meanwhile)
+        att = build_attribution(runs, st.q, pooled=st.pooled_runs, **attribution)
+        rm = _removals(st, att, attribution["orphans"], procedure)
         clock.append(time.perf_counter())
 
-        # ---- left-out scores: one evaluate() per unit with unique judged documents, largest first
-        rows_of_unit = np.argsort(np.where(has, owner, nU), kind="stable")
-        bounds = np.searchsorted(np.where(has, owner, nU)[rows_of_unit], np.arange(nU + 1))
-        units_todo = [u for u in range(nU) if removed_judged[u] > 0]
-        units_todo.sort(key=lambda u: (-int(rows_per_run[unit_runs[u]].sum()), u))
+        # left-out scores: one evaluate() per unit with unique judged documents, largest first
+        owner = rm.own["owner"]
+        rows_of_unit = np.argsort(np.where(rm.has, owner, nU), kind="stable")
+        bounds = np.searchsorted(np.where(rm.has, owner, nU)[rows_of_unit], np.arange(nU + 1))
+        units_todo = [u for u in range(nU) if rm.removed_judged[u] > 0]
+        units_todo.sort(key=lambda u: (-int(rows_per_run[st.unit_runs[u]].sum()), u))
         for u in units_todo:
-            scorer.submit(("unit", u, unit_runs[u].astype(np.int64), rows_of_unit[bounds[u]:bounds[u + 1]]))
+            scorer.submit(("unit", u, st.unit_runs[u].astype(np.int64), rows_of_unit[bounds[u]:bounds[u + 1]]))
             n_tasks += 1
         if progress is not None:
             progress(0, total=n_tasks)
         results = scorer.results(progress)
     finally:
         scorer.close()
-    clock.append(time.perf_counter())
+    return rm, results, n_tasks
+
+
+def _collected_scores(results: list[tuple]) -> tuple[dict, dict]:
+    """The official and the left-out scores by (run, measure)."""
     off: dict[tuple[str, str], float] = {}
     lo: dict[tuple[str, str], float] = {}
     for kind, _key, rr, mm, vv in results:
         target = off if kind == "official" else lo
         for r, m, v in zip(rr, mm, vv):
             target[(r, m)] = np.nan if v is None else float(v)
-    if official_given:
-        off = off_given
-    rows = q
+    return off, lo
 
-    # ---- per run and measure
+
+_RUNS_SCHEMA = pa.schema([
+    ("measure", pa.string()), ("run", pa.string()), ("group", pa.string()), ("unit", pa.string()),
+    ("type", pa.string()), ("pooled", pa.bool_()), ("official", pa.float64()), ("left_out", pa.float64()),
+    ("diff", pa.float64()), ("pct_diff", pa.float64()), ("official_rank", pa.int32()),
+    ("left_out_rank", pa.int32()), ("rank_change", pa.int32()), ("left_out_rank_alone", pa.int32()),
+    ("rank_change_alone", pa.int32()), ("removed_judged", pa.int64()), ("removed_relevant", pa.int64()),
+])
+_SUMMARY_SCHEMA = pa.schema([
+    ("measure", pa.string()), ("runs", pa.int32()), ("units", pa.int32()), ("rescored_units", pa.int32()),
+    ("mean_diff", pa.float64()), ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()),
+    ("run_max_abs_diff", pa.string()), ("mean_abs_pct_diff", pa.float64()), ("max_abs_pct_diff", pa.float64()),
+    ("max_rank_drop", pa.int32()), ("runs_rank_changed", pa.int32()), ("max_rank_drop_alone", pa.int32()),
+    ("runs_rank_changed_alone", pa.int32()), ("kendall_tau", pa.float64()), ("kendall_p", pa.float64()),
+    ("tau_ap", pa.float64()),
+])
+
+
+def _measure_scores(st: _Study, rm: _Removals, m: str, off: dict, lo: dict) -> tuple[pd.DataFrame, dict]:
+    """Per run (official, left-out, differences, ranks) and summary row of one measure."""
+    run_names, info, unit_of_run = st.run_names, st.info, st.unit_of_run
+    n_runs = len(run_names)
+    o = np.array([off[(r, m)] for r in run_names], float)
+    lv = np.array([lo.get((r, m), off[(r, m)]) for r in run_names], float)
+    diff = lv - o
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(o != 0, 100.0 * diff / o, np.nan)
+    r_off = competition_rank(o)
+    r_lo = competition_rank(lv)
+    r_alone = rank_alone(o, lv)
+    f = pd.DataFrame({
+        "measure": m, "run": run_names, "group": info["group"].to_numpy(), "unit": info["unit"].to_numpy(),
+        "type": info["type"].to_numpy(), "pooled": info["pooled"].to_numpy(bool),
+        "official": o, "left_out": lv, "diff": diff, "pct_diff": pct,
+        "official_rank": r_off, "left_out_rank": r_lo, "rank_change": r_lo - r_off,
+        "left_out_rank_alone": r_alone, "rank_change_alone": r_alone - r_off,
+        "removed_judged": rm.removed_judged[unit_of_run], "removed_relevant": rm.removed_rel[unit_of_run],
+    })
+    f = f.sort_values(["official_rank", "run"], kind="stable")
+    corr = leaderboard_correlation(pd.Series(o, index=run_names), pd.Series(lv, index=run_names))
+    absd = np.abs(diff)
+    absp = np.abs(pct)
+    has_p = ~np.isnan(absp)
+    drop = r_lo - r_off
+    drop_alone = r_alone - r_off
+    i_max = int(np.nanargmax(absd)) if n_runs and not np.all(np.isnan(absd)) else None
+    row = {
+        "measure": m, "runs": n_runs, "units": st.nU, "rescored_units": int((rm.removed_judged > 0).sum()),
+        "mean_diff": float(np.nanmean(diff)) if n_runs else np.nan,
+        "mean_abs_diff": float(np.nanmean(absd)) if n_runs else np.nan,
+        "max_abs_diff": float(np.nanmax(absd)) if i_max is not None else np.nan,
+        "run_max_abs_diff": run_names[i_max] if i_max is not None else None,
+        "mean_abs_pct_diff": float(np.mean(absp[has_p])) if has_p.any() else np.nan,
+        "max_abs_pct_diff": float(np.max(absp[has_p])) if has_p.any() else np.nan,
+        "max_rank_drop": int(max(0, drop.max())) if n_runs else 0,
+        "runs_rank_changed": int((drop != 0).sum()),
+        "max_rank_drop_alone": int(max(0, drop_alone.max())) if n_runs else 0,
+        "runs_rank_changed_alone": int((drop_alone != 0).sum()),
+        "kendall_tau": corr["kendall_tau"], "kendall_p": corr["kendall_p"], "tau_ap": corr["tau_ap_a"],
+    }
+    return f, row
+
+
+def _score_tables(st: _Study, rm: _Removals, off: dict, lo: dict) -> tuple[pa.Table, pa.Table]:
+    """The per (measure, run) table and the per measure summary."""
     frames = []
     summary_rows = []
-    n_runs = len(run_names)
-    for m in mnames:
-        o = np.array([off[(r, m)] for r in run_names], float)
-        lv = np.array([lo.get((r, m), off[(r, m)]) for r in run_names], float)
-        diff = lv - o
-        with np.errstate(divide="ignore", invalid="ignore"):
-            pct = np.where(o != 0, 100.0 * diff / o, np.nan)
-        r_off = competition_rank(o)
-        r_lo = competition_rank(lv)
-        r_alone = rank_alone(o, lv)
-        f = pd.DataFrame({
-            "measure": m, "run": run_names, "group": info["group"].to_numpy(), "unit": info["unit"].to_numpy(),
-            "type": info["type"].to_numpy(), "pooled": info["pooled"].to_numpy(bool),
-            "official": o, "left_out": lv, "diff": diff, "pct_diff": pct,
-            "official_rank": r_off, "left_out_rank": r_lo, "rank_change": r_lo - r_off,
-            "left_out_rank_alone": r_alone, "rank_change_alone": r_alone - r_off,
-            "removed_judged": removed_judged[unit_of_run], "removed_relevant": removed_rel[unit_of_run],
-        })
-        f = f.sort_values(["official_rank", "run"], kind="stable")
+    for m in st.mnames:
+        f, row = _measure_scores(st, rm, m, off, lo)
         frames.append(f)
-        corr = leaderboard_correlation(pd.Series(o, index=run_names), pd.Series(lv, index=run_names))
-        absd = np.abs(diff)
-        absp = np.abs(pct)
-        has_p = ~np.isnan(absp)
-        drop = r_lo - r_off
-        drop_alone = r_alone - r_off
-        i_max = int(np.nanargmax(absd)) if n_runs and not np.all(np.isnan(absd)) else None
-        summary_rows.append({
-            "measure": m, "runs": n_runs, "units": nU, "rescored_units": int((removed_judged > 0).sum()),
-            "mean_diff": float(np.nanmean(diff)) if n_runs else np.nan,
-            "mean_abs_diff": float(np.nanmean(absd)) if n_runs else np.nan,
-            "max_abs_diff": float(np.nanmax(absd)) if i_max is not None else np.nan,
-            "run_max_abs_diff": run_names[i_max] if i_max is not None else None,
-            "mean_abs_pct_diff": float(np.mean(absp[has_p])) if has_p.any() else np.nan,
-            "max_abs_pct_diff": float(np.max(absp[has_p])) if has_p.any() else np.nan,
-            "max_rank_drop": int(max(0, drop.max())) if n_runs else 0,
-            "runs_rank_changed": int((drop != 0).sum()),
-            "max_rank_drop_alone": int(max(0, drop_alone.max())) if n_runs else 0,
-            "runs_rank_changed_alone": int((drop_alone != 0).sum()),
-            "kendall_tau": corr["kendall_tau"], "kendall_p": corr["kendall_p"], "tau_ap": corr["tau_ap_a"],
-        })
+        summary_rows.append(row)
     runs_df = pd.concat(frames, ignore_index=True)
-    runs_tab = pa.Table.from_pandas(runs_df, preserve_index=False, schema=pa.schema([
-        ("measure", pa.string()), ("run", pa.string()), ("group", pa.string()), ("unit", pa.string()),
-        ("type", pa.string()), ("pooled", pa.bool_()), ("official", pa.float64()), ("left_out", pa.float64()),
-        ("diff", pa.float64()), ("pct_diff", pa.float64()), ("official_rank", pa.int32()),
-        ("left_out_rank", pa.int32()), ("rank_change", pa.int32()), ("left_out_rank_alone", pa.int32()),
-        ("rank_change_alone", pa.int32()), ("removed_judged", pa.int64()), ("removed_relevant", pa.int64()),
-    ]))
-    summary_tab = pa.Table.from_pandas(pd.DataFrame(summary_rows), preserve_index=False, schema=pa.schema([
-        ("measure", pa.string()), ("runs", pa.int32()), ("units", pa.int32()), ("rescored_units", pa.int32()),
-        ("mean_diff", pa.float64()), ("mean_abs_diff", pa.float64()), ("max_abs_diff", pa.float64()),
-        ("run_max_abs_diff", pa.string()), ("mean_abs_pct_diff", pa.float64()), ("max_abs_pct_diff", pa.float64()),
-        ("max_rank_drop", pa.int32()), ("runs_rank_changed", pa.int32()), ("max_rank_drop_alone", pa.int32()),
-        ("runs_rank_changed_alone", pa.int32()), ("kendall_tau", pa.float64()), ("kendall_p", pa.float64()),
-        ("tau_ap", pa.float64()),
-    ]))
+    runs_tab = pa.Table.from_pandas(runs_df, preserve_index=False, schema=_RUNS_SCHEMA)
+    summary_tab = pa.Table.from_pandas(pd.DataFrame(summary_rows), preserve_index=False, schema=_SUMMARY_SCHEMA)
+    return runs_tab, summary_tab
 
-    # ---- per unit table
-    units_tab = pa.table({
-        "unit": pa.array(unit_names, pa.string()),
+
+def _unit_table(st: _Study, rm: _Removals) -> pa.Table:
+    unit_runs, run_names = st.unit_runs, st.run_names
+    return pa.table({
+        "unit": pa.array(st.unit_names, pa.string()),
         "runs": pa.array([len(x) for x in unit_runs], pa.int32()),
-        "pooled_runs": pa.array([int(info["pooled"].to_numpy()[x].sum()) for x in unit_runs], pa.int32()),
+        "pooled_runs": pa.array([int(st.info["pooled"].to_numpy()[x].sum()) for x in unit_runs], pa.int32()),
         "run_names": pa.array([",".join(run_names[i] for i in x) for x in unit_runs], pa.string()),
-        "removed_judged": pa.array(removed_judged, pa.int64()),
-        "removed_relevant": pa.array(removed_rel, pa.int64()),
-        "topics_affected": pa.array(topics_affected, pa.int32()),
-        "topics_emptied": pa.array(topics_emptied, pa.int32()),
-        "rescored": pa.array(removed_judged > 0),
+        "removed_judged": pa.array(rm.removed_judged, pa.int64()),
+        "removed_relevant": pa.array(rm.removed_rel, pa.int64()),
+        "topics_affected": pa.array(rm.topics_affected, pa.int32()),
+        "topics_emptied": pa.array(rm.topics_emptied, pa.int32()),
+        "rescored": pa.array(rm.removed_judged > 0),
     })
 
-    # ---- per topic
-    g_one = gown["owner"] >= 0
-    orphan = own["origin"] != 0
+
+def _topic_table(st: _Study, rm: _Removals, density_threshold: float, voorhees_share: float) -> pa.Table:
+    nT, tcode, relv, judged_per_topic = st.nT, st.tcode, st.relv, st.judged_per_topic
+    g_one = rm.gown["owner"] >= 0
+    orphan = rm.own["origin"] != 0
     rel_t = np.bincount(tcode[relv], minlength=nT)
     one_rel = np.bincount(tcode[relv & g_one], minlength=nT)
     with np.errstate(divide="ignore", invalid="ignore"):
         density = np.where(judged_per_topic > 0, rel_t / np.maximum(judged_per_topic, 1), np.nan)
         share_one = np.where(rel_t > 0, one_rel / np.maximum(rel_t, 1), np.nan)
-    topics_tab = pa.table({
-        "qid": pa.array(topics_list, pa.string()),
+    return pa.table({
+        "qid": pa.array(st.topics_list, pa.string()),
         "judged": pa.array(judged_per_topic, pa.int64()),
         "relevant": pa.array(rel_t, pa.int64()),
         "density": pa.array(density, pa.float64(), mask=np.isnan(density)),
@@ -513,39 +627,52 @@ def leave_out(
         "voorhees_flag": pa.array(density > voorhees_share),
     })
 
-    # ---- removed rows
-    idx = np.flatnonzero(has)
-    rem_unit = np.asarray(unit_names, dtype=object)[owner[idx]] if len(idx) else np.zeros(0, object)
+
+def _removed_table(st: _Study, rm: _Removals) -> pa.Table:
+    """Every judged row a unit contributed alone, by unit, in qrels order."""
+    rows, owner = st.q, rm.own["owner"]
+    idx = np.flatnonzero(rm.has)
+    rem_unit = np.asarray(st.unit_names, dtype=object)[owner[idx]] if len(idx) else np.zeros(0, object)
     removed = pa.table({
         "unit": pa.array(rem_unit, pa.string()),
         "qid": rows["qid"].take(pa.array(idx)), "docid": rows["docid"].take(pa.array(idx)),
         "rel": rows["rel"].take(pa.array(idx)),
-        "origin": pa.array(ORIGIN_NAMES[own["origin"][idx]], pa.string()),
+        "origin": pa.array(ORIGIN_NAMES[rm.own["origin"][idx]], pa.string()),
     })
     if removed.num_rows:
         order = np.lexsort((np.arange(len(idx)), owner[idx]))  # by unit; rows already in qrels order
         removed = removed.take(pa.array(order))
+    return removed
 
-    # ---- settings and statements
+
+def _statements(st: _Study, rm: _Removals, off: dict, manifest: pd.DataFrame | None,
+                s: dict) -> tuple[dict, list[str]]:
+    """The settings (``params``) and the statements (``notes``) the report carries."""
+    run_names, mnames, level, nU, nT = st.run_names, st.mnames, st.level, st.nU, st.nT
+    n_runs = len(run_names)
+    procedure, uniqueness, depth, per_run_depth = s["procedure"], s["uniqueness"], s["depth"], s["per_run_depth"]
+    orphans, orphan_depth, removal, missing = s["orphans"], s["orphan_depth"], s["removal"], s["missing"]
+    classes = s["classes"]
+    orphan = rm.own["origin"] != 0
     n_orphans = int(orphan.sum())
-    n_orphans_rel = int((orphan & relv).sum())
-    attributed = int(((own["origin"] == 1) & has).sum())
+    n_orphans_rel = int((orphan & st.relv).sum())
+    attributed = int(((rm.own["origin"] == 1) & rm.has).sum())
     params = {
         "procedure": procedure, "uniqueness": uniqueness, "depth": int(depth),
         "per_run_depth": {str(k): int(v) for k, v in sorted((per_run_depth or {}).items())},
-        "pool_provenance": "pool table" if pool is not None else "recomputed from the runs",
+        "pool_provenance": "pool table" if s["pool"] is not None else "recomputed from the runs",
         "classes": classes is not None, "orphans": orphans,
         "orphan_depth": int(orphan_depth) if orphans == "retrieved" else None,
-        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level, "ranking": ranking,
-        "density_threshold": float(density_threshold), "voorhees_share": float(voorhees_share),
-        "official": "given" if official_given else "computed",
-        "runs": n_runs, "pooled_runs": len(pooled_runs), "units": nU, "groups": len(group_names),
-        "topics": nT, "judged": int(q.num_rows), "relevant": int(relv.sum()),
+        "removal": removal, "measures": mnames, "missing": missing, "relevance_level": level, "ranking": s["ranking"],
+        "density_threshold": float(s["density_threshold"]), "voorhees_share": float(s["voorhees_share"]),
+        "official": "given" if s["official_given"] else "computed",
+        "runs": n_runs, "pooled_runs": len(st.pooled_runs), "units": nU, "groups": len(st.group_names),
+        "topics": nT, "judged": int(st.q.num_rows), "relevant": int(st.relv.sum()),
     }
     depth_txt = f"depth {depth}" + (f" (per-run depths for {len(per_run_depth)} runs)" if per_run_depth else "")
     notes = [
-        f"Procedure: {PROCEDURES[procedure]} over {nU} units ({n_runs} runs, {len(pooled_runs)} pooled, "
-        f"{len(group_names)} groups), {nT} judged topics.",
+        f"Procedure: {PROCEDURES[procedure]} over {nU} units ({n_runs} runs, {len(st.pooled_runs)} pooled, "
+        f"{len(st.group_names)} groups), {nT} judged topics.",
         f"Uniqueness ('{uniqueness}'): {UNIQUENESS[uniqueness]}; {depth_txt}; provenance "
         f"{params['pool_provenance']}" + ("; documents compared by near-duplicate class" if classes is not None else "")
         + ".",
@@ -573,15 +700,10 @@ def leave_out(
     if flat and n_runs > 1:
         notes.append(f"Every run has the same official {', '.join(flat)}: rank changes and Kendall's tau are not "
                      "informative there (tau is undefined for a constant leaderboard).")
-    if int(topics_emptied.sum()):
-        notes.append(f"{int(topics_emptied.sum())} (unit, topic) pairs lost every judgment; such a topic stays in the "
+    if int(rm.topics_emptied.sum()):
+        notes.append(f"{int(rm.topics_emptied.sum())} (unit, topic) pairs lost every judgment; such a topic stays in the "
                      "unit's averages as judged with nothing relevant (placeholder judgment).")
-    clock.append(time.perf_counter())
-    timings = {"prepare": clock[1] - clock[0], "attribution": clock[2] - clock[1],
-               "scoring_wait": clock[3] - clock[2], "tables": clock[4] - clock[3], "total": clock[4] - clock[0],
-               "workers": workers, "evaluate_calls": n_tasks}
-    return LeaveOutResult(runs=runs_tab, summary=summary_tab, units=units_tab, topics=topics_tab, removed=removed,
-                          params=params, notes=notes, timings=timings)
+    return params, notes
 
 
 def reduced_qrels(qrels: pa.Table, removed: pa.Table, unit: str, removal: str = "remove") -> pa.Table:

@@ -57,6 +57,7 @@ import functools
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -211,9 +212,6 @@ def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - out_start, lengths) + np.arange(total)
 
 
-# --------------------------------------------------------------------------- the simulator
-
-
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ValueError(msg)
@@ -221,6 +219,119 @@ def _check(cond: bool, msg: str) -> None:
 
 def _pid_strings(ids: np.ndarray, prefix: str, width: int) -> list[str]:
     return [f"{prefix}{i:0{width}d}" for i in ids.tolist()]
+
+
+# --------------------------------------------------------------------------- stage state
+
+
+@dataclass
+class _Args:
+    """The checked arguments of :func:`simulate_campaign`."""
+
+    n: int
+    n_docs: int | None
+    n_topics: int
+    n_groups: int
+    lo: int
+    hi: int
+    depth: int
+    dup_fraction: object
+    seed: object
+    subtasks: tuple[str, ...]
+
+
+@dataclass
+class _Structure:
+    """Documents and near-duplicate classes of the corpus slots."""
+
+    doc_sizes: np.ndarray
+    sizes: np.ndarray  # class sizes
+    class_of: np.ndarray  # canonical (= source) slot of every passage
+    is_copy: np.ndarray
+    class_size: np.ndarray  # size of the class whose canonical is i
+    member_order: np.ndarray | None = None
+    class_start: np.ndarray | None = None
+
+    def expand(self, topic: np.ndarray, canon: np.ndarray, grade: np.ndarray):
+        """(topic, canonical passage, grade) rows expanded to every member of the class."""
+        if self.member_order is None:
+            self.member_order = np.argsort(self.class_of, kind="stable")
+            self.class_start = np.searchsorted(self.class_of[self.member_order], np.arange(len(self.class_of)))
+        sz = self.class_size[canon]
+        rep = np.repeat(np.arange(len(canon)), sz)
+        pids = self.member_order[_segments(self.class_start[canon], sz)]
+        return topic[rep], pids, grade[rep]
+
+
+@dataclass
+class _Tokens:
+    """Word codes of every slot (``codes[base_off[i]:base_off[i + 1]]``) and of the copies."""
+
+    lengths: np.ndarray
+    base_off: np.ndarray
+    codes: np.ndarray | None
+    copy_slots: np.ndarray | None = None
+    copy_codes: np.ndarray | None = None
+    copy_off: np.ndarray | None = None
+    n_edits: np.ndarray | None = None
+    mode: np.ndarray | None = None
+    final_len: np.ndarray | None = None
+
+
+@dataclass
+class _Topics:
+    """Topic terms, queries and graded (topic, canonical passage, grade) rows."""
+
+    topic_terms: np.ndarray
+    term_w: np.ndarray
+    term_cdf: np.ndarray
+    n_query_terms: np.ndarray
+    qids: list[str]
+    queries: list[str]
+    kinds: np.ndarray
+    g_topic: np.ndarray | None = None
+    g_pid: np.ndarray | None = None
+    g_grade: np.ndarray | None = None
+
+
+@dataclass
+class _Rows:
+    """Candidate (topic, passage) rows and their scores."""
+
+    row_key: np.ndarray
+    r_topic: np.ndarray
+    r_pid: np.ndarray
+    bm25: np.ndarray
+    rm3: np.ndarray
+    sem: np.ndarray
+    r_cls: np.ndarray | None = None
+    n_cls_rows: int = 0
+    lexz: np.ndarray | None = None
+    semz: np.ndarray | None = None
+    latent: np.ndarray | None = None
+    in_bm25: np.ndarray | None = None
+    first_stage: np.ndarray | None = None
+
+    @property
+    def nrows(self) -> int:
+        return len(self.row_key)
+
+    def top_rows(self, score: np.ndarray, mask: np.ndarray | None, k: int, ascending_ties: bool = False) -> np.ndarray:
+        """Row indices of the top ``k`` per topic by score (ties: pid descending), in rank order."""
+        idx = np.arange(self.nrows) if mask is None else np.flatnonzero(mask)
+        pid_key = self.r_pid[idx] if ascending_ties else -self.r_pid[idx]
+        o = idx[np.lexsort((pid_key, -score[idx], self.r_topic[idx]))]
+        return o[_block_ranks(self.r_topic[o]) < k]
+
+    def zscore(self, x: np.ndarray, n_topics: int) -> np.ndarray:
+        r_topic = self.r_topic
+        cnt = np.bincount(r_topic, minlength=n_topics)
+        mean = np.bincount(r_topic, weights=x, minlength=n_topics) / np.maximum(cnt, 1)
+        var = np.bincount(r_topic, weights=(x - mean[r_topic]) ** 2, minlength=n_topics) / np.maximum(cnt, 1)
+        return (x - mean[r_topic]) / np.sqrt(np.maximum(var, 1e-12))[r_topic]
+
+
+# --------------------------------------------------------------------------- the simulator
 
 
 def simulate_campaign(
@@ -300,7 +411,61 @@ def simulate_campaign(
     >>> scores.num_rows
     4
     """
-    # ---- arguments
+    a = _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed, subtasks)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report = _reporter(progress)
+    root = np.random.default_rng(seed)
+    (rng_docs, rng_cls, rng_tok, rng_topic, rng_copy, rng_runs, rng_qrels, rng_fill) = root.spawn(8)
+
+    report("vocabulary", 0.0)
+    words, surface, zipf_table = _vocabulary()
+
+    report("structure", 0.05)
+    st = _corpus_structure(rng_docs, rng_cls, a)
+    report("tokens", 0.1)
+    tok = _base_tokens(rng_tok, zipf_table, a.n)
+    report("topics", 0.3)
+    tp, counts = _topic_specs(rng_topic, words, a)
+    _graded_passages(rng_topic, tp, counts, st, a)
+    _insert_topic_terms(rng_topic, tp, tok)
+    report("duplicates", 0.4)
+    _copies(rng_copy, zipf_table, st, tok)
+    report("features", 0.5)
+    rows = _candidate_rows(rng_fill, a, st, tok, tp, len(words))
+    eg = _row_grades(rng_runs, a, st, tp, rows)
+    report("runs", 0.6)
+    _first_stage(rng_runs, rows, a.depth)
+    runs, group_params = _plan_runs(rng_runs, a, rows.n_cls_rows)
+    pid_width = max(7, len(str(a.n - 1)))
+    top10, top20, tie_lines = _write_runs(out, a, runs, group_params, rows, tp.qids, pid_width, report)
+    _write_manifest(out, runs)
+    report("qrels", 0.78)
+    q_topic, q_grade, p_cls = _write_qrels(rng_qrels, out, a.n, st, tp, eg, top20, pid_width)
+    in_class = _write_topics_and_truth(out, tp, st, pid_width)
+    report("corpus", 0.8)
+    _write_corpus(out, a.n, st, tok, surface, pid_width, report)
+    summary = _summary(a, st, tok, tp, runs, len(words), in_class, tie_lines, top10, q_topic, q_grade, p_cls)
+    with atomic_open(out / "summary.json") as fh:
+        fh.write(json.dumps(summary, indent=2) + "\n")
+    report("done", 1.0)
+    return summary
+
+
+# --------------------------------------------------------------------------- stages: arguments, corpus
+
+
+def _reporter(progress: Callable[[str, float], None] | None) -> Callable[[str, float], None]:
+    def report(step: str, frac: float) -> None:
+        if progress is not None:
+            progress(step, float(frac))
+
+    return report
+
+
+def _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed,
+                   subtasks) -> _Args:
+    """The arguments of :func:`simulate_campaign`, checked (``ValueError`` names the first bad one)."""
     n = int(n_passages)
     n_topics = int(n_topics)
     n_groups = int(n_groups)
@@ -319,25 +484,15 @@ def simulate_campaign(
     if n_docs is not None:
         n_docs = int(n_docs)
         _check(-(-n // 10) <= n_docs <= n, "n_docs must be between ceil(n_passages / 10) and n_passages")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    return _Args(n=n, n_docs=n_docs, n_topics=n_topics, n_groups=n_groups, lo=lo, hi=hi, depth=depth,
+                 dup_fraction=dup_fraction, seed=seed, subtasks=subtasks)
 
-    def report(step: str, frac: float) -> None:
-        if progress is not None:
-            progress(step, float(frac))
 
-    root = np.random.default_rng(seed)
-    (rng_docs, rng_cls, rng_tok, rng_topic, rng_copy, rng_runs, rng_qrels, rng_fill) = root.spawn(8)
-
-    report("vocabulary", 0.0)
-    words, surface, zipf_table = _vocabulary()
-    V = len(words)
-
-    # ---- corpus structure: documents, near-duplicate classes
-    report("structure", 0.05)
-    doc_sizes = _doc_sizes(rng_docs, n, n_docs)
-    n_docs_out = len(doc_sizes)
-    sizes = _class_sizes(rng_cls, n, float(dup_fraction))
+def _corpus_structure(rng_docs: np.random.Generator, rng_cls: np.random.Generator, a: _Args) -> _Structure:
+    """Documents and near-duplicate classes."""
+    n = a.n
+    doc_sizes = _doc_sizes(rng_docs, n, a.n_docs)
+    sizes = _class_sizes(rng_cls, n, float(a.dup_fraction))
     n_classes = len(sizes)
     class_of = np.arange(n, dtype=np.int64)  # canonical (= source) slot of every passage
     if n_classes:
@@ -352,9 +507,11 @@ def simulate_campaign(
         class_of[members] = np.repeat(sources_by_block, sizes)
     is_copy = class_of != np.arange(n)
     class_size = np.bincount(class_of, minlength=n)  # size of the class whose canonical is i
+    return _Structure(doc_sizes=doc_sizes, sizes=sizes, class_of=class_of, is_copy=is_copy, class_size=class_size)
 
-    # ---- base tokens for every slot (copies are overwritten later)
-    report("tokens", 0.1)
+
+def _base_tokens(rng_tok: np.random.Generator, zipf_table: np.ndarray, n: int) -> _Tokens:
+    """Base tokens for every slot (copies are overwritten later)."""
     lengths = np.clip(np.rint(rng_tok.normal(55, 13, size=n)), 30, 80).astype(np.int64)
     base_off = np.concatenate([[0], np.cumsum(lengths)])
     T = int(base_off[-1])
@@ -369,10 +526,16 @@ def simulate_campaign(
     start[0] = True
     start[1:] = end[:-1]
     codes += start.astype(np.int32) * 3 + end.astype(np.int32) + comma.astype(np.int32) * 2
-    del start, end, comma
+    return _Tokens(lengths=lengths, base_off=base_off, codes=codes)
 
-    # ---- topics: terms, queries, related passages
-    report("topics", 0.3)
+
+# --------------------------------------------------------------------------- stages: topics
+
+
+def _topic_specs(rng_topic: np.random.Generator, words: Sequence[str], a: _Args) -> tuple[_Topics, np.ndarray]:
+    """Topic terms, queries and kinds, and the number of graded passages per topic and grade."""
+    n, n_topics = a.n, a.n_topics
+    V = len(words)
     term_pool_hi = 20000 if n_topics * TOPIC_TERMS <= 20000 - 300 else V
     topic_terms = (rng_topic.choice(np.arange(300, term_pool_hi), size=n_topics * TOPIC_TERMS, replace=False)
                    .reshape(n_topics, TOPIC_TERMS).astype(np.int64))
@@ -407,6 +570,16 @@ def simulate_campaign(
             n0 = int(round((nrel + n1) * rng_topic.uniform(0.3, 0.8))) + 5
         n3 = int(rng_topic.binomial(nrel, rng_topic.uniform(0.2, 0.45)))
         counts[t] = (n0, n1, nrel - n3, n3)
+    tp = _Topics(topic_terms=topic_terms, term_w=term_w, term_cdf=term_cdf, n_query_terms=n_query_terms, qids=qids,
+                 queries=queries, kinds=kinds)
+    return tp, counts
+
+
+def _graded_passages(rng_topic: np.random.Generator, tp: _Topics, counts: np.ndarray, st: _Structure,
+                     a: _Args) -> None:
+    """Pick the graded (topic, canonical passage, grade) rows: ``tp.g_topic``, ``tp.g_pid``, ``tp.g_grade``."""
+    n_topics, kinds = a.n_topics, tp.kinds
+    class_of, is_copy, class_size = st.class_of, st.is_copy, st.class_size
     originals = np.flatnonzero(~is_copy)
     limit = int(0.4 * len(originals))
     if counts.sum() > limit:
@@ -438,28 +611,39 @@ def simulate_campaign(
         g_topic = np.concatenate([g_topic, [f[0] for f in forced]]).astype(np.int64)
         g_pid = np.concatenate([g_pid, forced_src])
         g_grade = np.concatenate([g_grade, [f[2] for f in forced]]).astype(np.int64)
-    # insert topic terms into the originals (before copying, so copies carry them too)
+    tp.g_topic, tp.g_pid, tp.g_grade = g_topic, g_pid, g_grade
+
+
+def _insert_topic_terms(rng_topic: np.random.Generator, tp: _Topics, tok: _Tokens) -> None:
+    """Insert topic terms into the graded originals (before copying, so copies carry them too)."""
+    g_topic, g_pid, g_grade = tp.g_topic, tp.g_pid, tp.g_grade
+    codes = tok.codes
     m = np.select([g_grade == 3, g_grade == 2, g_grade == 1],
                   [rng_topic.integers(6, 11, size=len(g_pid)), rng_topic.integers(4, 8, size=len(g_pid)),
                    rng_topic.integers(2, 5, size=len(g_pid))],
                   rng_topic.integers(2, 5, size=len(g_pid)))
     occ = np.repeat(np.arange(len(g_pid)), m)
     occ_pid = g_pid[occ]
-    pos = base_off[occ_pid] + (rng_topic.random(len(occ)) * lengths[occ_pid]).astype(np.int64)
-    j_any = np.searchsorted(term_cdf, rng_topic.random(len(occ)))
-    j_query = (rng_topic.random(len(occ)) * n_query_terms[g_topic[occ]]).astype(np.int64)
+    pos = tok.base_off[occ_pid] + (rng_topic.random(len(occ)) * tok.lengths[occ_pid]).astype(np.int64)
+    j_any = np.searchsorted(tp.term_cdf, rng_topic.random(len(occ)))
+    j_query = (rng_topic.random(len(occ)) * tp.n_query_terms[g_topic[occ]]).astype(np.int64)
     first_occ = _block_ranks(occ) == 0
     use_query = (g_grade[occ] == 0) | (first_occ & (g_grade[occ] >= 2))
     j = np.where(use_query, j_query, np.minimum(j_any, TOPIC_TERMS - 1))
-    term_word = topic_terms[g_topic[occ], j]
+    term_word = tp.topic_terms[g_topic[occ], j]
     codes[pos] = (term_word * _FORMS + codes[pos] % _FORMS).astype(np.int32)
 
-    # ---- near-duplicate copies
-    report("duplicates", 0.4)
-    copy_slots = np.flatnonzero(is_copy)
+
+# --------------------------------------------------------------------------- stages: near-duplicates
+
+
+def _copies(rng_copy: np.random.Generator, zipf_table: np.ndarray, st: _Structure, tok: _Tokens) -> None:
+    """Near-duplicate copies: their word codes, edits and lengths, into ``tok``."""
+    lengths, base_off, codes = tok.lengths, tok.base_off, tok.codes
+    copy_slots = np.flatnonzero(st.is_copy)
     n_copies = len(copy_slots)
     if n_copies:
-        src = class_of[copy_slots]
+        src = st.class_of[copy_slots]
         ls = lengths[src]
         pre_off = np.concatenate([[0], np.cumsum(ls)])
         pre = codes[_segments(base_off[src], ls)]
@@ -491,34 +675,48 @@ def simulate_campaign(
         case = np.where((tok_mode == 3) & (r < 0.15), (case + 1 + (r < 0.05)) % 3, case)
         punct = np.where((tok_mode == 4) & (r < 0.08), (punct + 1 + (r < 0.03)) % 3, punct)
         copy_codes = (word * _FORMS + case * 3 + punct).astype(np.int32)
-        del pre, src_tok, k_in, is_ins, word, case, punct, r, tok_mode
     else:
         copy_codes = np.zeros(0, np.int32)
         copy_off = np.zeros(1, np.int64)
         n_edits = mode = new_len = np.zeros(0, np.int64)
     final_len = lengths.copy()
     final_len[copy_slots] = new_len
+    tok.copy_slots, tok.copy_codes, tok.copy_off = copy_slots, copy_codes, copy_off
+    tok.n_edits, tok.mode, tok.final_len = n_edits, mode, final_len
 
-    # ---- lexical features of every (topic, passage) with a topic term
-    report("features", 0.5)
+
+# --------------------------------------------------------------------------- stages: candidate rows
+
+
+def _term_occurrences(st: _Structure, tok: _Tokens, tp: _Topics, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """(topic term id, passage) of every occurrence of a topic term in an original or a copy."""
+    n_terms = tp.topic_terms.size
     lut = np.full(V, -1, np.int32)
-    lut[topic_terms.ravel()] = np.arange(n_topics * TOPIC_TERMS, dtype=np.int32)
+    lut[tp.topic_terms.ravel()] = np.arange(n_terms, dtype=np.int32)
     term_ids = []
     term_pids = []
-    for arr, off, slots in ((codes, base_off, None), (copy_codes, copy_off, copy_slots)):
+    for arr, off, slots in ((tok.codes, tok.base_off, None), (tok.copy_codes, tok.copy_off, tok.copy_slots)):
         for a in range(0, len(arr), 1 << 24):
             tt = lut[arr[a : a + (1 << 24)] // _FORMS]
             hit = np.flatnonzero(tt >= 0)
             p = np.searchsorted(off, hit + a, side="right") - 1
             if slots is None:
-                ok = ~is_copy[p]
+                ok = ~st.is_copy[p]
                 hit, p = hit[ok], p[ok]
             else:
                 p = slots[p]
             term_ids.append(tt[hit].astype(np.int64))
             term_pids.append(p.astype(np.int64))
-    term_id = np.concatenate(term_ids)
-    term_pid = np.concatenate(term_pids)
+    return np.concatenate(term_ids), np.concatenate(term_pids)
+
+
+def _candidate_rows(rng_fill: np.random.Generator, a: _Args, st: _Structure, tok: _Tokens, tp: _Topics,
+                    V: int) -> _Rows:
+    """Lexical features of every (topic, passage) with a topic term, plus random filler per topic:
+    the candidate rows with their BM25, RM3 and semantic scores."""
+    n, n_topics, depth = a.n, a.n_topics, a.depth
+    term_id, term_pid = _term_occurrences(st, tok, tp, V)
+    final_len = tok.final_len
     key, tf = np.unique(term_id * n + term_pid, return_counts=True)
     u_term = key // n
     u_pid = key % n
@@ -529,7 +727,7 @@ def simulate_campaign(
     contrib = idf[u_term] * tf * (k1 + 1) / (tf + norm)
     u_topic = u_term // TOPIC_TERMS
     u_j = u_term % TOPIC_TERMS
-    is_q = u_j < n_query_terms[u_topic]
+    is_q = u_j < tp.n_query_terms[u_topic]
 
     # candidate rows: every passage with a topic term, plus random filler per topic
     fill = min(n, 2 * depth)
@@ -548,21 +746,18 @@ def simulate_campaign(
     nrows = len(row_key)
     bm25 = np.bincount(inv, weights=np.where(is_q, contrib, 0.0), minlength=nrows)
     rm3 = bm25 + 0.05 * np.bincount(inv, weights=np.where(is_q, 0.0, contrib), minlength=nrows)
-    sem = np.bincount(inv, weights=term_w[u_j] * np.log1p(tf), minlength=nrows)
+    sem = np.bincount(inv, weights=tp.term_w[u_j] * np.log1p(tf), minlength=nrows)
     bm25 = np.round(bm25, 10)  # identical passages: identical scores, whatever the summation order
     rm3 = np.round(rm3, 10)
+    return _Rows(row_key=row_key, r_topic=r_topic, r_pid=r_pid, bm25=bm25, rm3=rm3, sem=sem)
 
-    # grades of rows (expanded to near-duplicates)
-    member_order = np.argsort(class_of, kind="stable")
-    class_start = np.searchsorted(class_of[member_order], np.arange(n))
 
-    def expand(topic: np.ndarray, canon: np.ndarray, grade: np.ndarray):
-        sz = class_size[canon]
-        rep = np.repeat(np.arange(len(canon)), sz)
-        pids = member_order[_segments(class_start[canon], sz)]
-        return topic[rep], pids, grade[rep]
-
-    eg_topic, eg_pid, eg_grade = expand(g_topic, g_pid, g_grade)
+def _row_grades(rng_runs: np.random.Generator, a: _Args, st: _Structure, tp: _Topics,
+                rows: _Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Grades of the rows (expanded to near-duplicates), their standardized scores and the latent
+    relevance the runs see; returns the expanded graded rows (topic, pid, grade)."""
+    n, nrows, row_key = a.n, rows.nrows, rows.row_key
+    eg_topic, eg_pid, eg_grade = st.expand(tp.g_topic, tp.g_pid, tp.g_grade)
     eg_key = eg_topic * n + eg_pid
     eg_sort = np.argsort(eg_key, kind="stable")
     eg_key, eg_grade_s = eg_key[eg_sort], eg_grade[eg_sort]
@@ -571,37 +766,34 @@ def simulate_campaign(
         loc = np.minimum(np.searchsorted(eg_key, row_key), len(eg_key) - 1)
         hit = eg_key[loc] == row_key
         r_grade[hit] = eg_grade_s[loc[hit]]
-    r_class = r_topic * n + class_of[r_pid]
-    cls_key, r_cls = np.unique(r_class, return_inverse=True)
-    n_cls_rows = len(cls_key)
+    r_class = rows.r_topic * n + st.class_of[rows.r_pid]
+    cls_key, rows.r_cls = np.unique(r_class, return_inverse=True)
+    rows.n_cls_rows = len(cls_key)
+    rows.lexz = rows.zscore(rows.bm25, a.n_topics)
+    rows.semz = rows.zscore(rows.sem, a.n_topics)
+    rows.latent = np.maximum(r_grade, 0) + 0.4 * rng_runs.normal(size=rows.n_cls_rows)[rows.r_cls]
+    return eg_topic, eg_pid, eg_grade
 
-    def zscore(x: np.ndarray) -> np.ndarray:
-        cnt = np.bincount(r_topic, minlength=n_topics)
-        mean = np.bincount(r_topic, weights=x, minlength=n_topics) / np.maximum(cnt, 1)
-        var = np.bincount(r_topic, weights=(x - mean[r_topic]) ** 2, minlength=n_topics) / np.maximum(cnt, 1)
-        return (x - mean[r_topic]) / np.sqrt(np.maximum(var, 1e-12))[r_topic]
 
-    lexz = zscore(bm25)
-    semz = zscore(sem)
-    latent = np.maximum(r_grade, 0) + 0.4 * rng_runs.normal(size=n_cls_rows)[r_cls]
-
-    def top_rows(score: np.ndarray, mask: np.ndarray | None, k: int, ascending_ties: bool = False) -> np.ndarray:
-        """Row indices of the top ``k`` per topic by score (ties: pid descending), in rank order."""
-        idx = np.arange(nrows) if mask is None else np.flatnonzero(mask)
-        pid_key = r_pid[idx] if ascending_ties else -r_pid[idx]
-        o = idx[np.lexsort((pid_key, -score[idx], r_topic[idx]))]
-        return o[_block_ranks(r_topic[o]) < k]
-
-    report("runs", 0.6)
+def _first_stage(rng_runs: np.random.Generator, rows: _Rows, depth: int) -> None:
+    """The first-stage pools: BM25's top and a "dense" retriever's top per topic."""
     k_first = max(FIRST_STAGE, depth)
+    nrows = rows.nrows
     in_bm25 = np.zeros(nrows, bool)
-    in_bm25[top_rows(bm25, None, k_first)] = True
-    dense = semz + 0.5 * latent + 0.5 * rng_runs.normal(size=nrows)
+    in_bm25[rows.top_rows(rows.bm25, None, k_first)] = True
+    dense = rows.semz + 0.5 * rows.latent + 0.5 * rng_runs.normal(size=nrows)
     in_dense = np.zeros(nrows, bool)
-    in_dense[top_rows(dense, None, k_first)] = True
-    first_stage = in_bm25 | in_dense
+    in_dense[rows.top_rows(dense, None, k_first)] = True
+    rows.in_bm25 = in_bm25
+    rows.first_stage = in_bm25 | in_dense
 
-    # ---- groups and runs
+
+# --------------------------------------------------------------------------- stages: runs
+
+
+def _plan_runs(rng_runs: np.random.Generator, a: _Args, n_cls_rows: int) -> tuple[list[dict], list[dict]]:
+    """The runs (baselines, then each group's) with their hidden parameters, and the groups'."""
+    subtasks = a.subtasks
     full_task = next((s for s in subtasks if s != "rerank"), subtasks[0])
     runs: list[dict] = []
     runs.append(dict(run="p_bm25", group="organizers", priority=1, baseline=True, subtask=full_task,
@@ -610,7 +802,7 @@ def simulate_campaign(
                      style="bm25", tie_order="desc", quality=None))
     styles = ("logit", "prob", "dist", "logit", "prob")
     group_params = []
-    for g in range(n_groups):
+    for g in range(a.n_groups):
         name = "grp" + _letters(g)
         gp = dict(
             quality=float(rng_runs.uniform(0.3, 1.6)),
@@ -623,7 +815,7 @@ def simulate_campaign(
             noise=rng_runs.normal(size=n_cls_rows),
         )
         group_params.append(gp)
-        k = int(rng_runs.integers(lo, hi + 1))
+        k = int(rng_runs.integers(a.lo, a.hi + 1))
         quals = gp["quality"] * rng_runs.uniform(0.8, 1.1, size=k)
         prio = np.argsort(np.argsort(-(quals + rng_runs.normal(0, 0.1, size=k)), kind="stable"), kind="stable") + 1
         for i in range(k):
@@ -634,41 +826,52 @@ def simulate_campaign(
                              _g=g, _lex=gp["lex"] * float(rng_runs.uniform(0.8, 1.2)),
                              _sem=gp["sem"] * float(rng_runs.uniform(0.8, 1.2)), _sigma=float(rng_runs.uniform(0.8, 1.4)),
                              _offset=float(rng_runs.uniform(-2, 2)), _seed=int(rng_runs.integers(2**32))))
+    return runs, group_params
 
+
+def _run_selection(r: dict, group_params: list[dict], rows: _Rows, n_topics: int,
+                   depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows run ``r`` retrieves (in rank order, topic by topic) and their output scores."""
+    if r["baseline"]:
+        raw = rows.bm25 if r["run"] == "p_bm25" else rows.rm3
+        sel = rows.top_rows(raw, None, depth)
+        return sel, np.round(raw[sel], 4)
+    gp = group_params[r["_g"]]
+    rr = np.random.default_rng(r["_seed"])
+    q_topic = r["quality"] * rr.lognormal(0.0, 0.5, size=n_topics)  # runs fail on some topics
+    s = (r["_lex"] * rows.lexz + r["_sem"] * rows.semz + q_topic[rows.r_topic] * rows.latent
+         + gp["sigma"] * gp["noise"][rows.r_cls] + r["_sigma"] * rr.standard_t(3, size=rows.nrows))
+    mask = rows.in_bm25 if r["subtask"] == "rerank" else rows.first_stage
+    sel = rows.top_rows(s, mask, depth)
+    x = s[sel]  # in rank order, topic by topic
+    starts = np.flatnonzero(_block_ranks(rows.r_topic[sel]) == 0)
+    per_topic = np.diff(np.append(starts, len(x)))
+    if r["style"] == "logit":
+        out_score = np.round(2.0 * x + r["_offset"], 5)
+    elif r["style"] == "prob":  # a probability from per-topic standardized scores
+        mean = np.repeat(np.add.reduceat(x, starts) / per_topic, per_topic)
+        sd = np.sqrt(np.repeat(np.add.reduceat((x - mean) ** 2, starts) / per_topic, per_topic))
+        out_score = np.round(1.0 / (1.0 + np.exp(-(1.5 * (x - mean) / np.maximum(sd, 1e-9) - 0.5))), 4)
+    else:  # negative distance from the topic's best
+        top = np.repeat(x[starts], per_topic)
+        out_score = np.round(-3.0 * (top - x) - 1.0, 3)
+    return sel, out_score
+
+
+def _write_runs(out: Path, a: _Args, runs: list[dict], group_params: list[dict], rows: _Rows, qids: list[str],
+                pid_width: int, report: Callable[[str, float], None]) -> tuple[list, list, int]:
+    """Write every run file (and remove stale ones): the (topic * n + pid) keys of each run's top
+    10 and top 20, and the number of tied score pairs."""
+    n = a.n
     run_dir = out / "runs"
     run_dir.mkdir(parents=True, exist_ok=True)
-    pid_width = max(7, len(str(n - 1)))
-    doc_width = max(6, len(str(n_docs_out - 1)))
     top10: list[np.ndarray] = []
     top20: list[np.ndarray] = []
     tie_lines = 0
     for ri, r in enumerate(runs):
-        if r["baseline"]:
-            raw = bm25 if r["run"] == "p_bm25" else rm3
-            sel = top_rows(raw, None, depth)
-            out_score = np.round(raw[sel], 4)
-        else:
-            gp = group_params[r["_g"]]
-            rr = np.random.default_rng(r["_seed"])
-            q_topic = r["quality"] * rr.lognormal(0.0, 0.5, size=n_topics)  # runs fail on some topics
-            s = (r["_lex"] * lexz + r["_sem"] * semz + q_topic[r_topic] * latent
-                 + gp["sigma"] * gp["noise"][r_cls] + r["_sigma"] * rr.standard_t(3, size=nrows))
-            mask = in_bm25 if r["subtask"] == "rerank" else first_stage
-            sel = top_rows(s, mask, depth)
-            x = s[sel]  # in rank order, topic by topic
-            starts = np.flatnonzero(_block_ranks(r_topic[sel]) == 0)
-            per_topic = np.diff(np.append(starts, len(x)))
-            if r["style"] == "logit":
-                out_score = np.round(2.0 * x + r["_offset"], 5)
-            elif r["style"] == "prob":  # a probability from per-topic standardized scores
-                mean = np.repeat(np.add.reduceat(x, starts) / per_topic, per_topic)
-                sd = np.sqrt(np.repeat(np.add.reduceat((x - mean) ** 2, starts) / per_topic, per_topic))
-                out_score = np.round(1.0 / (1.0 + np.exp(-(1.5 * (x - mean) / np.maximum(sd, 1e-9) - 0.5))), 4)
-            else:  # negative distance from the topic's best
-                top = np.repeat(x[starts], per_topic)
-                out_score = np.round(-3.0 * (top - x) - 1.0, 3)
-        t_sel = r_topic[sel]
-        p_sel = r_pid[sel]
+        sel, out_score = _run_selection(r, group_params, rows, a.n_topics, a.depth)
+        t_sel = rows.r_topic[sel]
+        p_sel = rows.r_pid[sel]
         pid_key = p_sel if r["tie_order"] == "asc" else -p_sel
         o = np.lexsort((pid_key, -out_score, t_sel))
         t_sel, p_sel, out_score = t_sel[o], p_sel[o], out_score[o]
@@ -691,58 +894,80 @@ def simulate_campaign(
     for stale in sorted(run_dir.glob("*.run")):
         if stale.name not in run_files:
             stale.unlink()
+    return top10, top20, tie_lines
 
-    # ---- manifest
+
+def _write_manifest(out: Path, runs: list[dict]) -> None:
     with atomic_open(out / "manifest.csv") as fh:
         fh.write("run,group,priority,baseline,subtask,file\n")
         for r in sorted(runs, key=lambda r: (r["group"] != "organizers", r["group"], r["priority"])):
             fh.write(f"{r['run']},{r['group']},{r['priority']},{'true' if r['baseline'] else 'false'},"
                      f"{r['subtask']},{r['run']}.run\n")
 
-    # ---- qrels: graded + decoys + a sample of pooled non-relevant passages, expanded
-    report("qrels", 0.78)
+
+# --------------------------------------------------------------------------- stages: qrels, topics, corpus
+
+
+def _write_qrels(rng_qrels: np.random.Generator, out: Path, n: int, st: _Structure, tp: _Topics, eg: tuple,
+                 top20: list[np.ndarray], pid_width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Qrels: graded + decoys + a sample of pooled non-relevant passages, expanded. Returns the
+    qrels' topics and grades and the sampled (topic * n + canonical pid) keys."""
+    eg_topic, eg_pid, eg_grade = eg
+    class_of = st.class_of
     pooled = np.unique(np.concatenate(top20)) if top20 else np.zeros(0, np.int64)
     p_topic, p_pid = pooled // n, pooled % n
     p_cls = np.unique(p_topic * n + class_of[p_pid])
-    graded_cls = np.unique(g_topic * n + g_pid)
+    graded_cls = np.unique(tp.g_topic * n + tp.g_pid)
     p_cls = p_cls[~np.isin(p_cls, graded_cls)]
     p_cls = p_cls[rng_qrels.random(len(p_cls)) < 0.5]
-    z_topic, z_pid, z_grade = expand(p_cls // n, p_cls % n, np.zeros(len(p_cls), np.int64))
+    z_topic, z_pid, z_grade = st.expand(p_cls // n, p_cls % n, np.zeros(len(p_cls), np.int64))
     q_topic = np.concatenate([eg_topic, z_topic])
     q_pid = np.concatenate([eg_pid, z_pid])
     q_grade = np.concatenate([eg_grade, z_grade])
     q_order = np.lexsort((q_pid, q_topic))
     q_topic, q_pid, q_grade = q_topic[q_order], q_pid[q_order], q_grade[q_order]
     assert len(np.unique(q_topic * n + q_pid)) == len(q_topic), "qrels must be unique per topic and pid"
+    qids = tp.qids
     with atomic_open(out / "qrels.txt") as fh:
         fh.write("".join(f"{qids[t]} 0 p{p:0{pid_width}d} {g}\n"
                          for t, p, g in zip(q_topic.tolist(), q_pid.tolist(), q_grade.tolist())))
+    return q_topic, q_grade, p_cls
 
-    # ---- topics, near-duplicate truth
+
+def _write_topics_and_truth(out: Path, tp: _Topics, st: _Structure, pid_width: int) -> np.ndarray:
+    """Write the topics and the near-duplicate truth; returns the passages in a class of two or more."""
+    class_of = st.class_of
     with atomic_open(out / "topics.tsv") as fh:
-        fh.write("".join(f"{q}\t{text}\n" for q, text in zip(qids, queries)))
-    in_class = np.flatnonzero(class_size[class_of] >= 2)
+        fh.write("".join(f"{q}\t{text}\n" for q, text in zip(tp.qids, tp.queries)))
+    in_class = np.flatnonzero(st.class_size[class_of] >= 2)
     nd_order = in_class[np.lexsort((in_class, class_of[in_class]))]
     with atomic_open(out / "neardup_truth.tsv") as fh:
         fh.write("".join(f"p{c:0{pid_width}d}\tp{p:0{pid_width}d}\n"
                          for c, p in zip(class_of[nd_order].tolist(), nd_order.tolist())))
+    return in_class
 
-    # ---- corpus text, rendered in chunks with pyarrow
-    report("corpus", 0.8)
+
+def _write_corpus(out: Path, n: int, st: _Structure, tok: _Tokens, surface: pa.Array, pid_width: int,
+                  report: Callable[[str, float], None]) -> None:
+    """The corpus text, rendered in chunks with pyarrow (frees ``tok.codes``)."""
+    is_copy, copy_codes, copy_off, final_len = st.is_copy, tok.copy_codes, tok.copy_off, tok.final_len
+    n_copies = len(tok.copy_slots)
+    doc_sizes = st.doc_sizes
+    doc_width = max(6, len(str(len(doc_sizes) - 1)))
     copy_index = np.full(n, -1, np.int64)
-    copy_index[copy_slots] = np.arange(n_copies)
-    all_codes = np.concatenate([codes, copy_codes]) if n_copies else codes
-    del codes
+    copy_index[tok.copy_slots] = np.arange(n_copies)
+    all_codes = np.concatenate([tok.codes, copy_codes]) if n_copies else tok.codes
+    tok.codes = None
     seg_start = np.where(is_copy, len(all_codes) - len(copy_codes) + copy_off[np.maximum(copy_index, 0)],
-                         base_off[:-1])
-    docid_of = np.repeat(np.arange(n_docs_out, dtype=np.int64), doc_sizes)
+                         tok.base_off[:-1])
+    docid_of = np.repeat(np.arange(len(doc_sizes), dtype=np.int64), doc_sizes)
     chunk = 100_000
     with atomic_path(out / "corpus.jsonl") as tmp, open(tmp, "wb") as fh:
         for a in range(0, n, chunk):
             z = min(n, a + chunk)
             ln = final_len[a:z]
-            tok = all_codes[_segments(seg_start[a:z], ln)]
-            strings = surface.take(pa.array(tok))
+            tokens = all_codes[_segments(seg_start[a:z], ln)]
+            strings = surface.take(pa.array(tokens))
             offsets = pa.array(np.concatenate([[0], np.cumsum(ln)]).astype(np.int32))
             text = pc.binary_join(pa.ListArray.from_arrays(offsets, strings), " ")
             pid = pc.utf8_lpad(pc.cast(pa.array(np.arange(a, z)), pa.string()), width=pid_width, padding="0")
@@ -753,34 +978,53 @@ def simulate_campaign(
             fh.write(memoryview(line.buffers()[2])[int(off[0]) : int(off[-1])])
             report("corpus", 0.8 + 0.19 * z / n)
 
-    # ---- summary
-    pool10 = np.unique(np.concatenate(top10)) if top10 else np.zeros(0, np.int64)
-    pool10_sizes = np.bincount(pool10 // n, minlength=n_topics)
-    size_hist = np.bincount(np.digitize(sizes, [3, 4, 11, 101, 1001]), minlength=6) if n_classes else np.zeros(6, int)
-    grade_counts = np.bincount(q_grade, minlength=4)
+
+# --------------------------------------------------------------------------- stages: summary
+
+
+def _topics_info(a: _Args, st: _Structure, tp: _Topics, pool10_sizes: np.ndarray, q_topic: np.ndarray,
+                 q_grade: np.ndarray, p_cls: np.ndarray) -> list[dict]:
+    """Per topic: kind, query, graded passages before and after expansion, depth-10 pool size."""
+    n = a.n
+    g_topic, g_pid, g_grade = tp.g_topic, tp.g_pid, tp.g_grade
     topics_info = []
-    for t in range(n_topics):
+    for t in range(a.n_topics):
         gm = g_topic == t
         qm = q_topic == t
         topics_info.append({
-            "qid": qids[t],
-            "kind": str(kinds[t]),
-            "query": queries[t],
-            "query_terms": int(n_query_terms[t]),
+            "qid": tp.qids[t],
+            "kind": str(tp.kinds[t]),
+            "query": tp.queries[t],
+            "query_terms": int(tp.n_query_terms[t]),
             "graded": {str(g): int(((g_grade == g) & gm).sum()) for g in range(4)},
             "relevant": int(((g_grade >= 2) & gm).sum()),
-            "relevant_with_duplicates": int(((g_grade >= 2) & gm & (class_size[g_pid] >= 2)).sum()),
+            "relevant_with_duplicates": int(((g_grade >= 2) & gm & (st.class_size[g_pid] >= 2)).sum()),
             "qrels": int(qm.sum()),
             "qrels_relevant": int(((q_grade >= 2) & qm).sum()),
             "expansion": int(qm.sum() - ((g_topic == t).sum() + ((p_cls // n) == t).sum())),
             "pool_depth10": int(pool10_sizes[t]),
         })
-    summary = {
+    return topics_info
+
+
+def _summary(a: _Args, st: _Structure, tok: _Tokens, tp: _Topics, runs: list[dict], V: int, in_class: np.ndarray,
+             tie_lines: int, top10: list[np.ndarray], q_topic: np.ndarray, q_grade: np.ndarray,
+             p_cls: np.ndarray) -> dict:
+    """The JSON-able summary :func:`simulate_campaign` returns."""
+    n, n_topics, depth = a.n, a.n_topics, a.depth
+    sizes, n_edits, mode = st.sizes, tok.n_edits, tok.mode
+    n_classes, n_copies = len(sizes), len(tok.copy_slots)
+    pool10 = np.unique(np.concatenate(top10)) if top10 else np.zeros(0, np.int64)
+    pool10_sizes = np.bincount(pool10 // n, minlength=n_topics)
+    size_hist = np.bincount(np.digitize(sizes, [3, 4, 11, 101, 1001]), minlength=6) if n_classes else np.zeros(6, int)
+    grade_counts = np.bincount(q_grade, minlength=4)
+    topics_info = _topics_info(a, st, tp, pool10_sizes, q_topic, q_grade, p_cls)
+    return {
         "generator": "qrelkit.simulate.campaign",
         "parameters": {
-            "n_passages": n, "n_docs": n_docs, "n_topics": n_topics, "n_groups": n_groups,
-            "runs_per_group": [lo, hi], "depth": depth, "dup_fraction": float(dup_fraction), "seed": seed,
-            "subtasks": list(subtasks),
+            "n_passages": n, "n_docs": a.n_docs, "n_topics": n_topics, "n_groups": a.n_groups,
+            "runs_per_group": [a.lo, a.hi], "depth": depth, "dup_fraction": float(a.dup_fraction), "seed": a.seed,
+            "subtasks": list(a.subtasks),
         },
         "files": {
             "corpus": "corpus.jsonl", "neardup_truth": "neardup_truth.tsv", "topics": "topics.tsv",
@@ -788,8 +1032,8 @@ def simulate_campaign(
         },
         "counts": {
             "passages": n,
-            "documents": n_docs_out,
-            "words": int(final_len.sum()),
+            "documents": len(st.doc_sizes),
+            "words": int(tok.final_len.sum()),
             "vocabulary": V,
             "neardup_classes": n_classes,
             "neardup_passages": int(len(in_class)),
@@ -800,7 +1044,7 @@ def simulate_campaign(
             "copies_case_or_punct_only": int(((n_edits == 0) & (mode != 0)).sum()) if n_copies else 0,
             "exact_copies": int(((n_edits == 0) & (mode == 0)).sum()) if n_copies else 0,
             "topics": n_topics,
-            "groups": n_groups + 1,
+            "groups": a.n_groups + 1,
             "runs": len(runs),
             "baseline_runs": sum(r["baseline"] for r in runs),
             "run_lines": len(runs) * n_topics * depth,
@@ -819,10 +1063,6 @@ def simulate_campaign(
         "topics": topics_info,
         "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
     }
-    with atomic_open(out / "summary.json") as fh:
-        fh.write(json.dumps(summary, indent=2) + "\n")
-    report("done", 1.0)
-    return summary
 
 
 def _letters(i: int) -> str:
