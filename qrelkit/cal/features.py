@@ -459,10 +459,6 @@ def chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
     return lambda: iter(corpus)
 
 
-# kept for cal/simulate.py until it imports the public names
-_Vocabulary = Vocabulary
-_row_pairs = row_pairs
-_chunks_of = chunks_of
 
 
 def build_features(

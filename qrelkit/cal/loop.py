@@ -152,7 +152,6 @@ def key64(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-_key64 = key64  # kept for cal/simulate.py until it imports the public name
 
 
 def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.random.SeedSequence:

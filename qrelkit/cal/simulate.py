@@ -55,8 +55,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qrelkit.cal.features import Features, _row_pairs, _Vocabulary
-from qrelkit.cal.loop import THREADS, CalParams, CalRanker, _key64, batch_size, candidate_rows
+from qrelkit.cal.features import Features, Vocabulary, chunks_of, row_pairs
+from qrelkit.cal.loop import THREADS, CalParams, CalRanker, batch_size, candidate_rows, key64
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
 
@@ -323,7 +323,7 @@ def simulate_cal(
             progress(qid)
         log = _topic_log(init, qid, cr.rel_set)
         ths = _start_threads(cr, qid, text, log)
-        rng_err = np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 7]))
+        rng_err = np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), key64(qid), 7]))
         while True:
             active = [th for th in ths if not th.stopped]
             if not active:
@@ -451,7 +451,7 @@ def _start_threads(cr: _CalRun, qid: str, text: str, log: _Log) -> list[_Thread]
             if key not in samples:
                 samples[key] = _target_sample(features, cr.cand[t], cr.oracle, qid, cr.target_size, params.seed,
                                               cr.rel_set,
-                                              np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), _key64(qid), 11])))
+                                              np.random.default_rng(np.random.SeedSequence([params.seed & (2**63 - 1), key64(qid), 11])))
             th.sample, th.sample_cost = samples[key]
         for i, r in enumerate(log.row):
             if m is None or m[r]:
@@ -663,16 +663,14 @@ class BM25:
     each."""
 
     def __init__(self, corpus, *, norm: Normalization = Normalization(), k1: float = 0.9, b: float = 0.4) -> None:
-        from qrelkit.cal.features import _chunks_of
-
         self.norm, self.k1, self.b = norm, float(k1), float(b)
-        vocab = _Vocabulary()
+        vocab = Vocabulary()
         rows_l, cols_l, tf_l, pids, lens = [], [], [], [], []
         base = 0
-        for chunk in _chunks_of(corpus)():
+        for chunk in chunks_of(corpus)():
             offsets, hashes = word_hashes(chunk["text"], norm)
             cols = vocab.assign(hashes)
-            nuniq, idx, tf = _row_pairs(offsets, cols, vocab.n)
+            nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
             rows_l.append(np.repeat(np.arange(base, base + len(nuniq)), nuniq))
             cols_l.append(idx)
             tf_l.append(tf)

@@ -62,7 +62,6 @@ whole collection, in which case the relevant passages found are the targets.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -72,6 +71,7 @@ import pandas as pd
 
 from qrelkit.config import default as config_default, defaults as config_defaults
 from qrelkit.errors import InputError
+from qrelkit.io.keys import stable_int
 
 CONTINUE, ACCEPT, REJECT, STOP = "continue", "accept", "reject", "stop"
 ACTIONS = (CONTINUE, ACCEPT, REJECT, STOP)
@@ -453,11 +453,6 @@ class BudgetRule(StoppingRule):
 # -- target method ---------------------------------------------------------------------------------
 
 
-def _stable_int(*parts: object) -> int:
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:8], "little")
-
-
 def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: str = "") -> list[str]:
     """The first ``size`` passages of a seeded random order of ``collection`` (per topic).
 
@@ -465,7 +460,7 @@ def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: s
     and a larger ``size`` extends a smaller one (draw more until T relevant are found).
     """
     ids = np.asarray(sorted(set(map(str, collection))), dtype=object)
-    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, _stable_int("target-sample", topic)])
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_int("target-sample", topic)])
     order = rng.permutation(len(ids))
     return ids[order[: max(int(size), 0)]].tolist()
 

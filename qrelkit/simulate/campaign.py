@@ -441,7 +441,7 @@ def simulate_campaign(
     top10, top20, tie_lines = _write_runs(out, a, runs, group_params, rows, tp.qids, pid_width, report)
     _write_manifest(out, runs)
     report("qrels", 0.78)
-    q_topic, q_grade, p_cls = _write_qrels(rng_qrels, out, a.n, st, tp, eg, top20, pid_width)
+    q_topic, q_grade, p_cls = _write_hidden_qrels(rng_qrels, out, a.n, st, tp, eg, top20, pid_width)
     in_class = _write_topics_and_truth(out, tp, st, pid_width)
     report("corpus", 0.8)
     _write_corpus(out, a.n, st, tok, surface, pid_width, report)
@@ -908,7 +908,7 @@ def _write_manifest(out: Path, runs: list[dict]) -> None:
 # --------------------------------------------------------------------------- stages: qrels, topics, corpus
 
 
-def _write_qrels(rng_qrels: np.random.Generator, out: Path, n: int, st: _Structure, tp: _Topics, eg: tuple,
+def _write_hidden_qrels(rng_qrels: np.random.Generator, out: Path, n: int, st: _Structure, tp: _Topics, eg: tuple,
                  top20: list[np.ndarray], pid_width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Qrels: graded + decoys + a sample of pooled non-relevant passages, expanded. Returns the
     qrels' topics and grades and the sampled (topic * n + canonical pid) keys."""
