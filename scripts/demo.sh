@@ -67,7 +67,7 @@ step "11. reusability: leave-one-group-out over the judged depth-10 pool, and th
 $Q reuse leave-out "$C/runs" -m "$OUT/selection.csv" -q "$OUT/qrels-round1.txt" --pool "$OUT/pool-depth10.parquet" \
    --classes "$OUT/classes.parquet" -c $CFG -o "$OUT/reuse"
 
-step "12. preference round (PROTOCOL.md section 2): sparse labels (one relevant passage per topic), top-1 pool, pairs, cost, tasks"
+step "12. preference round (docs/protocol.md section 2): sparse labels (one relevant passage per topic), top-1 pool, pairs, cost, tasks"
 P=$OUT/prefs
 mkdir -p "$P"
 printf '[selection]\nper_group = 1\n' > "$P/first-runs.toml"
@@ -105,7 +105,7 @@ $Q prefs import "$P/answers-m1.csv" --tasks "$P/tasks-m1.parquet" -c $CFG -o "$P
 $Q prefs tournament "$P/judgments-m1.parquet" --pairs "$P/pairs-m1.parquet" --best "$P/prefs-qrels.txt" -c $CFG \
    -o "$P/prefs-qrels-m1.txt" --log-out "$P/tournament-m1-log.csv"
 
-step "13. CAL (PROTOCOL.md section 1, step 4): features once; a judging store holding the pool judgments; one round"
+step "13. CAL (docs/protocol.md section 1, step 4): features once; a judging store holding the pool judgments; one round"
 $Q cal features "$C/corpus.jsonl" --classes "$OUT/classes.parquet" -c $CFG -o "$OUT/cal.db.features"
 $Q cal init "$OUT/cal.db" --topics "$C/topics.tsv" -c $CFG
 $Q cal import "$OUT/cal.db" "$OUT/judgments.parquet" -c $CFG

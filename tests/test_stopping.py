@@ -1,4 +1,4 @@
-"""Stopping rules: the TREC 2022 density rule at every boundary of PROTOCOL.md, the knee, budget
+"""Stopping rules: the TREC 2022 density rule at every boundary of docs/protocol.md, the knee, budget
 and target methods of Cormack & Grossman (2016), the registry, no one-round lag, and status /
 replay over a judging store."""
 

@@ -1,6 +1,6 @@
 """The CAL loop: one iteration = train, score every candidate, select the next batch.
 
-Per topic and thread (PROTOCOL.md section 1, step 4; Cormack and Grossman's BMI):
+Per topic and thread (docs/protocol.md section 1, step 4; Cormack and Grossman's BMI):
 
 * **training set** — the judged passages the thread may see, binarized by the config
   (``[labels] passage_relevant``, 2 and 3 by default); the query text as one synthetic relevant

@@ -11,7 +11,7 @@ the counts of the previous round).
 
 Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`):
 
-``density`` — TREC 2022 Deep Learning (PROTOCOL.md section 1, step 5), thresholds from the
+``density`` — TREC 2022 Deep Learning (docs/protocol.md section 1, step 5), thresholds from the
 config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
 
 * accept if d < ``accept_density_below`` (0.4) and n >= ``accept_min_judged`` (150) and

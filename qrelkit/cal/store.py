@@ -1,7 +1,7 @@
 """The judging store: one SQLite file per campaign that never loses a judgment.
 
 A store holds the topics of a campaign, its CAL threads (``fractional``, ``local``, ``all`` per
-topic, PROTOCOL.md section 1), the batches issued to assessors with their items, and an
+topic, docs/protocol.md section 1), the batches issued to assessors with their items, and an
 **append-only judgments log**. Any number of processes may read and write one store at once.
 
 Durability and concurrency
@@ -62,7 +62,7 @@ Judging order and thread views
 ------------------------------
 Judging order is batch issue order, then the item's position in the batch (the CAL rank), then
 log order. A thread's view holds the shared ``pool`` batches plus the thread's own ``cal``
-batches; the ``all`` thread sees every ``pool`` and ``cal`` batch of the topic (PROTOCOL.md: it
+batches; the ``all`` thread sees every ``pool`` and ``cal`` batch of the topic (docs/protocol.md: it
 uses every judgment available). ``sample`` batches (random samples for the target method) are in
 no thread's sequence but are exported as qrels. Times are stored but never exported: exports are
 ordered and byte-identical for the same judgments.

@@ -1,4 +1,4 @@
-"""Comparing runs: the outcome breakdown (PROTOCOL.md section 3), significance tests with
+"""Comparing runs: the outcome breakdown (docs/protocol.md section 3), significance tests with
 multiple-comparison corrections, and rank correlation between leaderboards.
 
 Every IR value comes from ir-measures (through :func:`qrelkit.evaluate.core.evaluate`); every
@@ -257,7 +257,7 @@ def outcome_breakdown(
     ranking: str = "trec_eval",
     progress: Callable[..., None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Outcome breakdown (PROTOCOL.md section 3) for every pair of runs, every run against
+    """Outcome breakdown (docs/protocol.md section 3) for every pair of runs, every run against
     ``baseline``, or the given ``pairs``. Returns (one row per pair, one row per pair and topic
     with its case). A run that retrieved nothing for a topic has no relevant item there.
     ``ranking``: as :func:`~qrelkit.evaluate.evaluate`.

@@ -1,4 +1,4 @@
-"""Near-duplicates in evaluation (TREC 2022 Deep Learning, Figure 6; PROTOCOL.md section 1).
+"""Near-duplicates in evaluation (TREC 2022 Deep Learning, Figure 6; docs/protocol.md section 1).
 
 Four ways to treat duplicates, each a (runs, qrels) pair scored with :func:`evaluate`:
 

@@ -1,6 +1,6 @@
 """Several assessors' grades -> one label per (topic, passage), and how much the assessors agree.
 
-PROTOCOL.md section 4. For each (topic, passage):
+docs/protocol.md section 4. For each (topic, passage):
 
 * **Missing grades are ignored** (an empty or null grade is no vote).
 * **Binary label by majority vote:** each grade is binarized (``grade >= threshold`` is a vote for

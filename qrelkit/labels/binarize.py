@@ -1,6 +1,6 @@
 """Binarization schemes: which grades count as relevant, per level, named in the protocol file.
 
-TREC Deep Learning (PROTOCOL.md section 1): passages are relevant at grades 2 and 3 (``passage``),
+TREC Deep Learning (docs/protocol.md section 1): passages are relevant at grades 2 and 3 (``passage``),
 documents at 1, 2 and 3 (``document``). A config names its schemes in ``[labels]``
 (``passage_relevant``, ``document_relevant``, and any others in ``[labels.schemes]``, e.g.
 ``strict = [3]``); a scheme can also be given inline as ``"2,3"`` or as a threshold ``">=2"``.

@@ -1,13 +1,13 @@
 """Propagating labels: to near-duplicates (expanded qrels) and from passages to documents.
 
-**Near-duplicates** (PROTOCOL.md section 1 (i)). Every member of a near-duplicate class gets the
+**Near-duplicates** (docs/protocol.md section 1 (i)). Every member of a near-duplicate class gets the
 label of the class: the canonical passage's grade when it is judged, else the highest grade among
 the class's judged members. Passages judged directly keep their own grade (never overwritten);
 judged members of one class with different grades are reported as conflicts. Negative grades
 (pooled, not judged) are never propagated. The report has one row per topic: judged passages,
 relevant ones, passages after expansion, relevant ones, passages added (TREC 2022, Table 4).
 
-**Documents** (PROTOCOL.md section 1 (ii)). A document's label is the maximum grade over its
+**Documents** (docs/protocol.md section 1 (ii)). A document's label is the maximum grade over its
 judged passages (``rule="max"``, the default; ``min`` and ``median_high`` are offered for
 analysis), where, when classes are given, the near-duplicates of a judged passage count with that
 passage's label (the qrels are expanded first). An optional **grade mapping** ("passage grade ->

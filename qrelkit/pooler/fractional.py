@@ -1,4 +1,4 @@
-"""Fractional collections (PROTOCOL.md section 1, "Fractional collection").
+"""Fractional collections (docs/protocol.md section 1, "Fractional collection").
 
 The whole deduplicated corpus is put in one seeded, query-independent random order and the first
 ``fraction`` of it is kept. The random order is that of a keyed 64-bit SipHash of each passage id

@@ -274,7 +274,7 @@ def top1_pool(
 
 def pool_size_distribution(pool: pa.Table) -> dict:
     """Pool sizes per topic: a ``{"sizes": {qid: n}, "histogram": {size: topics}, "mean",
-    "median", "min", "max", "topics", "total"}`` summary (PROTOCOL.md section 2)."""
+    "median", "min", "max", "topics", "total"}`` summary (docs/protocol.md section 2)."""
     vc = pc.value_counts(pool["qid"])
     qids = vc.field("values").to_pylist()
     counts = vc.field("counts").to_numpy()

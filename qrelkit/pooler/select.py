@@ -1,4 +1,4 @@
-"""Which runs feed the pool (PROTOCOL.md section 1, "Runs that feed the pool").
+"""Which runs feed the pool (docs/protocol.md section 1, "Runs that feed the pool").
 
 One rule, used by every command that needs the pooled runs (:func:`pool_selection`): a manifest
 with a ``pooled`` column (as ``qrelkit pool select -o`` writes, or filled by hand) is taken as it

@@ -1,4 +1,4 @@
-"""Shallow pooling with preference judgments (PROTOCOL.md section 2; Arabzadeh et al.,
+"""Shallow pooling with preference judgments (docs/protocol.md section 2; Arabzadeh et al.,
 "Shallow pooling for sparse labels"): pairs from top-1 pools and their cost, crowd tasks with
 test pairs, worker screening and agreement, preference qrels by tournament, win ratios between
 runs, re-scoring on preference qrels, the single-ranker check, and a simulated preference

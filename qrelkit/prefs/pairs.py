@@ -1,6 +1,6 @@
 """Preference pairs from shallow top-1 pools, their cost, and maintenance rounds.
 
-**Pairs** (PROTOCOL.md section 2): every unordered pair of items in a topic's pool, once. An item
+**Pairs** (docs/protocol.md section 2): every unordered pair of items in a topic's pool, once. An item
 is a passage, or a near-duplicate class (its canonical passage) when the pool was built over
 classes or ``classes`` are given here, so two copies of one passage are never compared. A pool
 of n items gives n(n-1)/2 pairs.

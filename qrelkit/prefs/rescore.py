@@ -1,4 +1,4 @@
-"""Re-scoring runs on preference qrels (PROTOCOL.md section 2; the paper's Table 2 and Figure 5).
+"""Re-scoring runs on preference qrels (docs/protocol.md section 2; the paper's Table 2 and Figure 5).
 
 Every run (and the perfect run) is scored with MRR@10 (ir-measures ``RR@10``, through
 :func:`qrelkit.evaluate.evaluate`, missing topics scoring 0) three ways:

@@ -1,5 +1,5 @@
 """Crowd tasks for side-by-side preference judgments: export, import, screening, re-issue,
-agreement (PROTOCOL.md section 2).
+agreement (docs/protocol.md section 2).
 
 **Tasks.** The real pairs are put in a seeded random order and cut into tasks of
 ``pairs_per_task`` (10) pairs; the last task may hold fewer. Each task gets ``test_pairs`` (3)

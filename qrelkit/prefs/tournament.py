@@ -1,4 +1,4 @@
-"""Preference qrels by tournament (PROTOCOL.md section 2; Arabzadeh et al., section 5.1).
+"""Preference qrels by tournament (docs/protocol.md section 2; Arabzadeh et al., section 5.1).
 
 **Pair outcomes** (:func:`pair_outcomes`). Each pair's judgments are counted; the passage with
 more votes wins the pair. Equal votes (e.g. one judgment each way) make the pair a *draw*; a pair

@@ -1,4 +1,4 @@
-"""Win ratios between runs by their top passages (PROTOCOL.md section 2; the paper's Table 3).
+"""Win ratios between runs by their top passages (docs/protocol.md section 2; the paper's Table 3).
 
 Each run's top passage per topic comes from the top-1 pool's provenance (the run ranked it
 first); the *perfect run* places a known relevant passage first: per topic, the first

@@ -1,7 +1,7 @@
 """Leave-out simulations: how would each run have scored had it not contributed to the judgments?
 
-:func:`leave_out` carries out NIST's leave-one-group-out practice (REFERENCE.md, "Leave-one-group-
-out"; PROTOCOL.md section 1, "Reusability") and its two variants:
+:func:`leave_out` carries out NIST's leave-one-group-out practice (docs/protocol.md section 5, "Leave-one-group-
+out"; docs/protocol.md section 1, "Reusability") and its two variants:
 
 1. **Units.** ``procedure="group"`` (default) leaves out one group at a time, ``"run"`` one run,
    ``"type"`` one run type (a manifest column ``type``, e.g. neural / traditional).
