@@ -15,6 +15,7 @@ from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_metadata, read_table, write_table
+from qrelkit.labels.relevance import relevance_level
 
 app = typer.Typer(help="Evaluate runs with ir-measures; duplicates in evaluation; compare runs.", no_args_is_help=True)
 
@@ -23,17 +24,6 @@ MeasureOpt = typer.Option([], "--measure", "-m", help="ir-measures measure strin
 MissingOpt = typer.Option(None, "--missing", help="Judged topics missing from a run: zero (default) | skip | error.")
 RelevantOpt = typer.Option(None, "--relevant", help="Binary measures: relevant grades, a scheme (passage, document, '>=2') or a level (default: config).")
 LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run and qrels defects (a grade off the [labels] scale: line dropped) instead of failing; counts per rule are reported.")
-
-
-def _relevance(cfg, relevant: Optional[str]) -> int | None:
-    from qrelkit.labels import scheme_grades, threshold_of
-
-    r = cfg.get_value("eval", "relevant", relevant)
-    if r is None or r == "":
-        return None
-    if isinstance(r, int) or (isinstance(r, str) and r.strip().isdigit()):
-        return int(r)
-    return threshold_of(scheme_grades(r, cfg), cfg.get_value("labels", "scale"))
 
 
 def _measures(cfg, measure: List[str], key: str = "measures") -> list[str]:
@@ -98,7 +88,7 @@ def score(
     cfg = common.config(config)
     ms = _measures(cfg, measure)
     pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
+    rel = relevance_level(relevant, cfg)
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol,
@@ -146,7 +136,7 @@ def compare(
     cfg = common.config(config)
     ms = _measures(cfg, measure)
     pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
+    rel = relevance_level(relevant, cfg)
     tl = [t.strip() for t in tests.split(",")] if tests else list(cfg.get_value("eval", "tests"))
     cl = [c.strip() for c in corrections.split(",")] if corrections else list(cfg.get_value("eval", "corrections"))
     a = float(cfg.get_value("eval", "alpha", alpha))
@@ -218,7 +208,7 @@ def duplicates(
     cfg = common.config(config)
     ms = _measures(cfg, measure, "duplicate_measures")
     pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
+    rel = relevance_level(relevant, cfg)
     d = cfg.get_value("eval", "depth", depth)
     q, table, _, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     rk = str(cfg.get_value("eval", "ranking"))

@@ -5,21 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import pandas as pd
 import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
-from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
-from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.tables import write_table
 from qrelkit.pooler import (
     depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
-    pool_selection, restrict_runs, select_pool_runs, top1_pool,
+    restrict_runs, top1_pool,
 )
+from qrelkit.pooler.protocol import configured_selection
+from qrelkit.pooler.saved import read_pool
 
 app = typer.Typer(help="Build judgment pools with provenance.", no_args_is_help=True)
 
@@ -35,27 +35,6 @@ LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects i
 TiesOpt = typer.Option(None, "--ties", help="Order of equal scores within a topic: docid-desc (trec_eval) | docid-asc | file-order (default: config [pool] ties).")
 
 
-def _selection_args(cfg, per_group=None, baselines=None, include=None, exclude=None) -> dict:
-    return dict(
-        per_group=int(cfg.get_value("selection", "per_group", per_group)),
-        include_baselines=bool(cfg.get_value("selection", "include_baselines", baselines)),
-        by_subtask=bool(cfg.get_value("selection", "by_subtask")),
-        priority_order=str(cfg.get_value("selection", "priority_order")),
-        include=include or cfg.get_value("selection", "include") or [],
-        exclude=exclude or cfg.get_value("selection", "exclude") or [],
-    )
-
-
-def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, include=None, exclude=None) -> pd.DataFrame:
-    return select_pool_runs(manifest_df, **_selection_args(cfg, per_group, baselines, include, exclude))
-
-
-def pooled_selection(cfg, manifest_df: pd.DataFrame) -> pd.DataFrame:
-    """The pooled runs of a manifest by the library's one rule (its ``pooled`` column as is, else
-    the config's selection)."""
-    return pool_selection(manifest_df, **_selection_args(cfg))
-
-
 def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-desc"):
     """Load runs (restricted to the pooled ones when a manifest is given), classes and qrels."""
     man = read_manifest(manifest) if manifest else None
@@ -63,7 +42,7 @@ def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-
     table = rs.table
     pooled = rs.runs
     if man is not None and not all_runs:
-        sel = pooled_selection(cfg, man)
+        sel = configured_selection(man, cfg)
         pooled = sorted(set(sel.loc[sel["pooled"], "run"]) & set(rs.runs))
         table = filter_runs(table, pooled)
     cls = read_classes(classes) if classes else None
@@ -103,7 +82,8 @@ def select(
     """Choose the runs that feed the pool: baselines + N highest-priority runs per group and subtask."""
     common.check_io(inputs=[manifest, config], outputs=[output])
     cfg = common.config(config)
-    sel = _selection(cfg, read_manifest(manifest), per_group, baselines, include, exclude)
+    sel = configured_selection(read_manifest(manifest), cfg, select=True, per_group=per_group,
+                               include_baselines=baselines, include=include, exclude=exclude)
     if output:
         write_table(pa.Table.from_pandas(sel, preserve_index=False), output, kind="pool-selection",
                     params=_params(manifest=manifest, per_group=per_group, include=include, exclude=exclude))
@@ -272,9 +252,7 @@ def stats(
     """Pool size per topic, unique contributions per run and group, overlap between runs."""
     common.check_io(inputs=[pool, manifest, config], folders=[output])
     common.config(config)
-    t = read_table(pool)
-    if "runs" not in t.column_names:
-        raise InputError("missing-column", "not a pool table (no provenance column 'runs')", file=str(pool))
+    t, _ = read_pool(pool)
     res = pool_stats(t, read_manifest(manifest) if manifest else None)
     if output:
         for name, df in res.items():
