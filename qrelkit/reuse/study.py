@@ -43,17 +43,16 @@ def leave_out_options(config: Any = None, *, procedure: str | None = None, uniqu
     ('run', 'remove', 'zero')
     """
     cfg = config if config is not None else load_config(None)
-
-    def opt(key: str, override=None):
-        return cfg.get_value("reuse", key, override)
-
     return dict(
-        procedure=str(opt("procedure", procedure)), uniqueness=str(opt("uniqueness", uniqueness)),
-        orphans=str(opt("orphans", orphans)), orphan_depth=int(opt("orphan_depth", orphan_depth)),
-        removal=str(opt("removal", removal)),
-        measures=list(measures) if measures else list(opt("measures") or DEFAULT_MEASURES),
+        procedure=str(cfg.get_value("reuse", "procedure", procedure)),
+        uniqueness=str(cfg.get_value("reuse", "uniqueness", uniqueness)),
+        orphans=str(cfg.get_value("reuse", "orphans", orphans)),
+        orphan_depth=int(cfg.get_value("reuse", "orphan_depth", orphan_depth)),
+        removal=str(cfg.get_value("reuse", "removal", removal)),
+        measures=list(measures) if measures else list(cfg.get_value("reuse", "measures") or DEFAULT_MEASURES),
         missing=str(cfg.get_value("eval", "missing", missing)), rel=relevance_level(relevant, cfg),
-        density_threshold=float(opt("density_threshold")), voorhees_share=float(opt("voorhees_relevant_share")),
+        density_threshold=float(cfg.get_value("reuse", "density_threshold")),
+        voorhees_share=float(cfg.get_value("reuse", "voorhees_relevant_share")),
         ranking=str(cfg.get_value("eval", "ranking")),
     )
 
