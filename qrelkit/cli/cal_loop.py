@@ -11,13 +11,20 @@ import pandas as pd
 import pyarrow as pa
 import typer
 
+from qrelkit.cal.store import open_store, store_errors
 from qrelkit.cli import common
 from qrelkit.cli.cal import LockTimeoutOpt, app
 from qrelkit.errors import InputError
+from qrelkit.io.classes import read_classes
+from qrelkit.io.corpus import lookup_texts, passages_upper_bound
 from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
 
 __all__ = ["app"]
+
+# Imports inside the functions (qrelkit.cal.loop, .features, .simulate, .study, qrelkit.dedupe.tokenize):
+# they compile numba kernels, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
 
 
 def _norm(cfg):
@@ -57,8 +64,6 @@ def _load_features(path: Path, cfg, classes: Optional[Path] = None):
         return load_features(path)
     if not path.exists():
         raise InputError("unreadable", "no such file or folder", file=str(path))
-    from qrelkit.io.classes import read_classes
-
     cls = read_classes(classes) if classes else None
     with common.progress("building features", None):
         return build_features(path, norm=_norm(cfg), classes=cls)
@@ -76,9 +81,6 @@ def features(
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features
-    from qrelkit.io.classes import read_classes
-    from qrelkit.io.corpus import passages_upper_bound
-
     cfg = common.config(config)
     if not corpus.exists():
         raise InputError("unreadable", "no such file", file=str(corpus))
@@ -97,8 +99,6 @@ def features(
 
 
 def _read_ids(path: Path) -> pa.Array:
-    from qrelkit.io.tables import read_table
-
     if path.suffix.lower() in (".parquet", ".csv", ".tsv", ".jsonl"):
         t = read_table(path)
         for c in ("pid", "docid", "id"):
@@ -135,10 +135,6 @@ def next_(
     common.check_io(inputs=[features_dir, corpus, config], outputs=[output], stores=[store])
     from qrelkit.cal.features import load_features
     from qrelkit.cal.loop import batches_table, issue_next_batches
-    from qrelkit.cal.store import open_store, store_errors
-    from qrelkit.io.corpus import lookup_texts
-    from qrelkit.io.tables import write_table
-
     cfg = common.config(config)
     if not store.is_file():
         raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
@@ -198,7 +194,6 @@ def simulate(
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
     common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
-    # lazy: the CAL modules compile numba kernels, too slow for every 'qrelkit --help'
     from qrelkit.cal.simulate import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
     from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation
 

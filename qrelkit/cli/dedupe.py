@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import typer
@@ -13,10 +14,13 @@ from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.classes import dedupe_runs, read_classes
+from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import judged, read_qrels, write_qrels
 from qrelkit.io.runs import write_trec_run
 from qrelkit.io.tables import write_table
 
+# Imports inside the commands (qrelkit.dedupe): it compiles numba kernels and 'dedupe cluster --dask'
+# loads dask.distributed, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
 app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs, expand qrels.", no_args_is_help=True)
 
 
@@ -120,8 +124,6 @@ def stats(
     common.config(config)
     st = class_stats(read_nist(classes), largest=largest)
     if corpus is not None:
-        from qrelkit.io.corpus import lookup_texts
-
         want = {p for c in st["largest"] for p in c["sample"]}
         texts = lookup_texts(corpus, want)
         for c in st["largest"]:
@@ -134,8 +136,6 @@ def stats(
         return
     common.stdout.print(f"{st['passages']} passages in {st['classes']} classes; {st['duplicate_classes']} classes "
                         f"with duplicates hold {st['passages_in_duplicate_classes']} passages")
-    import pandas as pd
-
     common.print_table(pd.DataFrame(sorted(st["histogram"].items()), columns=["size", "classes"]), title="Class sizes")
     common.print_table(pd.DataFrame(st["largest"]).astype(str), title="Largest classes")
 

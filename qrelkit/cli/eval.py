@@ -17,6 +17,8 @@ from qrelkit.io.classes import read_classes
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_metadata, read_table, write_table
 
+# Imports inside the commands (qrelkit.evaluate): it loads ir_measures, too slow to pay on every
+# 'qrelkit --help'; it loads when an eval command runs. Everything else is imported here.
 app = typer.Typer(help="Evaluate runs with ir-measures; duplicates in evaluation; compare runs.", no_args_is_help=True)
 
 QrelsOpt = typer.Option(..., "--qrels", "-q", help="Qrels (TREC text, .gz, or Parquet).")
@@ -79,7 +81,6 @@ def score(
     """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
     policy for judged topics a run misses; per-query and aggregate tables."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
-    # lazy (every eval command): qrelkit.evaluate loads ir_measures, too slow for every 'qrelkit --help'
     from qrelkit.evaluate import RANKINGS, evaluate
     from qrelkit.evaluate.protocol import scoring_options
 

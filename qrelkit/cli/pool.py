@@ -11,8 +11,9 @@ import typer
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.io.classes import read_classes
-from qrelkit.io.manifest import read_manifest
+from qrelkit.io.manifest import read_manifest, read_run_depths
 from qrelkit.io.qrels import read_qrels
+from qrelkit.io.runs import write_trec_run
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (
     depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
@@ -35,10 +36,13 @@ LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects i
 TiesOpt = typer.Option(None, "--ties", help="Order of equal scores within a topic: docid-desc (trec_eval) | docid-asc | file-order (default: config [pool] ties).")
 
 
-def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-desc"):
-    """Load runs (restricted to the pooled ones when a manifest is given), classes and qrels."""
+def _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels):
+    """The config, the tie rule (flag, else config), the runs (restricted to the pooled ones when a
+    manifest is given), their names, classes, qrels and the run set."""
+    cfg = common.config(config)
+    tie = str(cfg.get_value("pool", "ties", ties))
     man = read_manifest(manifest) if manifest else None
-    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ties)
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=tie)
     table = rs.table
     pooled = rs.runs
     if man is not None and not all_runs:
@@ -47,7 +51,7 @@ def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-
         table = filter_runs(table, pooled)
     cls = read_classes(classes) if classes else None
     q = read_qrels(qrels) if qrels else None
-    return table, pooled, cls, q, rs
+    return cfg, tie, table, pooled, cls, q, rs
 
 
 def _params(**kw) -> dict:
@@ -113,14 +117,10 @@ def depth(
 ) -> None:
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
     common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     k = int(cfg.get_value("pool", "depth", depth_))
     per_run = None
     if run_depth:
-        from qrelkit.io.manifest import read_run_depths
-
         per_run = read_run_depths(run_depth)
     pol = str(cfg.get_value("pool", "judged", judged))
     pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
@@ -147,9 +147,7 @@ def top1(
 ) -> None:
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
     common.check_io(inputs=[runs, qrels, manifest, classes, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
     pm = str(cfg.get_value("top1", "perfect", perfect))
     pool = top1_pool(table, qrels=q, perfect_min_rel=mr, perfect=pm, classes=cls)
@@ -179,9 +177,7 @@ def fused(
 ) -> None:
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
     common.check_io(inputs=[runs, manifest, classes, qrels, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     m = str(cfg.get_value("fused", "method", method))
     n = int(cfg.get_value("fused", "take", take))
     kk = float(cfg.get_value("fused", "rrf_k", rrf_k))
@@ -215,9 +211,7 @@ def fractional(
     """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
     their depth-k pool minus what is already judged."""
     common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output, ids_out, runs_out])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     f = float(cfg.get_value("fractional", "fraction", fraction))
     s = int(cfg.get_value("fractional", "seed", seed))
     k = int(cfg.get_value("pool", "depth", depth_))
@@ -233,8 +227,6 @@ def fractional(
         if runs_out.suffix == ".parquet":
             write_table(restricted, runs_out, kind="runs-restricted", params=params)
         else:
-            from qrelkit.io.runs import write_trec_run
-
             write_trec_run(restricted, runs_out)
     write_table(pool, output, kind="pool-fractional", params=params)
     _report(pool, output, pooled, as_json, {"fraction": f, "seed": s, "kept_passages": len(kept),

@@ -51,7 +51,7 @@ def leave_out_cmd(
     left-out unit contributed, re-score that unit's runs (pooled or not), and write the report
     (per run, per measure, per topic; plots) an organizer publishes."""
     common.check_io(inputs=[runs, qrels, manifest, pool, run_depth, topics, classes, official, config], folders=[output, qrels_out])
-    # lazy: qrelkit.reuse loads ir_measures and matplotlib, too slow for every 'qrelkit --help'
+    # lazy: qrelkit.reuse loads ir_measures (and a process pool), too slow for every 'qrelkit --help'
     from qrelkit.reuse import leave_out, write_report
     from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels
 

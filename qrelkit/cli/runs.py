@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
@@ -67,8 +68,6 @@ def validate(
 
 
 def _issues_table(rs: RunSet):
-    import pyarrow as pa
-
     df = rs.issues.copy()
     df["line"] = df["line"].astype("float").astype("Int64")
     return pa.Table.from_pandas(df, preserve_index=False)
