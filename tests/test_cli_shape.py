@@ -51,33 +51,25 @@ def command_bodies() -> dict[str, int]:
 
 
 def private_cli_imports() -> list[str]:
-    """``module:line: name from module`` for every import of a ``_private`` name of another CLI module."""
+    """``cli/FILE:LINE: what`` for every use of another CLI module's ``_private`` name: imported
+    (``from qrelkit.cli.pool import _selection``) or reached through the module
+    (``from qrelkit.cli import pool`` ... ``pool._selection``)."""
     found = []
     for path in _modules():
-        me = f"qrelkit.cli.{path.stem}"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                mod = node.module
-                if mod.startswith("qrelkit.cli.") and mod != me:
-                    for alias in node.names:
-                        if alias.name.startswith("_"):
-                            found.append(f"cli/{path.name}:{node.lineno}: {alias.name} from {mod}")
-                elif mod == "qrelkit.cli":  # from qrelkit.cli import <module>: then <module>._x use
-                    pass
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-                # common._x / pool._x: a private name reached through another CLI module object
-                if isinstance(node.value, ast.Name) and (CLI / f"{node.value.id}.py").exists() \
-                        and node.value.id != path.stem and _imports_cli_module(path, node.value.id):
-                    found.append(f"cli/{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+        tree = ast.parse(path.read_text(), str(path))
+        others = set()  # names bound to another CLI module in this file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.startswith("qrelkit.cli.") and node.module != f"qrelkit.cli.{path.stem}":
+                    found += [f"cli/{path.name}:{node.lineno}: {a.name} from {node.module}"
+                              for a in node.names if a.name.startswith("_")]
+                if node.module == "qrelkit.cli":
+                    others |= {a.asname or a.name for a in node.names if a.name != path.stem}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in others \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"cli/{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
     return found
-
-
-def _imports_cli_module(path: Path, name: str) -> bool:
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module == "qrelkit.cli":
-            if any((a.asname or a.name) == name and a.name == name for a in node.names):
-                return True
-    return False
 
 
 def test_the_walk_finds_the_commands():
@@ -96,7 +88,7 @@ def test_no_cli_module_imports_another_cli_modules_private_helper():
     assert private_cli_imports() == []
 
 
-def test_the_checks_see_what_they_look_for(tmp_path):
+def test_the_checks_see_what_they_look_for():
     src = '''
 @app.command("x")
 def x(a: int = typer.Option(1,
