@@ -247,10 +247,17 @@ def test_defaults_equal_the_former_config_defaults():
 
 def test_reuse_defaults_come_from_the_schema():
     import qrelkit.cli.reuse as reuse_cli
+    from qrelkit.reuse.leaveout import DEFAULT_MEASURES
+    from qrelkit.reuse.study import leave_out_options  # the [reuse] options of 'reuse leave-out'
 
     assert not hasattr(reuse_cli, "REUSE_DEFAULTS")
     cfg = load_config(None)
-    assert {k: reuse_cli._opt(cfg, k) for k in OLD_REUSE} == OLD_REUSE
+    assert {k: cfg.get_value("reuse", k) for k in OLD_REUSE} == OLD_REUSE
+    opts = leave_out_options(cfg)
+    names = {"voorhees_relevant_share": "voorhees_share"}
+    assert {k: opts[names.get(k, k)] for k in OLD_REUSE if k != "measures"} == \
+        {k: v for k, v in OLD_REUSE.items() if k != "measures"}
+    assert opts["measures"] == list(DEFAULT_MEASURES)
 
 
 def test_stopping_defaults_come_from_the_schema():

@@ -6,9 +6,12 @@ Bad input never crashes: an :class:`~qrelkit.errors.InputError` becomes one line
 
 from __future__ import annotations
 
+import errno
+import inspect
 import sys
 
 import typer
+from rich.markup import escape
 
 from qrelkit.errors import InputError
 
@@ -22,6 +25,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
+    # imported here, not at the top: the command modules import qrelkit.cli (common), so ``app`` must exist first
     from qrelkit.cli import batch, cal, dedupe, pool, runs, simulate
 
     app.add_typer(runs.app, name="runs")
@@ -50,10 +54,6 @@ _register()
 def _escape_help() -> None:
     """rich reads help text as markup, so '[pool]' or '[rule]' would vanish from ``--help``:
     escape every help string (groups, commands and their docstrings, options), each object once."""
-    import inspect
-
-    from rich.markup import escape
-
     seen: set[int] = set()
 
     def fix(info) -> None:
@@ -99,8 +99,6 @@ def run(argv: list[str] | None = None) -> int:
 def os_error(exc: OSError) -> InputError:
     """The one-line form of a file-system error on a named file: ``unreadable`` for a missing
     file, ``permission-denied``, ``unwritable-output`` for a full or read-only disk, else ``os-error``."""
-    import errno
-
     rule = {errno.ENOENT: "unreadable", errno.EACCES: "permission-denied", errno.EROFS: "unwritable-output",
             errno.ENOSPC: "unwritable-output", errno.EDQUOT: "unwritable-output", errno.EPERM: "permission-denied"}
     target = exc.filename2 if exc.filename2 is not None else exc.filename

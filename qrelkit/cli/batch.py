@@ -11,6 +11,7 @@ import typer
 from qrelkit.cli import common
 from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
 from qrelkit.pooler import import_batches, make_batches
@@ -89,8 +90,6 @@ def import_(
     write_table(pa.Table.from_pandas(judgments, preserve_index=False), output, kind="judgments",
                 params={"files": [str(f) for f in files], "issued": str(issued) if issued else None, "scale": sc})
     if qrels_out is not None:
-        from qrelkit.io.qrels import write_qrels
-
         q = judgments_to_qrels(judgments, combine=combine)
         if qrels_out.suffix == ".parquet":
             write_table(q, qrels_out, kind="qrels", params={"files": [str(f) for f in files], "combine": combine})

@@ -13,8 +13,15 @@ from typing import List, Optional
 import pyarrow as pa
 import typer
 
+from qrelkit.cal.screening import status_with_screening
+from qrelkit.cal.stopping import replay_store
+from qrelkit.cal.store import init_store, open_store, store_errors
 from qrelkit.cli import common
+from qrelkit.config import SCHEMA, check_value
 from qrelkit.errors import InputError, repair_counts
+from qrelkit.io.qrels import write_qrels
+from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.topics import read_topics
 
 app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
 
@@ -29,8 +36,6 @@ CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' g
 def _rule_params(items: List[str], rule: str = "density") -> dict:
     """``--set KEY=VALUE`` rule parameters, checked against the rule's config section
     (``[stopping]`` or ``[stopping.<rule>]``) when the schema declares them."""
-    from qrelkit.config import SCHEMA, check_value
-
     section = "stopping" if rule == "density" else f"stopping.{rule}"
     out = {}
     for item in items:
@@ -58,8 +63,6 @@ LockTimeoutOpt = typer.Option(60.0, "--lock-timeout", envvar="QRELKIT_LOCK_TIMEO
 
 @contextlib.contextmanager
 def _open(path: Path, *, readonly: bool = False, timeout: float = 60.0, operation: str | None = None):
-    from qrelkit.cal.store import open_store, store_errors
-
     store = open_store(_store_path(path), readonly=readonly, timeout=timeout, operation=operation)
     try:
         with store_errors(path):
@@ -71,8 +74,6 @@ def _open(path: Path, *, readonly: bool = False, timeout: float = 60.0, operatio
 def _write_report(df, output: Optional[Path], kind: str, params: dict) -> None:
     if output is None:
         return
-    from qrelkit.io.tables import write_table
-
     write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind=kind, params=params)
 
 
@@ -88,9 +89,6 @@ def init(
 ) -> None:
     """Create a judging store (or add topics to one) with CAL threads per topic."""
     common.check_io(inputs=[topics, config], stores=[store])
-    from qrelkit.cal.store import init_store
-    from qrelkit.io.topics import read_topics
-
     cfg = common.config(config)
     names = [t.strip() for t in threads.split(",")] if threads else list(cfg.get_value("cal", "threads"))
     df = read_topics(topics)
@@ -154,9 +152,6 @@ def export(
 ) -> None:
     """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
     common.check_io(outputs=[output], read_stores=[store])
-    from qrelkit.io.qrels import write_qrels
-    from qrelkit.io.tables import write_table
-
     with _open(store, readonly=True) as s:
         table = s.export_log(thread=thread) if log else s.export_qrels(combine=combine, thread=thread)
     params = {"thread": thread} if log else {"thread": thread, "combine": combine}
@@ -188,13 +183,9 @@ def status(
     the topic's screening decision (the config's screen section: keep, discard-too-many,
     discard-none, or incomplete while its first N are not all judged)."""
     common.check_io(inputs=[config, pool], outputs=[output], read_stores=[store])
-    from qrelkit.cal.screening import status_with_screening
-
     cfg = common.config(config)
     pool_df = None
     if pool is not None:
-        from qrelkit.io.tables import read_table
-
         pool_df = read_table(pool)
         if not {"qid", "docid"} <= set(pool_df.column_names):
             raise InputError("missing-column", "a pool table needs columns qid and docid", file=str(pool))
@@ -229,8 +220,6 @@ def replay(
     """Re-apply a stopping rule to the stored judgment log, batch by batch in judging order, and
     report where it would have stopped (judged, relevant, recall of the log's relevant, saved)."""
     common.check_io(inputs=[config], outputs=[output], read_stores=[store])
-    from qrelkit.cal.stopping import replay_store
-
     cfg = common.config(config)
     with _open(store, readonly=True) as s:
         df = replay_store(s, rule=rule, config=cfg, combine=combine, budget=budget, threads=threads or None,

@@ -7,14 +7,24 @@ import contextlib
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
 import pyarrow as pa
 import typer
 
+from qrelkit.cal.store import open_store, store_errors
 from qrelkit.cli import common
 from qrelkit.cli.cal import LockTimeoutOpt, app
 from qrelkit.errors import InputError
+from qrelkit.io.classes import read_classes
+from qrelkit.io.corpus import lookup_texts, passages_upper_bound
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.topics import read_topics
 
 __all__ = ["app"]
+
+# Imports inside the functions (qrelkit.cal.loop, .features, .simulate, .study, qrelkit.dedupe.tokenize):
+# they compile numba kernels, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
 
 
 def _norm(cfg):
@@ -54,8 +64,6 @@ def _load_features(path: Path, cfg, classes: Optional[Path] = None):
         return load_features(path)
     if not path.exists():
         raise InputError("unreadable", "no such file or folder", file=str(path))
-    from qrelkit.io.classes import read_classes
-
     cls = read_classes(classes) if classes else None
     with common.progress("building features", None):
         return build_features(path, norm=_norm(cfg), classes=cls)
@@ -73,9 +81,6 @@ def features(
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features
-    from qrelkit.io.classes import read_classes
-    from qrelkit.io.corpus import passages_upper_bound
-
     cfg = common.config(config)
     if not corpus.exists():
         raise InputError("unreadable", "no such file", file=str(corpus))
@@ -94,8 +99,6 @@ def features(
 
 
 def _read_ids(path: Path) -> pa.Array:
-    from qrelkit.io.tables import read_table
-
     if path.suffix.lower() in (".parquet", ".csv", ".tsv", ".jsonl"):
         t = read_table(path)
         for c in ("pid", "docid", "id"):
@@ -132,10 +135,6 @@ def next_(
     common.check_io(inputs=[features_dir, corpus, config], outputs=[output], stores=[store])
     from qrelkit.cal.features import load_features
     from qrelkit.cal.loop import batches_table, issue_next_batches
-    from qrelkit.cal.store import open_store, store_errors
-    from qrelkit.io.corpus import lookup_texts
-    from qrelkit.io.tables import write_table
-
     cfg = common.config(config)
     if not store.is_file():
         raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
@@ -195,69 +194,35 @@ def simulate(
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
     common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
-    import pandas as pd
-
-    from qrelkit.cal.loop import fractional_candidates
     from qrelkit.cal.simulate import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
-    from qrelkit.cal.stopping import get_rule
-    from qrelkit.io.qrels import read_qrels
-    from qrelkit.io.tables import read_table, write_table
-    from qrelkit.io.topics import read_topics
+    from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation
 
     cfg = common.config(config)
     th = _threads(threads)
     params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed, relevant=_grades(relevant))
-    tdf = read_topics(topics)
-    if topic:
-        tdf = tdf[tdf["qid"].isin(set(topic))]
-        if len(tdf) == 0:
-            raise InputError("unknown-topic", f"none of {', '.join(topic)} is in the topics file", file=str(topics))
+    tdf = select_topics(read_topics(topics), topic, file=str(topics))
     q = read_qrels(qrels)
     topics_without_relevant(qrels_grades(q), tdf["qid"].astype(str).tolist(), params.relevant, file=str(qrels))
     feats = _load_features(features_or_corpus, cfg, classes)
-    init = None
-    if initial is not None:
-        init = read_qrels(initial) if not initial.name.lower().endswith((".parquet", ".csv", ".jsonl")) else read_table(initial)
-    names = list(dict.fromkeys(rules + ([stop_when] if stop_when and stop_when not in rules else [])))
-    rule_objs = {n: get_rule(n, cfg) for n in names}
+    init = read_initial(initial) if initial is not None else None
+    rule_objs = watched_rules(rules, stop_when, cfg)
     frac_ids = None
     if "fractional" in th:
-        frac = float(cfg.get_value("fractional", "fraction", fraction))
-        rows = fractional_candidates(feats, frac, int(cfg.get_value("fractional", "seed", None)))
-        frac_ids = feats.pids.take(pa.array(rows))
+        frac_ids = fractional_pids(feats, float(cfg.get_value("fractional", "fraction", fraction)),
+                                   int(cfg.get_value("fractional", "seed", None)))
     with common.progress("simulating", len(tdf)) as advance:
         res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
                            max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
                            unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
                            progress=lambda _q: advance(1), qrels_file=str(qrels))
-    cut = res.cut.astype(object).where(res.cut.notna(), None).to_dict(orient="records")
-    meta = {"features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),
-            "initial": str(initial) if initial else None, **res.params, "config": cfg.source,
-            "no_relevant_topics": res.no_relevant, "cut_by_max_effort": cut}
-    output.mkdir(parents=True, exist_ok=True)
-    write_table(pa.Table.from_pandas(res.log, preserve_index=False), output / "log.parquet", kind="cal-simulation-log", params=meta)
-    write_table(pa.Table.from_pandas(res.summary, preserve_index=False), output / "summary.csv", kind="cal-simulation-summary", params=meta)
-    write_table(pa.Table.from_pandas(res.rules, preserve_index=False), output / "rules.csv", kind="cal-simulation-rules", params=meta)
-    write_table(pa.Table.from_pandas(res.curves, preserve_index=False), output / "curves.parquet", kind="cal-simulation-curves", params=meta)
+    cut = common.records(res.cut)
+    write_simulation(res, output, {
+        "features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),
+        "initial": str(initial) if initial else None, **res.params, "config": cfg.source,
+        "no_relevant_topics": res.no_relevant, "cut_by_max_effort": cut})
     if plot and len(res.curves):
         plot_curves(res.curves, output / "recall-effort.png")
-    s = res.summary
-    per_thread = []
-    for t, g in s.groupby("thread", sort=False):
-        row = {"thread": t, "topics": len(g), "mean_R": round(float(g["R"].mean()), 1),
-               "mean_effort": round(float(g["effort"].mean()), 1),
-               "mean_recall": None if g["recall"].isna().all() else round(float(g["recall"].mean()), 4),
-               "effort_75_mean": None if g["effort_75"].isna().all() else round(float(g["effort_75"].mean()), 1),
-               "effort_95_mean": None if g["effort_95"].isna().all() else round(float(g["effort_95"].mean()), 1),
-               "reached_95": int(g["effort_95"].notna().sum())}
-        for n in names:
-            r = res.rules[(res.rules["thread"] == t) & (res.rules["rule"] == n)]
-            row[f"{n}_fired"] = int(r["fired"].sum())
-            row[f"{n}_recall"] = None if r["recall"].isna().all() else round(float(pd.to_numeric(r["recall"]).mean()), 4)
-            row[f"{n}_effort"] = None if r["effort"].isna().all() else round(float(pd.to_numeric(r["effort"]).mean()), 1)
-        row["no_relevant"] = int((g["R"] == 0).sum())
-        row["cut_by_max_effort"] = int((g["stopped"] == "max-effort").sum())
-        per_thread.append(row)
+    per_thread = thread_summary(res, rule_objs)
     _warn_simulation(res, len(tdf), max_effort, params.relevant)
     if as_json:
         common.emit({"output": str(output), "topics": len(tdf), "threads": per_thread,

@@ -79,3 +79,8 @@ def print_table(df, title: str | None = None, console: Console | None = None) ->
     for row in df.itertuples(index=False):
         t.add_row(*["" if v is None else str(v) for v in row])
     (console or stdout).print(t)
+
+
+def records(df) -> list[dict]:
+    """A data frame as JSON-ready records, missing values (NaN, NA) as None (``null``)."""
+    return df.astype(object).where(df.notna(), None).to_dict(orient="records")

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
 import typer
 
 from qrelkit.cli import common
+from qrelkit.config import load_config
 
 app = typer.Typer(help="The protocol configuration: effective values and their origin.", no_args_is_help=True)
 
@@ -31,15 +33,11 @@ def show(
 ) -> None:
     """Print every configuration key with its effective value and origin: default (the schema's),
     file (FILE:LINE of --config) or flag (--set). Unknown keys and bad values fail as in every command."""
-    from qrelkit.config import load_config
-
     cfg = load_config(config, settings)
     rows = cfg.effective()
     if as_json:
         common.emit({"config": cfg.source, "values": rows}, True)
         return
-    import pandas as pd
-
     df = pd.DataFrame([{"section": r["section"], "key": r["key"], "value": _shown(r["value"]),
                         "origin": r["origin"] + (f" ({r['where']})" if r["where"] else "")} for r in rows])
     common.print_table(df, title=f"effective configuration ({cfg.source or 'defaults'})")

@@ -5,16 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.io.atomic import atomic_path
 from qrelkit.io.classes import dedupe_runs, read_classes
-from qrelkit.io.qrels import read_qrels, write_qrels
+from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.qrels import judged, read_qrels, write_qrels
 from qrelkit.io.runs import write_trec_run
 from qrelkit.io.tables import write_table
 
+# Imports inside the commands (qrelkit.dedupe): it compiles numba kernels and 'dedupe cluster --dask'
+# loads dask.distributed, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
 app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs, expand qrels.", no_args_is_help=True)
 
 
@@ -24,6 +30,12 @@ def _params(cfg, **flags):
     keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "linkage", "canonical", "lower",
             "strip_html", "keep_digits"]
     return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) for k in keys})
+
+
+def _write_nist(lines: pa.Table, path: Path) -> None:
+    """NIST's class file: ``class_id pid`` per line, no header (written atomically)."""
+    with atomic_path(path) as tmp:
+        pacsv.write_csv(lines, tmp, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
 
 
 @app.command("cluster")
@@ -65,10 +77,9 @@ def cluster(
                      keep_digits=keep_digits)
     priority = None
     if priority_qrels is not None:
-        from qrelkit.io.qrels import judged
-
         priority = set(judged(read_qrels(priority_qrels))["docid"].to_pylist())
     if dask or scheduler:
+        # lazy: dask.distributed takes seconds to import and only --dask needs it
         from qrelkit.dedupe.distributed import cluster_corpus_dask
 
         res = cluster_corpus_dask(corpus, params, priority=priority, scheduler=scheduler, n_workers=workers,
@@ -82,12 +93,7 @@ def cluster(
         table = table.filter(pa.compute.greater(table["class_size"], 1))
     write_table(table, output, kind="dedupe-classes", params=params.as_dict())
     if nist_out is not None:
-        from qrelkit.io.atomic import atomic_path
-        import pyarrow.csv as pacsv
-
-        with atomic_path(nist_out) as tmp:
-            pacsv.write_csv(nist_lines(res.classes, only_duplicates=only_duplicates), tmp,
-                            write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
+        _write_nist(nist_lines(res.classes, only_duplicates=only_duplicates), nist_out)
     if index_out is not None and res.sig is not None:
         from qrelkit.dedupe.incremental import save_index
 
@@ -118,8 +124,6 @@ def stats(
     common.config(config)
     st = class_stats(read_nist(classes), largest=largest)
     if corpus is not None:
-        from qrelkit.io.corpus import lookup_texts
-
         want = {p for c in st["largest"] for p in c["sample"]}
         texts = lookup_texts(corpus, want)
         for c in st["largest"]:
@@ -132,8 +136,6 @@ def stats(
         return
     common.stdout.print(f"{st['passages']} passages in {st['classes']} classes; {st['duplicate_classes']} classes "
                         f"with duplicates hold {st['passages_in_duplicate_classes']} passages")
-    import pandas as pd
-
     common.print_table(pd.DataFrame(sorted(st["histogram"].items()), columns=["size", "classes"]), title="Class sizes")
     common.print_table(pd.DataFrame(st["largest"]).astype(str), title="Largest classes")
 

@@ -13,9 +13,12 @@ import typer
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.errors import InputError
+from qrelkit.io.classes import read_classes
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_metadata, read_table, write_table
 
+# Imports inside the commands (qrelkit.evaluate): it loads ir_measures, too slow to pay on every
+# 'qrelkit --help'; it loads when an eval command runs. Everything else is imported here.
 app = typer.Typer(help="Evaluate runs with ir-measures; duplicates in evaluation; compare runs.", no_args_is_help=True)
 
 QrelsOpt = typer.Option(..., "--qrels", "-q", help="Qrels (TREC text, .gz, or Parquet).")
@@ -23,21 +26,6 @@ MeasureOpt = typer.Option([], "--measure", "-m", help="ir-measures measure strin
 MissingOpt = typer.Option(None, "--missing", help="Judged topics missing from a run: zero (default) | skip | error.")
 RelevantOpt = typer.Option(None, "--relevant", help="Binary measures: relevant grades, a scheme (passage, document, '>=2') or a level (default: config).")
 LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run and qrels defects (a grade off the [labels] scale: line dropped) instead of failing; counts per rule are reported.")
-
-
-def _relevance(cfg, relevant: Optional[str]) -> int | None:
-    from qrelkit.labels import scheme_grades, threshold_of
-
-    r = cfg.get_value("eval", "relevant", relevant)
-    if r is None or r == "":
-        return None
-    if isinstance(r, int) or (isinstance(r, str) and r.strip().isdigit()):
-        return int(r)
-    return threshold_of(scheme_grades(r, cfg), cfg.get_value("labels", "scale"))
-
-
-def _measures(cfg, measure: List[str], key: str = "measures") -> list[str]:
-    return list(measure) if measure else list(cfg.get_value("eval", key))
 
 
 def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -> tuple[pa.Table, list[str], dict[str, int]]:
@@ -94,15 +82,14 @@ def score(
     policy for judged topics a run misses; per-query and aggregate tables."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
     from qrelkit.evaluate import RANKINGS, evaluate
+    from qrelkit.evaluate.protocol import scoring_options
 
     cfg = common.config(config)
-    ms = _measures(cfg, measure)
-    pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
+    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
-    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
-    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol,
-              "rel": rel, "ranking": ev.ranking, "ranking_text": RANKINGS[ev.ranking], "config": cfg.source}
+    ev = evaluate(table, q, run_names=names, **so)
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": so["missing"],
+              "rel": so["rel"], "ranking": ev.ranking, "ranking_text": RANKINGS[ev.ranking], "config": cfg.source}
     write_table(ev.per_query, output, kind="eval-per-query", params=params)
     if summary_out is not None:
         write_table(ev.summary, summary_out, kind="eval-summary", params=params)
@@ -113,6 +100,22 @@ def score(
         return
     common.stderr.print(ev.policy_line())
     common.print_table(_summary_frame(ev).round(4), title=f"{len(ev.runs)} runs x {len(ev.topics)} judged topics")
+
+
+def _names(value: str) -> list[str]:
+    """``--tests ttest, wilcoxon`` -> ["ttest", "wilcoxon"]."""
+    return [t.strip() for t in value.split(",")]
+
+
+def _pairs(pair: List[str]) -> list[tuple[str, str]]:
+    """``--pair A,B`` (repeatable) -> [(A, B), ...]; anything but two names is ``bad-option``."""
+    pairs = []
+    for p in pair:
+        parts = p.split(",")
+        if len(parts) != 2:
+            raise InputError("bad-option", f"--pair takes A,B, got {p!r}")
+        pairs.append((parts[0].strip(), parts[1].strip()))
+    return pairs
 
 
 @app.command("compare")
@@ -142,45 +145,32 @@ def compare(
     find a relevant item in the top k; ESL and RR on 'both')."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, breakdown_out, cases_out])
     from qrelkit.evaluate import evaluate, outcome_breakdown, significance
+    from qrelkit.evaluate.protocol import comparison_options, scoring_options
 
     cfg = common.config(config)
-    ms = _measures(cfg, measure)
-    pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
-    tl = [t.strip() for t in tests.split(",")] if tests else list(cfg.get_value("eval", "tests"))
-    cl = [c.strip() for c in corrections.split(",")] if corrections else list(cfg.get_value("eval", "corrections"))
-    a = float(cfg.get_value("eval", "alpha", alpha))
-    n_res = int(cfg.get_value("eval", "randomizations", randomizations))
-    s = int(cfg.get_value("eval", "seed", seed))
-    kk = int(cfg.get_value("eval", "k", k))
-    pairs = None
-    if pair:
-        pairs = []
-        for p in pair:
-            parts = p.split(",")
-            if len(parts) != 2:
-                raise InputError("bad-option", f"--pair takes A,B, got {p!r}")
-            pairs.append((parts[0].strip(), parts[1].strip()))
+    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
+    co = comparison_options(cfg, tests=_names(tests) if tests else None, alpha=alpha, randomizations=randomizations,
+                            corrections=_names(corrections) if corrections else None, seed=seed, k=k)
+    pairs = _pairs(pair) if pair else None
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
-    ev = evaluate(table, q, ms, missing=pol, rel=rel, run_names=names, ranking=str(cfg.get_value("eval", "ranking")))
+    ev = evaluate(table, q, run_names=names, **so)
+    tl, cl, kk = co["tests"], co["corrections"], co.pop("k")
     with common.progress("significance tests") as advance:
-        sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, tests=tl, corrections=cl, alpha=a,
-                           n_resamples=n_res, seed=s, progress=advance)
+        sig = significance(ev.per_query, ev.measures, baseline=baseline, pairs=pairs, progress=advance, **co)
     with common.progress("outcome breakdown") as advance:
-        bd, cases = outcome_breakdown(table, q, k=kk, rel=rel if rel is not None else 1, baseline=baseline, pairs=pairs,
-                                      missing=pol, ranking=ev.ranking, progress=advance)
-    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": pol, "rel": rel,
-              "tests": tl, "corrections": cl, "alpha": a, "randomizations": n_res, "seed": s, "k": kk,
-              "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}
-    write_table(pa.Table.from_pandas(sig, preserve_index=False), output, kind="eval-significance", params=params)
-    if breakdown_out is not None:
-        write_table(pa.Table.from_pandas(bd, preserve_index=False), breakdown_out, kind="eval-breakdown", params=params)
-    if cases_out is not None:
-        write_table(pa.Table.from_pandas(cases, preserve_index=False), cases_out, kind="eval-cases", params=params)
+        bd, cases = outcome_breakdown(table, q, k=kk, rel=so["rel"] if so["rel"] is not None else 1, baseline=baseline,
+                                      pairs=pairs, missing=so["missing"], ranking=ev.ranking, progress=advance)
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": so["missing"],
+              "rel": so["rel"], "tests": tl, "corrections": cl, "alpha": co["alpha"], "randomizations": co["n_resamples"],
+              "seed": co["seed"], "k": kk, "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}
+    for df, path, kind in ((sig, output, "eval-significance"), (bd, breakdown_out, "eval-breakdown"),
+                           (cases, cases_out, "eval-cases")):
+        if path is not None:
+            write_table(pa.Table.from_pandas(df, preserve_index=False), path, kind=kind, params=params)
     repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), **ev.report(), "repaired": repaired, "pairs": int(len(bd)), "tests": tl, "corrections": cl,
-                     "seed": s, "significant": {c: int(sig[f"reject_{c}"].sum()) for c in cl},
+        common.emit({"output": str(output), **ev.report(), "repaired": repaired, "pairs": int(len(bd)), "tests": tl,
+                     "corrections": cl, "seed": co["seed"], "significant": {c: int(sig[f"reject_{c}"].sum()) for c in cl},
                      "breakdown": bd.drop(columns=["note"]).to_dict(orient="records") if len(bd) else [],
                      "note": bd["note"].iloc[0] if len(bd) else None}, True)
         return
@@ -213,18 +203,16 @@ def duplicates(
     qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
     common.check_io(inputs=[runs, qrels, classes, config], outputs=[output, plot])
     from qrelkit.evaluate import duplicate_effects, plot_duplicates
-    from qrelkit.io.classes import read_classes
+    from qrelkit.evaluate.protocol import scoring_options
 
     cfg = common.config(config)
-    ms = _measures(cfg, measure, "duplicate_measures")
-    pol = str(cfg.get_value("eval", "missing", missing))
-    rel = _relevance(cfg, relevant)
+    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant, measures_key="duplicate_measures")
     d = cfg.get_value("eval", "depth", depth)
     q, table, _, fixed = _eval_inputs(runs, qrels, cfg, lenient)
-    rk = str(cfg.get_value("eval", "ranking"))
-    df = duplicate_effects(table, q, read_classes(classes), ms, depth=d, missing=pol, rel=rel, ranking=rk)
-    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "classes": str(classes), "measures": ms,
-              "depth": d, "missing": pol, "rel": rel, "ranking": rk, "config": cfg.source}
+    df = duplicate_effects(table, q, read_classes(classes), depth=d, **so)
+    pol = so["missing"]
+    params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "classes": str(classes), "measures": so["measures"],
+              "depth": d, "missing": pol, "rel": so["rel"], "ranking": so["ranking"], "config": cfg.source}
     write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="eval-duplicates", params=params)
     if plot is not None:
         plot_duplicates(df, plot)

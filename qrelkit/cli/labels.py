@@ -6,13 +6,19 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
 import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
 from qrelkit.errors import InputError
+from qrelkit.io.classes import map_to_classes, read_classes
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
+from qrelkit.labels import (
+    aggregate_judgments, agreement, binarize, compare_labels, expand_qrels, labels_to_table, parse_grade_map,
+    passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
+)
 
 app = typer.Typer(help="Labels: aggregate assessors, binarize, propagate to duplicates and documents.",
                   no_args_is_help=True)
@@ -35,8 +41,6 @@ def _frame_out(df, path: Optional[Path], kind: str, params: dict) -> None:
 
 def _kv(summary: dict):
     """A summary dict as a two-column table (statistic, value), floats to 4 decimals."""
-    import pandas as pd
-
     rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in summary.items()]
     return pd.DataFrame(rows, columns=["statistic", "value"])
 
@@ -75,8 +79,6 @@ def aggregate(
     binarizing (ties -> fallback chain), ceiled median (or median_high) as graded label,
     topic inclusion rules."""
     common.check_io(inputs=[judgments, original, config], outputs=[output, qrels_out, topics_out])
-    from qrelkit.labels import aggregate_judgments, labels_to_table
-
     cfg = common.config(config)
     j = _read_judgments(judgments)
     orig = read_qrels(original) if original else None
@@ -116,8 +118,6 @@ def agreement_cmd(
 ) -> None:
     """Inter-assessor agreement: Krippendorff's alpha, Fleiss' kappa, pairwise Cohen's kappa."""
     common.check_io(inputs=[judgments, config], outputs=[output])
-    from qrelkit.labels import agreement
-
     cfg = common.config(config)
     thr = threshold if threshold is not None else cfg.get_value("labels", "vote_threshold")
     lvl = str(cfg.get_value("labels", "agreement_level", level))
@@ -143,8 +143,6 @@ def binarize_cmd(
 ) -> None:
     """Binary qrels: the scheme's grades -> 1, other judged grades -> 0 (negative grades kept)."""
     common.check_io(inputs=[qrels, config], outputs=[output])
-    from qrelkit.labels import binarize, scheme_grades
-
     cfg = common.config(config)
     grades = scheme_grades(scheme, cfg)
     q = read_qrels(qrels)
@@ -168,9 +166,6 @@ def expand(
 ) -> None:
     """Expanded qrels: every near-duplicate of a judged passage gets its class's label."""
     common.check_io(inputs=[qrels, classes, config], outputs=[output, report_out, conflicts_out])
-    from qrelkit.io.classes import read_classes
-    from qrelkit.labels import expand_qrels, scheme_grades, threshold_of
-
     cfg = common.config(config)
     rel_at = threshold_of(scheme_grades(scheme, cfg), cfg.get_value("labels", "scale"))
     exp = expand_qrels(read_qrels(qrels), read_classes(classes), relevant_at=rel_at)
@@ -203,16 +198,11 @@ def propagate(
     """Passage labels -> document labels (max over judged passages by default), with the
     documents whose passages disagree."""
     common.check_io(inputs=[qrels, corpus, mapping, classes, config], outputs=[output, documents_out, disagree_out])
-    from qrelkit.io.classes import read_classes
-    from qrelkit.labels import parse_grade_map, passage_document_map, propagate_to_documents
-
     cfg = common.config(config)
     q = read_qrels(qrels)
     cls = read_classes(classes) if classes else None
     passages = set(q["docid"].to_pylist())
     if cls is not None:
-        from qrelkit.io.classes import map_to_classes
-
         judged_classes = set(map_to_classes(q["docid"], cls).to_pylist())
         passages |= {d for d, c in zip(cls["docid"].to_pylist(), cls["class_id"].to_pylist()) if c in judged_classes}
     with common.progress("mapping passages to documents", None):
@@ -252,8 +242,6 @@ def compare(
     """Agreement between two label sets on the items both judged: confusion table, Cohen's
     kappa, Krippendorff's alpha (e.g. propagated document labels vs direct document judgments)."""
     common.check_io(inputs=[a, b, config], outputs=[output])
-    from qrelkit.labels import compare_labels, scheme_grades
-
     cfg = common.config(config)
     grades = scheme_grades(scheme, cfg) if scheme else None
     summary, conf = compare_labels(read_qrels(a), read_qrels(b), relevant=grades)

@@ -5,21 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import pandas as pd
 import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
-from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
-from qrelkit.io.manifest import read_manifest
+from qrelkit.io.manifest import read_manifest, read_run_depths
 from qrelkit.io.qrels import read_qrels
-from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.runs import write_trec_run
+from qrelkit.io.tables import write_table
 from qrelkit.pooler import (
     depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
-    pool_selection, restrict_runs, select_pool_runs, top1_pool,
+    restrict_runs, top1_pool,
 )
+from qrelkit.pooler.protocol import configured_selection
+from qrelkit.pooler.saved import read_pool
 
 app = typer.Typer(help="Build judgment pools with provenance.", no_args_is_help=True)
 
@@ -35,40 +36,22 @@ LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects i
 TiesOpt = typer.Option(None, "--ties", help="Order of equal scores within a topic: docid-desc (trec_eval) | docid-asc | file-order (default: config [pool] ties).")
 
 
-def _selection_args(cfg, per_group=None, baselines=None, include=None, exclude=None) -> dict:
-    return dict(
-        per_group=int(cfg.get_value("selection", "per_group", per_group)),
-        include_baselines=bool(cfg.get_value("selection", "include_baselines", baselines)),
-        by_subtask=bool(cfg.get_value("selection", "by_subtask")),
-        priority_order=str(cfg.get_value("selection", "priority_order")),
-        include=include or cfg.get_value("selection", "include") or [],
-        exclude=exclude or cfg.get_value("selection", "exclude") or [],
-    )
-
-
-def _selection(cfg, manifest_df: pd.DataFrame, per_group=None, baselines=None, include=None, exclude=None) -> pd.DataFrame:
-    return select_pool_runs(manifest_df, **_selection_args(cfg, per_group, baselines, include, exclude))
-
-
-def pooled_selection(cfg, manifest_df: pd.DataFrame) -> pd.DataFrame:
-    """The pooled runs of a manifest by the library's one rule (its ``pooled`` column as is, else
-    the config's selection)."""
-    return pool_selection(manifest_df, **_selection_args(cfg))
-
-
-def _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, ties="docid-desc"):
-    """Load runs (restricted to the pooled ones when a manifest is given), classes and qrels."""
+def _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels):
+    """The config, the tie rule (flag, else config), the runs (restricted to the pooled ones when a
+    manifest is given), their names, classes, qrels and the run set."""
+    cfg = common.config(config)
+    tie = str(cfg.get_value("pool", "ties", ties))
     man = read_manifest(manifest) if manifest else None
-    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ties)
+    rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=tie)
     table = rs.table
     pooled = rs.runs
     if man is not None and not all_runs:
-        sel = pooled_selection(cfg, man)
+        sel = configured_selection(man, cfg)
         pooled = sorted(set(sel.loc[sel["pooled"], "run"]) & set(rs.runs))
         table = filter_runs(table, pooled)
     cls = read_classes(classes) if classes else None
     q = read_qrels(qrels) if qrels else None
-    return table, pooled, cls, q, rs
+    return cfg, tie, table, pooled, cls, q, rs
 
 
 def _params(**kw) -> dict:
@@ -103,7 +86,8 @@ def select(
     """Choose the runs that feed the pool: baselines + N highest-priority runs per group and subtask."""
     common.check_io(inputs=[manifest, config], outputs=[output])
     cfg = common.config(config)
-    sel = _selection(cfg, read_manifest(manifest), per_group, baselines, include, exclude)
+    sel = configured_selection(read_manifest(manifest), cfg, select=True, per_group=per_group,
+                               include_baselines=baselines, include=include, exclude=exclude)
     if output:
         write_table(pa.Table.from_pandas(sel, preserve_index=False), output, kind="pool-selection",
                     params=_params(manifest=manifest, per_group=per_group, include=include, exclude=exclude))
@@ -133,14 +117,10 @@ def depth(
 ) -> None:
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
     common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     k = int(cfg.get_value("pool", "depth", depth_))
     per_run = None
     if run_depth:
-        from qrelkit.io.manifest import read_run_depths
-
         per_run = read_run_depths(run_depth)
     pol = str(cfg.get_value("pool", "judged", judged))
     pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
@@ -167,9 +147,7 @@ def top1(
 ) -> None:
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
     common.check_io(inputs=[runs, qrels, manifest, classes, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
     pm = str(cfg.get_value("top1", "perfect", perfect))
     pool = top1_pool(table, qrels=q, perfect_min_rel=mr, perfect=pm, classes=cls)
@@ -199,9 +177,7 @@ def fused(
 ) -> None:
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
     common.check_io(inputs=[runs, manifest, classes, qrels, config], outputs=[output])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     m = str(cfg.get_value("fused", "method", method))
     n = int(cfg.get_value("fused", "take", take))
     kk = float(cfg.get_value("fused", "rrf_k", rrf_k))
@@ -235,9 +211,7 @@ def fractional(
     """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
     their depth-k pool minus what is already judged."""
     common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output, ids_out, runs_out])
-    cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
-    table, pooled, cls, q, rs = _inputs(runs, cfg, manifest, all_runs, lenient, classes, qrels, tie)
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     f = float(cfg.get_value("fractional", "fraction", fraction))
     s = int(cfg.get_value("fractional", "seed", seed))
     k = int(cfg.get_value("pool", "depth", depth_))
@@ -253,8 +227,6 @@ def fractional(
         if runs_out.suffix == ".parquet":
             write_table(restricted, runs_out, kind="runs-restricted", params=params)
         else:
-            from qrelkit.io.runs import write_trec_run
-
             write_trec_run(restricted, runs_out)
     write_table(pool, output, kind="pool-fractional", params=params)
     _report(pool, output, pooled, as_json, {"fraction": f, "seed": s, "kept_passages": len(kept),
@@ -272,9 +244,7 @@ def stats(
     """Pool size per topic, unique contributions per run and group, overlap between runs."""
     common.check_io(inputs=[pool, manifest, config], folders=[output])
     common.config(config)
-    t = read_table(pool)
-    if "runs" not in t.column_names:
-        raise InputError("missing-column", "not a pool table (no provenance column 'runs')", file=str(pool))
+    t, _ = read_pool(pool)
     res = pool_stats(t, read_manifest(manifest) if manifest else None)
     if output:
         for name, df in res.items():

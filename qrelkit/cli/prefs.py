@@ -17,8 +17,22 @@ from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.classes import read_classes
+from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.runs import RUN_SCHEMA
+from qrelkit.io.tables import read_metadata, read_table, write_table
+from qrelkit.io.topics import read_topics
+from qrelkit.prefs.common import PERFECT, to_arrow
+from qrelkit.prefs.oracle import simulate_answers, sparsify_qrels
+from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
+from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
+from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs
+from qrelkit.prefs.tasks import (
+    JUDGMENT_SCHEMA, REISSUE_SCHEMA, TASK_SCHEMA, export_view, import_answers, make_tasks, normalize_tasks,
+    read_judgments, task_summary,
+)
+from qrelkit.prefs.tournament import LOG_SCHEMA, QUERY_SCHEMA, tournament, update_best
+from qrelkit.prefs.winratio import matrix_table, plot_heatmap, win_ratios
 
 app = typer.Typer(help="Preference judgments on shallow top-1 pools: pairs, crowd tasks, tournament, win ratios, re-scoring.",
                   no_args_is_help=True)
@@ -31,9 +45,6 @@ def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> tuple[pa.Table, dic
     """Run files/folders (validated by the run reader), or one Parquet table of canonical runs
     written by ``qrelkit runs canonicalize`` (already validated, read as is); with what lenient
     mode repaired (per rule)."""
-    from qrelkit.io.runs import RUN_SCHEMA
-    from qrelkit.io.tables import read_metadata
-
     if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
         t = read_table(runs[0])
         missing = [c for c in RUN_SCHEMA.names if c not in t.column_names]
@@ -64,8 +75,6 @@ def _frames(paths: List[Path], what: str) -> pd.DataFrame:
 
 
 def _judgments(paths: List[Path]) -> pd.DataFrame:
-    from qrelkit.prefs.tasks import read_judgments
-
     frames = []
     for p in paths:
         frames.append(read_judgments(read_table(p).to_pandas(), file=str(p)))
@@ -73,8 +82,6 @@ def _judgments(paths: List[Path]) -> pd.DataFrame:
 
 
 def _arrow(df: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
-    from qrelkit.prefs.common import to_arrow
-
     if schema is not None:
         return to_arrow(df, schema)
     return pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
@@ -123,8 +130,6 @@ def pairs_cmd(
     """Every pair of each topic's pool once (or, with --best, newly surfaced items vs the best
     answers); prints the number of comparisons and the estimated cost before anything is exported."""
     common.check_io(inputs=[pool, classes, best, previous, judged, config], outputs=[output])
-    from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
-
     cfg = common.config(config)
     t = _pool(pool)
     cls = read_classes(classes) if classes else None
@@ -173,10 +178,6 @@ def tasks_cmd(
     """Crowd tasks: 10 real pairs + 3 test pairs (known relevant vs off-topic), seeded random order
     and left/right placement, with passage and query texts."""
     common.check_io(inputs=[pairs, qrels, corpus, topics, config], outputs=[output, export])
-    from qrelkit.io.corpus import lookup_texts
-    from qrelkit.io.topics import read_topics
-    from qrelkit.prefs.tasks import TASK_SCHEMA, export_view, make_tasks, task_summary
-
     cfg = common.config(config)
     p = read_table(pairs).to_pandas()
     q = read_qrels(qrels)
@@ -220,8 +221,6 @@ def simulate(
     """Simulated preference oracle: workers answer tasks from graded qrels, with errors and
     optionally failing workers."""
     common.check_io(inputs=[tasks, qrels, config], outputs=[output])
-    from qrelkit.prefs.oracle import simulate_answers
-
     cfg = common.config(config)
     kw = dict(workers=int(_v(cfg, "workers", workers)), assignments=int(_v(cfg, "assignments", assignments)),
               error_rate=float(_v(cfg, "error_rate", error_rate)),
@@ -255,10 +254,6 @@ def import_(
     """Import worker answers: exclude workers who failed a test pair, list their tasks for
     re-issue, keep the real-pair judgments, report agreement on pairs judged more than once."""
     common.check_io(inputs=[answers, tasks_files, config], outputs=[output, workers_out, reissue_out, reissue_export, reissue_list])
-    from qrelkit.prefs.tasks import (
-        JUDGMENT_SCHEMA, REISSUE_SCHEMA, TASK_SCHEMA, export_view, import_answers, normalize_tasks,
-    )
-
     cfg = common.config(config)
     frames = [normalize_tasks(read_table(p).to_pandas(), file=str(p)) for p in tasks_files]
     t = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -304,9 +299,6 @@ def tournament_cmd(
     """Preference qrels by tournament: most wins; ties repeated among the tied; cycles keep
     every passage left (PROTOCOL.md section 2; docs/prefs.md states the exact rule)."""
     common.check_io(inputs=[judgments, pool, pairs_file, best, classes, config], outputs=[output, log_out, queries_out, pending_out])
-    from qrelkit.prefs.pairs import PAIR_SCHEMA
-    from qrelkit.prefs.tournament import LOG_SCHEMA, QUERY_SCHEMA, tournament, update_best
-
     cfg = common.config(config)
     j = _judgments(judgments)
     if best is not None:
@@ -353,8 +345,6 @@ def winratio(
     """Win ratios between runs (and the perfect run) by their top passages, binomial tests with a
     Bonferroni correction over all run pairs; table and heatmap."""
     common.check_io(inputs=[judgments, pool, classes, config], outputs=[output, matrix_out, wins_out, plot])
-    from qrelkit.prefs.winratio import matrix_table, plot_heatmap, win_ratios
-
     cfg = common.config(config)
     a = float(_v(cfg, "alpha", alpha))
     c = str(_v(cfg, "correction", correction))
@@ -373,8 +363,6 @@ def winratio(
                "significant": int(len(sig)), "wins": dict(zip(wr.wins["run"], wr.wins["wins"].astype(int))),
                "significant_wins": dict(zip(wr.wins["run"], wr.wins["significant_wins"].astype(int)))}
     if perfect:
-        from qrelkit.prefs.common import PERFECT
-
         summary["beat_perfect_significantly"] = sorted(sig[sig["opponent"] == PERFECT]["run"])
     common.emit(summary, as_json, f"win ratios of {len(wr.runs)} runs: {len(sig)} significant ({c}, alpha {a}) -> {output}")
 
@@ -404,8 +392,6 @@ def rescore_cmd(
     """Re-score every run: MRR@10 on preference vs original qrels, 95% confidence intervals,
     Kendall's tau between the leaderboards, Figure 5."""
     common.check_io(inputs=[runs, qrels, prefs, classes, perfect_qrels, config], outputs=[output, per_query_out, plot])
-    from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
-
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
     kw = dict(measure=str(_v(cfg, "measure", measure)), rel=int(_v(cfg, "rel", rel)), perfect=perfect,
@@ -453,8 +439,6 @@ def single(
     """Single-ranker check ("better than perfect"): per topic the ranker's top passage vs the qrel,
     or vs its second passage when the top one is a qrel; category table and, with judgments, outcomes."""
     common.check_io(inputs=[runs, qrels, judgments, classes, config], outputs=[output, categories_out, outcomes_out])
-    from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs
-
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
     mr = int(cfg.get_value("top1", "perfect_min_rel", min_rel))
@@ -494,8 +478,6 @@ def sparsify(
 ) -> None:
     """MS MARCO-style sparse labels for simulations: keep N random relevant passages per topic (seeded)."""
     common.check_io(inputs=[qrels, config], outputs=[output])
-    from qrelkit.prefs.oracle import sparsify_qrels
-
     cfg = common.config(config)
     s = int(_v(cfg, "seed", seed))
     t = sparsify_qrels(read_qrels(qrels), per_topic=per_topic, min_rel=min_rel, best=best, seed=s)

@@ -5,46 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
-from qrelkit.io.manifest import read_manifest
-from qrelkit.io.runs import RunSet, read_runs, write_trec_run
+from qrelkit.io import runsets
+from qrelkit.io.runs import RunSet, expand_sources, write_trec_run
 from qrelkit.io.tables import write_table
-from qrelkit.io.topics import read_topics
 
 app = typer.Typer(help="Validate and canonicalize runs.", no_args_is_help=True)
 
 RunsArg = typer.Argument(..., help="Run files (TREC text, .gz, Parquet) or folders of them.")
 
 
-def load_runs(
-    runs: List[Path],
-    cfg,
-    *,
-    manifest: Optional[Path] = None,
-    topics: Optional[Path] = None,
-    lenient: Optional[bool] = None,
-    max_depth: Optional[int] = None,
-    expected_depth: Optional[int] = None,
-    ties: str = "docid-desc",
-) -> RunSet:
-    """Read runs with the config's validation settings (flags win); ``ties`` orders equal scores
-    (:data:`qrelkit.io.runs.TIE_RULES`)."""
-    from qrelkit.io.runs import expand_sources
-
+def load_runs(runs: List[Path], cfg, **options) -> RunSet:
+    """:func:`qrelkit.io.runsets.load_runs` (the config's validation settings, flags win) with a
+    progress bar on stderr; ``options`` are its keyword arguments."""
     paths = expand_sources(runs)
     with common.progress("reading runs", len(paths)) as advance:
-        return read_runs(
-            paths,
-            lenient=bool(cfg.get_value("runs", "lenient", lenient)),
-            topics=None if topics is None else read_topics(topics)["qid"].tolist(),
-            max_depth=cfg.get_value("runs", "max_depth", max_depth),
-            expected_depth=cfg.get_value("runs", "expected_depth", expected_depth),
-            manifest=None if manifest is None else read_manifest(manifest),
-            progress=advance,
-            ties=ties,
-        )
+        return runsets.load_runs(paths, cfg, progress=advance, **options)
 
 
 @app.command("validate")
@@ -89,8 +68,6 @@ def validate(
 
 
 def _issues_table(rs: RunSet):
-    import pyarrow as pa
-
     df = rs.issues.copy()
     df["line"] = df["line"].astype("float").astype("Int64")
     return pa.Table.from_pandas(df, preserve_index=False)

@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_table, write_table
+from qrelkit.simulate.campaign import simulate_campaign
+from qrelkit.simulate.oracle import judge_batches
 
 app = typer.Typer(help="Generate synthetic judging campaigns.", no_args_is_help=True)
 
@@ -26,8 +31,6 @@ def campaign(
 ) -> None:
     """Corpus with documents and near-duplicates, topics, hidden graded qrels, runs and manifest."""
     common.check_io(inputs=[config], folders=[output])
-    from qrelkit.simulate.campaign import simulate_campaign
-
     common.config(config)
     with common.progress("simulating campaign", 1.0) as advance:
         last = [0.0]
@@ -54,12 +57,6 @@ def judge(
 ) -> None:
     """Fill in a batch as a simulated assessor would, from hidden qrels."""
     common.check_io(inputs=[batches, qrels, config], outputs=[output])
-    import pyarrow as pa
-
-    from qrelkit.io.qrels import read_qrels
-    from qrelkit.io.tables import read_table, write_table
-    from qrelkit.simulate.oracle import judge_batches
-
     cfg = common.config(config)
     done = judge_batches(read_table(batches).to_pandas(), read_qrels(qrels), unjudged=unjudged, error_rate=error_rate,
                          scale=tuple(cfg.get_value("labels", "scale")), seed=seed or 0)

@@ -4,6 +4,7 @@ near-duplicates and documents, and agreement between label sets. See
 
 from qrelkit.labels.aggregate import Aggregation, agreement, aggregate_judgments, labels_to_table
 from qrelkit.labels.binarize import binarize, scheme_grades, threshold_of
+from qrelkit.labels.relevance import relevance_level
 from qrelkit.labels.propagate import (
     DocumentLabels, Expansion, compare_labels, expand_qrels, max_rule_feasibility, parse_grade_map,
     passage_document_map, propagate_to_documents,
@@ -12,5 +13,5 @@ from qrelkit.labels.propagate import (
 __all__ = [
     "Aggregation", "DocumentLabels", "Expansion", "aggregate_judgments", "agreement", "binarize", "compare_labels",
     "expand_qrels", "labels_to_table", "max_rule_feasibility", "parse_grade_map", "passage_document_map",
-    "propagate_to_documents", "scheme_grades", "threshold_of",
+    "propagate_to_documents", "relevance_level", "scheme_grades", "threshold_of",
 ]
