@@ -1,4 +1,4 @@
-"""``qrelkit prefs``: shallow pooling with preference judgments (PROTOCOL.md section 2).
+"""``qrelkit prefs``: shallow pooling with preference judgments (docs/protocol.md section 2).
 
 pairs -> tasks -> (workers, or ``prefs simulate``) -> import (screening, re-issue) ->
 tournament (preference qrels) -> winratio, rescore; ``single`` is the single-ranker check.
@@ -297,7 +297,7 @@ def tournament_cmd(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Preference qrels by tournament: most wins; ties repeated among the tied; cycles keep
-    every passage left (PROTOCOL.md section 2; docs/prefs.md states the exact rule)."""
+    every passage left (docs/protocol.md section 2; docs/prefs.md states the exact rule)."""
     common.check_io(inputs=[judgments, pool, pairs_file, best, classes, config], outputs=[output, log_out, queries_out, pending_out])
     cfg = common.config(config)
     j = _judgments(judgments)
