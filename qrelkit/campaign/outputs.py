@@ -39,6 +39,10 @@ def stage_qrels(ctx: Context) -> dict:
     ctx.write(expansion_table(q, exp.qrels, labels=list(ctx.cfg.get_value("labels", "scale"))), "expansion.csv",
               "qrels-expansion")
     summary["expanded"] = int(exp.qrels.num_rows)
+    if exp.qrels.num_rows == 0:
+        write_qrels(exp.qrels, ctx.dir / QRELS_DOCUMENTS)
+        ctx.store.warn("qrels", "no topic accepted: the final qrels are empty")
+        return summary
     try:
         mapping = passage_document_map(corpus=ctx.paths["corpus"], passages=exp.qrels["docid"].to_pylist())
         docs = propagate_to_documents(exp.qrels, mapping, rule=str(ctx.cfg.get_value("labels", "document_rule")),
@@ -59,6 +63,12 @@ def _rel(ctx: Context) -> int | None:
     if isinstance(r, int) or str(r).strip().isdigit():
         return int(r)
     return threshold_of(scheme_grades(r, ctx.cfg), ctx.cfg.get_value("labels", "scale"))
+
+
+def _final(ctx: Context, name: str):
+    """The final qrels written by the qrels stage, or None when they are empty (no topic accepted)."""
+    p = ctx.dir / name
+    return read_qrels(p) if p.stat().st_size else None
 
 
 def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
@@ -82,8 +92,8 @@ def stage_evaluate(ctx: Context) -> dict:
     from qrelkit.evaluate import evaluate
     from qrelkit.evaluate.duplicates import duplicate_effects
 
-    q = read_qrels(ctx.dir / QRELS_EXPANDED)
-    if q.num_rows == 0:
+    q = _final(ctx, QRELS_EXPANDED)
+    if q is None:
         ctx.store.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
         return {"topics": 0}
     ms = list(ctx.cfg.get_value("eval", "measures"))
@@ -107,8 +117,8 @@ def stage_evaluate(ctx: Context) -> dict:
 def stage_reuse(ctx: Context) -> dict:
     from qrelkit.reuse import DEFAULT_MEASURES, leave_out
 
-    q = read_qrels(ctx.dir / QRELS_PASSAGES)
-    if q.num_rows == 0:
+    q = _final(ctx, QRELS_PASSAGES)
+    if q is None:
         ctx.store.warn("reuse", "no topic in the final qrels: no reusability study")
         return {"topics": 0}
     c = ctx.cfg
