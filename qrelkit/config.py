@@ -246,8 +246,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
             **_UNIT),
     ),
     "campaign": _keys(
-        Key("stages", "list[str]", list(CAMPAIGN_STAGES), "stages 'qrelkit campaign run' follows (validate, select, pool "
-            "and qrels always run)", choices=CAMPAIGN_STAGES),
+        Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
+            "qrels always run)", choices=CAMPAIGN_STAGES),
         Key("assessors", "list[str]", ["A01", "A02", "A03", "A04"], "named assessors; topic i is owned by assessor "
             "i mod n"),
         Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "

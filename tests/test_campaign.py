@@ -248,7 +248,7 @@ def test_until_and_bad_until(sim, tmp_path, capsys):
 
 def test_pool_only_config_judges_the_whole_pool(sim, tmp_path):
     cfg = tmp_path / "pool-only.toml"
-    cfg.write_text('[campaign]\nstages = ["validate", "select", "dedupe", "pool", "pool-rest", "qrels", "evaluate"]\n')
+    cfg.write_text('[campaign]\nskip = ["screening", "fractional", "cal", "reuse", "report"]\n')
     d = tmp_path / "c"
     assert cli(_init_args(sim, d, cfg)) == 0
     res = Campaign(d).run(oracle=sim / "qrels.txt", seed=3)
@@ -305,3 +305,54 @@ def test_kill_and_resume_gives_identical_outputs(sim, finished, tmp_path):
     with open_campaign_store(d) as s, open_campaign_store(finished) as t:
         assert list(s.stages_done()) == list(t.stages_done())
         assert s.export_log().equals(t.export_log())
+
+
+def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
+    cfg = tmp_path / "two.toml"
+    cfg.write_text('[batch]\nassessors_per_item = 2\n[campaign]\nassessors = ["ann", "bob", "cy"]\n'
+                   'skip = ["reuse", "report"]\n')
+    d = tmp_path / "c"
+    assert cli(_init_args(sim, d, cfg)) == 0
+    assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.2, seed=5)["state"] == "done"
+    with open_campaign_store(d) as s:
+        log = s.judgments(None, "all")
+        asg = s.assignments()
+    own = log[log["assessor"].isin(["ann", "bob", "cy"])]
+    # every item judged by exactly two assessors, never one assessor twice
+    first = own[own["kind"] == "pool"]
+    per_item = first.groupby(["qid", "docid"])["assessor"].agg(["nunique", "size"])
+    assert (per_item["nunique"] == 2).all() and (per_item["size"] == 2).all()
+    # topic ownership: the owner of a topic's screening batch is on each of its CAL batches
+    owner = {q: a for q, a in zip(asg.loc[asg["batch_id"].str.endswith("/screen"), "qid"],
+                                  asg.loc[asg["batch_id"].str.endswith("/screen"), "assessor"])}
+    cal = asg[asg["kind"] == "cal"]
+    assert len(cal) and all(owner[q] in set(g["assessor"]) for q, g in cal.groupby("qid"))
+    report = Campaign(d).report(tmp_path / "r.html")
+    assert "krippendorff_alpha" in report[0].read_text(encoding="utf-8")
+
+
+def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
+    d = tmp_path / "c"
+    assert cli(_init_args(sim, d)) == 0
+    res = Campaign(d).run()
+    files = [Path(w["file"]) for w in res["waiting"]]
+    done = pd.read_csv(_fill(files, sim / "qrels.txt", tmp_path / "all.csv"), dtype=str)
+    parts = []
+    for i in range(8):  # overlapping slices: every row in at least one file, many in two
+        part = pd.concat([done.iloc[i::8], done.iloc[(i + 1) % 8::8].head(10)])
+        parts.append(tmp_path / f"part{i}.csv")
+        part.to_csv(parts[-1], index=False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    py = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"]
+    procs = [subprocess.Popen(py + ["campaign", "import", str(d), str(f)], env=env, stderr=subprocess.PIPE)
+             for f in parts]
+    procs.append(subprocess.Popen(py + ["campaign", "run", str(d)], env=env, stderr=subprocess.PIPE))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    with open_campaign_store(d) as s:
+        log = s.judgments(None, "all")
+        assert len(log) == len(done) == len(log.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
+        assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    res = Campaign(d).run()
+    assert "screening" in res["stages_done"]

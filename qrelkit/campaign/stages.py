@@ -106,7 +106,7 @@ class Context:
     # -- settings ----------------------------------------------------------------------------------
 
     def enabled(self, stage: str) -> bool:
-        return stage in self.cfg.get_value("campaign", "stages")
+        return stage not in self.cfg.get_value("campaign", "skip")
 
     @property
     def combine(self) -> str:
