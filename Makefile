@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo-out
 
-.PHONY: venv install demo test bench clean
+.PHONY: venv install demo campaign-demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ install: $(VENV)/.installed
 demo: install
 	QRELKIT=$(BIN)/qrelkit bash scripts/demo.sh $(DEMO)
 
+campaign-demo: install
+	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh demo-campaign
+
 test: install
 	$(BIN)/python -m pytest
 
@@ -29,4 +32,4 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_pool.py
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache
+	rm -rf $(VENV) $(DEMO) demo-campaign .pytest_cache
