@@ -9,6 +9,7 @@ every stage done, every batch out and every judgment in (docs/campaign.md).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -158,7 +159,8 @@ class Campaign:
 
     def _advance(self, ctx: stages.Context, until: str | None) -> dict:
         done = ctx.store.stages_done()
-        state, waiting = "done", []
+        state, waiting, seconds = "done", [], {}
+        t_all = time.perf_counter()
         for name in STAGES:
             if name not in REQUIRED and not ctx.enabled(name):
                 continue
@@ -168,6 +170,7 @@ class Campaign:
                     break
                 continue
             ctx.say(f"stage {name}")
+            t0 = time.perf_counter()
             if name == "report":
                 from qrelkit.campaign.report import write_report
 
@@ -175,16 +178,19 @@ class Campaign:
                 result: Any = {"files": ["report.html", "report.md"]}
             else:
                 result = _FUNCS[name](ctx)
+            seconds[name] = round(time.perf_counter() - t0, 3)
             if isinstance(result, stages.Waiting):
                 state, waiting = stages.WAITING, result.batches
                 break
-            ctx.store.finish_stage(name, result)
+            ctx.store.finish_stage(name, result, seconds[name])
             done[name] = result
             if name == until:
                 state = f"until {until}"
                 break
+        total = time.perf_counter() - t_all
         return {"campaign": str(self.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
-                "waiting": waiting, "topics": _decisions(ctx.store)}
+                "waiting": waiting, "topics": _decisions(ctx.store), "seconds": seconds,
+                "seconds_total": round(total, 3), "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
 
     # -- import, status, report --------------------------------------------------------------------
 

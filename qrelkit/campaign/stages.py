@@ -149,11 +149,7 @@ class Context:
         """A CAL batch whose encountered passages lost their copied judgments (a kill between
         issuing the batch and copying them) gets them now, as the CAL loop would have."""
         s = self.store
-        rows = s._query(
-            "SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batches b JOIN batch_items i ON i.batch = b.id"
-            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id"
-            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM judgments j JOIN batches x ON x.id = j.batch"
-            " WHERE j.topic = b.topic AND j.passage = i.passage AND x.seq < b.seq)")
+        rows = s.lost_copies()
         if not len(rows):
             return 0
         log = s.judgments(None, "all")
@@ -287,8 +283,8 @@ def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) 
 
 
 def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
-    rows = ctx.store._query("SELECT b.topic, i.passage FROM batch_items i JOIN batches b ON b.id = i.batch")
-    out = set(zip(rows.iloc[:, 0].astype(str), rows.iloc[:, 1].astype(str))) if len(rows) else set()
+    rows = ctx.store.issued_items()
+    out = set(zip(rows["qid"], rows["docid"]))
     lab = ctx.labels()
     return out | set(zip(lab["qid"].astype(str), lab["docid"].astype(str)))
 
@@ -344,8 +340,8 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
     b = ctx.store.batches()
     mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
     before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
-    rows = ctx.store._query("SELECT b.id, b.topic, i.passage FROM batch_items i JOIN batches b ON b.id = i.batch")
-    out = {(str(t), str(p)) for bid, t, p in rows.itertuples(index=False) if bid in before}
+    rows = ctx.store.issued_items()
+    out = {(t, p) for bid, t, p in rows.itertuples(index=False) if bid in before}
     log = ctx.store.judgments(None, "all")
     log = log[log["batch_id"].isin(before)]
     return out | set(zip(log["qid"].astype(str), log["docid"].astype(str)))

@@ -8,7 +8,7 @@ log) keep their meaning; the campaign adds, under its own schema version
 ====================  ===========================================================================
 campaign_inputs       name, path, size, mtime_ns, sha256: every input file recorded at init
 campaign_config       section, key, value (JSON), origin, location: the effective configuration
-campaign_stages       name, finished (order), summary (JSON): one row per completed stage
+campaign_stages       seq (order), name, summary (JSON), seconds: one row per completed stage
 campaign_topics       qid, screening, screened, screened_relevant, decision, rule, reason
 campaign_assignments  batch, assessor, position: who judges a batch (several assessors per item)
 campaign_state        key, value: the CAL phase and round, the oracle used, ...
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS campaign_config (
     section TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, origin TEXT NOT NULL, location TEXT,
     PRIMARY KEY (section, key));
 CREATE TABLE IF NOT EXISTS campaign_stages (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, summary TEXT NOT NULL);
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, summary TEXT NOT NULL, seconds REAL);
 CREATE TABLE IF NOT EXISTS campaign_topics (
     qid TEXT PRIMARY KEY REFERENCES topics(qid), screening TEXT, screened INTEGER, screened_relevant INTEGER,
     decision TEXT, rule TEXT, reason TEXT);
@@ -137,10 +137,14 @@ class CampaignStore(JudgingStore):
     def stages_done(self) -> dict[str, dict]:
         return {n: json.loads(s) for n, s in self._db.execute("SELECT name, summary FROM campaign_stages ORDER BY seq")}
 
-    def finish_stage(self, name: str, summary: Mapping[str, Any]) -> None:
+    def finish_stage(self, name: str, summary: Mapping[str, Any], seconds: float | None = None) -> None:
         with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO campaign_stages (name, summary) VALUES (?, ?)",
-                       (name, json.dumps(summary, sort_keys=True, default=str)))
+            db.execute("INSERT OR IGNORE INTO campaign_stages (name, summary, seconds) VALUES (?, ?, ?)",
+                       (name, json.dumps(summary, sort_keys=True, default=str), seconds))
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds of each completed stage's last attempt (kept apart from every output)."""
+        return {n: s for n, s in self._db.execute("SELECT name, seconds FROM campaign_stages ORDER BY seq")}
 
     def get_state(self, key: str, default: Any = None) -> Any:
         row = self._db.execute("SELECT value FROM campaign_state WHERE key = ?", (key,)).fetchone()
@@ -207,6 +211,20 @@ class CampaignStore(JudgingStore):
             "                 AND j.batch <> b.id AND j.source <> 'encountered'"
             "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
             " ORDER BY b.seq, a.position, i.position")
+
+    def issued_items(self) -> pd.DataFrame:
+        """``batch_id, qid, docid`` of every issued batch item, in issue order."""
+        return self._query("SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batch_items i"
+                           " JOIN batches b ON b.id = i.batch ORDER BY b.seq, i.position")
+
+    def lost_copies(self) -> pd.DataFrame:
+        """Items of open CAL batches with no judgment in the batch but one in an earlier batch of
+        the topic: encountered passages whose copied judgments a kill lost (``batch_id, qid, docid``)."""
+        return self._query(
+            "SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batches b JOIN batch_items i ON i.batch = b.id"
+            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id"
+            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM judgments j JOIN batches x ON x.id = j.batch"
+            " WHERE j.topic = b.topic AND j.passage = i.passage AND x.seq < b.seq) ORDER BY b.seq, i.position")
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:
