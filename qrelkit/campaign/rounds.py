@@ -14,7 +14,8 @@ from __future__ import annotations
 import pandas as pd
 
 from qrelkit.cal.loop import CalParams, issue_next_batches
-from qrelkit.cal.stopping import ACCEPT, REJECT, get_rule, state_from_store
+from qrelkit.cal.stopping import ACCEPT, REJECT, JudgingState, get_rule
+from qrelkit.cal.store import combine_log
 from qrelkit.campaign.stages import Context, Waiting, features, kept_topics
 
 RULE = "density"
@@ -27,33 +28,65 @@ def _active(ctx: Context) -> pd.DataFrame:
     return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
 
 
-def _decide_topic(ctx: Context, qid: str, action: str, rule: str, reason: str) -> None:
-    ctx.store.set_topics([{"qid": qid, "decision": action, "rule": rule, "reason": reason}])
-    for t in ctx.store.threads(qid).itertuples(index=False):
-        if t.state == "active":
-            ctx.store.set_thread_state(qid, t.thread, "stopped", f"topic decided by thread {ctx.official_thread}")
+_ACTION = {"accepted": ACCEPT, "rejected": REJECT}
+
+
+def sync_decisions(ctx: Context) -> None:
+    """A kept topic whose official thread is no longer active is decided: its action, rule and
+    reason are the thread's (its state, and its reason ``"rule: why"``); its other threads stop.
+    Derived from the stored thread states, so a kill between two writes loses nothing."""
+    ct = ctx.store.campaign_topics()
+    decided = set(ct.loc[ct["decision"].notna(), "qid"])
+    th = ctx.store.threads()
+    for qid in kept_topics(ctx):
+        mine = th[th["qid"] == qid]
+        off = mine[mine["thread"] == ctx.official_thread]
+        if not len(off) or off["state"].iat[0] == "active":
+            continue
+        if qid not in decided:
+            rule, _, why = str(off["reason"].iat[0]).partition(": ")
+            ctx.store.set_topics([{"qid": qid, "decision": _ACTION.get(off["state"].iat[0], "stop"), "rule": rule,
+                                   "reason": why}])
+        for t in mine.loc[mine["state"] == "active", "thread"]:
+            ctx.store.set_thread_state(qid, t, "stopped", f"topic decided by thread {ctx.official_thread}")
+
+
+def _thread_view(log: pd.DataFrame, thread: str) -> pd.DataFrame:
+    """The judgments a thread sees (the judging store's views): every pool and CAL batch for
+    ``all``; the pool batches and its own CAL batches for the others."""
+    if thread == "all":
+        return log
+    return log[(log["kind"] == "pool") | ((log["kind"] == "cal") & (log["thread"] == thread))]
 
 
 def apply_stopping(ctx: Context) -> None:
-    """The stopping rule on every active thread of every kept topic (idempotent)."""
+    """The stopping rule on every active thread of every kept topic (idempotent). The judgment
+    log is read once; each thread's state (judged passages in judging order, one grade each by
+    ``[campaign] combine``, the budget) is what :func:`qrelkit.cal.stopping.state_from_store`
+    gives the density rule."""
     rule = get_rule(RULE, ctx.cfg)
     budget = ctx.cfg.get_value("cal", "budget")
-    for t in _active(ctx).itertuples(index=False):
-        st = state_from_store(ctx.store, t.qid, t.thread, relevant=ctx.relevant, combine=ctx.combine,
-                              budget=None if budget is None else int(budget))
+    active = _active(ctx)
+    if not len(active):
+        return
+    log = ctx.store.judgments(None, "all")
+    by_topic = {q: g for q, g in log.groupby("qid", sort=False)}
+    for t in active.itertuples(index=False):
+        lab = combine_log(_thread_view(by_topic.get(t.qid, log.iloc[:0]), t.thread), combine=ctx.combine)
+        st = JudgingState.from_grades(lab["docid"].tolist(), lab["grade"].astype("int64").tolist(),
+                                      relevant_grades=ctx.relevant, batches=lab["batch_seq"].tolist(),
+                                      budget=None if budget is None else int(budget), topic=t.qid, thread=t.thread)
         d = rule.decide(st)
         if not d.stopped:
             continue
         ctx.store.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
-        if t.thread == ctx.official_thread:
-            _decide_topic(ctx, t.qid, d.action, d.rule, d.reason)
+    sync_decisions(ctx)
 
 
 def _stop_all(ctx: Context, rule: str, why: str) -> None:
     for t in _active(ctx).itertuples(index=False):
         ctx.store.set_thread_state(t.qid, t.thread, "stopped", f"{rule}: {why}")
-        if t.thread == ctx.official_thread:
-            _decide_topic(ctx, t.qid, "stop", rule, why)
+    sync_decisions(ctx)
 
 
 def _issue(ctx: Context, feats, round_: int) -> None:
@@ -66,8 +99,7 @@ def _issue(ctx: Context, feats, round_: int) -> None:
     for r in report.itertuples(index=False):
         if r.action == "exhausted":
             ctx.store.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
-            if r.thread == ctx.official_thread:
-                _decide_topic(ctx, r.qid, "stop", "exhausted", "no candidate left to judge")
+    sync_decisions(ctx)
     # every CAL batch of this round gets its assessors (also those issued before a kill)
     b = ctx.store.batches()
     assigned = set(ctx.store.assignments()["batch_id"])
@@ -92,6 +124,7 @@ def stage_cal(ctx: Context) -> dict | Waiting:
             _issue(ctx, feats, round_)
             store.set_state(cal_phase="judge")
             continue
+        sync_decisions(ctx)
         wait = ctx.judge("cal")
         if wait:
             return wait

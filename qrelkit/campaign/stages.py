@@ -377,8 +377,9 @@ def features(ctx: Context):
 
     out = ctx.dir / "features"
     if not out.exists():
+        for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes)
         os.replace(tmp, out)
