@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html.parser
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -331,6 +332,10 @@ def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
     assert "krippendorff_alpha" in report[0].read_text(encoding="utf-8")
 
 
+def _cli_exit(argv: list[str]) -> None:
+    sys.exit(cli(argv))
+
+
 def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
     d = tmp_path / "c"
     assert cli(_init_args(sim, d)) == 0
@@ -342,14 +347,16 @@ def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
         part = pd.concat([done.iloc[i::8], done.iloc[(i + 1) % 8::8].head(10)])
         parts.append(tmp_path / f"part{i}.csv")
         part.to_csv(parts[-1], index=False)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    py = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"]
-    procs = [subprocess.Popen(py + ["campaign", "import", str(d), str(f)], env=env, stderr=subprocess.PIPE)
-             for f in parts]
-    procs.append(subprocess.Popen(py + ["campaign", "run", str(d)], env=env, stderr=subprocess.PIPE))
+    # forked processes (no interpreter start-up each): eight importers and a runner, each with its
+    # own connection to the store
+    ctx = multiprocessing.get_context("fork")
+    argvs = [["campaign", "import", str(d), str(f)] for f in parts] + [["campaign", "run", str(d)]]
+    procs = [ctx.Process(target=_cli_exit, args=(a,)) for a in argvs]
     for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode()
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
     with open_campaign_store(d) as s:
         log = s.judgments(None, "all")
         assert len(log) == len(done) == len(log.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
