@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine with Python 3.11+:
-#   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it
+#   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it, then the
+#                 same procedure as one campaign (campaign init, run --oracle, report: scripts/campaign-demo.sh)
 #   make test   - create .venv, install qrelkit with test extras, run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,6 +21,7 @@ install: $(VENV)/.installed
 
 demo: install
 	QRELKIT=$(BIN)/qrelkit bash scripts/demo.sh $(DEMO)
+	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh $(DEMO)/campaign-run
 
 campaign-demo: install
 	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh demo-campaign

@@ -363,3 +363,4 @@ def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
         assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     res = Campaign(d).run()
     assert "screening" in res["stages_done"]
+
