@@ -51,11 +51,21 @@ def _copy_inputs(sim: Path, dst: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def finished(sim, tmp_path_factory) -> Path:
+def oracle(sim, tmp_path_factory) -> Path:
+    """The hidden qrels with topic 1002 made too hard: nothing relevant (the simulator's topics
+    1001 and 1003 are too easy: most of their pool is relevant)."""
+    p = tmp_path_factory.mktemp("oracle") / "qrels.txt"
+    lines = (sim / "qrels.txt").read_text().splitlines()
+    p.write_text("".join((ln.rsplit(" ", 1)[0] + " 0" if ln.startswith("1002 ") else ln) + "\n" for ln in lines))
+    return p
+
+
+@pytest.fixture(scope="module")
+def finished(sim, oracle, tmp_path_factory) -> Path:
     """An uninterrupted campaign judged by the oracle (error rate 0.1, seed 7)."""
     d = tmp_path_factory.mktemp("camp") / "done"
     assert cli(_init_args(sim, d)) == 0
-    res = Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=7)
+    res = Campaign(d).run(oracle=oracle, error_rate=0.1, seed=7)
     assert res["state"] == "done"
     return d
 
@@ -122,19 +132,21 @@ def test_input_changed_refused(sim, tmp_path, capsys):
     assert cli(["campaign", "status", str(d)]) == 0
 
 
-def test_oracle_campaign_end_to_end(sim, finished):
+def test_oracle_campaign_end_to_end(sim, oracle, finished):
     c = Campaign(finished)
     st = c.status()
     # every topic reaches a decision; too dense topics go at screening; accepted ones by the density rule
     assert st["decision"].notna().all()
     assert set(st["decision"]) <= {"accept", "reject", "stop", "discarded"}
     assert (st["decision"] == "discarded").any() and (st["decision"] == "accept").any()
+    screening = dict(zip(st["qid"], st["screening"]))
+    assert screening["1001"] == screening["1003"] == "discard-too-many"  # too easy
     assert set(st.loc[st["decision"] == "discarded", "screening"]) <= {"discard-too-many", "discard-none"}
     assert set(st.loc[st["decision"] == "accept", "rule"]) == {"density"}
     assert (st.loc[st["decision"] == "accept", "density"] < 0.4).all()
     assert st["batches_out"].sum() == 0
     # the judgments agree with the oracle at the simulated error rate (0.1)
-    truth = read_qrels(sim / "qrels.txt").to_pandas()
+    truth = read_qrels(oracle).to_pandas()
     with open_campaign_store(finished) as s:
         log = s.judgments(None, "all")
         assert set(log["assessor"]) <= {"A01", "A02", "A03", "A04"}
@@ -185,14 +197,26 @@ def test_report_is_self_contained_with_embedded_figures(finished, tmp_path):
     assert again.read_bytes() == out.read_bytes()
 
 
-def test_finished_campaign_runs_no_stage_again(sim, finished):
+def test_too_easy_and_too_hard_topics_discarded_at_screening(sim, oracle, tmp_path):
+    d = tmp_path / "c"
+    assert cli(_init_args(sim, d)) == 0
+    assert Campaign(d).run(oracle=oracle, seed=1, until="screening")["state"] == "until screening"
+    st = Campaign(d).status().set_index("qid")
+    assert st.loc["1002", "screening"] == "discard-none" and st.loc["1002", "relevant"] == 0  # too hard
+    assert st.loc["1001", "screening"] == st.loc["1003", "screening"] == "discard-too-many"  # too easy
+    assert st.loc["1004", "screening"] == "discard-none"  # no relevant passage in its 31 pooled ones either
+    assert (st.loc[["1001", "1002", "1003"], "decision"] == "discarded").all()
+    assert st.loc["1002", "threads"] == "fractional:rejected local:rejected all:rejected"
+
+
+def test_finished_campaign_runs_no_stage_again(oracle, finished):
     said = []
-    res = Campaign(finished).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=7, progress=said.append)
+    res = Campaign(finished).run(oracle=oracle, error_rate=0.1, seed=7, progress=said.append)
     assert res["state"] == "done" and said == []
 
 
-def test_other_oracle_refused(sim, finished, capsys):
-    assert cli(["campaign", "run", str(finished), "--oracle", str(sim / "qrels.txt"), "--error-rate", "0.2",
+def test_other_oracle_refused(oracle, finished, capsys):
+    assert cli(["campaign", "run", str(finished), "--oracle", str(oracle), "--error-rate", "0.2",
                 "--seed", "7"]) == 2
     assert "[oracle-changed]" in capsys.readouterr().err
 
@@ -265,14 +289,14 @@ def test_pool_only_config_judges_the_whole_pool(sim, tmp_path):
     assert (got["rel"].astype(int).to_numpy() == want["rel"].astype(int).to_numpy()).all()
 
 
-def test_kill_and_resume_gives_identical_outputs(sim, finished, tmp_path):
+def test_kill_and_resume_gives_identical_outputs(sim, oracle, finished, tmp_path):
     """SIGKILL a `campaign run` subprocess at three points, run again: the final files are byte for
     byte those of the uninterrupted run, and every stage completed once."""
     d = tmp_path / "killed"
     assert cli(_init_args(sim, d)) == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))",
-           "campaign", "run", str(d), "--oracle", str(sim / "qrels.txt"), "--error-rate", "0.1", "--seed", "7"]
+           "campaign", "run", str(d), "--oracle", str(oracle), "--error-rate", "0.1", "--seed", "7"]
     with open_campaign_store(finished) as t:
         total = t.counts()["judgments"]
     killed, seen = 0, []
