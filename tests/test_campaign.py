@@ -388,3 +388,15 @@ def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
     res = Campaign(d).run()
     assert "screening" in res["stages_done"]
 
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_unwritable_outputs_refused_before_the_work(sim, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert cli(_init_args(sim, ro / "c")) == 2
+        assert "[unwritable]" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o755)

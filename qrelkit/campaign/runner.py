@@ -36,6 +36,18 @@ def _files(path: str | os.PathLike) -> list[Path]:
     return [Path(p) for p in expand_sources([Path(path)])]
 
 
+def writable(path: str | os.PathLike) -> Path:
+    """``path`` (a file to write, or a folder to write in) when its nearest existing folder is
+    writable; else ``[unwritable]`` before any work."""
+    p = Path(path)
+    q = p if p.is_dir() else p.parent
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if not os.access(q, os.W_OK | os.X_OK):
+        raise InputError("unwritable", f"cannot write in {q}", file=str(p))
+    return p
+
+
 def _readable(name: str, path: str | os.PathLike | None) -> Path:
     if path is None:
         raise InputError("bad-option", f"campaign init needs --{name}")
@@ -71,6 +83,7 @@ class Campaign:
         d = Path(directory)
         if campaign_path(d).exists():
             raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
+        writable(d)
         cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
         paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
                                                   ("manifest", manifest))}
@@ -137,6 +150,7 @@ class Campaign:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         if not 0 <= error_rate <= 1:
             raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
+        writable(self.dir)
         store, cfg, paths = self._open()
         try:
             orc = None
@@ -215,6 +229,7 @@ class Campaign:
         """Write the report (``.html`` with embedded figures, and its ``.md`` twin)."""
         from qrelkit.campaign.report import write_report
 
+        writable(output)
         store, cfg, _ = self._open()
         try:
             return write_report(self, Path(output), store=store, cfg=cfg)

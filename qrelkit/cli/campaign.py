@@ -95,8 +95,11 @@ def status(
     import pyarrow as pa
 
     from qrelkit.campaign import Campaign
+    from qrelkit.campaign.runner import writable
     from qrelkit.io.tables import write_table
 
+    if output is not None:
+        writable(output)
     df = Campaign(directory).status()
     if output is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
