@@ -22,7 +22,6 @@ import pytest
 
 from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.cli import run as cli
-from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels
 
 ROOT = Path(__file__).resolve().parents[1]

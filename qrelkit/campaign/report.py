@@ -190,10 +190,8 @@ def build(campaign, store, cfg) -> _Doc:
     log = store.judgments(None, "all")
     doc.h("Judged per topic by stage and thread")
     if len(log):
-        lab = log.drop_duplicates(["qid", "docid", "batch_id"]).assign(
-            stage=[_stage_of(b, k, t) for b, k, t in zip(log.drop_duplicates(["qid", "docid", "batch_id"])["batch_id"],
-                                                         log.drop_duplicates(["qid", "docid", "batch_id"])["kind"],
-                                                         log.drop_duplicates(["qid", "docid", "batch_id"])["thread"])])
+        lab = log.drop_duplicates(["qid", "docid", "batch_id"])
+        lab = lab.assign(stage=[_stage_of(b, k, t) for b, k, t in zip(lab["batch_id"], lab["kind"], lab["thread"])])
         piv = lab.pivot_table(index="qid", columns="stage", values="docid", aggfunc="count", fill_value=0)
         piv = piv.reindex([q for q in topics if q in piv.index]).reset_index()
         doc.table(piv)
@@ -235,7 +233,7 @@ def write_report(campaign, output: Path, *, store, cfg) -> list[Path]:
     """Write ``output`` (.html) and its ``.md`` twin (or only the .md); returns the paths."""
     doc = build(campaign, store, cfg)
     output = Path(output)
-    html_path, md_path = output.with_suffix(".html"), output.with_suffix(".md")
+    md_path = output.with_suffix(".md")
     written = []
     if output.suffix.lower() != ".md":
         with atomic_open(output) as fh:
@@ -244,5 +242,4 @@ def write_report(campaign, output: Path, *, store, cfg) -> list[Path]:
     with atomic_open(md_path) as fh:
         fh.write(doc.render_md())
     written.append(md_path)
-    del html_path
     return written

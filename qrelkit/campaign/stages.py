@@ -25,7 +25,7 @@ from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
 from qrelkit.config import Config
 from qrelkit.errors import InputError
-from qrelkit.io.qrels import read_qrels, write_qrels
+from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_frame, read_table, write_table
 
 WAITING = "waiting for judgments"
