@@ -203,7 +203,8 @@ class Campaign:
                 break
         total = time.perf_counter() - t_all
         return {"campaign": str(self.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
-                "waiting": waiting, "topics": _decisions(ctx.store), "seconds": seconds,
+                "waiting": waiting, "topics": _decisions(ctx.store), "warnings": int(len(ctx.store.warnings())),
+                "seconds": seconds,
                 "seconds_total": round(total, 3), "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
 
     # -- import, status, report --------------------------------------------------------------------

@@ -53,8 +53,12 @@ def run(
     judgments (the batches out, for whom, and their files under DIR/batches/)."""
     from qrelkit.campaign import Campaign
 
-    say = (lambda m: common.stderr.print(f"[dim]{m}[/dim]")) if common.stderr.is_terminal else None
-    res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say)
+    c = Campaign(directory)
+    if common.stderr.is_terminal:  # the stage (and CAL round) at work, on stderr
+        with common.stderr.status("campaign") as st:
+            res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=st.update)
+    else:
+        res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until)
     if as_json:
         common.emit(res, True)
         return
