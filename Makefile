@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine with Python 3.11+:
-#   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it
+#   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it, then the
+#                 same procedure as one campaign (campaign init, run --oracle, report: scripts/campaign-demo.sh)
 #   make test   - create .venv, install qrelkit with test extras, run the test suite
 #   make apidocs - the API reference (HTML, from the docstrings, with pdoc) in docs/api/
 PYTHON ?= python3
@@ -7,7 +8,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= demo-out
 
-.PHONY: venv install demo test bench apidocs clean
+.PHONY: venv install demo campaign-demo test bench apidocs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,10 @@ install: $(VENV)/.installed
 
 demo: install
 	QRELKIT=$(BIN)/qrelkit bash scripts/demo.sh $(DEMO)
+	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh $(DEMO)/campaign-run
+
+campaign-demo: install
+	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh demo-campaign
 
 test: install
 	$(BIN)/python -m pytest
@@ -34,4 +39,4 @@ apidocs: install
 	$(BIN)/python scripts/build_apidocs.py docs/api
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache docs/api
+	rm -rf $(VENV) $(DEMO) demo-campaign .pytest_cache docs/api

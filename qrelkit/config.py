@@ -68,6 +68,8 @@ def _keys(*keys: Key) -> dict[str, Key]:
 
 _UNIT = dict(min=0.0, max=1.0)
 _THREADS = ("fractional", "local", "all")
+CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-rest", "fractional", "cal", "qrels",
+                   "evaluate", "reuse", "report")
 
 #: section (``stopping.knee`` for ``[stopping.knee]``) -> key name -> :class:`Key`
 SCHEMA: dict[str, dict[str, Key]] = {
@@ -242,6 +244,17 @@ SCHEMA: dict[str, dict[str, Key]] = {
         Key("density_threshold", "float", 0.4, "'sufficiently complete' at this relevance density or below", **_UNIT),
         Key("voorhees_relevant_share", "float", 0.333, "Voorhees' share of relevant items found by one group",
             **_UNIT),
+    ),
+    "campaign": _keys(
+        Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
+            "qrels always run)", choices=CAMPAIGN_STAGES),
+        Key("assessors", "list[str]", ["A01", "A02", "A03", "A04"], "named assessors; topic i is owned by assessor "
+            "i mod n"),
+        Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
+            "round-robin over the assessors)"),
+        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade",
+            choices=("median_high", "max", "min")),
+        Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
     ),
     "dedupe": _keys(
         Key("ngram", "int", 3, "words per shingle", min=1),

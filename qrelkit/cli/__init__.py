@@ -46,6 +46,7 @@ def _register() -> None:
     app.add_typer(__import__("qrelkit.cli.prefs", fromlist=["app"]).app, name="prefs")
     app.add_typer(__import__("qrelkit.cli.reuse", fromlist=["app"]).app, name="reuse")
     app.add_typer(__import__("qrelkit.cli.config_cmd", fromlist=["app"]).app, name="config")
+    app.add_typer(__import__("qrelkit.cli.campaign", fromlist=["app"]).app, name="campaign")
 
 
 _register()

@@ -1,0 +1,138 @@
+"""The closing stages of a campaign: final qrels (passages, expanded to near-duplicates,
+documents), evaluation of every run (with a leaderboard and confidence intervals, and deduplicated
+runs vs. expanded qrels), reusability (leave-one-group-out) — all files under the campaign folder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from scipy import stats
+
+from qrelkit.campaign.stages import Context
+from qrelkit.errors import InputError
+from qrelkit.io.qrels import read_qrels, write_qrels
+
+QRELS_PASSAGES, QRELS_EXPANDED, QRELS_DOCUMENTS = "qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt"
+
+
+def final_topics(ctx: Context) -> list[str]:
+    """Topics in the final qrels: accepted by the stopping rule (CAL), else kept at screening."""
+    ct = ctx.store.campaign_topics()
+    dec = dict(zip(ct["qid"], ct["decision"]))
+    if ctx.enabled("cal"):
+        return [q for q in ctx.topic_ids if dec.get(q) == "accept"]
+    return [q for q in ctx.topic_ids if dec.get(q) != "discarded"]
+
+
+def stage_qrels(ctx: Context) -> dict:
+    from qrelkit.dedupe.apply import expansion_table
+    from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
+
+    keep = final_topics(ctx)
+    q = ctx.store.export_qrels(combine=ctx.combine)
+    q = q.filter(pa.compute.is_in(q["qid"], value_set=pa.array(keep, pa.string())))
+    write_qrels(q, ctx.dir / QRELS_PASSAGES)
+    summary = {"topics": len(keep), "passages": int(q.num_rows)}
+    exp = expand_qrels(q, ctx.classes, relevant_at=min(ctx.relevant))
+    write_qrels(exp.qrels, ctx.dir / QRELS_EXPANDED)
+    ctx.write(expansion_table(q, exp.qrels, labels=list(ctx.cfg.get_value("labels", "scale"))), "expansion.csv",
+              "qrels-expansion")
+    summary["expanded"] = int(exp.qrels.num_rows)
+    if exp.qrels.num_rows == 0:
+        write_qrels(exp.qrels, ctx.dir / QRELS_DOCUMENTS)
+        ctx.store.warn("qrels", "no topic accepted: the final qrels are empty")
+        return summary
+    try:
+        mapping = passage_document_map(corpus=ctx.paths["corpus"], passages=exp.qrels["docid"].to_pylist())
+        docs = propagate_to_documents(exp.qrels, mapping, rule=str(ctx.cfg.get_value("labels", "document_rule")),
+                                      grade_map=ctx.cfg.get_value("labels", "grade_map") or None)
+        write_qrels(docs.qrels, ctx.dir / QRELS_DOCUMENTS)
+        summary["documents"] = int(docs.qrels.num_rows)
+    except InputError as exc:
+        ctx.store.warn("qrels", f"no document qrels: {exc.message}")
+    return summary
+
+
+def _rel(ctx: Context) -> int | None:
+    from qrelkit.labels import scheme_grades, threshold_of
+
+    r = ctx.cfg.get_value("eval", "relevant")
+    if r is None or r == "":
+        return None
+    if isinstance(r, int) or str(r).strip().isdigit():
+        return int(r)
+    return threshold_of(scheme_grades(r, ctx.cfg), ctx.cfg.get_value("labels", "scale"))
+
+
+def _final(ctx: Context, name: str):
+    """The final qrels written by the qrels stage, or None when they are empty (no topic accepted)."""
+    p = ctx.dir / name
+    return read_qrels(p) if p.stat().st_size else None
+
+
+def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per run and measure: topics, mean and a t confidence interval over the topics (scipy)."""
+    rows = []
+    for (measure, run), g in per_query.groupby(["measure", "run"], sort=True):
+        v = g["value"].to_numpy(dtype=float)
+        m = float(v.mean()) if len(v) else float("nan")
+        if len(v) > 1 and np.std(v) > 0:
+            lo, hi = stats.t.interval(level, len(v) - 1, loc=m, scale=stats.sem(v))
+        else:
+            lo = hi = m
+        rows.append((measure, run, len(v), m, float(lo), float(hi)))
+    df = pd.DataFrame(rows, columns=["measure", "run", "topics", "mean", "ci_low", "ci_high"])
+    df = df.sort_values(["measure", "mean", "run"], ascending=[True, False, True], kind="stable")
+    df["rank"] = df.groupby("measure").cumcount() + 1
+    return df.round({"mean": 6, "ci_low": 6, "ci_high": 6}).reset_index(drop=True)
+
+
+def stage_evaluate(ctx: Context) -> dict:
+    from qrelkit.evaluate import evaluate
+    from qrelkit.evaluate.duplicates import duplicate_effects
+
+    q = _final(ctx, QRELS_EXPANDED)
+    if q is None:
+        ctx.store.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
+        return {"topics": 0}
+    ms = list(ctx.cfg.get_value("eval", "measures"))
+    rel, ranking = _rel(ctx), str(ctx.cfg.get_value("eval", "ranking"))
+    ev = evaluate(ctx.runset.table, q, ms, missing=str(ctx.cfg.get_value("eval", "missing")), rel=rel,
+                  run_names=ctx.runset.runs, ranking=ranking)
+    pq = ev.per_query.to_pandas()
+    ctx.write(pq, "eval-per-query.csv", "eval-per-query")
+    ctx.write(ev.summary, "eval-summary.csv", "eval-summary")
+    ctx.write(leaderboard(pq), "leaderboard.csv", "campaign-leaderboard")
+    out = {"topics": len(ev.topics), "runs": len(ev.runs), "measures": ev.measures}
+    if ctx.classes is not None:
+        passages = read_qrels(ctx.dir / QRELS_PASSAGES)
+        dup = duplicate_effects(ctx.runset.table, passages, ctx.classes,
+                                list(ctx.cfg.get_value("eval", "duplicate_measures")),
+                                missing=str(ctx.cfg.get_value("eval", "missing")), rel=rel, ranking=ranking)
+        ctx.write(dup.round(6), "eval-duplicates.csv", "eval-duplicates")
+    return out
+
+
+def stage_reuse(ctx: Context) -> dict:
+    from qrelkit.reuse import DEFAULT_MEASURES, leave_out
+
+    q = _final(ctx, QRELS_PASSAGES)
+    if q is None:
+        ctx.store.warn("reuse", "no topic in the final qrels: no reusability study")
+        return {"topics": 0}
+    c = ctx.cfg
+    sel = ctx.selection
+    res = leave_out(ctx.runset.table, q, sel.assign(pooled=sel["pooled"].astype(str).str.lower() == "true"),
+                    procedure=str(c.get_value("reuse", "procedure")), uniqueness=str(c.get_value("reuse", "uniqueness")),
+                    pool=pa.Table.from_pandas(ctx.pool, preserve_index=False), classes=ctx.classes,
+                    orphans=str(c.get_value("reuse", "orphans")), orphan_depth=int(c.get_value("reuse", "orphan_depth")),
+                    removal=str(c.get_value("reuse", "removal")),
+                    measures=c.get_value("reuse", "measures") or DEFAULT_MEASURES,
+                    missing=str(c.get_value("eval", "missing")), rel=_rel(ctx),
+                    density_threshold=float(c.get_value("reuse", "density_threshold")),
+                    voorhees_share=float(c.get_value("reuse", "voorhees_relevant_share")),
+                    ranking=str(c.get_value("eval", "ranking")), workers=1)
+    for name in ("summary", "runs", "units", "topics"):
+        ctx.write(res.tables()[name], f"reuse-{name}.csv", f"reuse-{name}")
+    return {"units": int(res.units.num_rows), "notes": len(res.notes)}

@@ -1,0 +1,245 @@
+"""The campaign report: one self-contained HTML file (figures embedded as base64 PNG) and its
+Markdown twin, from the store and the artefacts of the campaign folder. Sections: stages and
+warnings; pool sizes per topic and per run; screening outcomes; judged per topic by stage and
+thread; relevance density vs. judged (the 0.4 line, as Figure 7 of the TREC 2022 Deep Learning
+overview); the stopping decision per topic with its rule; near-duplicate expansion per grade (as
+its Table 4); inter-assessor agreement; the leaderboard with confidence intervals; deduplicated
+runs vs. expanded qrels (as its Figure 6); leave-one-group-out. The same store gives the same
+bytes (no times, no absolute paths)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from qrelkit.io.atomic import atomic_open
+from qrelkit.io.tables import read_frame
+
+
+def _pyplot():
+    import matplotlib  # lazy: matplotlib costs start-up time
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None}, dpi=90)
+    _pyplot().close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class _Doc:
+    """HTML and Markdown built side by side."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.html: list[str] = []
+        self.md: list[str] = [f"# {title}", ""]
+
+    def h(self, text: str) -> None:
+        self.html.append(f"<h2>{html.escape(text)}</h2>")
+        self.md += [f"## {text}", ""]
+
+    def p(self, text: str) -> None:
+        self.html.append(f"<p>{html.escape(text)}</p>")
+        self.md += [text, ""]
+
+    def table(self, df: pd.DataFrame, digits: int = 4) -> None:
+        if df is None or not len(df):
+            self.p("(nothing)")
+            return
+        cells = [[_fmt(v, digits) for v in row] for row in df.itertuples(index=False)]
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+        self.html.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        self.md.append("| " + " | ".join(str(c) for c in df.columns) + " |")
+        self.md.append("|" + "---|" * len(df.columns))
+        self.md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells]
+        self.md.append("")
+
+    def figure(self, fig, alt: str) -> None:
+        data = _png(fig)
+        self.html.append(f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
+                         f"<figcaption>{html.escape(alt)}</figcaption></figure>")
+        self.md += [f"![{alt}](data:image/png;base64,{data})", ""]
+
+    def render_html(self) -> str:
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse;"
+                 "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")
+        return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(self.title)}</title>"
+                f"<style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n" + "\n".join(self.html)
+                + "\n</body></html>\n")
+
+    def render_md(self) -> str:
+        return "\n".join(self.md) + "\n"
+
+
+def _fmt(v: Any, digits: int) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.{digits}f}"
+    return str(v)
+
+
+def _read(directory: Path, name: str) -> pd.DataFrame | None:
+    p = directory / name
+    return read_frame(p, what=name) if p.exists() else None
+
+
+def _stage_of(batch_id: str, kind: str, thread: Any) -> str:
+    if kind == "cal":
+        return f"cal:{thread}"
+    return str(batch_id).rsplit("/", 1)[-1]
+
+
+def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float, topics: list[str]):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for q in topics:
+        g = log[log["qid"] == q].drop_duplicates("docid")
+        if not len(g):
+            continue
+        rel = np.cumsum(g["grade"].isin(relevant).to_numpy())
+        n = np.arange(1, len(g) + 1)
+        ax.plot(n, rel / n, lw=1, label=q)
+    ax.axhline(threshold, color="red", ls="--", lw=1, label=f"density {threshold:g}")
+    ax.set_xlabel("judged passages")
+    ax.set_ylabel("relevance density")
+    ax.set_ylim(0, 1)
+    if len(topics) <= 12:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _leaderboard_figure(lb: pd.DataFrame, measure: str):
+    plt = _pyplot()
+    g = lb[lb["measure"] == measure].sort_values("mean", ascending=True, kind="stable")
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.25 * len(g) + 1)))
+    y = np.arange(len(g))
+    ax.errorbar(g["mean"], y, xerr=[g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]], fmt="o", ms=3, capsize=2)
+    ax.set_yticks(y, g["run"].astype(str).tolist(), fontsize=7)
+    ax.set_xlabel(f"{measure} (95% CI)")
+    fig.tight_layout()
+    return fig
+
+
+def _duplicates_figure(dup: pd.DataFrame):
+    plt = _pyplot()
+    ms = list(dict.fromkeys(dup["measure"]))
+    fig, axes = plt.subplots(1, len(ms), figsize=(4 * len(ms), 4), squeeze=False)
+    for ax, m in zip(axes[0], ms):
+        g = dup[dup["measure"] == m]
+        ax.scatter(g["runs"], g["qrels"], s=10)
+        lo = float(min(g["runs"].min(), g["qrels"].min()))
+        hi = float(max(g["runs"].max(), g["qrels"].max()))
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+        ax.set_xlabel(f"{m}: deduplicated runs")
+        ax.set_ylabel(f"{m}: expanded qrels")
+    fig.tight_layout()
+    return fig
+
+
+def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
+    from qrelkit.labels.aggregate import agreement
+
+    per_item = log.groupby(["qid", "docid"])["assessor"].nunique()
+    if not (per_item >= 2).any():
+        return None
+    j = log[log["kind"] != "cal"].drop_duplicates(["qid", "docid", "assessor"])
+    summary, _pairs = agreement(j[["qid", "docid", "assessor", "grade"]], threshold=min(cfg.get_value("labels", "passage_relevant")),
+                                scale=cfg.get_value("labels", "scale"), level=str(cfg.get_value("labels", "agreement_level")))
+    return pd.DataFrame([{"statistic": k, "value": v} for k, v in summary.items() if not isinstance(v, (dict, list))])
+
+
+def build(campaign, store, cfg) -> _Doc:
+    d = campaign.dir
+    doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
+    done = store.stages_done()
+    warnings = store.warnings()
+    doc.h("Stages")
+    doc.table(pd.DataFrame([{"stage": k, "summary": ", ".join(f"{a}={b}" for a, b in v.items())} for k, v in done.items()]))
+    doc.p(f"{len(warnings)} warning(s).")
+    doc.table(warnings)
+    ct = store.campaign_topics()
+    topics = ct["qid"].astype(str).tolist()
+    pool = _read(d, "pool.parquet")
+    if pool is not None:
+        from qrelkit.io.manifest import read_manifest
+        from qrelkit.pooler import pool_stats
+        import pyarrow as pa
+
+        ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False), read_manifest(store.get_state("paths")["manifest"]))
+        doc.h("Pool sizes per topic")
+        doc.table(ps["topics"])
+        doc.h("Pool items contributed per run")
+        doc.table(ps["runs"])
+    doc.h("Screening outcomes")
+    doc.table(ct[["qid", "screening", "screened", "screened_relevant"]])
+    log = store.judgments(None, "all")
+    doc.h("Judged per topic by stage and thread")
+    if len(log):
+        lab = log.drop_duplicates(["qid", "docid", "batch_id"])
+        lab = lab.assign(stage=[_stage_of(b, k, t) for b, k, t in zip(lab["batch_id"], lab["kind"], lab["thread"])])
+        piv = lab.pivot_table(index="qid", columns="stage", values="docid", aggfunc="count", fill_value=0)
+        piv = piv.reindex([q for q in topics if q in piv.index]).reset_index()
+        doc.table(piv)
+        relevant = {int(g) for g in cfg.get_value("labels", "passage_relevant")}
+        thr = float(cfg.get_value("stopping", "accept_density_below"))
+        doc.h("Relevance density vs. judged")
+        doc.figure(_density_figure(log, relevant, thr, topics), f"relevance density vs. judged per topic; the {thr:g} line")
+    else:
+        doc.p("No judgment yet.")
+    doc.h("Stopping decision per topic")
+    doc.table(ct[["qid", "decision", "rule", "reason"]])
+    exp = _read(d, "expansion.csv")
+    doc.h("Near-duplicate expansion per grade")
+    doc.table(exp)
+    doc.h("Inter-assessor agreement")
+    agr = _agreement(log, cfg) if len(log) else None
+    if agr is None:
+        doc.p("One assessor per item: no agreement to measure.")
+    else:
+        doc.table(agr)
+    lb = _read(d, "leaderboard.csv")
+    doc.h("Leaderboard (95% confidence intervals)")
+    doc.table(lb)
+    if lb is not None and len(lb):
+        m = str(cfg.get_value("eval", "measures")[0])
+        m = m if m in set(lb["measure"]) else str(lb["measure"].iat[0])
+        doc.figure(_leaderboard_figure(lb, m), f"leaderboard: {m} with 95% confidence intervals")
+    dup = _read(d, "eval-duplicates.csv")
+    doc.h("Deduplicated runs vs. expanded qrels")
+    doc.table(dup)
+    if dup is not None and len(dup):
+        doc.figure(_duplicates_figure(dup), "deduplicated runs vs. expanded qrels (as Figure 6 of the TREC 2022 overview)")
+    doc.h("Leave-one-group-out")
+    doc.table(_read(d, "reuse-summary.csv"))
+    return doc
+
+
+def write_report(campaign, output: Path, *, store, cfg) -> list[Path]:
+    """Write ``output`` (.html) and its ``.md`` twin (or only the .md); returns the paths."""
+    doc = build(campaign, store, cfg)
+    output = Path(output)
+    md_path = output.with_suffix(".md")
+    written = []
+    if output.suffix.lower() != ".md":
+        with atomic_open(output) as fh:
+            fh.write(doc.render_html())
+        written.append(output)
+    with atomic_open(md_path) as fh:
+        fh.write(doc.render_md())
+    written.append(md_path)
+    return written

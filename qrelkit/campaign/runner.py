@@ -1,0 +1,276 @@
+"""``qrelkit.Campaign``: a campaign folder with one store that knows the protocol, the inputs,
+every stage done, every batch out and every judgment in (docs/campaign.md).
+
+>>> c = Campaign.init("camp", config="configs/trec-dl-2022.toml", corpus="corpus.jsonl",
+...                   topics="topics.tsv", runs="runs", manifest="manifest.csv")   # doctest: +SKIP
+>>> c.run(oracle="qrels.txt", error_rate=0.05, seed=7)                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from qrelkit.campaign import outputs, rounds, stages
+from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
+from qrelkit.config import CAMPAIGN_STAGES, load_config
+from qrelkit.errors import InputError
+
+STAGES = CAMPAIGN_STAGES
+REQUIRED = ("validate", "select", "pool", "qrels")
+_FUNCS: dict[str, Callable] = {
+    "validate": stages.stage_validate, "select": stages.stage_select, "dedupe": stages.stage_dedupe,
+    "pool": stages.stage_pool, "screening": stages.stage_screening, "pool-rest": stages.stage_pool_rest,
+    "fractional": stages.stage_fractional, "cal": rounds.stage_cal, "qrels": outputs.stage_qrels,
+    "evaluate": outputs.stage_evaluate, "reuse": outputs.stage_reuse,
+}
+
+
+def _files(path: str | os.PathLike) -> list[Path]:
+    from qrelkit.io.runs import expand_sources
+
+    return [Path(p) for p in expand_sources([Path(path)])]
+
+
+def writable(path: str | os.PathLike) -> Path:
+    """``path`` (a file to write, or a folder to write in) when its nearest existing folder is
+    writable; else ``[unwritable]`` before any work."""
+    p = Path(path)
+    q = p if p.is_dir() else p.parent
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if not os.access(q, os.W_OK | os.X_OK):
+        raise InputError("unwritable", f"cannot write in {q}", file=str(p))
+    return p
+
+
+def _readable(name: str, path: str | os.PathLike | None) -> Path:
+    if path is None:
+        raise InputError("bad-option", f"campaign init needs --{name}")
+    p = Path(path)
+    if not p.exists():
+        raise InputError("unreadable", "no such file", file=str(p))
+    return p
+
+
+class Campaign:
+    """A campaign folder (``DIR/campaign.db`` and the artefacts of its stages)."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.dir = Path(directory)
+        if not campaign_path(self.dir).is_file():
+            raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",
+                             file=str(self.dir))
+
+    # -- init --------------------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, directory: str | os.PathLike, *, config: str | os.PathLike | None, corpus: str | os.PathLike,
+             topics: str | os.PathLike, runs: str | os.PathLike, manifest: str | os.PathLike,
+             qrels: str | os.PathLike | None = None, lenient: bool | None = None) -> "Campaign":
+        """Validate every input (runs against manifest and topics, strict unless ``lenient``),
+        then create the store recording each input (path, size, sha256) and the effective
+        configuration. An existing campaign is ``[campaign-exists]``."""
+        from qrelkit.io.corpus import count_passages
+        from qrelkit.io.manifest import read_manifest
+        from qrelkit.io.runs import read_runs
+        from qrelkit.io.topics import read_topics
+
+        d = Path(directory)
+        if campaign_path(d).exists():
+            raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
+        writable(d)
+        cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
+        paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
+                                                  ("manifest", manifest))}
+        if qrels is not None:
+            paths["qrels"] = _readable("qrels", qrels)
+        tdf = read_topics(paths["topics"])
+        man = read_manifest(paths["manifest"])
+        run_files = _files(paths["runs"])
+        read_runs(run_files, lenient=bool(cfg.get_value("runs", "lenient")), topics=tdf["qid"].tolist(),
+                  max_depth=cfg.get_value("runs", "max_depth"), expected_depth=cfg.get_value("runs", "expected_depth"),
+                  manifest=man, ties=str(cfg.get_value("pool", "ties")))
+        n = count_passages(paths["corpus"])
+        if n == 0:
+            raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
+        if qrels is not None:
+            from qrelkit.io.qrels import read_qrels
+
+            read_qrels(paths["qrels"], scale=cfg.get_value("labels", "scale"))
+        records = [input_record(k, p) for k, p in paths.items() if k != "runs"]
+        records += [input_record("run", p) for p in run_files]
+        if config is not None:
+            records.append(input_record("config", config))
+        d.mkdir(parents=True, exist_ok=True)
+        store = CampaignStore(campaign_path(d), create=True)
+        try:
+            store.add_topics(tdf, threads=list(cfg.get_value("cal", "threads")))
+            store.record_inputs(records, cfg.effective())
+            store.set_state(paths={"config": str(Path(config).resolve()) if config else None,
+                                   "corpus": str(paths["corpus"].resolve()), "topics": str(paths["topics"].resolve()),
+                                   "manifest": str(paths["manifest"].resolve()),
+                                   "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
+                                   "runs": [str(p.resolve()) for p in run_files]},
+                            overrides={"runs.lenient": lenient} if lenient is not None else {},
+                            cal_phase="judge", cal_round=0)
+        except BaseException:
+            store.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(campaign_path(d)) + suffix).unlink(missing_ok=True)
+            raise
+        store.close()
+        return cls(d)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _open(self, **kw) -> tuple[CampaignStore, Any, dict]:
+        store = open_campaign_store(self.dir, **kw)
+        try:
+            store.check_inputs()
+            paths = store.get_state("paths")
+            cfg = load_config(paths["config"], store.get_state("overrides", {}))
+        except BaseException:
+            store.close()
+            raise
+        return store, cfg, paths
+
+    # -- run ---------------------------------------------------------------------------------------
+
+    def run(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0, seed: int | None = None,
+            until: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
+        """Advance every topic as far as the judgments allow (see docs/campaign.md). Returns a
+        summary: ``stages_done``, ``state`` (``done``, ``waiting for judgments``, or ``until``),
+        ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions)."""
+        if until is not None and until not in STAGES:
+            raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
+        if not 0 <= error_rate <= 1:
+            raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
+        writable(self.dir)
+        store, cfg, paths = self._open()
+        try:
+            orc = None
+            if oracle is not None:
+                p = Path(oracle)
+                if not p.is_file():
+                    raise InputError("unreadable", "no such file", file=str(p))
+                orc = {"path": str(p.resolve()), "sha256": sha256_file(p), "error_rate": float(error_rate),
+                       "seed": int(seed if seed is not None else 0)}
+                known = store.get_state("oracle")
+                if known is not None and known != orc:
+                    raise InputError("oracle-changed", "this campaign was judged by another oracle (file, error rate or "
+                                     "seed); give the same one", file=str(p))
+                if known is None:
+                    store.set_state(oracle=orc)
+            ctx = stages.Context(self.dir, store, cfg, paths, orc, progress)
+            return self._advance(ctx, until)
+        finally:
+            store.close()
+
+    def _advance(self, ctx: stages.Context, until: str | None) -> dict:
+        done = ctx.store.stages_done()
+        state, waiting, seconds = "done", [], {}
+        t_all = time.perf_counter()
+        for name in STAGES:
+            if name not in REQUIRED and not ctx.enabled(name):
+                continue
+            if name in done:
+                if name == until:
+                    state = f"until {until}"
+                    break
+                continue
+            ctx.say(f"stage {name}")
+            t0 = time.perf_counter()
+            if name == "report":
+                from qrelkit.campaign.report import write_report
+
+                write_report(self, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
+                result: Any = {"files": ["report.html", "report.md"]}
+            else:
+                result = _FUNCS[name](ctx)
+            seconds[name] = round(time.perf_counter() - t0, 3)
+            if isinstance(result, stages.Waiting):
+                state, waiting = stages.WAITING, result.batches
+                break
+            ctx.store.finish_stage(name, result, seconds[name])
+            done[name] = result
+            if name == until:
+                state = f"until {until}"
+                break
+        total = time.perf_counter() - t_all
+        return {"campaign": str(self.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
+                "waiting": waiting, "topics": _decisions(ctx.store), "warnings": int(len(ctx.store.warnings())),
+                "seconds": seconds,
+                "seconds_total": round(total, 3), "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
+
+    # -- import, status, report --------------------------------------------------------------------
+
+    def import_judgments(self, files: Sequence[str | os.PathLike], *, lenient: bool = False):
+        """Judgments from assessors (the judging store's import: one transaction, idempotent,
+        conflicts reported — strict: :class:`~qrelkit.cal.store.ConflictError`)."""
+        store, cfg, _ = self._open()
+        try:
+            return store.import_files(list(files), lenient=lenient, scale=cfg.get_value("labels", "scale"))
+        finally:
+            store.close()
+
+    def status(self) -> pd.DataFrame:
+        """One row per topic (see :func:`status_table`)."""
+        store, cfg, paths = self._open()
+        try:
+            return status_table(stages.Context(self.dir, store, cfg, paths))
+        finally:
+            store.close()
+
+    def report(self, output: str | os.PathLike) -> list[Path]:
+        """Write the report (``.html`` with embedded figures, and its ``.md`` twin)."""
+        from qrelkit.campaign.report import write_report
+
+        writable(output)
+        store, cfg, _ = self._open()
+        try:
+            return write_report(self, Path(output), store=store, cfg=cfg)
+        finally:
+            store.close()
+
+
+def _decisions(store: CampaignStore) -> dict[str, int]:
+    ct = store.campaign_topics()
+    return {str(k): int(v) for k, v in ct["decision"].fillna("open").value_counts().sort_index().items()}
+
+
+STATUS_COLUMNS = ["qid", "stage", "judged", "relevant", "density", "screening", "threads", "decision", "rule",
+                  "batches_out"]
+
+
+def status_table(ctx: stages.Context) -> pd.DataFrame:
+    """Per topic: stage reached, judged, relevant, density (every judgment), screening decision,
+    CAL thread states, stopping decision and the rule that fired, batches out (assignments with
+    items still owed)."""
+    s = ctx.store
+    lab = ctx.labels()
+    rel = set(ctx.relevant)
+    ct = s.campaign_topics().set_index("qid")
+    th = s.threads()
+    pend = s.pending()
+    out_by_topic = pend.groupby("qid")["batch_id"].nunique().to_dict() if len(pend) else {}
+    done = s.stages_done()
+    last = next((n for n in reversed(STAGES) if n in done), "init")
+    rows = []
+    for q in ctx.topic_ids:
+        g = lab[lab["qid"] == q]
+        n, r = len(g), int(g["grade"].isin(rel).sum())
+        c = ct.loc[q] if q in ct.index else None
+        states = th[th["qid"] == q]
+        dec = None if c is None or pd.isna(c["decision"]) else str(c["decision"])
+        stage = dec if dec else ("waiting for judgments" if out_by_topic.get(q) else last)
+        rows.append({"qid": q, "stage": stage, "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
+                     "screening": None if c is None or pd.isna(c["screening"]) else str(c["screening"]),
+                     "threads": " ".join(f"{t}:{st}" for t, st in zip(states["thread"], states["state"])),
+                     "decision": dec, "rule": None if c is None or pd.isna(c["rule"]) else str(c["rule"]),
+                     "batches_out": int(out_by_topic.get(q, 0))})
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)

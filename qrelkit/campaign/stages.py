@@ -1,0 +1,386 @@
+"""The stages of a campaign (docs/campaign.md): each one sequences public functions of pooler/,
+dedupe/, cal/, labels/, evaluate/ and reuse/ over the campaign's state (:class:`Context`).
+
+A stage returns its summary (a JSON-able dict, recorded in the store when it completes) or a
+:class:`Waiting` when judgments are missing. Every stage can be run again after a kill: its store
+writes are idempotent (batches are issued under fixed ids, unless they exist; judgments already in
+the log are not asked for again) and its artefacts are written atomically and deterministically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from qrelkit.cal.store import combine_log
+from qrelkit.campaign.store import CampaignStore
+from qrelkit.config import Config
+from qrelkit.errors import InputError
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.tables import read_frame, read_table, write_table
+
+WAITING = "waiting for judgments"
+ORACLE_ASSESSOR_SOURCE = "oracle"
+
+
+@dataclass
+class Waiting:
+    """Judgments are missing: ``batches`` lists what is out (batch, topic, assessor, items, file)."""
+
+    stage: str
+    batches: list[dict] = field(default_factory=list)
+
+
+def stable_seed(*parts: object) -> int:
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:4], "little")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class Context:
+    """What the stages share: the directory, store, config, inputs (read once, lazily) and the
+    oracle (None: judgments come from assessors)."""
+
+    def __init__(self, directory: Path, store: CampaignStore, cfg: Config, paths: dict,
+                 oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
+        self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
+        self.say = progress or (lambda _msg: None)
+
+    # -- inputs ------------------------------------------------------------------------------------
+
+    @cached_property
+    def runset(self):
+        from qrelkit.io.manifest import read_manifest
+        from qrelkit.io.runs import read_runs
+
+        return read_runs([Path(p) for p in self.paths["runs"]], lenient=bool(self.cfg.get_value("runs", "lenient")),
+                         topics=self.topic_ids, max_depth=self.cfg.get_value("runs", "max_depth"),
+                         expected_depth=self.cfg.get_value("runs", "expected_depth"),
+                         manifest=read_manifest(self.paths["manifest"]), ties=str(self.cfg.get_value("pool", "ties")))
+
+    @cached_property
+    def manifest(self) -> pd.DataFrame:
+        from qrelkit.io.manifest import read_manifest
+
+        return read_manifest(self.paths["manifest"])
+
+    @cached_property
+    def topic_ids(self) -> list[str]:
+        return self.store.topics()["qid"].astype(str).tolist()
+
+    @property
+    def selection(self) -> pd.DataFrame:
+        return read_frame(self.dir / "selection.csv", what="selection")
+
+    @property
+    def pooled_runs(self) -> list[str]:
+        sel = self.selection
+        return sorted(set(sel.loc[sel["pooled"].astype(str).str.lower() == "true", "run"].astype(str))
+                      & set(self.runset.runs))
+
+    @cached_property
+    def classes(self) -> pa.Table | None:
+        p = self.dir / "classes.parquet"
+        return read_table(p) if p.exists() else None
+
+    @property
+    def pool(self) -> pd.DataFrame:
+        return read_table(self.dir / "pool.parquet").to_pandas()
+
+    def initial_qrels(self) -> pa.Table | None:
+        q = self.paths.get("qrels")
+        return read_qrels(q, scale=self.cfg.get_value("labels", "scale")) if q else None
+
+    # -- settings ----------------------------------------------------------------------------------
+
+    def enabled(self, stage: str) -> bool:
+        return stage not in self.cfg.get_value("campaign", "skip")
+
+    @property
+    def combine(self) -> str:
+        return str(self.cfg.get_value("campaign", "combine"))
+
+    @property
+    def relevant(self) -> list[int]:
+        return [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
+
+    @property
+    def threads(self) -> list[str]:
+        return list(self.cfg.get_value("cal", "threads"))
+
+    @property
+    def official_thread(self) -> str:
+        off = str(self.cfg.get_value("cal", "official_thread"))
+        return off if off in self.threads else self.threads[-1]
+
+    def assessors_for(self, qid: str, round_: int = 0) -> list[str]:
+        """The assessors of a batch of topic ``qid``: its owner (topic i -> assessor i mod n),
+        then the next ones, ``[batch] assessors_per_item`` distinct names; CAL rounds rotate the
+        owner unless ``[campaign] owner_judges_cal``."""
+        names = list(self.cfg.get_value("campaign", "assessors")) or ["A01"]
+        k = min(int(self.cfg.get_value("batch", "assessors_per_item")), len(names))
+        owner = self.topic_ids.index(str(qid))
+        if round_ and not bool(self.cfg.get_value("campaign", "owner_judges_cal")):
+            owner += round_
+        return [names[(owner + i) % len(names)] for i in range(k)]
+
+    # -- judgments ---------------------------------------------------------------------------------
+
+    def labels(self, exclude_suffix: str | None = None) -> pd.DataFrame:
+        """One grade per judged (topic, passage) in judging order (every batch)."""
+        log = self.store.judgments(None, "all")
+        if exclude_suffix:
+            log = log[~log["batch_id"].astype(str).str.endswith(exclude_suffix)]
+        return combine_log(log, combine=self.combine)
+
+    def repair_encountered(self) -> int:
+        """A CAL batch whose encountered passages lost their copied judgments (a kill between
+        issuing the batch and copying them) gets them now, as the CAL loop would have."""
+        s = self.store
+        rows = s.lost_copies()
+        if not len(rows):
+            return 0
+        log = s.judgments(None, "all")
+        copies = []
+        for (bid, qid), g in rows.groupby(["batch_id", "qid"], sort=False):
+            c = log[(log["qid"] == qid) & log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
+            c["batch_id"] = bid
+            copies.append(c)
+        s.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
+        return len(rows)
+
+    def judge(self, stage: str) -> Waiting | None:
+        """Have every assigned batch judged: by the oracle (one seeded simulated assessor per
+        batch and assessor, one transaction each), else report what is out and write its files."""
+        self.repair_encountered()
+        pend = self.store.pending()
+        if not len(pend):
+            return None
+        if self.oracle is None:
+            return self._waiting(stage, pend)
+        from qrelkit.simulate.oracle import judge_batches
+
+        truth = self._oracle_qrels
+        scale = tuple(self.cfg.get_value("labels", "scale"))
+        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
+            rows = g[["qid", "docid"]].reset_index(drop=True)
+            done = judge_batches(rows, truth, error_rate=float(self.oracle["error_rate"]), scale=scale,
+                                 seed=stable_seed(self.oracle["seed"], bid, assessor))
+            done["assessor"] = assessor
+            done["batch_id"] = bid
+            self.store.import_judgments(done, source=ORACLE_ASSESSOR_SOURCE, scale=scale)
+        return None
+
+    @cached_property
+    def _oracle_qrels(self) -> pa.Table:
+        return read_qrels(self.oracle["path"])
+
+    def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
+        texts: dict[str, str] = {}
+        try:
+            from qrelkit.io.corpus import lookup_texts
+
+            texts = {k: v[0] for k, v in lookup_texts(self.paths["corpus"], set(pend["docid"])).items()}
+        except InputError:
+            pass
+        topics = dict(zip(self.store.topics()["qid"], self.store.topics()["text"]))
+        out = []
+        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
+            f = self.dir / "batches" / _safe(assessor) / f"{_safe(bid)}.csv"
+            t = pa.table({"batch_id": [bid] * len(g), "qid": g["qid"].tolist(), "query": [topics.get(q, "") for q in g["qid"]],
+                          "position": g["position"].astype("int32").tolist(), "docid": g["docid"].tolist(),
+                          "text": [texts.get(d, "") for d in g["docid"]], "assessor": [assessor] * len(g),
+                          "grade": pa.nulls(len(g), pa.int32())})
+            write_table(t, f, kind="campaign-batch", params={})
+            out.append({"batch_id": bid, "qid": str(g["qid"].iat[0]), "assessor": assessor, "items": int(len(g)),
+                        "kind": str(g["kind"].iat[0]), "file": str(f)})
+        return Waiting(stage, out)
+
+    def write(self, table: pa.Table | pd.DataFrame, name: str, kind: str, **params: Any) -> Path:
+        if isinstance(table, pd.DataFrame):
+            table = pa.Table.from_pandas(table, preserve_index=False)
+        return write_table(table, self.dir / name, kind=kind, params=params)
+
+
+# ----------------------------------------------------------------------------------------- stages
+
+
+def stage_validate(ctx: Context) -> dict:
+    rs = ctx.runset
+    issues = rs.issues
+    for r in issues.itertuples(index=False):
+        if getattr(r, "severity", "") == "warning":
+            ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x)")
+    return {"runs": len(rs.runs), "documents": rs.table.num_rows, "topics": len(ctx.topic_ids),
+            "issues": int(len(issues)), "repaired": {k: int(v) for k, v in rs.repairs().items() if v}}
+
+
+def stage_select(ctx: Context) -> dict:
+    from qrelkit.pooler import pool_selection
+
+    c = ctx.cfg
+    sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
+                         include_baselines=bool(c.get_value("selection", "include_baselines")),
+                         by_subtask=bool(c.get_value("selection", "by_subtask")),
+                         priority_order=str(c.get_value("selection", "priority_order")),
+                         include=c.get_value("selection", "include") or [], exclude=c.get_value("selection", "exclude") or [])
+    ctx.write(sel, "selection.csv", "pool-selection")
+    return {"runs": int(len(sel)), "pooled": int(sel["pooled"].sum())}
+
+
+def stage_dedupe(ctx: Context) -> dict:
+    from dataclasses import fields
+
+    from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
+
+    names = {f.name for f in fields(DedupeParams)} - {"chunk_rows"}
+    params = DedupeParams(**{k: ctx.cfg.get_value("dedupe", k) for k in sorted(names)})
+    clu = cluster_corpus(ctx.paths["corpus"], params)
+    ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
+    ctx.__dict__.pop("classes", None)
+    st = clu.stats
+    return {k: st[k] for k in ("passages", "classes", "duplicate_classes", "passages_in_duplicate_classes", "largest_class")}
+
+
+def stage_pool(ctx: Context) -> dict:
+    from qrelkit.pooler import depth_pool, filter_runs, pool_size_distribution
+
+    runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
+    depth = int(ctx.cfg.get_value("pool", "depth"))
+    init = ctx.initial_qrels()
+    pool = depth_pool(runs, depth, classes=ctx.classes, qrels=init, judged=str(ctx.cfg.get_value("pool", "judged")))
+    ctx.write(pool, "pool.parquet", "pool-depth", depth=depth, pooled_runs=ctx.pooled_runs)
+    if init is not None:  # judgments made before the campaign count as judged (one batch per topic)
+        q = init.to_pandas()
+        q = q[(q["rel"] >= 0) & q["qid"].isin(set(ctx.topic_ids))]
+        ctx.store.import_judgments(pd.DataFrame({"qid": q["qid"], "docid": q["docid"], "assessor": "qrels",
+                                                 "grade": q["rel"], "batch_id": [f"{x}/initial" for x in q["qid"]]}),
+                                   source="initial-qrels", scale=None)
+    dist = pool_size_distribution(pool)
+    return {"depth": depth, "items": int(pool.num_rows), "topics": int(dist["topics"]), "runs_pooled": len(ctx.pooled_runs)}
+
+
+def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) -> int:
+    n = 0
+    for qid in ctx.topic_ids:
+        its = items.get(qid) or []
+        if its:
+            ctx.store.issue_assigned(qid, its, f"{qid}/{suffix}", ctx.assessors_for(qid), kind="pool")
+            n += len(its)
+    return n
+
+
+def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
+    rows = ctx.store.issued_items()
+    out = set(zip(rows["qid"], rows["docid"]))
+    lab = ctx.labels()
+    return out | set(zip(lab["qid"].astype(str), lab["docid"].astype(str)))
+
+
+def stage_screening(ctx: Context) -> dict | Waiting:
+    from qrelkit.cal.screening import ScreeningRule, screen_topics
+
+    rule = ScreeningRule.from_config(ctx.cfg)
+    pool = ctx.pool.sort_values(["position"], kind="stable")
+    done = _judged_or_issued(ctx)
+    items = {q: [d for d in g["docid"].astype(str).head(rule.first_n) if (q, d) not in done]
+             for q, g in pool.groupby("qid", sort=False)}
+    _issue_pool_batches(ctx, items, "screen")
+    wait = ctx.judge("screening")
+    if wait:
+        return wait
+    scr = screen_topics(ctx.labels(), pool[["qid", "docid", "position"]], topics=ctx.topic_ids, rule=rule)
+    rows = []
+    for r in scr.itertuples(index=False):
+        row = {"qid": r.qid, "screening": r.decision, "screened": int(r.screened), "screened_relevant": int(r.relevant)}
+        if r.decision != "keep":
+            row.update(decision="discarded", rule="screening", reason=f"{r.decision}: {r.relevant} relevant of {r.screened} screened")
+        rows.append(row)
+    ctx.store.set_topics(rows)
+    for r in rows:
+        if r["screening"] != "keep":
+            for th in ctx.store.threads(r["qid"])["thread"]:
+                ctx.store.set_thread_state(r["qid"], th, "rejected", f"screening: {r['screening']}")
+    return {"decisions": {k: int(v) for k, v in scr["decision"].value_counts().sort_index().items()}}
+
+
+def kept_topics(ctx: Context) -> list[str]:
+    ct = ctx.store.campaign_topics()
+    discarded = set(ct.loc[ct["decision"] == "discarded", "qid"])
+    return [q for q in ctx.topic_ids if q not in discarded]
+
+
+def stage_pool_rest(ctx: Context) -> dict | Waiting:
+    pool = ctx.pool.sort_values(["position"], kind="stable")
+    keep = set(kept_topics(ctx))
+    done = _judged_or_issued_before(ctx, "/pool-rest")
+    items = {q: [d for d in g["docid"].astype(str) if (q, d) not in done] for q, g in pool.groupby("qid", sort=False)
+             if q in keep}
+    n = _issue_pool_batches(ctx, items, "pool-rest")
+    wait = ctx.judge("pool-rest")
+    return wait or {"topics": len(keep), "items": n}
+
+
+def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
+    """(topic, passage) judged or issued before this stage's batches (ids ending in ``suffix``;
+    everything so far when there is none yet): on a resumed run, the same set as on the first
+    attempt, whatever got judged since."""
+    b = ctx.store.batches()
+    mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
+    before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
+    rows = ctx.store.issued_items()
+    out = {(t, p) for bid, t, p in rows.itertuples(index=False) if bid in before}
+    log = ctx.store.judgments(None, "all")
+    log = log[log["batch_id"].isin(before)]
+    return out | set(zip(log["qid"].astype(str), log["docid"].astype(str)))
+
+
+def stage_fractional(ctx: Context) -> dict | Waiting:
+    from qrelkit.pooler import depth_pool, filter_runs, fractional_ids_from_corpus, restrict_runs
+
+    frac = float(ctx.cfg.get_value("fractional", "fraction"))
+    seed = int(ctx.cfg.get_value("fractional", "seed"))
+    depth = int(ctx.cfg.get_value("pool", "depth"))
+    kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.classes)
+    runs = restrict_runs(filter_runs(ctx.runset.table, ctx.pooled_runs), kept, classes=ctx.classes)
+    done = _judged_or_issued_before(ctx, "/fractional")
+    pool = depth_pool(runs, depth, classes=ctx.classes)
+    keep = set(kept_topics(ctx))
+    mask = [q in keep and (q, d) not in done for q, d in zip(pool["qid"].to_pylist(), pool["docid"].to_pylist())]
+    pool = pool.filter(pa.array(mask, pa.bool_()))
+    ctx.write(pool, "pool-fractional.parquet", "pool-fractional", fraction=frac, seed=seed, depth=depth)
+    items: dict[str, list[str]] = {}
+    for q, d in zip(pool["qid"].to_pylist(), pool["docid"].to_pylist()):
+        items.setdefault(q, []).append(d)
+    n = _issue_pool_batches(ctx, items, "fractional")
+    wait = ctx.judge("fractional")
+    return wait or {"fraction": frac, "kept_passages": len(kept), "items": n}
+
+
+def features(ctx: Context):
+    """CAL features of the corpus (canonical passages with the classes), built once under
+    ``DIR/features`` (into a temporary folder, then renamed)."""
+    from qrelkit.cal.features import build_features, load_features
+    from qrelkit.dedupe.tokenize import Normalization
+
+    out = ctx.dir / "features"
+    if not out.exists():
+        for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = ctx.dir / f".features.tmp{os.getpid()}"
+        norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
+        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes)
+        os.replace(tmp, out)
+    return load_features(out)

@@ -1,0 +1,239 @@
+"""The campaign store: the CAL judging store (:mod:`qrelkit.cal.store`) plus the campaign's own
+tables, in one SQLite file (``DIR/campaign.db``).
+
+The judging store's tables (topics, threads, batches, batch_items, the append-only judgments
+log) keep their meaning; the campaign adds, under its own schema version
+(``meta.campaign_schema_version``, migrated forward by :func:`_migrate`):
+
+====================  ===========================================================================
+campaign_inputs       name, path, size, mtime_ns, sha256: every input file recorded at init
+campaign_config       section, key, value (JSON), origin, location: the effective configuration
+campaign_stages       seq (order), name, summary (JSON), seconds: one row per completed stage
+campaign_topics       qid, screening, screened, screened_relevant, decision, rule, reason
+campaign_assignments  batch, assessor, position: who judges a batch (several assessors per item)
+campaign_state        key, value: the CAL phase and round, the oracle used, ...
+campaign_warnings     seq, stage, message: every warning the runner met (counted in the report)
+====================  ===========================================================================
+
+Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from qrelkit.cal.store import JudgingStore
+from qrelkit.errors import InputError
+
+CAMPAIGN_SCHEMA_VERSION = 1
+STORE_NAME = "campaign.db"
+
+_CAMPAIGN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_inputs (
+    name TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    sha256 TEXT NOT NULL, PRIMARY KEY (name, path));
+CREATE TABLE IF NOT EXISTS campaign_config (
+    section TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, origin TEXT NOT NULL, location TEXT,
+    PRIMARY KEY (section, key));
+CREATE TABLE IF NOT EXISTS campaign_stages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, summary TEXT NOT NULL, seconds REAL);
+CREATE TABLE IF NOT EXISTS campaign_topics (
+    qid TEXT PRIMARY KEY REFERENCES topics(qid), screening TEXT, screened INTEGER, screened_relevant INTEGER,
+    decision TEXT, rule TEXT, reason TEXT);
+CREATE TABLE IF NOT EXISTS campaign_assignments (
+    batch TEXT NOT NULL REFERENCES batches(id), assessor TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (batch, assessor));
+CREATE TABLE IF NOT EXISTS campaign_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS campaign_warnings (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message))
+"""
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int, str]:
+    """(name, absolute path, size, mtime_ns, sha256) of one input file."""
+    p = Path(path).resolve()
+    st = p.stat()
+    return name, str(p), int(st.st_size), int(st.st_mtime_ns), sha256_file(p)
+
+
+def _migrate(db, version: int) -> None:
+    """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`
+    (version 1 is the first: nothing to migrate yet)."""
+    db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
+
+
+class CampaignStore(JudgingStore):
+    """A judging store with the campaign's tables (see the module documentation)."""
+
+    def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0,
+                 synchronous: str = "FULL") -> None:
+        super().__init__(path, timeout=timeout, synchronous=synchronous, _create=create)
+        try:
+            with self.transaction() as db:
+                if create:
+                    for stmt in _CAMPAIGN_SCHEMA.split(";\n"):
+                        if stmt.strip():
+                            db.execute(stmt)
+                    db.execute("INSERT OR IGNORE INTO meta VALUES ('campaign_schema_version', ?)",
+                               (str(CAMPAIGN_SCHEMA_VERSION),))
+                row = db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()
+                if row is None:
+                    raise InputError("not-a-campaign", "a judging store, but not a campaign store", file=str(self.path))
+                version = int(row[0])
+                if version > CAMPAIGN_SCHEMA_VERSION:
+                    raise InputError("not-a-campaign", f"campaign schema {version} is newer than this qrelkit "
+                                     f"({CAMPAIGN_SCHEMA_VERSION})", file=str(self.path))
+                if version < CAMPAIGN_SCHEMA_VERSION:
+                    _migrate(db, version)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- inputs and configuration ------------------------------------------------------------------
+
+    def record_inputs(self, records: Iterable[tuple[str, str, int, int, str]], config_rows: list[dict]) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT INTO campaign_inputs VALUES (?, ?, ?, ?, ?)", list(records))
+            db.executemany("INSERT INTO campaign_config VALUES (?, ?, ?, ?, ?)",
+                           [(r["section"], r["key"], json.dumps(r["value"], sort_keys=True), r["origin"], r["where"])
+                            for r in config_rows])
+
+    def inputs(self) -> pd.DataFrame:
+        return self._query("SELECT name, path, size, mtime_ns, sha256 FROM campaign_inputs ORDER BY name, path")
+
+    def config_rows(self) -> pd.DataFrame:
+        df = self._query("SELECT section, key, value, origin, location FROM campaign_config")
+        df["value"] = [json.loads(v) for v in df["value"]]
+        return df
+
+    def check_inputs(self) -> None:
+        """``[input-changed]`` when a recorded input differs from what init saw (size, or content
+        when its modification time moved); ``[input-missing]`` when it is gone."""
+        for name, path, size, mtime, digest in self.inputs().itertuples(index=False):
+            p = Path(path)
+            if not p.is_file():
+                raise InputError("input-missing", f"the campaign's {name} input is gone since init", file=path)
+            st = p.stat()
+            if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
+                raise InputError("input-changed", f"the campaign's {name} input changed on disk since init "
+                                 f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign", file=path)
+
+    # -- stages, topics, state ---------------------------------------------------------------------
+
+    def stages_done(self) -> dict[str, dict]:
+        return {n: json.loads(s) for n, s in self._db.execute("SELECT name, summary FROM campaign_stages ORDER BY seq")}
+
+    def finish_stage(self, name: str, summary: Mapping[str, Any], seconds: float | None = None) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO campaign_stages (name, summary, seconds) VALUES (?, ?, ?)",
+                       (name, json.dumps(summary, sort_keys=True, default=str), seconds))
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds of each completed stage's last attempt (kept apart from every output)."""
+        return {n: s for n, s in self._db.execute("SELECT name, seconds FROM campaign_stages ORDER BY seq")}
+
+    def get_state(self, key: str, default: Any = None) -> Any:
+        row = self._db.execute("SELECT value FROM campaign_state WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def set_state(self, **values: Any) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
+                           [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()])
+
+    def warn(self, stage: str, message: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO campaign_warnings (stage, message) VALUES (?, ?)", (stage, message))
+
+    def warnings(self) -> pd.DataFrame:
+        return self._query("SELECT stage, message FROM campaign_warnings ORDER BY seq")
+
+    def set_topics(self, rows: list[dict]) -> None:
+        """Upsert per-topic campaign columns (only the keys each row gives)."""
+        cols = ("screening", "screened", "screened_relevant", "decision", "rule", "reason")
+        with self.transaction() as db:
+            for r in rows:
+                db.execute("INSERT OR IGNORE INTO campaign_topics (qid) VALUES (?)", (str(r["qid"]),))
+                sets = [c for c in cols if c in r]
+                if sets:
+                    db.execute(f"UPDATE campaign_topics SET {', '.join(c + ' = ?' for c in sets)} WHERE qid = ?",
+                               [r[c] for c in sets] + [str(r["qid"])])
+
+    def campaign_topics(self) -> pd.DataFrame:
+        df = self._query("SELECT t.qid, c.screening, c.screened, c.screened_relevant, c.decision, c.rule, c.reason"
+                         " FROM topics t LEFT JOIN campaign_topics c ON c.qid = t.qid")
+        return self._order(df)
+
+    # -- batches and their assessors ---------------------------------------------------------------
+
+    def issue_assigned(self, topic: str, passages: list[str], batch_id: str, assessors: list[str], *,
+                       kind: str = "pool", thread: str | None = None) -> str:
+        """Issue a batch (unless it exists: idempotent) and record its assessors."""
+        exists = self._db.execute("SELECT 1 FROM batches WHERE id = ?", (batch_id,)).fetchone() is not None
+        if not exists:
+            self.issue_batch(topic, thread, passages, kind=kind, batch_id=batch_id)
+        self.assign(batch_id, assessors)
+        return batch_id
+
+    def assign(self, batch_id: str, assessors: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)",
+                           [(batch_id, a, i) for i, a in enumerate(assessors)])
+
+    def assignments(self) -> pd.DataFrame:
+        return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"
+                           " campaign_assignments a JOIN batches b ON b.id = a.batch ORDER BY b.seq, a.position")
+
+    def pending(self) -> pd.DataFrame:
+        """Items an assigned assessor still owes: ``batch_id, qid, thread, kind, assessor,
+        position, docid`` in issue order. An item judged in another batch of the topic (a CAL
+        batch's encountered passages) is owed by nobody."""
+        return self._query(
+            "SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.kind, a.assessor, i.position, i.passage AS docid"
+            " FROM campaign_assignments a JOIN batches b ON b.id = a.batch JOIN batch_items i ON i.batch = b.id"
+            " WHERE NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id AND j.passage = i.passage"
+            "                   AND j.assessor = a.assessor)"
+            " AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+            "                 AND j.batch <> b.id AND j.source <> 'encountered'"
+            "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
+            " ORDER BY b.seq, a.position, i.position")
+
+    def issued_items(self) -> pd.DataFrame:
+        """``batch_id, qid, docid`` of every issued batch item, in issue order."""
+        return self._query("SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batch_items i"
+                           " JOIN batches b ON b.id = i.batch ORDER BY b.seq, i.position")
+
+    def lost_copies(self) -> pd.DataFrame:
+        """Items of open CAL batches with no judgment in the batch but one in an earlier batch of
+        the topic: encountered passages whose copied judgments a kill lost (``batch_id, qid, docid``)."""
+        return self._query(
+            "SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batches b JOIN batch_items i ON i.batch = b.id"
+            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id"
+            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM judgments j JOIN batches x ON x.id = j.batch"
+            " WHERE j.topic = b.topic AND j.passage = i.passage AND x.seq < b.seq) ORDER BY b.seq, i.position")
+
+
+def campaign_path(directory: str | os.PathLike) -> Path:
+    return Path(directory) / STORE_NAME
+
+
+def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0) -> CampaignStore:
+    p = campaign_path(directory)
+    if not p.is_file():
+        raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",
+                         file=str(directory))
+    return CampaignStore(p, timeout=timeout)

@@ -1,0 +1,128 @@
+"""``qrelkit campaign``: init | run | import | status | report — a thin roof over
+:class:`qrelkit.campaign.Campaign`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from qrelkit.cli import common
+from qrelkit.errors import InputError
+
+app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
+
+DirArg = typer.Argument(..., help="The campaign folder (holds campaign.db and every artefact).")
+
+
+@app.command("init")
+def init(
+    directory: Path = DirArg,
+    corpus: Path = typer.Option(..., "--corpus", help="The passage corpus (JSONL, TSV or Parquet)."),
+    topics: Path = typer.Option(..., "--topics", "-t", help="Topics (qid<TAB>text)."),
+    runs: Path = typer.Option(..., "--runs", help="Folder (or file) of submitted runs."),
+    manifest: Path = typer.Option(..., "--manifest", "-m", help="Manifest of the runs (CSV/TOML)."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", "-q", help="Judgments made before the campaign."),
+    lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing (default: config)."),
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Validate every input and create the campaign: its store records each input (path, size,
+    sha256) and the effective configuration. An existing campaign is never re-initialized."""
+    from qrelkit.campaign import Campaign
+
+    with common.progress("validating inputs", None):
+        c = Campaign.init(directory, config=config, corpus=corpus, topics=topics, runs=runs, manifest=manifest,
+                          qrels=qrels, lenient=lenient)
+    st = c.status()
+    common.emit({"campaign": str(directory), "topics": len(st)}, as_json,
+                f"campaign of {len(st)} topics created in {directory}")
+
+
+@app.command("run")
+def run(
+    directory: Path = DirArg,
+    oracle: Optional[Path] = typer.Option(None, "--oracle", help="Hidden qrels: a simulated assessor answers every batch."),
+    error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the simulated assessor gives another grade."),
+    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage."),
+    seed: Optional[int] = common.SeedOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Advance every topic as far as the judgments allow, and stop: done, or waiting for
+    judgments (the batches out, for whom, and their files under DIR/batches/)."""
+    from qrelkit.campaign import Campaign
+
+    c = Campaign(directory)
+    if common.stderr.is_terminal:  # the stage (and CAL round) at work, on stderr
+        with common.stderr.status("campaign") as st:
+            res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=st.update)
+    else:
+        res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until)
+    if as_json:
+        common.emit(res, True)
+        return
+    common.stderr.print(f"{res['state']}; stages done: {', '.join(res['stages_done']) or 'none'}; topics: "
+                        f"{res['topics']}", markup=False, highlight=False)
+    if res["waiting"]:
+        import pandas as pd
+
+        common.print_table(pd.DataFrame(res["waiting"]), title="Batches out")
+
+
+@app.command("import")
+def import_(
+    directory: Path = DirArg,
+    files: List[Path] = typer.Argument(..., help="Completed batch files or judgments tables (CSV, TSV, JSONL, Parquet)."),
+    lenient: bool = typer.Option(False, "--lenient", help="Skip conflicting and bad rows (counted) instead of failing."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Import assessors' judgments (idempotent; conflicting grades are reported)."""
+    from qrelkit.campaign import Campaign
+
+    for f in files:
+        if not f.is_file():
+            raise InputError("unreadable", "no such file", file=str(f))
+    rep = Campaign(directory).import_judgments(files, lenient=lenient)
+    common.emit({"imported": rep.imported, "counts": rep.counts, "conflicts": len(rep.conflicts)}, as_json,
+                f"imported {rep.imported} judgments; {rep.counts}")
+
+
+@app.command("status")
+def status(
+    directory: Path = DirArg,
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.csv, .tsv, .jsonl, .parquet)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Per topic: stage, judged, relevant, density, screening decision, CAL thread states,
+    stopping decision and rule, batches out."""
+    import pyarrow as pa
+
+    from qrelkit.campaign import Campaign
+    from qrelkit.campaign.runner import writable
+    from qrelkit.io.tables import write_table
+
+    if output is not None:
+        writable(output)
+    df = Campaign(directory).status()
+    if output is not None:
+        write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
+    if as_json:
+        common.emit({"topics": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+    else:
+        common.print_table(df, title=f"campaign {directory}")
+
+
+@app.command("report")
+def report(
+    directory: Path = DirArg,
+    output: Path = typer.Option(..., "-o", "--output", help="The report (.html; its Markdown twin .md is written beside it)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """One self-contained HTML report (figures embedded) and its Markdown twin."""
+    from qrelkit.campaign import Campaign
+
+    if output.suffix.lower() not in (".html", ".htm", ".md"):
+        raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))
+    written = Campaign(directory).report(output)
+    common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
+# `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`.
+# Usage: scripts/campaign-demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
+set -euo pipefail
+Q=${QRELKIT:-qrelkit}
+OUT=${1:-demo-campaign}
+CFG=configs/trec-dl-2022.toml
+S=$OUT/simulated
+rm -rf "$OUT"
+mkdir -p "$OUT"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "1. simulate a campaign (corpus with near-duplicates, topics, hidden qrels, runs of 8 groups)"
+$Q simulate campaign -o "$S" --passages ${PASSAGES:-50000} --topics ${TOPICS:-30} --groups 8 --seed 1
+
+step "2. campaign init: validate every input, record them (path, size, sha256) and the configuration"
+$Q campaign init "$OUT/campaign" -c $CFG --corpus "$S/corpus.jsonl" -t "$S/topics.tsv" --runs "$S/runs" \
+   -m "$S/manifest.csv"
+
+step "3. campaign run: every stage; a simulated assessor (error rate 0.05) answers each batch"
+$Q campaign run "$OUT/campaign" --oracle "$S/qrels.txt" --error-rate 0.05 --seed 7 --json > "$OUT/run.json"
+
+step "4. status per topic, and the report (HTML with embedded figures, and its Markdown twin)"
+$Q campaign status "$OUT/campaign" -o "$OUT/status.csv"
+$Q campaign report "$OUT/campaign" -o "$OUT/report.html"
+
+step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"
