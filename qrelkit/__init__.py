@@ -59,6 +59,8 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     # reusability and preference judging
     "leave_out": "qrelkit.reuse.leaveout",
     "tournament": "qrelkit.prefs.tournament",
+    # whole judging campaigns (qrelkit.campaign)
+    "Campaign": "qrelkit.campaign.runner",
     # protocol files and synthetic campaigns
     "load_config": "qrelkit.config",
     "simulate_campaign": "qrelkit.simulate.campaign",

@@ -78,6 +78,8 @@ TABLE = {
     "prefs single": (["prefs", "single", "{run}", "--run", "x", "-q", "{qrels}", "-o", "{OUT}"], "run"),
     "prefs sparsify": (["prefs", "sparsify", "{qrels}", "-o", "{OUT}"], "qrels"),
     "reuse leave-out": (["reuse", "leave-out", "{run}", "-q", "{qrels}", "-o", "{OUT}"], "run"),
+    "campaign status": (["campaign", "status", "{campdir}", "-o", "{OUT}"], "campstore"),
+    "campaign report": (["campaign", "report", "{campdir}", "-o", "{OUT}"], "campstore"),
 }
 FOLDER_OUTPUT = {"pool stats", "simulate campaign", "cal features", "cal simulate", "reuse leave-out"}
 STORE_COMMANDS = {name: argv for name, (argv, _) in TABLE.items() if "{store}" in argv}
@@ -136,11 +138,14 @@ def fx(tmp_path_factory):
     (root / "config.toml").write_text("")
     (root / "folder").mkdir()
     (root / "folder" / "x.txt").write_text("x\n")
+    (root / "camp").mkdir()  # a campaign folder: the checks run before its store is opened
+    shutil.copy(store, root / "camp" / "campaign.db")
     return {
         "root": root, "run": sorted((c / "runs").iterdir())[0], "corpus": c / "corpus.jsonl", "qrels": c / "qrels.txt",
         "topics": c / "topics.tsv", "manifest": c / "manifest.csv", "truth": c / "neardup_truth.tsv", "judg": judg,
         "store": store, "pool": root / "pool.parquet", "classes": root / "classes.parquet",
-        "config": root / "config.toml", "folder": root / "folder",
+        "config": root / "config.toml", "folder": root / "folder", "campdir": root / "camp",
+        "campstore": root / "camp" / "campaign.db",
     }
 
 

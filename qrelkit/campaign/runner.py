@@ -58,7 +58,21 @@ def _readable(name: str, path: str | os.PathLike | None) -> Path:
 
 
 class Campaign:
-    """A campaign folder (``DIR/campaign.db`` and the artefacts of its stages)."""
+    """A campaign folder (``DIR/campaign.db`` and the artefacts of its stages): the Python face of
+    ``qrelkit campaign``. :meth:`init` creates one from a protocol file and the inputs;
+    ``Campaign(DIR)`` opens it; :meth:`run` advances it, :meth:`import_judgments` takes
+    assessors' files, :meth:`status` and :meth:`report` describe it (docs/campaign.md).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from qrelkit import Campaign, InputError
+    >>> try:
+    ...     Campaign(tempfile.mkdtemp())   # a folder without a campaign
+    ... except InputError as exc:
+    ...     exc.rule
+    'not-a-campaign'
+    """
 
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)

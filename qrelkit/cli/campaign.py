@@ -30,6 +30,7 @@ def init(
 ) -> None:
     """Validate every input and create the campaign: its store records each input (path, size,
     sha256) and the effective configuration. An existing campaign is never re-initialized."""
+    common.check_io(inputs=[corpus, topics, runs, manifest, qrels, config], folders=[directory])
     from qrelkit.campaign import Campaign
 
     with common.progress("validating inputs", None):
@@ -51,6 +52,7 @@ def run(
 ) -> None:
     """Advance every topic as far as the judgments allow, and stop: done, or waiting for
     judgments (the batches out, for whom, and their files under DIR/batches/)."""
+    common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign
 
     c = Campaign(directory)
@@ -78,11 +80,9 @@ def import_(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Import assessors' judgments (idempotent; conflicting grades are reported)."""
+    common.check_io(inputs=files, stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign
 
-    for f in files:
-        if not f.is_file():
-            raise InputError("unreadable", "no such file", file=str(f))
     rep = Campaign(directory).import_judgments(files, lenient=lenient)
     common.emit({"imported": rep.imported, "counts": rep.counts, "conflicts": len(rep.conflicts)}, as_json,
                 f"imported {rep.imported} judgments; {rep.counts}")
@@ -96,14 +96,12 @@ def status(
 ) -> None:
     """Per topic: stage, judged, relevant, density, screening decision, CAL thread states,
     stopping decision and rule, batches out."""
+    common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
     import pyarrow as pa
 
     from qrelkit.campaign import Campaign
-    from qrelkit.campaign.runner import writable
     from qrelkit.io.tables import write_table
 
-    if output is not None:
-        writable(output)
     df = Campaign(directory).status()
     if output is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
@@ -120,6 +118,7 @@ def report(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """One self-contained HTML report (figures embedded) and its Markdown twin."""
+    common.check_io(outputs=[output, output.with_suffix(".md")], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign
 
     if output.suffix.lower() not in (".html", ".htm", ".md"):
