@@ -19,10 +19,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "qrelkit"
 ALLOWED = {
     # issue 12: split after the dedupe/io work lands
     "dedupe/distributed.py::_run",
-    # issue 12: split after the dedupe/io work lands
-    "io/runs.py::_process_file",
-    # issue 12: split after the dedupe/io work lands
-    "io/runs.py::read_runs",
 }
 
 

@@ -251,6 +251,12 @@ def _load_table(path: Path, table: pa.Table | None = None) -> tuple[pa.Table, _F
 
 
 def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, label: str | None = None) -> _FileResult:
+    """One run file (or one run of a Parquet file) validated, repaired and in canonical order.
+
+    The stages, in the order their issues are recorded: load, name the run, mark the lines to
+    drop (non-finite scores, unknown topics, duplicate docids), check the given ranks, order the
+    kept rows, compare the given ranks with that order, cut at the maximum depth.
+    """
     try:
         t, res = _load_table(path, table)
         if label is not None:
@@ -264,11 +270,24 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
             res.add("empty-file", 1, None, "no run lines")
         return res
     lines = t["_line"].to_numpy()
-    score = t["score"].to_numpy()
-    keep = np.ones(t.num_rows, dtype=bool)
+    run = _run_name(res, t["tag"], lines, path.name, opts)
+    res.run = run
+    keep = _valid_rows(res, t, lines, opts.topics)
+    qcodes, _ = natural_codes(t["qid"])
+    _drop_duplicate_docids(res, t["docid"], qcodes, keep, lines)
+    rank_in = t["rank"].to_numpy()
+    _given_rank_issues(res, rank_in, lines)
+    t, qcodes, rank_in, lines = _ordered_rows(t, keep, qcodes, rank_in, lines, opts.ties)
+    rank = block_ranks(qcodes)
+    _rank_order_issues(res, qcodes, rank_in, t["score"].to_numpy(), opts.ties)
+    if opts.max_depth is not None:
+        t, rank = _cut_at_depth(res, t, rank, lines, opts.max_depth)
+    res.table = _run_table(run, t, rank)
+    return res
 
-    # run name: the tag of the first line, or the manifest's name for this file
-    tag = t["tag"]
+
+def _run_name(res: _FileResult, tag: pa.ChunkedArray, lines: np.ndarray, file_name: str, opts: RunOptions) -> str:
+    """The file's run name: the tag of its first line, or the manifest's name for this file."""
     first_tag = tag[0].as_py()
     other = pc.not_equal(tag, pa.scalar(first_tag, pa.string())).to_numpy(zero_copy_only=False)
     run = first_tag
@@ -276,24 +295,28 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         tag_values = sorted(set(pc.unique(tag).to_pylist()))
         res.add("multiple-tags", int(other.sum()), _first_line(other, lines),
                 f"{len(tag_values)} tags in one file ({', '.join(tag_values[:5])})")
-    if opts.file_runs is not None and path.name in opts.file_runs:
-        expected = opts.file_runs[path.name]
+    if opts.file_runs is not None and file_name in opts.file_runs:
+        expected = opts.file_runs[file_name]
         if expected != first_tag:
             res.add("tag-mismatch", 1, int(lines[0]), f"tag {first_tag!r} but the manifest names this file's run {expected!r}")
         run = expected
     elif opts.known_runs is not None and run not in opts.known_runs:
         res.add("not-in-manifest", 1, int(lines[0]), f"run {run!r} is not in the manifest")
-    res.run = run
+    return run
 
-    finite = np.isfinite(score)
+
+def _valid_rows(res: _FileResult, t: pa.Table, lines: np.ndarray, topics: set[str] | None) -> np.ndarray:
+    """The rows to keep (a boolean mask): lines with a non-finite score or a topic outside
+    ``topics`` are dropped."""
+    keep = np.ones(t.num_rows, dtype=bool)
+    finite = np.isfinite(t["score"].to_numpy())
     if not finite.all():
         bad = ~finite
         res.add("score-not-finite", int(bad.sum()), _first_line(bad, lines), "score is NaN or infinite")
         keep &= finite
-
-    qid = t["qid"]
-    if opts.topics is not None:
-        known = pc.is_in(qid, value_set=pa.array(sorted(opts.topics), pa.string())).to_numpy(zero_copy_only=False)
+    if topics is not None:
+        qid = t["qid"]
+        known = pc.is_in(qid, value_set=pa.array(sorted(topics), pa.string())).to_numpy(zero_copy_only=False)
         unknown = ~known
         if unknown.any():
             first = _first_line(unknown, lines)
@@ -301,9 +324,12 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
             res.add("unknown-topic", int(unknown.sum()), first,
                     f"topic(s) not in the topics file: {', '.join(sorted(bad_q)[:5])}")
             keep &= known
+    return keep
 
-    qcodes, order = natural_codes(qid)
-    docid = t["docid"]
+
+def _drop_duplicate_docids(res: _FileResult, docid: pa.ChunkedArray, qcodes: np.ndarray, keep: np.ndarray,
+                           lines: np.ndarray) -> None:
+    """Clear ``keep`` (in place) for every later retrieval of a (topic, docid) already kept."""
     denc = pc.dictionary_encode(docid)
     if isinstance(denc, pa.ChunkedArray):
         denc = denc.combine_chunks()
@@ -315,7 +341,9 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         res.add("duplicate-docid", int(dup.sum()), _first_line(dup, lines), "docid retrieved twice for one topic")
         keep &= ~dup
 
-    rank_in = t["rank"].to_numpy()
+
+def _given_rank_issues(res: _FileResult, rank_in: np.ndarray, lines: np.ndarray) -> None:
+    """Warnings about the file's own rank column: fractional ranks, ranks from 0."""
     with np.errstate(invalid="ignore"):
         nonint = np.isfinite(rank_in) & (rank_in != np.floor(rank_in))
     if nonint.any():
@@ -324,6 +352,11 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
     if zero.any():
         res.add("rank-zero-based", int(zero.sum()), _first_line(zero, lines), "ranks start at 0")
 
+
+def _ordered_rows(t: pa.Table, keep: np.ndarray, qcodes: np.ndarray, rank_in: np.ndarray, lines: np.ndarray,
+                  ties: str) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+    """The kept rows in canonical order (equal scores in ``ties`` order), with their topic codes,
+    given ranks and file lines moved along."""
     if not keep.all():
         sel = pa.array(keep)
         t = t.filter(sel)
@@ -341,37 +374,47 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
             qcodes = qcodes[idx]
         rank_in = rank_in[idx]
         lines = lines[idx]
-    if opts.ties != "docid-desc":  # equal scores by docid ascending or by line
-        second = t["docid"] if opts.ties == "docid-asc" else pa.array(lines)
+    if ties != "docid-desc":  # equal scores by docid ascending or by line
+        second = t["docid"] if ties == "docid-asc" else pa.array(lines)
         key = pa.table({"q": qcodes, "s": t["score"], "t": second})
         idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("t", "ascending")]).to_numpy()
         t = t.take(pa.array(idx))
         qcodes, rank_in, lines = qcodes[idx], rank_in[idx], lines[idx]
-    rank = block_ranks(qcodes)
-    # given ranks should increase along the canonical order within each topic; disorder among
-    # equal scores only means the run broke ties differently from trec_eval (docid descending)
+    return t, qcodes, rank_in, lines
+
+
+def _rank_order_issues(res: _FileResult, qcodes: np.ndarray, rank_in: np.ndarray, score: np.ndarray, ties: str) -> None:
+    """Given ranks should increase along the (ordered) rows within each topic; disorder among
+    equal scores only means the run broke ties differently from ``ties``."""
     same = qcodes[1:] == qcodes[:-1]
     with np.errstate(invalid="ignore"):
         disorder = same & ~(rank_in[1:] > rank_in[:-1])
-    tied = t["score"].to_numpy()
-    tied = tied[1:] == tied[:-1]
+    tied = score[1:] == score[:-1]
     for rule, mask, what in (
         ("rank-order-differs", disorder & ~tied, "given ranks disagree with the score order"),
-        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than " + _TIE_WORDS[opts.ties]),
+        ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than " + _TIE_WORDS[ties]),
     ):
         if mask.any():
             nq = len(np.unique(qcodes[1:][mask]))
             res.add(rule, nq, None, f"{what} in {nq} topic(s)")
 
-    if opts.max_depth is not None:
-        over = rank > opts.max_depth
-        if over.any():
-            first = int(lines[over].min())
-            res.add("max-depth", int(over.sum()), first, f"more than {opts.max_depth} documents for a topic")
-            t = t.filter(pa.array(~over))
-            rank = rank[~over]
+
+def _cut_at_depth(res: _FileResult, t: pa.Table, rank: np.ndarray, lines: np.ndarray,
+                  max_depth: int) -> tuple[pa.Table, np.ndarray]:
+    """The rows ranked at most ``max_depth`` in their topic, and their ranks."""
+    over = rank > max_depth
+    if over.any():
+        first = int(lines[over].min())
+        res.add("max-depth", int(over.sum()), first, f"more than {max_depth} documents for a topic")
+        t = t.filter(pa.array(~over))
+        rank = rank[~over]
+    return t, rank
+
+
+def _run_table(run: str, t: pa.Table, rank: np.ndarray) -> pa.Table:
+    """The final :data:`RUN_SCHEMA` table of one run."""
     n = t.num_rows
-    t = pa.table(
+    return pa.table(
         {
             "run": _constant_strings(run, n),
             "qid": t["qid"],
@@ -381,8 +424,6 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
         },
         schema=RUN_SCHEMA,
     )
-    res.table = t
-    return res
 
 
 def _constant_strings(value: str, n: int) -> pa.Array:
@@ -473,6 +514,24 @@ def read_runs(
     if ties not in TIE_RULES:
         raise InputError("bad-option", f"tie rule must be one of {', '.join(TIE_RULES)}, got {ties!r}")
     paths = expand_sources(sources)
+    opts = _run_options(lenient, topics, max_depth, expected_depth, manifest, ties)
+    results = _process_files(_file_tasks(paths), opts, threads or min(2, os.cpu_count() or 1), progress)
+    _skip_duplicate_runs(results)
+    if not lenient:
+        for r in results:
+            err = r.first_error()
+            if err is not None:
+                raise InputError(err.rule, err.message, file=r.path, line=err.line)
+    return _run_set(results)
+
+
+#: one unit of work for :func:`_process_file`: a file, one run of a Parquet file (or None) and its label
+_Task = tuple[Path, pa.Table | None, str | None]
+
+
+def _run_options(lenient: bool, topics: Iterable[str] | None, max_depth: int | None, expected_depth: int | None,
+                 manifest: pd.DataFrame | None, ties: str) -> RunOptions:
+    """:func:`read_runs`'s arguments as :class:`RunOptions` (the manifest as run and file names)."""
     opts = RunOptions(
         lenient=lenient,
         topics=None if topics is None else {str(q) for q in topics},
@@ -486,9 +545,12 @@ def read_runs(
             opts.file_runs = {
                 Path(str(f)).name: str(r) for f, r in zip(manifest["file"], manifest["run"]) if isinstance(f, str) and f
             }
-    nthreads = threads or min(2, os.cpu_count() or 1)
+    return opts
 
-    tasks: list[tuple[Path, pa.Table | None, str | None]] = []
+
+def _file_tasks(paths: list[Path]) -> list[_Task]:
+    """One task per file, except a Parquet file of several runs: one task per run in it."""
+    tasks: list[_Task] = []
     for p in paths:
         if p.suffix == ".parquet":
             try:
@@ -502,8 +564,15 @@ def read_runs(
                 tasks.append((p, parts[0][1], None))
                 continue
         tasks.append((p, None, None))
+    return tasks
 
-    def work(task: tuple[Path, pa.Table | None, str | None]) -> _FileResult:
+
+def _process_files(tasks: list[_Task], opts: RunOptions, nthreads: int,
+                   progress: Callable[[int], None] | None) -> list[_FileResult]:
+    """Every task through :func:`_process_file` and :func:`_depth_issues`, on ``nthreads``
+    threads; results in task order."""
+
+    def work(task: _Task) -> _FileResult:
         r = _process_file(task[0], opts, task[1], task[2])
         _depth_issues(r, opts)
         if progress is not None:
@@ -512,11 +581,12 @@ def read_runs(
 
     if nthreads > 1 and len(tasks) > 1:
         with ThreadPoolExecutor(nthreads) as ex:
-            results = list(ex.map(work, tasks))
-    else:
-        results = [work(t) for t in tasks]
+            return list(ex.map(work, tasks))
+    return [work(t) for t in tasks]
 
-    # cross-file rule: one run name per file
+
+def _skip_duplicate_runs(results: list[_FileResult]) -> None:
+    """The cross-file rule, one file per run name: a later file of a run already read is skipped."""
     seen: dict[str, str] = {}
     for r in results:
         if r.run is None or r.table is None:
@@ -527,39 +597,21 @@ def read_runs(
         else:
             seen[r.run] = r.path
 
-    if not lenient:
-        for r in results:
-            err = r.first_error()
-            if err is not None:
-                raise InputError(err.rule, err.message, file=r.path, line=err.line)
 
+def _run_set(results: list[_FileResult]) -> RunSet:
+    """The :class:`RunSet` of the validated files: their runs concatenated in run-name order,
+    every issue, one summary row per file."""
     issues = []
-    summary = []
     for r in results:
         for i in r.issues:
             sev, repair = RULES[i.rule]
             issues.append([r.path, r.run, i.rule, sev, i.count, i.line, i.message, repair])
     good = sorted((r for r in results if r.table is not None and r.table.num_rows), key=lambda r: r.run)
     _common_topic_order(good)
-    for r in results:
-        t = r.table
-        if t is not None and t.num_rows:
-            counts = r.depth_counts if r.depth_counts is not None else pc.value_counts(t["qid"]).field("counts").to_numpy()
-            depth = (int(counts.min()), float(np.median(counts)), int(counts.max()))
-            ntopics = len(counts)
-            docs = t.num_rows
-        else:
-            depth = (0, 0.0, 0)
-            ntopics = 0
-            docs = 0
-        errs = sum(i.count for i in r.issues if RULES[i.rule][0] == "error")
-        warns = sum(i.count for i in r.issues if RULES[i.rule][0] == "warning")
-        status = "skipped" if r.table is None else ("repaired" if errs else ("warnings" if warns else "ok"))
-        summary.append([r.run, r.path, r.lines, docs, ntopics, *depth, errs, warns, status])
     issues_df = pd.DataFrame(issues, columns=ISSUE_COLUMNS)
     issues_df["line"] = issues_df["line"].astype("Int64")
     summary_df = pd.DataFrame(
-        summary,
+        [_summary_row(r) for r in results],
         columns=["run", "file", "lines", "docs", "topics", "min_depth", "median_depth", "max_depth",
                  "errors", "warnings", "status"],
     ).sort_values(["run", "file"], na_position="last", kind="stable").reset_index(drop=True)
@@ -568,6 +620,24 @@ def read_runs(
     else:
         table = RUN_SCHEMA.empty_table()
     return RunSet(table=table, issues=issues_df, summary=summary_df, files={r.run: r.path for r in good})
+
+
+def _summary_row(r: _FileResult) -> list:
+    """One file's row of ``RunSet.summary``: size, depth per topic, error and warning counts, status."""
+    t = r.table
+    if t is not None and t.num_rows:
+        counts = r.depth_counts if r.depth_counts is not None else pc.value_counts(t["qid"]).field("counts").to_numpy()
+        depth = (int(counts.min()), float(np.median(counts)), int(counts.max()))
+        ntopics = len(counts)
+        docs = t.num_rows
+    else:
+        depth = (0, 0.0, 0)
+        ntopics = 0
+        docs = 0
+    errs = sum(i.count for i in r.issues if RULES[i.rule][0] == "error")
+    warns = sum(i.count for i in r.issues if RULES[i.rule][0] == "warning")
+    status = "skipped" if r.table is None else ("repaired" if errs else ("warnings" if warns else "ok"))
+    return [r.run, r.path, r.lines, docs, ntopics, *depth, errs, warns, status]
 
 
 def canonicalize(table: pa.Table | pd.DataFrame) -> pa.Table:
