@@ -9,7 +9,9 @@ names the numbers it compared. Decisions use the state **as it is now**: every j
 the last batch included (no one-round lag, unlike TARexp's count-based rules, which look at
 the counts of the previous round).
 
-Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`):
+Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; modules named
+in ``$QRELKIT_PLUGINS`` are imported to find a rule defined outside qrelkit, docs/cal.md
+"Writing a stopping rule"):
 
 ``density`` — TREC 2022 Deep Learning (docs/protocol.md section 1, step 5), thresholds from the
 config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
