@@ -9,7 +9,9 @@ names the numbers it compared. Decisions use the state **as it is now**: every j
 the last batch included (no one-round lag, unlike TARexp's count-based rules, which look at
 the counts of the previous round).
 
-Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`):
+Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; modules named
+in ``$QRELKIT_PLUGINS`` are imported to find a rule defined outside qrelkit, docs/cal.md
+"Writing a stopping rule"):
 
 ``density`` — TREC 2022 Deep Learning (docs/protocol.md section 1, step 5), thresholds from the
 config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
@@ -62,6 +64,8 @@ whole collection, in which case the relevant passages found are the targets.
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -231,25 +235,58 @@ class StoppingRule:
 
 _RULES: dict[str, type[StoppingRule]] = {}
 
+#: environment variable: modules (comma-separated, importable) that register further rules;
+#: imported the first time a name is not found (how ``qrelkit cal status --rule NAME`` finds a
+#: rule defined outside qrelkit)
+PLUGINS_ENV = "QRELKIT_PLUGINS"
 
-def register_rule(name: str) -> Callable[[type[StoppingRule]], type[StoppingRule]]:
-    """Class decorator: make a rule available by ``name`` (to :func:`get_rule`, the CLI)."""
 
-    def deco(cls: type[StoppingRule]) -> type[StoppingRule]:
-        cls.name = name
-        _RULES[name] = cls
-        return cls
+def register_rule(name: str, cls: type[StoppingRule] | None = None):
+    """Make a rule class available by ``name`` (to :func:`get_rule`, the CLI's ``--rule``).
 
-    return deco
+    ``register_rule("mine", MyRule)`` registers and returns the class; without ``cls`` it is a
+    class decorator (``@register_rule("mine")``). Registering a name again replaces the rule.
+
+    Examples
+    --------
+    >>> from qrelkit.cal.stopping import CONTINUE, Decision, StoppingRule, get_rule, register_rule
+    >>> class Never(StoppingRule):
+    ...     DEFAULTS = {}
+    ...     def decide(self, state):
+    ...         return Decision(CONTINUE, "never stops", self.name)
+    >>> _ = register_rule("never", Never)
+    >>> get_rule("never").name
+    'never'
+    """
+
+    def deco(c: type[StoppingRule]) -> type[StoppingRule]:
+        c.name = name
+        _RULES[name] = c
+        return c
+
+    return deco if cls is None else deco(cls)
+
+
+def _load_plugins() -> None:
+    """Import the modules named in ``$QRELKIT_PLUGINS`` (they register their rules)."""
+    for mod in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            raise InputError("bad-plugin", f"cannot import {mod!r} named in ${PLUGINS_ENV}: {e}") from None
 
 
 def available_rules() -> list[str]:
+    """The names of the registered rules (plugins in ``$QRELKIT_PLUGINS`` included), sorted."""
+    _load_plugins()
     return sorted(_RULES)
 
 
 def get_rule(name: str, config: Mapping | None = None, **params) -> StoppingRule:
     """The rule ``name`` with its parameters from ``config`` (``[stopping]`` for the density
     rule, ``[stopping.<name>]`` for the others), overridden by ``params`` that are not None."""
+    if name not in _RULES:
+        _load_plugins()
     if name not in _RULES:
         raise InputError("bad-option", f"unknown stopping rule {name!r}; rules: {', '.join(available_rules())}")
     return _RULES[name].from_config(config, **{k: v for k, v in params.items() if v is not None})

@@ -4,11 +4,15 @@ TREC Deep Learning (docs/protocol.md section 1): passages are relevant at grades
 documents at 1, 2 and 3 (``document``). A config names its schemes in ``[labels]``
 (``passage_relevant``, ``document_relevant``, and any others in ``[labels.schemes]``, e.g.
 ``strict = [3]``); a scheme can also be given inline as ``"2,3"`` or as a threshold ``">=2"``.
+
+Registry: :func:`register_scheme` names further schemes from Python (one line), and
+:func:`scheme_grades` is the one place a scheme name becomes grades, for every command
+(``--scheme``, ``--relevant``) and library function; :func:`available_schemes` lists the names.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -18,18 +22,67 @@ from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 
 
+Grades = Union[Sequence[int], Callable[[Any], Sequence[int]]]
+
+#: registered schemes: name -> grades, or a function of the config returning them
+_SCHEMES: dict[str, Grades] = {}
+#: the schemes the ``[labels]`` keys define; a ``[labels.schemes]`` entry cannot redefine them
+_LEVELS = ("passage", "document")
+
+
+def register_scheme(name: str, grades: Grades) -> None:
+    """Make the binarization scheme ``name`` available to :func:`scheme_grades` (and so to every
+    command's ``--scheme`` / ``--relevant``): ``grades`` is the relevant grades, or a function
+    of the config that returns them. A ``[labels.schemes]`` entry of the same name wins over a
+    registered scheme (the config is the user's word); ``passage`` and ``document`` are the
+    config's ``[labels]`` keys.
+
+    Examples
+    --------
+    >>> from qrelkit.labels.binarize import register_scheme, scheme_grades
+    >>> register_scheme("top-only", [3])
+    >>> scheme_grades("top-only")
+    [3]
+    """
+    if not name or not name.strip() or name.strip() != name:
+        raise InputError("bad-scheme", f"a scheme needs a plain name, got {name!r}")
+    _SCHEMES[name] = grades if callable(grades) else tuple(int(g) for g in grades)
+
+
+def available_schemes(config: Any = None) -> list[str]:
+    """The scheme names :func:`scheme_grades` knows: registered ones and the config's
+    ``[labels.schemes]``, sorted (inline ``"2,3"`` and ``">=2"`` are always accepted too)."""
+    cfg = config if config is not None else load_config(None)
+    return sorted(set(_SCHEMES) | set(cfg.get_value("labels", "schemes") or {}))
+
+
+def _level(key: str) -> Callable[[Any], Sequence[int]]:
+    return lambda cfg: cfg.get_value("labels", key)
+
+
+def _named(s: str, cfg: Any) -> Sequence[int] | None:
+    """The grades of a named scheme, or None: ``passage``/``document``, then
+    ``[labels.schemes]``, then the registry."""
+    schemes = cfg.get_value("labels", "schemes") or {}
+    if s in schemes and s not in _LEVELS:
+        return schemes[s]
+    if s in _SCHEMES:
+        g = _SCHEMES[s]
+        return g(cfg) if callable(g) else g
+    return None
+
+
 def scheme_grades(name: str | Sequence[int], config: Any = None) -> list[int]:
     """The relevant grades of scheme ``name``: ``passage``, ``document``, a name from
-    ``[labels.schemes]``, ``"2,3"``, ``">=2"`` (on the config's scale) or a list of ints."""
+    ``[labels.schemes]`` or :func:`register_scheme`, ``"2,3"``, ``">=2"`` (on the config's
+    scale) or a list of ints. Every command and library function resolves a scheme here."""
     cfg = config if config is not None else load_config(None)
     if not isinstance(name, str):
         return sorted({int(g) for g in name})
     s = name.strip()
-    if s in ("passage", "document"):
-        return sorted(int(g) for g in cfg.get_value("labels", f"{s}_relevant"))
-    schemes = cfg.get_value("labels", "schemes") or {}
-    if s in schemes:
-        return sorted(int(g) for g in schemes[s])
+    named = _named(s, cfg)
+    if named is not None:
+        return sorted(int(g) for g in named)
     try:
         if s.startswith(">="):
             t = int(s[2:])
@@ -73,3 +126,7 @@ def binarize(qrels: pa.Table, relevant: Sequence[int]) -> pa.Table:
     out = np.where(rel < 0, rel, np.isin(rel, rel_set).astype(np.int32)).astype(np.int32)
     t = pa.table({"qid": qrels["qid"], "docid": qrels["docid"], "rel": pa.array(out, pa.int32())})
     return sort_qrels(t.cast(QRELS_SCHEMA))
+
+
+register_scheme("passage", _level("passage_relevant"))
+register_scheme("document", _level("document_relevant"))

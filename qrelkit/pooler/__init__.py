@@ -1,4 +1,7 @@
-"""Pools, pool-run selection, fractional collections and assessor batches."""
+"""Pools, pool-run selection, fractional collections and assessor batches.
+
+Pool kinds by name: :func:`make_pool`, :func:`available_pools`, :func:`register_pool`
+(:mod:`qrelkit.pooler.registry`)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pyarrow.compute as pc
 from qrelkit.pooler.batches import import_batches, make_batches
 from qrelkit.pooler.fractional import fractional_ids, fractional_ids_from_corpus, restrict_runs
 from qrelkit.pooler.pools import depth_pool, fused_pool, pool_size_distribution, top1_pool
+from qrelkit.pooler.registry import available_pools, fractional_pool, make_pool, pool_kind, register_pool
 from qrelkit.pooler.select import pool_selection, pooled_flag, select_pool_runs
 from qrelkit.pooler.stats import pool_stats
 
@@ -20,8 +24,8 @@ def filter_runs(runs: pa.Table, names: Iterable[str]) -> pa.Table:
 
 
 __all__ = [
-    "depth_pool", "filter_runs", "fractional_ids", "fractional_ids_from_corpus", "fused_pool",
-    "import_batches", "make_batches", "pool_selection", "pool_size_distribution", "pool_stats", "pooled_flag",
-    "restrict_runs",
-    "select_pool_runs", "top1_pool",
+    "available_pools", "depth_pool", "filter_runs", "fractional_ids", "fractional_ids_from_corpus", "fractional_pool",
+    "fused_pool", "import_batches", "make_batches", "make_pool", "pool_kind", "pool_selection",
+    "pool_size_distribution", "pool_stats", "pooled_flag", "register_pool", "restrict_runs", "select_pool_runs",
+    "top1_pool",
 ]
