@@ -20,21 +20,13 @@ import pandas as pd
 
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.tables import read_frame
-
-
-def _pyplot():
-    import matplotlib  # lazy: matplotlib costs start-up time
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from qrelkit.io.plots import pyplot
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None}, dpi=90)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -104,7 +96,7 @@ def _stage_of(batch_id: str, kind: str, thread: Any) -> str:
 
 
 def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float, topics: list[str]):
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for q in topics:
         g = log[log["qid"] == q].drop_duplicates("docid")
@@ -124,7 +116,7 @@ def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float, top
 
 
 def _leaderboard_figure(lb: pd.DataFrame, measure: str):
-    plt = _pyplot()
+    plt = pyplot()
     g = lb[lb["measure"] == measure].sort_values("mean", ascending=True, kind="stable")
     fig, ax = plt.subplots(figsize=(7, max(2.5, 0.25 * len(g) + 1)))
     y = np.arange(len(g))
@@ -136,7 +128,7 @@ def _leaderboard_figure(lb: pd.DataFrame, measure: str):
 
 
 def _duplicates_figure(dup: pd.DataFrame):
-    plt = _pyplot()
+    plt = pyplot()
     ms = list(dict.fromkeys(dup["measure"]))
     fig, axes = plt.subplots(1, len(ms), figsize=(4 * len(ms), 4), squeeze=False)
     for ax, m in zip(axes[0], ms):

@@ -27,6 +27,7 @@ from qrelkit.evaluate.core import evaluate
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.labels.propagate import expand_qrels
+from qrelkit.io.plots import pyplot
 
 TREATMENTS = ("none", "corpus", "runs", "qrels")
 
@@ -95,10 +96,7 @@ def plot_duplicates(table: pd.DataFrame, path: str | os.PathLike, *, x: str = "r
     """Scatter plot per measure: ``x`` (deduplicated runs, original qrels) against ``y`` (original
     runs, expanded qrels), one point per run, with the diagonal. PNG, SVG or PDF by extension;
     the file holds no date, so the same table gives the same bytes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     from qrelkit.io.atomic import atomic_path
 

@@ -611,7 +611,7 @@ def _run_set(results: list[_FileResult]) -> RunSet:
     issues_df = pd.DataFrame(issues, columns=ISSUE_COLUMNS)
     issues_df["line"] = issues_df["line"].astype("Int64")
     summary_df = pd.DataFrame(
-        [_summary_row(r) for r in results],
+        [_run_summary(r) for r in results],
         columns=["run", "file", "lines", "docs", "topics", "min_depth", "median_depth", "max_depth",
                  "errors", "warnings", "status"],
     ).sort_values(["run", "file"], na_position="last", kind="stable").reset_index(drop=True)
@@ -622,7 +622,7 @@ def _run_set(results: list[_FileResult]) -> RunSet:
     return RunSet(table=table, issues=issues_df, summary=summary_df, files={r.run: r.path for r in good})
 
 
-def _summary_row(r: _FileResult) -> list:
+def _run_summary(r: _FileResult) -> list:
     """One file's row of ``RunSet.summary``: size, depth per topic, error and warning counts, status."""
     t = r.table
     if t is not None and t.num_rows:

@@ -42,6 +42,7 @@ from qrelkit.io.keys import stable_int
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT
+from qrelkit.io.plots import pyplot
 
 CI_METHODS = ("t", "bootstrap")
 BOARD_COLUMNS = ["run", "perfect", "mrr_original", "ci_original_low", "ci_original_high", "rank_original", "mrr_prefs",
@@ -217,10 +218,7 @@ def plot_rescore(res: Rescored, path, *, title: str | None = None) -> None:
     """Figure 5 of the paper: MRR@10 on preference vs original qrels (one point per run, the
     perfect run's preference score as a dashed line), then both leaderboards with confidence
     intervals, runs in the original order. PNG without a timestamp."""
-    import matplotlib  # lazy: matplotlib is slow to import and needs its backend chosen first
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     b = res.leaderboard
     real = b[~b["perfect"]]

@@ -31,6 +31,7 @@ from qrelkit.evaluate.compare import correct
 from qrelkit.io.atomic import atomic_path
 from qrelkit.prefs.common import PERFECT, ordered, pool_items, run_tops
 from qrelkit.prefs.tournament import pair_outcomes
+from qrelkit.io.plots import pyplot
 
 RATIO_COLUMNS = ["run", "opponent", "differ", "decided", "wins", "losses", "ratio", "p", "p_corrected", "significant"]
 
@@ -117,10 +118,7 @@ def matrix_table(wr: WinRatios) -> pd.DataFrame:
 def plot_heatmap(wr: WinRatios, path, *, title: str | None = None) -> None:
     """Heatmap of the win-ratio matrix (column over row), significant cells in bold, wins per run
     under each column (matplotlib, Agg; PNG without a timestamp so equal inputs give equal bytes)."""
-    import matplotlib  # lazy: matplotlib is slow to import and needs its backend chosen first
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     runs = wr.runs
     n = len(runs)

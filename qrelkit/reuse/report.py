@@ -20,6 +20,7 @@ import pandas as pd
 from qrelkit.io.atomic import atomic_open, atomic_path
 from qrelkit.io.tables import write_table
 from qrelkit.reuse.leaveout import PROCEDURES, LeaveOutResult
+from qrelkit.io.plots import pyplot
 
 TABLES = ("summary", "runs", "units", "topics", "removed")
 PLOTS = {"density": "density.png", "scores": "scores.png", "ranks": "ranks.png"}
@@ -27,17 +28,8 @@ PLOTS = {"density": "density.png", "scores": "scores.png", "ranks": "ranks.png"}
 
 # ------------------------------------------------------------------------------------ plots
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig, path: str | os.PathLike) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", metadata={"Software": None}, dpi=100)
     plt.close(fig)
@@ -47,7 +39,7 @@ def plot_density(topics: pd.DataFrame, path: str | os.PathLike, *, threshold: fl
                  voorhees_share: float = 0.333) -> None:
     """Relevance density per topic, topics sorted by density (as Figure 7 of the TREC 2022 Deep
     Learning overview), with the DL rule's threshold and Voorhees' one-third line."""
-    plt = _pyplot()
+    plt = pyplot()
     d = topics.sort_values(["density", "qid"], ascending=[False, True], kind="stable", na_position="last")
     y = d["density"].to_numpy(float)
     x = np.arange(1, len(y) + 1)
@@ -70,7 +62,7 @@ def plot_density(topics: pd.DataFrame, path: str | os.PathLike, *, threshold: fl
 
 
 def _grid(n: int):
-    plt = _pyplot()
+    plt = pyplot()
     cols = min(n, 3)
     rows = int(math.ceil(n / cols)) if n else 1
     fig, axes = plt.subplots(rows, max(cols, 1), figsize=(4.0 * max(cols, 1), 3.9 * rows), squeeze=False)
