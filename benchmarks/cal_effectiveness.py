@@ -11,7 +11,7 @@ topics (of the mean over seeds) of recall at effort 2R and of the effort (docume
 reach 75% recall, and Wilcoxon signed-rank p-values (scipy) of qrelkit against each other method,
 paired by topic.
 
-* **qrelkit**: :func:`qrelkit.cal.simulate.simulate_cal`, thread ``all``, no initial judgments
+* **qrelkit**: :func:`qrelkit.cal.simulation.simulate_cal`, thread ``all``, no initial judgments
   (CAL starts from the query as a synthetic relevant document), 100 random negatives per
   round, batches of 25, ``C = 1``; features from :func:`qrelkit.cal.features.build_features`.
 * **TARexp**: ``tarexp.OnePhaseTARWorkflow`` with the components of TARexp's README
@@ -20,7 +20,7 @@ paired by topic.
   collection as one extra document labelled relevant and is the seed document (it is not counted
   as effort). Features: scikit-learn ``TfidfVectorizer(sublinear_tf=True)`` fitted on the
   collection and the query (``--tarexp-features qrelkit`` gives TARexp qrelkit's features instead).
-* **BM25**: :class:`qrelkit.cal.simulate.BM25` (k1 = 0.9, b = 0.4) over the same tokenizer;
+* **BM25**: :class:`qrelkit.cal.simulation.BM25` (k1 = 0.9, b = 0.4) over the same tokenizer;
   documents reviewed in BM25 order.
 
 Relevance: every positive grade counts (Cranfield's -1, "of no interest", does not).
@@ -66,7 +66,7 @@ def load_collection(data: Path, name: str):
 
 
 def sequence_metrics(seq: np.ndarray, R: int) -> dict:
-    from qrelkit.cal.simulate import effort_to_recall, recall_at
+    from qrelkit.cal.simulation import effort_to_recall, recall_at
 
     return {"recall_2R": recall_at(seq, R, 2 * R), "effort_75": effort_to_recall(seq, R, 0.75), "R": R}
 
@@ -76,7 +76,7 @@ def sequence_metrics(seq: np.ndarray, R: int) -> dict:
 
 def run_qrelkit(feats, topics, q, seed: int, batch: int, schedule: str = "fixed") -> dict[str, dict]:
     from qrelkit.cal.loop import CalParams
-    from qrelkit.cal.simulate import simulate_cal
+    from qrelkit.cal.simulation import simulate_cal
 
     qrels = pa.Table.from_pandas(q[["qid", "docid", "rel"]], preserve_index=False)
     params = CalParams(batch_size=batch, schedule=schedule, relevant=tuple(sorted(set(q["rel"].astype(int)))), seed=seed)
@@ -91,7 +91,7 @@ def run_qrelkit(feats, topics, q, seed: int, batch: int, schedule: str = "fixed"
 
 
 def run_bm25(corpus, topics, q) -> dict[str, dict]:
-    from qrelkit.cal.simulate import BM25
+    from qrelkit.cal.simulation import BM25
 
     bm = BM25(corpus)
     pids = np.asarray(bm.pids.to_pylist(), dtype=object)

@@ -13,7 +13,7 @@ import pytest
 
 from qrelkit.cal.features import build_features
 from qrelkit.cal.loop import CalParams
-from qrelkit.cal.simulate import qrels_grades, simulate_cal, topics_without_relevant
+from qrelkit.cal.simulation import qrels_grades, simulate_cal, topics_without_relevant
 from qrelkit.cli import run
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_metadata

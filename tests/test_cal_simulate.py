@@ -15,7 +15,7 @@ from conftest import shared
 
 from qrelkit.cal.features import build_features
 from qrelkit.cal.loop import CalParams, fractional_candidates
-from qrelkit.cal.simulate import BM25, Oracle, effort_to_recall, recall_at, recall_curve, simulate_cal
+from qrelkit.cal.simulation import BM25, Oracle, effort_to_recall, recall_at, recall_curve, simulate_cal
 from qrelkit.cal.stopping import Decision, get_rule
 from qrelkit.cli import run
 from qrelkit.errors import InputError

@@ -133,7 +133,7 @@ def test_reuse_study_is_reuse_leave_out(camp, tmp_path, capsys, with_pool):
 def test_cal_study_is_cal_simulate(camp, tmp_path, capsys):
     from qrelkit.cal.features import load_features
     from qrelkit.cal.loop import CalParams
-    from qrelkit.cal.simulate import simulate_cal
+    from qrelkit.cal.simulation import simulate_cal
     from qrelkit.cal.study import read_initial, select_topics, thread_summary, watched_rules
     from qrelkit.config import load_config
     from qrelkit.io.topics import read_topics

@@ -309,7 +309,7 @@ def test_schema_choices_match_the_library():
     from qrelkit.labels.aggregate import FALLBACKS, GRADED
     from qrelkit.labels.propagate import RULES
     from qrelkit.pooler.pools import JUDGED_POLICIES
-    from qrelkit.prefs.oracle import FAILING_MODES, TIES
+    from qrelkit.prefs.crowd import FAILING_MODES, TIES
     from qrelkit.prefs.rescore import CI_METHODS
     from qrelkit.reuse.attribution import ORPHANS, UNIQUENESS
     from qrelkit.reuse.leaveout import PROCEDURES, REMOVAL

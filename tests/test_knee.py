@@ -150,7 +150,7 @@ def test_cal_on_med_fires_where_the_definition_says(med, qid):
     the knee rule watched, run to the whole collection: the rule fires at the first batch end at
     which the definition (computed here from the recorded judging order) is met."""
     from qrelkit.cal.loop import CalParams
-    from qrelkit.cal.simulate import simulate_cal
+    from qrelkit.cal.simulation import simulate_cal
 
     f, topics, qrels = med
     t = topics[topics["qid"] == qid]
@@ -170,7 +170,7 @@ def test_cal_on_med_fires_where_the_definition_says(med, qid):
 def test_default_binarization_on_med_is_named_not_silent(med):
     """The cause of "the knee never fired on binary reviews": with the passage binarization
     (2, 3) binary qrels have no relevant document at all: now an error, not a silent run."""
-    from qrelkit.cal.simulate import simulate_cal
+    from qrelkit.cal.simulation import simulate_cal
     from qrelkit.errors import InputError
 
     f, topics, qrels = med

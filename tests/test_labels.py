@@ -15,8 +15,8 @@ from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, read_qrels
 from qrelkit.labels import (
-    aggregate_judgments, agreement, binarize, compare_labels, expand_qrels, max_rule_feasibility, parse_grade_map,
-    passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
+    aggregate_judgments, assessor_agreement, binarize, compare_labels, expand_qrels, max_rule_feasibility,
+    parse_grade_map, passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
 )
 
 from conftest import ROOT, shared
@@ -112,7 +112,7 @@ def test_agreement_statistics_come_from_the_libraries():
         rows += [("1", f"p{i}", a, int(x)) for i, x in enumerate(g)]
     rows = [r for r in rows if not (r[2] == "C" and r[1] in ("p0", "p1"))]  # two items with 2 grades only
     j = judgments(rows)
-    s, pairs = agreement(j, threshold=2, scale=[0, 1, 2, 3], level="ordinal")
+    s, pairs = assessor_agreement(j, threshold=2, scale=[0, 1, 2, 3], level="ordinal")
     wide = j.pivot(index="docid", columns="assessor", values="grade")
     wide = wide.loc[sorted(wide.index)]
     assert s["krippendorff_alpha"] == pytest.approx(
@@ -125,7 +125,7 @@ def test_agreement_statistics_come_from_the_libraries():
     assert row["cohen_kappa"] == pytest.approx(cohen_kappa_score(ab["A"], ab["B"], labels=[0, 1, 2, 3]))
     assert row["cohen_kappa_binary"] == pytest.approx(cohen_kappa_score(ab["A"] >= 2, ab["B"] >= 2))
     assert s["cohen_kappa_mean"] == pytest.approx(pairs["cohen_kappa"].mean())
-    perfect, _ = agreement(judgments([("1", f"p{i}", a, i % 4) for i in range(8) for a in "AB"]))
+    perfect, _ = assessor_agreement(judgments([("1", f"p{i}", a, i % 4) for i in range(8) for a in "AB"]))
     assert perfect["krippendorff_alpha"] == pytest.approx(1.0) and perfect["fleiss_kappa"] == pytest.approx(1.0)
 
 

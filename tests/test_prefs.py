@@ -15,10 +15,10 @@ from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 from qrelkit.io.runs import canonicalize
 from qrelkit.pooler import top1_pool
 from qrelkit.prefs import (
-    PERFECT, agreement, confidence_interval, estimate_cost, export_view, maintenance_pairs, make_tasks, pair_id,
+    PERFECT, confidence_interval, estimate_cost, export_view, maintenance_pairs, make_tasks, pair_id,
     pair_outcomes, pool_pairs, read_answers, reissue_tasks, rescore, screen_answers, simulate_answers,
     single_ranker_outcomes, single_ranker_pairs, sparsify_qrels, tournament, tournament_topic, update_best,
-    win_ratios, win_ratios_from_tops,
+    win_ratios, win_ratios_from_tops, worker_agreement,
 )
 
 
@@ -317,7 +317,7 @@ def test_agreement_matches_statsmodels():
                          "winner": f"a{i}" if v else f"b{i}", "worker": f"W{w}"})
         table.append([int(votes.sum()), int(3 - votes.sum())])
     rows.append({"qid": "1", "pair_id": "single", "doc_a": "s", "doc_b": "t", "winner": "s", "worker": "W0"})
-    ag = agreement(pd.DataFrame(rows))
+    ag = worker_agreement(pd.DataFrame(rows))
     table = np.array(table)
     assert ag["pairs_multi"] == 40 and ag["fleiss_pairs"] == 40 and ag["judgments_per_pair"] == 3
     assert ag["fleiss_kappa"] == pytest.approx(fleiss_kappa(table, method="fleiss"))

@@ -8,7 +8,7 @@
   store.
 
 The CAL loop, features and simulation live in ``qrelkit.cal.features``, ``qrelkit.cal.loop`` and
-``qrelkit.cal.simulate``.
+``qrelkit.cal.simulation``.
 """
 
 from qrelkit.cal.stopping import (

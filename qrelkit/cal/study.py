@@ -2,7 +2,7 @@
 the topics studied, the judgments made before CAL, the stopping rules watched, the fractional
 thread's passages, the four output tables and the per-thread summary.
 
-A Python user who calls these around :func:`~qrelkit.cal.simulate.simulate_cal` gets what the
+A Python user who calls these around :func:`~qrelkit.cal.simulation.simulate_cal` gets what the
 command computes (``tests/test_cli_shape_parity.py`` checks it).
 """
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from qrelkit.cal.features import Features
 from qrelkit.cal.loop import fractional_candidates
-from qrelkit.cal.simulate import SimulationResult
+from qrelkit.cal.simulation import SimulationResult
 from qrelkit.cal.stopping import StoppingRule, get_rule
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels

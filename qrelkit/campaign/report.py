@@ -144,14 +144,16 @@ def _duplicates_figure(dup: pd.DataFrame):
 
 
 def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
-    from qrelkit.labels.aggregate import agreement
+    from qrelkit.labels.aggregate import assessor_agreement
 
     per_item = log.groupby(["qid", "docid"])["assessor"].nunique()
     if not (per_item >= 2).any():
         return None
     j = log[log["kind"] != "cal"].drop_duplicates(["qid", "docid", "assessor"])
-    summary, _pairs = agreement(j[["qid", "docid", "assessor", "grade"]], threshold=min(cfg.get_value("labels", "passage_relevant")),
-                                scale=cfg.get_value("labels", "scale"), level=str(cfg.get_value("labels", "agreement_level")))
+    summary, _pairs = assessor_agreement(j[["qid", "docid", "assessor", "grade"]],
+                                         threshold=min(cfg.get_value("labels", "passage_relevant")),
+                                         scale=cfg.get_value("labels", "scale"),
+                                         level=str(cfg.get_value("labels", "agreement_level")))
     return pd.DataFrame([{"statistic": k, "value": v} for k, v in summary.items() if not isinstance(v, (dict, list))])
 
 

@@ -194,7 +194,7 @@ def simulate(
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
     common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
-    from qrelkit.cal.simulate import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
+    from qrelkit.cal.simulation import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
     from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation
 
     cfg = common.config(config)

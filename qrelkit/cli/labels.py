@@ -16,7 +16,7 @@ from qrelkit.io.classes import map_to_classes, read_classes
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels import (
-    aggregate_judgments, agreement, binarize, compare_labels, expand_qrels, labels_to_table, parse_grade_map,
+    aggregate_judgments, assessor_agreement, binarize, compare_labels, expand_qrels, labels_to_table, parse_grade_map,
     passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
 )
 
@@ -121,8 +121,8 @@ def agreement_cmd(
     cfg = common.config(config)
     thr = threshold if threshold is not None else cfg.get_value("labels", "vote_threshold")
     lvl = str(cfg.get_value("labels", "agreement_level", level))
-    summary, pairs = agreement(_read_judgments(judgments), threshold=thr, scale=cfg.get_value("labels", "scale"),
-                               level=lvl)
+    summary, pairs = assessor_agreement(_read_judgments(judgments), threshold=thr,
+                                        scale=cfg.get_value("labels", "scale"), level=lvl)
     _frame_out(pairs, output, "agreement-pairs", {"judgments": [str(f) for f in judgments], "threshold": thr,
                                                   "level": lvl})
     if as_json:

@@ -23,7 +23,7 @@ from qrelkit.io.runs import RUN_SCHEMA
 from qrelkit.io.tables import read_metadata, read_table, write_table
 from qrelkit.io.topics import read_topics
 from qrelkit.prefs.common import PERFECT, to_arrow
-from qrelkit.prefs.oracle import simulate_answers, sparsify_qrels
+from qrelkit.prefs.crowd import simulate_answers, sparsify_qrels
 from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
 from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
 from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs

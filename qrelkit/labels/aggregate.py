@@ -275,7 +275,7 @@ def _nan_to_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def agreement(
+def assessor_agreement(
     judgments,
     *,
     threshold: int | None = None,

@@ -5,22 +5,22 @@ runs, re-scoring on preference qrels, the single-ranker check, and a simulated p
 oracle. See ``docs/prefs.md``."""
 
 from qrelkit.prefs.common import PERFECT, pair_id, pool_items, run_tops
-from qrelkit.prefs.oracle import simulate_answers, sparsify_qrels
+from qrelkit.prefs.crowd import simulate_answers, sparsify_qrels
 from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
 from qrelkit.prefs.rescore import Rescored, confidence_interval, perfect_run, plot_rescore, rescore
 from qrelkit.prefs.single import single_ranker_outcomes, single_ranker_pairs
 from qrelkit.prefs.tasks import (
-    EXPORT_COLUMNS, JUDGMENT_SCHEMA, TASK_SCHEMA, agreement, export_view, import_answers, make_tasks, read_answers,
-    read_judgments, reissue_tasks, screen_answers,
+    EXPORT_COLUMNS, JUDGMENT_SCHEMA, TASK_SCHEMA, export_view, import_answers, make_tasks, read_answers,
+    read_judgments, reissue_tasks, screen_answers, worker_agreement,
 )
 from qrelkit.prefs.tournament import TournamentResult, pair_outcomes, tournament, tournament_topic, update_best
 from qrelkit.prefs.winratio import WinRatios, matrix_table, plot_heatmap, win_ratios, win_ratios_from_tops
 
 __all__ = [
     "EXPORT_COLUMNS", "JUDGMENT_SCHEMA", "PAIR_SCHEMA", "PERFECT", "Rescored", "TASK_SCHEMA", "TournamentResult",
-    "WinRatios", "agreement", "confidence_interval", "estimate_cost", "export_view", "import_answers", "maintenance_pairs", "make_tasks",
+    "WinRatios", "confidence_interval", "estimate_cost", "export_view", "import_answers", "maintenance_pairs", "make_tasks",
     "matrix_table", "pair_id", "pair_outcomes", "pair_summary", "perfect_run", "plot_heatmap", "plot_rescore",
     "pool_items", "pool_pairs", "read_answers", "read_judgments", "reissue_tasks", "rescore", "run_tops",
     "screen_answers", "simulate_answers", "single_ranker_outcomes", "single_ranker_pairs", "sparsify_qrels",
-    "tournament", "tournament_topic", "update_best", "win_ratios", "win_ratios_from_tops",
+    "tournament", "tournament_topic", "update_best", "win_ratios", "win_ratios_from_tops", "worker_agreement",
 ]

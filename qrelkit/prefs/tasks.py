@@ -34,7 +34,7 @@ pending and not listed. :func:`reissue_tasks` makes the new tasks: same comparis
 order and placement, the excluded workers listed in ``exclude_workers`` so another worker
 does them.
 
-**Agreement** (:func:`agreement`), over real pairs judged by two or more accepted workers: raw
+**Agreement** (:func:`worker_agreement`), over real pairs judged by two or more accepted workers: raw
 agreement (the mean over pairs of the share of agreeing worker pairs, Fleiss' P_i) and Fleiss'
 kappa from ``statsmodels.stats.inter_rater.fleiss_kappa`` over the pairs with the most common
 number of judgments (Fleiss' kappa needs the same number of raters per item; how many pairs
@@ -380,7 +380,7 @@ def read_answers(
     return out, report
 
 
-def agreement(judgments: pd.DataFrame) -> dict:
+def worker_agreement(judgments: pd.DataFrame) -> dict:
     """Agreement between workers on pairs judged more than once (see the module documentation)."""
     if len(judgments) == 0:
         return {"pairs_multi": 0, "raw_agreement": None, "fleiss_kappa": None, "fleiss_pairs": 0,
@@ -462,7 +462,7 @@ def screen_answers(answers: pd.DataFrame, tasks: pd.DataFrame, *, assignments: i
         "tasks_unanswered": int(len(set(latest["base"]) - answered_bases)),
     }
     return {"judgments": judg, "workers": workers, "reissue": reissue, "excluded": excluded,
-            "agreement": agreement(judg), "summary": summary}
+            "agreement": worker_agreement(judg), "summary": summary}
 
 
 def import_answers(
