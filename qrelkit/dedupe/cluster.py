@@ -249,6 +249,8 @@ def link_to_canonicals(n: int, i: np.ndarray, j: np.ndarray, pri: np.ndarray | N
     pri_mask = pri if pri is not None else np.zeros(n, bool)
     moved = lsh.star_classes(comp_starts, comp_nodes, pri_mask, pos, starts, vals, sig_rows, use_sig,
                              params.threshold, canon, rounds)
+    canon[deg == 0] = np.flatnonzero(deg == 0)
+    order = order[canon[order] < 0]  # passages of large components
     canon, moved_large = lsh.canonical_assign(n, order, nbr_starts, nbrs, pos, starts, vals, sig_rows, use_sig,
                                               params.threshold, rounds, canon)
     moved += moved_large

@@ -157,6 +157,8 @@ def exact_similar_pairs(
     """
     import scipy.sparse as sp
 
+    from qrelkit.dedupe._exact import jaccard_pairs
+
     if method not in ("product", "prefix"):
         raise ValueError("method must be 'product' or 'prefix'")
     x, sizes = shingle_matrix(texts, ngram=ngram, norm=norm)
@@ -181,8 +183,7 @@ def exact_similar_pairs(
             r, c = r[keep], c[keep]
             if len(r) == 0:
                 continue
-            inter = np.asarray(x[r].multiply(x[c]).sum(axis=1)).ravel().astype(np.int64)
-            jac = inter / (sizes[r] + sizes[c] - inter)
+            jac = jaccard_pairs(x.indptr, x.indices, r, c)  # rows of x are sorted column indices
             ok = jac >= threshold
             out_i.append(r[ok]), out_j.append(c[ok]), out_s.append(jac[ok])
     if not out_i:

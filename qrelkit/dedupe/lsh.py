@@ -264,7 +264,7 @@ def canonical_assign(n, order, nbr_starts, nbrs, pos, starts, vals, sig, use_sig
     return canon, moved
 
 
-@nb.njit(cache=True)
+@nb.njit(parallel=True, cache=True)
 def star_classes(comp_starts, comp_nodes, pri, pos, starts, vals, sig, use_sig, threshold, canon, rounds):
     """Classes of small components (``comp_nodes[comp_starts[k]:comp_starts[k+1]]``, corpus order)
     from the exact graph of all their pairs (Jaccard >= ``threshold``): the passage with most
@@ -272,16 +272,21 @@ def star_classes(comp_starts, comp_nodes, pri, pos, starts, vals, sig, use_sig, 
     becomes a canonical and takes them all, until every passage has a class; then a member moves
     to the class of another canonical it is a near-duplicate of when that class holds more of its
     near-duplicates. Writes ``canon``; returns the members moved."""
-    moved = 0
-    for k in range(len(comp_starts) - 1):
+    moved = np.zeros(max(len(comp_starts) - 1, 0), np.int64)
+    for k in nb.prange(len(comp_starts) - 1):
         nodes = comp_nodes[comp_starts[k] : comp_starts[k + 1]]
         s = len(nodes)
+        if s == 2:  # one verified pair: the first passage (or the priority one) is the canonical
+            c = nodes[1] if pri[nodes[1]] and not pri[nodes[0]] else nodes[0]
+            canon[nodes[0]] = c
+            canon[nodes[1]] = c
+            continue
         adj = np.zeros((s, s), np.bool_)
         for a in range(s):
             for b in range(a + 1, s):
-                if _pair_jaccard(pos, starts, vals, sig, use_sig, nodes[a], nodes[b]) >= threshold:
-                    adj[a, b] = True
-                    adj[b, a] = True
+                near = _pair_jaccard(pos, starts, vals, sig, use_sig, nodes[a], nodes[b]) >= threshold
+                adj[a, b] = near
+                adj[b, a] = near
         center = np.full(s, -1, np.int64)
         left = s
         while left > 0:
@@ -324,12 +329,12 @@ def star_classes(comp_starts, comp_nodes, pri, pos, starts, vals, sig, use_sig, 
                 if best != c:
                     center[a] = best
                     changed += 1
-            moved += changed
+            moved[k] += changed
             if changed == 0:
                 break
         for a in range(s):
             canon[nodes[a]] = nodes[center[a]]
-    return moved
+    return moved.sum()
 
 
 def choose_bands(num_perm: int, threshold: float) -> tuple[int, int]:
