@@ -7,11 +7,13 @@ The result is a class table (one row per passage, corpus order)::
     class_size: int32  members in the class
 
 Defaults (see :class:`DedupeParams`, chosen and measured in docs/dedupe.md): word 3-gram
-shingles, 128 permutations, 32 bands x 4 rows, candidates verified by the Jaccard estimated
-from signatures at 0.6, connected components with **canonical linkage**: every member must also
-pass verification against its class's canonical — the passage whose label it will receive —
-so that chains of overlapping passages do not drift into one class. Copies that differ only in
-case, punctuation or markup are identical after normalization and always share a class.
+shingles of letters and digits, 128 permutations, 32 bands x 4 rows, candidates verified by the
+exact Jaccard of their shingle sets at 0.6, **canonical linkage** (:func:`link_to_canonicals`):
+every member passes verification against its class's canonical — the passage whose label it
+will receive — so that chains of overlapping passages do not drift into one class, and the
+canonical is the passage with most near-duplicates so that they stay together. Copies that
+differ only in case, punctuation or markup are identical after normalization and always share
+a class.
 """
 
 from __future__ import annotations
