@@ -132,7 +132,7 @@ def sign_corpus(
     perms = permutations(params.num_perm, params.seed)
     cap = _passage_estimate(corpus)
     sig = np.empty((max(cap, 1), params.num_perm), np.uint32)
-    nw_parts, pid_parts, shingle_parts = [], [], []
+    nw_parts, pid_parts, shingle_parts, scratch = [], [], [], []
     n = 0
     for chunk in _chunks(corpus, params.chunk_rows):
         m = chunk.num_rows
@@ -141,7 +141,7 @@ def sign_corpus(
             grown[:n] = sig[:n]
             sig = grown
         res = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m],
-                         keep_shingles=keep_shingles)
+                         keep_shingles=keep_shingles, scratch=scratch)
         n += m
         nw_parts.append(res[1])
         pid_parts.append(chunk["pid"].combine_chunks() if isinstance(chunk["pid"], pa.ChunkedArray) else chunk["pid"])

@@ -125,10 +125,10 @@ def shingle_matrix(texts: pa.Array | pa.ChunkedArray, *, ngram: int = 3, norm: N
     return x, np.diff(starts)
 
 
-def _pairs_of_product(a, b, sizes_a_rows: np.ndarray, sizes: np.ndarray, row0: int, threshold: float):
-    """Pairs (row0 + r, c), c > row0 + r, of the product ``a @ b.T`` (shared shingles) whose
+def _pairs_of_product(a, bt, sizes_a_rows: np.ndarray, sizes: np.ndarray, row0: int, threshold: float):
+    """Pairs (row0 + r, c), c > row0 + r, of the product ``a @ bt`` (shared shingles) whose
     Jaccard reaches ``threshold``."""
-    prod = (a @ b.T).tocoo()
+    prod = (a @ bt).tocoo()
     r, c, inter = prod.row.astype(np.int64), prod.col.astype(np.int64), prod.data.astype(np.int64)
     keep = c > r + row0
     r, c, inter = r[keep], c[keep], inter[keep]
@@ -165,9 +165,10 @@ def exact_similar_pairs(
     n = x.shape[0]
     out_i, out_j, out_s = [], [], []
     if method == "product":
+        xt = x.T.tocsr()  # once, not per chunk
         for r0 in range(0, n, chunk_rows):
             blk = x[r0 : r0 + chunk_rows]
-            i, j, s = _pairs_of_product(blk, x, sizes[r0 : r0 + chunk_rows], sizes, r0, threshold)
+            i, j, s = _pairs_of_product(blk, xt, sizes[r0 : r0 + chunk_rows], sizes, r0, threshold)
             out_i.append(i), out_j.append(j), out_s.append(s)
     else:
         plen = np.where(sizes > 0, sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1, 0)
@@ -176,8 +177,9 @@ def exact_similar_pairs(
         take = np.concatenate([np.arange(indptr[k], indptr[k] + plen[k]) for k in range(n)]) if n else np.zeros(0, np.int64)
         pre = sp.csr_matrix((np.ones(len(take), np.int32), x.indices[take], np.concatenate([[0], np.cumsum(plen)])),
                             shape=x.shape)
+        pre_t = pre.T.tocsr()
         for r0 in range(0, n, chunk_rows):
-            cand = (pre[r0 : r0 + chunk_rows] @ pre.T).tocoo()
+            cand = (pre[r0 : r0 + chunk_rows] @ pre_t).tocoo()
             r, c = cand.row.astype(np.int64) + r0, cand.col.astype(np.int64)
             keep = c > r
             r, c = r[keep], c[keep]

@@ -127,6 +127,7 @@ def signatures(
     perms: tuple[np.ndarray, np.ndarray] | None = None,
     out: np.ndarray | None = None,
     keep_shingles: bool = False,
+    scratch: list | None = None,
 ):
     """MinHash signatures ``uint32[n, num_perm]`` and word counts ``int64[n]`` of passages
     (written into ``out`` when given: a C-contiguous ``uint32[n, num_perm]`` view).
@@ -134,7 +135,8 @@ def signatures(
     With ``keep_shingles`` also the passages' shingles as ``(starts, values)``: passage ``p``'s
     shingle hashes, after the 32-bit finalizer that MinHash applies (a bijection, so Jaccard
     similarities are those of the shingle sets), unsorted and with repeats, in
-    ``values[starts[p]:starts[p+1]]`` (:func:`sorted_sets` makes sets of them)."""
+    ``values[starts[p]:starts[p+1]]`` (:func:`sorted_sets` makes sets of them). ``scratch``: a
+    list that holds a work buffer from one call to the next."""
     if not 1 <= ngram <= MAX_SHINGLE:
         raise ValueError(f"ngram must be between 1 and {MAX_SHINGLE}")
     a, b = perms if perms is not None else permutations(num_perm, seed)
@@ -145,7 +147,12 @@ def signatures(
     if keep_shingles:
         sh_cap = np.zeros(n + 1, np.int64)
         np.cumsum(np.diff(offsets) // 2 + 2, out=sh_cap[1:])
-        sh_vals = np.empty(int(sh_cap[-1]), np.uint32)
+        if scratch is not None and scratch and len(scratch[0]) >= sh_cap[-1]:
+            sh_vals = scratch[0]  # reused across calls: its pages are already mapped
+        else:
+            sh_vals = np.empty(int(sh_cap[-1]), np.uint32)
+            if scratch is not None:
+                scratch[:] = [sh_vals]
         sh_count = np.zeros(n, np.int64)
     else:
         sh_cap, sh_vals, sh_count = np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64)
