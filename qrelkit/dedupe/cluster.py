@@ -222,13 +222,16 @@ def link_to_canonicals(n: int, i: np.ndarray, j: np.ndarray, pri: np.ndarray | N
     """Canonical linkage over the verified pairs ``(i, j)``: every member passes verification
     (``params.verify``: exact Jaccard of the shingle sets ``pos, starts, vals`` or the Jaccard
     estimated from the signature rows ``sig[pos[k]]``) against its class's canonical, the
-    passage whose label it receives, by construction (:func:`lsh.canonical_assign`).
+    passage whose label it receives, by construction.
 
-    Passages are taken in corpus order (``priority`` passages first): each joins, among the classes
-    of its verified neighbours whose canonical it passes, the one holding most of them, else founds
-    a class; then members move to a class holding more of their neighbours (whose canonical they
-    pass) until none does. Returns (canonical per passage, passages of a verified component left out
-    of the class of its first passage, members moved)."""
+    A connected component of verified pairs of up to :data:`SMALL_COMPONENT` passages gets all its
+    pairs checked (:func:`lsh.star_classes`): the passage with most near-duplicates still without a
+    class (``priority`` passages first) becomes a canonical and takes them, then members move to a
+    canonical they pass whose class holds more of their near-duplicates. In larger components
+    (:func:`lsh.canonical_assign`) passages are taken in corpus order (``priority`` first): each
+    joins, among the classes of its verified neighbours whose canonical it passes, the one holding
+    most of them, else founds a class; then members move likewise. Returns (canonical per passage,
+    passages of a verified component outside the class of its first passage, members moved)."""
     deg = np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
     nbr_starts = np.zeros(n + 1, np.int64)
     np.cumsum(deg, out=nbr_starts[1:])
