@@ -39,6 +39,7 @@ def scores_of(table: pa.Table, params: DedupeParams, **kw) -> dict:
     ("<!-- a comment --> body <!-- unclosed", ["body", "unclosed"]),
     ("<!DOCTYPE html><html><h1>Title</h1></html>", ["title"]),
     ("<blockquote>q</blockquote><xyzzy>z</xyzzy>", ["q", "xyzzy", "z", "xyzzy"]),  # unknown element: text
+    ('<p title="' + "x " * 2100 + '">y</p>', ["p", "title"] + ["x"] * 2100 + ["y"]),  # not closed within 4 kB
 ])
 def test_only_real_html_tags_are_stripped(text, expected):
     assert words(text, Normalization(keep_digits=True)) == expected

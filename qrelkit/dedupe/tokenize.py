@@ -6,7 +6,7 @@ pyarrow string array directly (no Python string per passage) and:
 * strips HTML tags, optional: ``<`` then a known HTML element name (:data:`HTML_ELEMENTS`, any
   case) or ``/name``, then attributes (quoted values may hold ``<`` and ``>``) and ``>``;
   ``<!-- ... -->`` comments and ``<!doctype ...>``. Anything else is text: ``<Company Inc>``,
-  ``<3``, ``a < b > c``;
+  ``<3``, ``a < b > c``, and so is a ``<name`` not closed within 4,096 bytes;
 * lower-cases (ASCII in the kernel; passages with non-ASCII text are lower-cased by pyarrow's
   Unicode ``utf8_lower`` first), optional;
 * splits into words: ASCII letters, ASCII digits (only with ``keep_digits``) and non-ASCII
@@ -132,6 +132,7 @@ HTML_ELEMENTS = (
     "template textarea tfoot th thead time title tr track tt u ul var video wbr xmp"
 ).split()
 _TAG_NAME_MAX = 10
+_TAG_MAX_BYTES = 4096
 
 
 @nb.njit(inline="always", cache=True)
@@ -198,10 +199,12 @@ def _skip_tag(data, i, end):
             return i + 1
         if j < end and not (_is_space(data[j]) or data[j] == 47 or data[j] == 62):
             return i + 1
-    # attributes up to '>'; a '<' outside quotes means this was not a tag
+    # attributes up to '>'; a '<' outside quotes, or no '>' within _TAG_MAX_BYTES, means this
+    # was not a tag (the bound keeps unclosed quotes from making tokenizing quadratic)
     quote = 0
     prev = 0
-    while j < end:
+    stop = min(end, i + _TAG_MAX_BYTES)
+    while j < stop:
         b = data[j]
         if quote:
             if b == quote:
