@@ -15,7 +15,7 @@ process's own memory, interpreter and imports included); the parent also records
 processes used meanwhile (the machine is shared). Medians over ``--repeats``.
 
 * **datasketch** (README loop): for each passage ``json.loads`` the line, Python tokenizing
-  (lower-case, ``re.findall(r"[a-z]+")``, word 3-gram shingles), ``MinHash(num_perm=128)`` +
+  (lower-case, ``re.findall(r"[a-z0-9]+")`` (``[a-z]+`` with ``keep_digits=False``), word 3-gram shingles), ``MinHash(num_perm=128)`` +
   ``update`` per shingle, ``MinHashLSH.query`` then ``insert``; candidates verified by
   ``MinHash.jaccard`` >= threshold; union-find; class table written as TSV.
 * **rensa, loop**: the same with ``RMinHash(128, seed)`` + ``update(shingles)`` and
@@ -26,7 +26,8 @@ processes used meanwhile (the machine is shared). Medians over ``--repeats``.
   verify, cluster) + ``write_table(classes, "classes.parquet", kind="classes")``.
 
 All tools use the same LSH parameters: qrelkit's defaults (128 permutations, 32 bands x 4 rows,
-candidates verified at an estimated Jaccard of 0.5, word 3-gram shingles). ``--peer-sample``
+threshold 0.6, word 3-gram shingles of letters and digits). The peers verify candidates by the
+Jaccard estimated from their signatures; qrelkit by its default, the exact Jaccard of shingle sets. ``--peer-sample``
 says how many passages each peer gets: at least the first size runs it on that whole corpus,
 side by side with qrelkit (``--peer-sample 1000000 --peer-repeats 1``: datasketch then takes
 about 20 minutes); fewer give a *class-closed* sample of the first size's corpus (the default,
@@ -98,10 +99,10 @@ def _write_classes_tsv(path: Path, pids: list[str], uf: _UnionFind) -> None:
             fh.write(f"{pid}\t{pids[uf.find(i)]}\n")
 
 
-def _py_tokenizer(ngram: int):
+def _py_tokenizer(ngram: int, keep_digits: bool = True):
     import re
 
-    word = re.compile(r"[a-z]+")
+    word = re.compile(r"[a-z0-9]+" if keep_digits else r"[a-z]+")
 
     def shingles(text: str) -> list[str]:
         ws = word.findall(text.lower())
@@ -131,7 +132,7 @@ def child_datasketch(corpus: Path, out: Path, p: dict) -> dict:
 
     t1 = time.perf_counter()
     rss_imports, c1 = peak_rss_mb(), cpu_s()
-    shingles = _py_tokenizer(p["ngram"])
+    shingles = _py_tokenizer(p["ngram"], p["keep_digits"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = MinHashLSH(threshold=thr, num_perm=K, params=(p["bands"], p["rows"]))
     uf, pids, mhs = _UnionFind(), [], []
@@ -169,7 +170,7 @@ def child_rensa_loop(corpus: Path, out: Path, p: dict) -> dict:
 
     t1 = time.perf_counter()
     rss_imports, c1 = peak_rss_mb(), cpu_s()
-    shingles = _py_tokenizer(p["ngram"])
+    shingles = _py_tokenizer(p["ngram"], p["keep_digits"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = RMinHashLSH(thr, K, p["bands"])
     uf, pids, mhs = _UnionFind(), [], []
@@ -206,7 +207,7 @@ def child_rensa_bulk(corpus: Path, out: Path, p: dict, chunk: int = 20_000) -> d
 
     t1 = time.perf_counter()
     rss_imports, c1 = peak_rss_mb(), cpu_s()
-    shingles = _py_tokenizer(p["ngram"])
+    shingles = _py_tokenizer(p["ngram"], p["keep_digits"])
     K, thr = p["num_perm"], p["threshold"]
     lsh = RMinHashLSH(thr, K, p["bands"])
     pids: list[str] = []
@@ -365,7 +366,7 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     classes are those of a plain run (the parent checks). Steps not wrapped (pid concatenation,
     duplicate-id check, the class table, ...) land in "cluster_corpus: rest"."""
     import qrelkit.io.corpus as corpus_mod
-    from qrelkit.dedupe import cluster, lsh, minhash
+    from qrelkit.dedupe import _exact, cluster, lsh, minhash
     from qrelkit.dedupe.cluster import DedupeParams
     from qrelkit.io import tables
 
@@ -379,7 +380,9 @@ def child_qrelkit_stages(corpus: Path, out: Path, p: dict) -> dict:
     T.wrap(lsh, "candidate_pairs", "band: candidate_pairs (np.unique)")
     T.wrap(lsh, "verify_signatures", "verify (signature Jaccard)")
     T.wrap(lsh, "union_components", "union-find")
-    T.wrap(cluster, "split_far_members", "canonical linkage (split far members)")
+    T.wrap(cluster, "exact_sets", "verify: shingle sets of candidates (sort)")
+    T.wrap(_exact, "exact_pairs", "verify (exact Jaccard)")
+    T.wrap(cluster, "link_to_canonicals", "canonical linkage")
     T.wrap(cluster, "class_table", "class table")
     T.wrap(cluster, "sign_corpus", "sign_corpus: rest (pid concat, duplicate check, ...)")
     T.wrap(cluster, "cluster_signed", "cluster_signed: rest (canonicals, ...)")
@@ -413,7 +416,7 @@ def child_main(argv: list[str]) -> int:
     elif a.child == "qrelkit-stages":
         res = child_qrelkit_stages(a.corpus, a.out, p)
     else:
-        lsh_p = {k: p[k] for k in ("ngram", "num_perm", "bands", "rows", "threshold", "seed")}
+        lsh_p = {k: p[k] for k in ("ngram", "num_perm", "bands", "rows", "threshold", "seed", "keep_digits")}
         fn = {"datasketch": child_datasketch, "rensa-loop": child_rensa_loop, "rensa-bulk": child_rensa_bulk}[a.child]
         res = fn(a.corpus, a.out, lsh_p)
     emit_result(res)
@@ -804,8 +807,9 @@ def render(d: dict) -> tuple[str, dict]:
     L = [f"Command: `{d['command']}`  ",
          f"Machine: {d.get('machine', '?')}; " + ", ".join(f"{k} {v}" for k, v in d["versions"].items()) + "  ",
          f"Parameters (all tools): word {params['ngram']}-gram shingles, {params['num_perm']} permutations, "
-         f"{params['bands']} bands x {params['rows']} rows, candidates verified at estimated Jaccard >= "
-         f"{params['threshold']}, connected components"
+         f"{params['bands']} bands x {params['rows']} rows, candidates verified at "
+         f"{'exact' if params.get('verify') == 'exact' else 'estimated'} Jaccard >= {params['threshold']} (peers: "
+         f"estimated), connected components"
          + (f" (qrelkit: {params['linkage']} linkage)" if "linkage" in params else "")
          + (f". Peers on class-closed samples of the {base:,}-passage corpus where the input says so."
             if d.get("samples") else "."),

@@ -7,11 +7,13 @@ The result is a class table (one row per passage, corpus order)::
     class_size: int32  members in the class
 
 Defaults (see :class:`DedupeParams`, chosen and measured in docs/dedupe.md): word 3-gram
-shingles, 128 permutations, 32 bands x 4 rows, candidates verified by the Jaccard estimated
-from signatures at 0.6, connected components with **canonical linkage**: every member must also
-pass verification against its class's canonical — the passage whose label it will receive —
-so that chains of overlapping passages do not drift into one class. Copies that differ only in
-case, punctuation or markup are identical after normalization and always share a class.
+shingles of letters and digits, 128 permutations, 32 bands x 4 rows, candidates verified by the
+exact Jaccard of their shingle sets at 0.6, **canonical linkage** (:func:`link_to_canonicals`):
+every member passes verification against its class's canonical — the passage whose label it
+will receive — so that chains of overlapping passages do not drift into one class, and the
+canonical is the passage with most near-duplicates so that they stay together. Copies that
+differ only in case, punctuation or markup are identical after normalization and always share
+a class.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.dedupe import lsh
-from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
+from qrelkit.dedupe.minhash import permutations, signatures, sorted_sets
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
 
@@ -35,6 +37,7 @@ VERIFY = ("none", "signature", "exact")
 MODES = ("components", "greedy")
 CANONICAL = ("first", "priority")
 LINKAGE = ("canonical", "single")
+SMALL_COMPONENT = 32  # verified components up to this size get all their pairs checked (star classes)
 
 
 @dataclass
@@ -47,13 +50,13 @@ class DedupeParams:
     rows: int = 4
     seed: int = 1
     threshold: float = 0.6
-    verify: str = "signature"
+    verify: str = "exact"
     mode: str = "components"
     linkage: str = "canonical"
     canonical: str = "first"
     lower: bool = True
     strip_html: bool = True
-    keep_digits: bool = False
+    keep_digits: bool = True
     chunk_rows: int = 100_000
 
     def __post_init__(self) -> None:
@@ -92,7 +95,7 @@ class Signed:
     pids: pa.Array
     sig: np.ndarray  # uint32[n, num_perm]
     nwords: np.ndarray  # int64[n]
-    texts: list[pa.Array] = field(default_factory=list)  # kept only for exact verification
+    shingles: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # per chunk, for exact verification
 
 
 def _chunks(corpus: str | os.PathLike | pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
@@ -121,14 +124,15 @@ def sign_corpus(
     corpus: str | os.PathLike | pa.Table,
     params: DedupeParams,
     *,
-    keep_texts: bool = False,
+    keep_shingles: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> Signed:
-    """Stream the corpus and compute every passage's signature."""
+    """Stream the corpus and compute every passage's signature (and keep its shingles, for exact
+    verification)."""
     perms = permutations(params.num_perm, params.seed)
     cap = _passage_estimate(corpus)
     sig = np.empty((max(cap, 1), params.num_perm), np.uint32)
-    nw_parts, pid_parts, texts = [], [], []
+    nw_parts, pid_parts, shingle_parts, scratch = [], [], [], []
     n = 0
     for chunk in _chunks(corpus, params.chunk_rows):
         m = chunk.num_rows
@@ -136,13 +140,13 @@ def sign_corpus(
             grown = np.empty((max(2 * len(sig), n + m), params.num_perm), np.uint32)
             grown[:n] = sig[:n]
             sig = grown
-        _, nw = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m])
+        res = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m],
+                         keep_shingles=keep_shingles, scratch=scratch)
         n += m
-        nw_parts.append(nw)
+        nw_parts.append(res[1])
         pid_parts.append(chunk["pid"].combine_chunks() if isinstance(chunk["pid"], pa.ChunkedArray) else chunk["pid"])
-        if keep_texts:
-            t = chunk["text"]
-            texts.append(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t)
+        if keep_shingles:
+            shingle_parts.append(res[2])
         if progress:
             progress(m)
     if n == 0:
@@ -155,36 +159,28 @@ def sign_corpus(
         bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
         raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus",
                          file=None if isinstance(corpus, pa.Table) else str(corpus))
-    return Signed(pids=pids, sig=sig, nwords=np.concatenate(nw_parts), texts=texts)
+    return Signed(pids=pids, sig=sig, nwords=np.concatenate(nw_parts), shingles=shingle_parts)
 
 
-def _exact_verdicts(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams) -> np.ndarray:
-    """Exact Jaccard of the shingle sets (32-bit shingle hashes) of each candidate pair."""
-    involved = np.unique(np.concatenate([i, j]))
+def exact_sets(signed: Signed, rows: np.ndarray, params: DedupeParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shingle sets (sorted unique 32-bit shingle hashes) of the passages ``rows`` (sorted, unique):
+    ``(pos, starts, vals)`` with passage ``k``'s set in ``vals[starts[pos[k]]:starts[pos[k]+1]]``."""
     pos = np.full(len(signed.pids), -1, np.int64)
-    pos[involved] = np.arange(len(involved))
-    starts_all, vals_all = [], []
-    base = 0
-    offset_vals = 0
-    chunk_starts = []
-    for t in signed.texts:
-        n = len(t)
-        rows = involved[(involved >= base) & (involved < base + n)] - base
-        st, vals = shingle_sets(t, rows, ngram=params.ngram, norm=params.norm)
-        chunk_starts.append(st[:-1] + offset_vals)
-        vals_all.append(vals)
-        offset_vals += len(vals)
-        starts_all.append(st)
+    pos[rows] = np.arange(len(rows))
+    chunk_starts, vals_all = [], []
+    base = offset_vals = 0
+    for st_all, v_all in signed.shingles:
+        n = len(st_all) - 1
+        sub = rows[(rows >= base) & (rows < base + n)] - base
+        if len(sub):
+            st, vals = sorted_sets(st_all, v_all, sub)
+            chunk_starts.append(st[:-1] + offset_vals)
+            vals_all.append(vals)
+            offset_vals += len(vals)
         base += n
-    starts = np.concatenate(chunk_starts + [np.array([offset_vals])])
+    starts = np.concatenate(chunk_starts + [np.array([offset_vals], np.int64)])
     vals = np.concatenate(vals_all) if vals_all else np.zeros(0, np.uint32)
-    return _exact_kernel(starts, vals, pos[i], pos[j], params.threshold)
-
-
-def _exact_kernel(starts, vals, a, b, threshold):
-    from qrelkit.dedupe._exact import exact_pairs
-
-    return exact_pairs(starts, vals, a, b, threshold)
+    return pos, starts, vals
 
 
 @dataclass
@@ -197,11 +193,14 @@ class Clustering:
     sig: np.ndarray | None = None  # the signatures (for an incremental index)
 
 
-def _verify(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams) -> np.ndarray:
+def _verify(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams, sets=None) -> np.ndarray:
     if params.verify == "signature":
         return lsh.verify_signatures(signed.sig, i, j, params.threshold)
     if params.verify == "exact":
-        return _exact_verdicts(signed, i, j, params)
+        from qrelkit.dedupe._exact import exact_pairs
+
+        pos, starts, vals = sets
+        return exact_pairs(starts, vals, pos[i], pos[j], params.threshold)
     return np.ones(len(i), bool)
 
 
@@ -217,34 +216,57 @@ def _canonicals(root: np.ndarray, pri: np.ndarray | None) -> np.ndarray:
     return np.where(best[root] >= 0, best[root], root)
 
 
-def split_far_members(check, n, i, j, root, canon, pri, max_rounds: int = 50):
-    """Canonical linkage: every member must itself pass verification against its class's
-    canonical (the passage whose label it receives). Members that do not leave the class and are
-    clustered again among themselves (over the verified pairs ``i, j`` between them), until all
-    pass. ``check(a, b)`` returns the verdicts for pairs ``(a[k], b[k])``."""
-    detached = 0
-    active = np.ones(n, bool)
-    for _ in range(max_rounds):
-        members = np.flatnonzero((canon != np.arange(n)) & active)
-        if len(members) == 0:
-            break
-        far = members[~check(members, canon[members])]
-        if len(far) == 0:
-            break
-        detached += len(far)
-        out = np.zeros(n, bool)
-        out[far] = True
-        inside = out[i] & out[j]
-        sub_root = lsh.union_components(n, i[inside], j[inside])
-        root = np.where(out, sub_root, root)
-        canon = np.where(out, _canonicals(sub_root, pri), canon)
-        active = out
-    return root, canon, detached
+def link_to_canonicals(n: int, i: np.ndarray, j: np.ndarray, pri: np.ndarray | None, params: DedupeParams,
+                       pos: np.ndarray, starts: np.ndarray, vals: np.ndarray, sig: np.ndarray | None,
+                       rounds: int = 10) -> tuple[np.ndarray, int, int]:
+    """Canonical linkage over the verified pairs ``(i, j)``: every member passes verification
+    (``params.verify``: exact Jaccard of the shingle sets ``pos, starts, vals`` or the Jaccard
+    estimated from the signature rows ``sig[pos[k]]``) against its class's canonical, the
+    passage whose label it receives, by construction.
+
+    A connected component of verified pairs of up to :data:`SMALL_COMPONENT` passages gets all its
+    pairs checked (:func:`lsh.star_classes`): the passage with most near-duplicates still without a
+    class (``priority`` passages first) becomes a canonical and takes them, then members move to a
+    canonical they pass whose class holds more of their near-duplicates. In larger components
+    (:func:`lsh.canonical_assign`) passages are taken in corpus order (``priority`` first): each
+    joins, among the classes of its verified neighbours whose canonical it passes, the one holding
+    most of them, else founds a class; then members move likewise. Returns (canonical per passage,
+    passages of a verified component outside the class of its first passage, members moved)."""
+    deg = np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
+    nbr_starts = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=nbr_starts[1:])
+    src = np.concatenate([i, j])
+    dst = np.concatenate([j, i])
+    nbrs = dst[np.argsort(src, kind="stable")]
+    if pri is not None and pri.any():
+        order = np.concatenate([np.flatnonzero(pri), np.flatnonzero(~pri)])
+    else:
+        order = np.arange(n)
+    use_sig = params.verify == "signature"
+    sig_rows = sig if use_sig else np.zeros((1, 1), np.uint32)
+    root = lsh.union_components(n, i, j)
+    size = np.bincount(root, minlength=n)
+    small = (size[root] >= 2) & (size[root] <= SMALL_COMPONENT)
+    comp_nodes = np.flatnonzero(small)
+    comp_nodes = comp_nodes[np.argsort(root[comp_nodes], kind="stable")]
+    comp_starts = np.concatenate([[0], np.cumsum(size[np.unique(root[comp_nodes])])]).astype(np.int64)
+    canon = np.full(n, -1, np.int64)
+    pri_mask = pri if pri is not None else np.zeros(n, bool)
+    moved = lsh.star_classes(comp_starts, comp_nodes, pri_mask, pos, starts, vals, sig_rows, use_sig,
+                             params.threshold, canon, rounds)
+    canon[deg == 0] = np.flatnonzero(deg == 0)
+    order = order[canon[order] < 0]  # passages of large components
+    canon, moved_large = lsh.canonical_assign(n, order, nbr_starts, nbrs, pos, starts, vals, sig_rows, use_sig,
+                                              params.threshold, rounds, canon)
+    moved += moved_large
+    detached = int(((deg > 0) & (canon != canon[root])).sum())
+    return canon, detached, int(moved)
 
 
 def class_table(pids: pa.Array, canon: np.ndarray, params: DedupeParams, **counts) -> tuple[pa.Table, dict]:
     """The class table and the statistics of a clustering from each passage's canonical index.
-    ``counts``: empty_passages, candidate_pairs, verified_pairs, detached_from_canonical."""
+    ``counts``: empty_passages, candidate_pairs, verified_pairs, detached_from_canonical (passages of
+    a verified component outside its first passage's class), moved_between_classes."""
     n = len(pids)
     sizes = np.bincount(canon, minlength=n)
     class_size = sizes[canon].astype(np.int32)
@@ -262,6 +284,7 @@ def class_table(pids: pa.Array, canon: np.ndarray, params: DedupeParams, **count
         "candidate_pairs": int(counts.get("candidate_pairs", 0)),
         "verified_pairs": int(counts.get("verified_pairs", 0)),
         "detached_from_canonical": int(counts.get("detached_from_canonical", 0)),
+        "moved_between_classes": int(counts.get("moved_between_classes", 0)),
         "s_curve": {str(k): round(v, 6) for k, v in params.s_curve().items()},
     }
     return table, stats
@@ -277,24 +300,30 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
     pri = None
     if params.canonical == "priority" and priority is not None:
         pri = pc.is_in(signed.pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
-    detached = 0
+    detached = moved = 0
     if params.mode == "greedy":
         root = lsh.greedy_claims(first, signed.sig, params.threshold, params.verify != "none")
         n_verified = int((root != np.arange(n)).sum())
         canon = _canonicals(root, pri)
     else:
-        ok = _verify(signed, i, j, params)
+        sets = None
+        if params.verify == "exact":
+            sets = exact_sets(signed, np.unique(np.concatenate([i, j])), params)
+        ok = _verify(signed, i, j, params, sets)
         i, j = i[ok], j[ok]
         n_verified = len(i)
-        root = lsh.union_components(n, i, j)
-        canon = _canonicals(root, pri)
         if params.linkage == "canonical" and params.verify != "none":
-            root, canon, detached = split_far_members(
-                lambda a, b: _verify(signed, a, b, params), n, i, j, root, canon, pri)
+            if sets is None:
+                pos, starts, vals = np.arange(n), np.zeros(1, np.int64), np.zeros(0, np.uint32)
+            else:
+                pos, starts, vals = sets
+            canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, signed.sig)
+        else:
+            canon = _canonicals(lsh.union_components(n, i, j), pri)
     del first
     table, stats = class_table(signed.pids, canon, params, empty_passages=int(empty.sum()),
                                candidate_pairs=n_candidates, verified_pairs=n_verified,
-                               detached_from_canonical=detached)
+                               detached_from_canonical=detached, moved_between_classes=moved)
     return Clustering(classes=table, params=params, stats=stats, sig=signed.sig)
 
 
@@ -321,7 +350,7 @@ def cluster_corpus(
     {'docid': ['p1', 'p2', 'p3'], 'class_id': ['p1', 'p1', 'p3'], 'class_size': [2, 2, 1]}
     """
     params = params or DedupeParams()
-    signed = sign_corpus(corpus, params, keep_texts=params.verify == "exact", progress=progress)
+    signed = sign_corpus(corpus, params, keep_shingles=params.verify == "exact", progress=progress)
     return cluster_signed(signed, params, priority=priority)
 
 

@@ -22,9 +22,10 @@ share; tasks exchange only file names and counts through the scheduler):
    range from all reduce outputs, makes them unique (``lsh.candidate_pairs``), and verifies them
    (``signature``: ``lsh.verify_signatures`` on the signature rows it loads from the spill files;
    ``exact``: exact Jaccard of shingle sets of the texts it loads; ``none``).
-4. **Classes at the client.** Connected components of the verified pairs (``lsh.union_components``),
-   canonical members, canonical linkage (members checked against their canonical, in tasks,
-   round by round as the local mode does) and the class table. ``mode="greedy"`` gathers the
+4. **Classes at the client.** Canonical linkage over the verified pairs
+   (``cluster.link_to_canonicals``, as the local mode: the shingle sets or signature rows of the
+   passages in verified pairs are loaded from the spill files), or connected components
+   (``lsh.union_components``) with ``linkage="single"``, and the class table. ``mode="greedy"`` gathers the
    ``first`` matrix (bands x passages, int32) and the signatures (memory-mapped) at the client
    and runs ``lsh.greedy_claims`` there: exact parity, but sequential and bounded by the client.
 
@@ -34,7 +35,6 @@ client and every worker process (docs/dedupe-dask.md).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -56,7 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qrelkit.dedupe import lsh
-from qrelkit.dedupe.cluster import Clustering, DedupeParams, _canonicals, class_table, split_far_members
+from qrelkit.dedupe.cluster import Clustering, DedupeParams, _canonicals, class_table, link_to_canonicals
 from qrelkit.errors import InputError
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
@@ -435,14 +435,6 @@ def _verify_task(r: int, lo: int, hi: int, pair_files: list[str], ctx: _Ctx, _de
     return len(cand), int(ok.sum())
 
 
-def _check_task(name: str, lo: int, hi: int, ctx: _Ctx) -> str:
-    pairs = _load_npy(Path(ctx.spill) / f"{name}.npy")
-    ok = _check_pairs(np.array(pairs[0, lo:hi]), np.array(pairs[1, lo:hi]), ctx)
-    out = Path(ctx.spill) / f"{name}_{lo}.npy"
-    _save_npy(out, ok)
-    return str(out)
-
-
 def _stream_size(path: str) -> int:
     from qrelkit.io.corpus import _open
 
@@ -576,7 +568,7 @@ def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: 
     pri = None
     if params.canonical == "priority" and priority is not None:
         pri = pc.is_in(pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
-    detached = 0
+    detached = moved = 0
     if greedy:
         first = np.full((params.bands, n), -1, np.int32)
         for g in range(len(groups)):
@@ -607,26 +599,24 @@ def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: 
         i, j = codes // n, codes % n
         del codes
         n_verified = len(i)
-        root = lsh.union_components(n, i, j)
-        canon = _canonicals(root, pri)
         if params.linkage == "canonical" and params.verify != "none":
-            rounds = itertools.count()
-
-            def check(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-                name = f"check_{next(rounds)}"
-                _save_npy(spill / f"{name}.npy", np.stack([a, b]))
-                step = max(1, math.ceil(len(a) / len(ranges)))
-                outs = _gather_in_order([client.submit(_check_task, name, lo, min(lo + step, len(a)), ctx,
-                                                       key=f"qrelkit-{name}-{lo}-{token}")
-                                         for lo in range(0, len(a), step)])
-                return np.concatenate([np.load(o) for o in outs])
-
-            root, canon, detached = split_far_members(check, n, i, j, root, canon, pri)
+            inv = np.unique(np.concatenate([i, j]))
+            pos = np.full(n, -1, np.int64)
+            pos[inv] = np.arange(len(inv))
+            if params.verify == "exact":
+                starts, vals = _shingle_rows(inv, ctx)
+                sub = None
+            else:
+                starts, vals, sub = np.zeros(1, np.int64), np.zeros(0, np.uint32), _sig_rows(inv, ctx)
+            canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, sub)
+        else:
+            canon = _canonicals(lsh.union_components(n, i, j), pri)
     timings["components"] = time.perf_counter() - t2 - timings.get("verify", 0.0)
     t3 = time.perf_counter()
 
     table, stats = class_table(pids, canon, params, empty_passages=empties, candidate_pairs=n_candidates,
-                               verified_pairs=n_verified, detached_from_canonical=detached)
+                               verified_pairs=n_verified, detached_from_canonical=detached,
+                               moved_between_classes=moved)
     timings["table"] = time.perf_counter() - t3
     sig = _concat_signatures(ctx, None) if return_signatures else None
     timings["total"] = time.perf_counter() - t0

@@ -101,3 +101,139 @@ def evaluate_classes(found: pa.Table, truth: pa.Table, corpus, *, norm: Normaliz
     parts = [c.filter(pc.is_in(c["pid"], value_set=need)).select(["pid", "text"]) for c in iter_corpus(corpus)]
     texts = pa.concat_tables(parts) if parts else pa.table({"pid": pa.array([], pa.string()), "text": pa.array([], pa.string())})
     return pair_scores(found, truth), copy_recall_by_edits(found, truth, texts, norm=norm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact truth: every pair of passages whose exact Jaccard of shingle sets reaches a threshold.
+
+
+def shingle_matrix(texts: pa.Array | pa.ChunkedArray, *, ngram: int = 3, norm: Normalization = Normalization()):
+    """Sparse binary passage x shingle matrix (``scipy.sparse.csr_matrix``, int32) of the shingle
+    sets qrelkit clusters (32-bit shingle hashes; columns ordered by document frequency, rarest
+    first) and the set sizes."""
+    import scipy.sparse as sp
+
+    from qrelkit.dedupe.minhash import shingle_sets
+
+    n = len(texts)
+    starts, vals = shingle_sets(texts, np.arange(n), ngram=ngram, norm=norm)
+    uniq, col, df = np.unique(vals, return_inverse=True, return_counts=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.lexsort((uniq, df))] = np.arange(len(uniq))  # rarest first, then by hash
+    x = sp.csr_matrix((np.ones(len(vals), np.int32), rank[col], starts), shape=(n, len(uniq)))
+    x.sort_indices()
+    return x, np.diff(starts)
+
+
+def _pairs_of_product(a, bt, sizes_a_rows: np.ndarray, sizes: np.ndarray, row0: int, threshold: float):
+    """Pairs (row0 + r, c), c > row0 + r, of the product ``a @ bt`` (shared shingles) whose
+    Jaccard reaches ``threshold``."""
+    prod = (a @ bt).tocoo()
+    r, c, inter = prod.row.astype(np.int64), prod.col.astype(np.int64), prod.data.astype(np.int64)
+    keep = c > r + row0
+    r, c, inter = r[keep], c[keep], inter[keep]
+    jac = inter / (sizes_a_rows[r] + sizes[c] - inter)
+    ok = jac >= threshold
+    return r[ok] + row0, c[ok], jac[ok]
+
+
+def exact_similar_pairs(
+    texts: pa.Array | pa.ChunkedArray,
+    threshold: float,
+    *,
+    ngram: int = 3,
+    norm: Normalization = Normalization(),
+    chunk_rows: int = 2000,
+    method: str = "product",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair ``i < j`` of passages whose exact Jaccard of shingle sets is at least
+    ``threshold`` (passages without words have no pairs): ``(i, j, jaccard)`` sorted by (i, j).
+
+    ``method="product"``: brute force, ``X @ X.T`` of the binary shingle matrix in row chunks.
+    ``method="prefix"``: the same pairs, exactly, with the prefix filter of all-pairs similarity
+    joins (Bayardo et al. 2007; Chaudhuri et al. 2006): with shingles ordered rarest first, two
+    sets of Jaccard >= t share a shingle among the first ``|a| - ceil(t |a|) + 1`` of each, so
+    only pairs sharing a prefix shingle are scored (for corpora too large for the full product).
+    """
+    import scipy.sparse as sp
+
+    from qrelkit.dedupe._exact import jaccard_pairs
+
+    if method not in ("product", "prefix"):
+        raise ValueError("method must be 'product' or 'prefix'")
+    x, sizes = shingle_matrix(texts, ngram=ngram, norm=norm)
+    n = x.shape[0]
+    out_i, out_j, out_s = [], [], []
+    if method == "product":
+        xt = x.T.tocsr()  # once, not per chunk
+        for r0 in range(0, n, chunk_rows):
+            blk = x[r0 : r0 + chunk_rows]
+            i, j, s = _pairs_of_product(blk, xt, sizes[r0 : r0 + chunk_rows], sizes, r0, threshold)
+            out_i.append(i), out_j.append(j), out_s.append(s)
+    else:
+        plen = np.where(sizes > 0, sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1, 0)
+        plen = np.minimum(np.maximum(plen, 0), sizes)
+        indptr = x.indptr
+        take = np.concatenate([np.arange(indptr[k], indptr[k] + plen[k]) for k in range(n)]) if n else np.zeros(0, np.int64)
+        pre = sp.csr_matrix((np.ones(len(take), np.int32), x.indices[take], np.concatenate([[0], np.cumsum(plen)])),
+                            shape=x.shape)
+        pre_t = pre.T.tocsr()
+        for r0 in range(0, n, chunk_rows):
+            cand = (pre[r0 : r0 + chunk_rows] @ pre_t).tocoo()
+            r, c = cand.row.astype(np.int64) + r0, cand.col.astype(np.int64)
+            keep = c > r
+            r, c = r[keep], c[keep]
+            if len(r) == 0:
+                continue
+            jac = jaccard_pairs(x.indptr, x.indices, r, c)  # rows of x are sorted column indices
+            ok = jac >= threshold
+            out_i.append(r[ok]), out_j.append(c[ok]), out_s.append(jac[ok])
+    if not out_i:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    i, j, s = np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
+    order = np.lexsort((j, i))
+    return i[order], j[order], s[order]
+
+
+def exact_scores(
+    class_of: np.ndarray,
+    texts: pa.Array | pa.ChunkedArray,
+    threshold: float,
+    *,
+    ngram: int = 3,
+    norm: Normalization = Normalization(),
+    truth: tuple[np.ndarray, np.ndarray] | None = None,
+    method: str = "product",
+) -> dict:
+    """A clustering against the exact truth at its own threshold and shingling.
+
+    ``class_of[k]``: index (into ``texts``) of passage k's canonical. Returns edge precision (the
+    share of class members whose exact Jaccard to their canonical reaches ``threshold``) and the
+    lowest such Jaccard; pair recall (true pairs — exact Jaccard >= threshold — placed in one
+    class) and pair precision (pairs placed in one class that are true pairs). ``truth``: the
+    true pairs ``(i, j)`` when already known (else :func:`exact_similar_pairs`)."""
+    from qrelkit.dedupe._exact import jaccard_pairs
+    from qrelkit.dedupe.minhash import shingle_sets
+
+    class_of = np.asarray(class_of, np.int64)
+    n = len(class_of)
+    if truth is None:
+        ti, tj, _ = exact_similar_pairs(texts, threshold, ngram=ngram, norm=norm, method=method)
+    else:
+        ti, tj = truth
+    members = np.flatnonzero(class_of != np.arange(n))
+    starts, vals = shingle_sets(texts, np.arange(n), ngram=ngram, norm=norm)
+    jm = jaccard_pairs(starts, vals, members, class_of[members])
+    sizes = np.bincount(class_of, minlength=n).astype(np.int64)
+    found_pairs = int((sizes * (sizes - 1) // 2).sum())
+    together = class_of[ti] == class_of[tj]
+    tp = int(together.sum())
+    return {
+        "passages": n, "threshold": threshold, "members": len(members),
+        "members_below_threshold": int((jm < threshold).sum()),
+        "edge_precision": float((jm >= threshold).mean()) if len(members) else 1.0,
+        "lowest_member_jaccard": float(jm.min()) if len(members) else 1.0,
+        "true_pairs": len(ti), "found_pairs": found_pairs, "true_pairs_in_one_class": tp,
+        "pair_recall": tp / len(ti) if len(ti) else 1.0,
+        "pair_precision": tp / found_pairs if found_pairs else 1.0,
+    }

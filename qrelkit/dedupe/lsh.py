@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from qrelkit.dedupe._exact import set_jaccard
 from qrelkit.dedupe.tokenize import _mix64
 
 NO_EDGE = np.int64(-1)
@@ -183,6 +184,157 @@ def greedy_claims(first, sig, threshold, verify_sig):
                 if not verify_sig or _sig_jaccard(sig, i, lead) >= threshold:
                     owner[lead] = i
     return owner
+
+
+@nb.njit(inline="always", cache=True)
+def _pair_jaccard(pos, starts, vals, sig, use_sig, a, b):
+    if use_sig:
+        return _sig_jaccard(sig, pos[a], pos[b])
+    return set_jaccard(starts, vals, pos[a], pos[b])
+
+
+@nb.njit(cache=True)
+def _best_class(x, nbr_starts, nbrs, canon, count, touched, pos, starts, vals, sig, use_sig, threshold, skip):
+    """The class (its canonical) that ``x`` joins: among the classes of its assigned neighbours
+    whose canonical passes against ``x`` (``skip``: a class not to consider), the one holding
+    most of its neighbours, then the one whose canonical is nearest, then the first; -1 if none.
+    Also returns the number of x's neighbours in the chosen class."""
+    m = 0
+    for q in range(nbr_starts[x], nbr_starts[x + 1]):
+        c = canon[nbrs[q]]
+        if c < 0 or nbrs[q] == x:
+            continue
+        if count[c] == 0:
+            touched[m] = c
+            m += 1
+        count[c] += 1
+    best, best_n, best_j = -1, 0, -1.0
+    for t in range(m):
+        c = touched[t]
+        k = count[c]
+        count[c] = 0
+        if c == skip or c == x or k < best_n:
+            continue
+        jac = _pair_jaccard(pos, starts, vals, sig, use_sig, x, c)
+        if jac < threshold:
+            continue
+        if k > best_n or jac > best_j or (jac == best_j and c < best):
+            best, best_n, best_j = c, k, jac
+    return best, best_n
+
+
+@nb.njit(cache=True)
+def canonical_assign(n, order, nbr_starts, nbrs, pos, starts, vals, sig, use_sig, threshold, rounds, init=None):
+    """Canonical linkage over the graph of verified pairs (CSR ``nbr_starts``, ``nbrs``).
+
+    Passages are taken in ``order``; each joins the class of an earlier-taken neighbour whose
+    canonical it passes itself (Jaccard >= ``threshold``, exact from the shingle sets ``starts``,
+    ``vals`` or estimated from the signature rows ``sig``; ``pos`` maps a passage to its row), else
+    it founds a class and is its canonical. Then up to ``rounds`` passes move a member to the
+    class of its neighbours where more of them sit, again only when it passes that class's
+    canonical. Every member passes its canonical by construction. Passages already assigned in
+    ``init`` (canonical >= 0) stay as they are. Returns (canonical per passage, members moved)."""
+    canon = np.full(n, -1, np.int64) if init is None else init.copy()
+    fixed = canon >= 0
+    count = np.zeros(n, np.int64)
+    touched = np.empty(max(n, 1), np.int64)
+    for x in order:
+        if fixed[x]:
+            continue
+        c, k = _best_class(x, nbr_starts, nbrs, canon, count, touched, pos, starts, vals, sig, use_sig, threshold, -1)
+        canon[x] = x if c < 0 else c
+    moved = 0
+    for _ in range(rounds):
+        changed = 0
+        for x in order:
+            cur = canon[x]
+            if cur == x or fixed[x]:
+                continue
+            here = 0
+            for q in range(nbr_starts[x], nbr_starts[x + 1]):
+                if canon[nbrs[q]] == cur or nbrs[q] == cur:
+                    here += 1
+            c, k = _best_class(x, nbr_starts, nbrs, canon, count, touched, pos, starts, vals, sig, use_sig, threshold, cur)
+            if c >= 0 and k > here:
+                canon[x] = c
+                changed += 1
+        moved += changed
+        if changed == 0:
+            break
+    return canon, moved
+
+
+@nb.njit(parallel=True, cache=True)
+def star_classes(comp_starts, comp_nodes, pri, pos, starts, vals, sig, use_sig, threshold, canon, rounds):
+    """Classes of small components (``comp_nodes[comp_starts[k]:comp_starts[k+1]]``, corpus order)
+    from the exact graph of all their pairs (Jaccard >= ``threshold``): the passage with most
+    unclassed near-duplicates (priority passages first, then the first in corpus order on ties)
+    becomes a canonical and takes them all, until every passage has a class; then a member moves
+    to the class of another canonical it is a near-duplicate of when that class holds more of its
+    near-duplicates. Writes ``canon``; returns the members moved."""
+    moved = np.zeros(max(len(comp_starts) - 1, 0), np.int64)
+    for k in nb.prange(len(comp_starts) - 1):
+        nodes = comp_nodes[comp_starts[k] : comp_starts[k + 1]]
+        s = len(nodes)
+        if s == 2:  # one verified pair: the first passage (or the priority one) is the canonical
+            c = nodes[1] if pri[nodes[1]] and not pri[nodes[0]] else nodes[0]
+            canon[nodes[0]] = c
+            canon[nodes[1]] = c
+            continue
+        adj = np.zeros((s, s), np.bool_)
+        for a in range(s):
+            for b in range(a + 1, s):
+                near = _pair_jaccard(pos, starts, vals, sig, use_sig, nodes[a], nodes[b]) >= threshold
+                adj[a, b] = near
+                adj[b, a] = near
+        center = np.full(s, -1, np.int64)
+        left = s
+        while left > 0:
+            best, best_key = -1, -1
+            for a in range(s):
+                if center[a] >= 0:
+                    continue
+                free = 0
+                for b in range(s):
+                    if adj[a, b] and center[b] < 0:
+                        free += 1
+                key = free + (s + 1 if pri[nodes[a]] else 0)
+                if key > best_key:
+                    best, best_key = a, key
+            center[best] = best
+            left -= 1
+            for b in range(s):
+                if adj[best, b] and center[b] < 0:
+                    center[b] = best
+                    left -= 1
+        for _ in range(rounds):
+            changed = 0
+            for a in range(s):
+                c = center[a]
+                if c == a:
+                    continue
+                here = 0
+                for b in range(s):
+                    if adj[a, b] and center[b] == c:
+                        here += 1
+                best, best_n = c, here
+                for d in range(s):
+                    if center[d] == d and d != c and adj[a, d]:
+                        m = 0
+                        for b in range(s):
+                            if adj[a, b] and center[b] == d:
+                                m += 1
+                        if m > best_n:
+                            best, best_n = d, m
+                if best != c:
+                    center[a] = best
+                    changed += 1
+            moved[k] += changed
+            if changed == 0:
+                break
+        for a in range(s):
+            canon[nodes[a]] = nodes[center[a]]
+    return moved.sum()
 
 
 def choose_bands(num_perm: int, threshold: float) -> tuple[int, int]:

@@ -82,16 +82,21 @@ def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
 
 
 @nb.njit(parallel=True, cache=True)
-def _signatures(data, offsets, n, cls, low, a, b, sig, nwords):
+def _signatures(data, offsets, n, cls, low, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count):
     npass = len(offsets) - 1
     K = a.shape[0]
     for p in nb.prange(npass):
         ring = np.empty(n, np.uint64)
-        xs = np.empty((offsets[p + 1] - offsets[p]) // 2 + 2, np.uint32)  # at most one word per two bytes
+        if keep:  # the passage's shingles go straight to its slot of sh_vals
+            xs = sh_vals[sh_cap[p] : sh_cap[p + 1]]
+        else:
+            xs = np.empty((offsets[p + 1] - offsets[p]) // 2 + 2, np.uint32)  # at most one word per two bytes
         m, count = _passage_shingles(data, offsets[p], offsets[p + 1], n, cls, low, ring, xs, 0)
         for j in range(m):
             xs[j] = _fmix32(xs[j])
         nwords[p] = count
+        if keep:
+            sh_count[p] = m
         if m == 0:
             for k in range(K):
                 sig[p, k] = EMPTY
@@ -106,6 +111,12 @@ def _signatures(data, offsets, n, cls, low, a, b, sig, nwords):
             sig[p, k] = best
 
 
+@nb.njit(parallel=True, cache=True)
+def _compact(sh_cap, sh_vals, sh_count, starts, out):
+    for p in nb.prange(len(sh_count)):
+        out[starts[p] : starts[p + 1]] = sh_vals[sh_cap[p] : sh_cap[p] + sh_count[p]]
+
+
 def signatures(
     texts: pa.Array | pa.ChunkedArray,
     *,
@@ -115,9 +126,17 @@ def signatures(
     norm: Normalization = Normalization(),
     perms: tuple[np.ndarray, np.ndarray] | None = None,
     out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    keep_shingles: bool = False,
+    scratch: list | None = None,
+):
     """MinHash signatures ``uint32[n, num_perm]`` and word counts ``int64[n]`` of passages
-    (written into ``out`` when given: a C-contiguous ``uint32[n, num_perm]`` view)."""
+    (written into ``out`` when given: a C-contiguous ``uint32[n, num_perm]`` view).
+
+    With ``keep_shingles`` also the passages' shingles as ``(starts, values)``: passage ``p``'s
+    shingle hashes, after the 32-bit finalizer that MinHash applies (a bijection, so Jaccard
+    similarities are those of the shingle sets), unsorted and with repeats, in
+    ``values[starts[p]:starts[p+1]]`` (:func:`sorted_sets` makes sets of them). ``scratch``: a
+    list that holds a work buffer from one call to the next."""
     if not 1 <= ngram <= MAX_SHINGLE:
         raise ValueError(f"ngram must be between 1 and {MAX_SHINGLE}")
     a, b = perms if perms is not None else permutations(num_perm, seed)
@@ -125,8 +144,46 @@ def signatures(
     n = len(offsets) - 1
     sig = np.empty((n, len(a)), dtype=np.uint32) if out is None else out
     nwords = np.zeros(n, np.int64)
-    _signatures(data, offsets, ngram, byte_classes(norm), lower_table(norm), a, b, sig, nwords)
-    return sig, nwords
+    if keep_shingles:
+        sh_cap = np.zeros(n + 1, np.int64)
+        np.cumsum(np.diff(offsets) // 2 + 2, out=sh_cap[1:])
+        if scratch is not None and scratch and len(scratch[0]) >= sh_cap[-1]:
+            sh_vals = scratch[0]  # reused across calls: its pages are already mapped
+        else:
+            sh_vals = np.empty(int(sh_cap[-1]), np.uint32)
+            if scratch is not None:
+                scratch[:] = [sh_vals]
+        sh_count = np.zeros(n, np.int64)
+    else:
+        sh_cap, sh_vals, sh_count = np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    _signatures(data, offsets, ngram, byte_classes(norm), lower_table(norm), a, b, sig, nwords,
+                keep_shingles, sh_cap, sh_vals, sh_count)
+    if not keep_shingles:
+        return sig, nwords
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(sh_count, out=starts[1:])
+    vals = np.empty(int(starts[-1]), np.uint32)
+    _compact(sh_cap, sh_vals, sh_count, starts, vals)
+    return sig, nwords, (starts, vals)
+
+
+@nb.njit(parallel=True, cache=True)
+def _gather_sorted(starts, vals, rows, out_starts, out):
+    for q in nb.prange(len(rows)):
+        seg = out[out_starts[q] : out_starts[q + 1]]
+        seg[:] = vals[starts[rows[q]] : starts[rows[q] + 1]]
+        seg.sort()
+
+
+def sorted_sets(starts: np.ndarray, vals: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique values of the segments ``rows`` of a CSR ``(starts, vals)``, as a CSR in the
+    order of ``rows``."""
+    rows = np.asarray(rows, np.int64)
+    out_starts = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(starts[rows + 1] - starts[rows], out=out_starts[1:])
+    out = np.empty(int(out_starts[-1]), np.uint32)
+    _gather_sorted(starts, vals, rows, out_starts, out)
+    return _unique_segments(out_starts, out)
 
 
 @nb.njit(parallel=True, cache=True)

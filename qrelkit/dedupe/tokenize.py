@@ -3,7 +3,10 @@
 One tokenizer serves near-duplicate detection and CAL features. It reads the UTF-8 bytes of a
 pyarrow string array directly (no Python string per passage) and:
 
-* strips HTML tags (``<...>``, when a closing ``>`` follows in the same passage), optional;
+* strips HTML tags, optional: ``<`` then a known HTML element name (:data:`HTML_ELEMENTS`, any
+  case) or ``/name``, then attributes (quoted values may hold ``<`` and ``>``) and ``>``;
+  ``<!-- ... -->`` comments and ``<!doctype ...>``. Anything else is text: ``<Company Inc>``,
+  ``<3``, ``a < b > c``, and so is a ``<name`` not closed within 4,096 bytes;
 * lower-cases (ASCII in the kernel; passages with non-ASCII text are lower-cased by pyarrow's
   Unicode ``utf8_lower`` first), optional;
 * splits into words: ASCII letters, ASCII digits (only with ``keep_digits``) and non-ASCII
@@ -118,6 +121,106 @@ def _lead_is_word(data, i, end):
     return n, not _is_sep_cp(cp)
 
 
+# HTML elements (current and obsolete) whose tags are stripped; any other ``<name ...>`` is text.
+HTML_ELEMENTS = (
+    "a abbr acronym address applet area article aside audio b base basefont bdi bdo big blink blockquote body br "
+    "button canvas caption center cite code col colgroup data datalist dd del details dfn dialog dir div dl dt em "
+    "embed fieldset figcaption figure font footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html "
+    "i iframe img input ins isindex kbd keygen label legend li link main map mark marquee menu meta meter nav nobr "
+    "noframes noscript object ol optgroup option output p param picture plaintext pre progress q rp rt ruby s samp "
+    "script search section select slot small source span strike strong style sub summary sup svg table tbody td "
+    "template textarea tfoot th thead time title tr track tt u ul var video wbr xmp"
+).split()
+_TAG_NAME_MAX = 10
+_TAG_MAX_BYTES = 4096
+
+
+@nb.njit(inline="always", cache=True)
+def _name_digit(b):
+    """6-bit code of a lower-case ASCII letter (1-26) or digit (27-36)."""
+    return b - 96 if b >= 97 else b - 48 + 27
+
+
+def _pack(name: bytes) -> int:
+    v = 0
+    for c in name:
+        v = (v << 6) | int(_name_digit(c))
+    return v
+
+
+_DOCTYPE = np.frombuffer(b"doctype", np.uint8).copy()
+_ELEMENT_CODES = np.array(sorted(_pack(n.encode()) for n in HTML_ELEMENTS), np.int64)
+
+
+@nb.njit(inline="always", cache=True)
+def _is_name_byte(b):
+    return (97 <= b <= 122) or (65 <= b <= 90) or (48 <= b <= 57)
+
+
+@nb.njit(inline="always", cache=True)
+def _is_space(b):
+    return b == 32 or 9 <= b <= 13
+
+
+@nb.njit(cache=True)
+def _skip_tag(data, i, end):
+    """Position after the HTML tag that starts with the ``<`` at ``i``, or ``i + 1`` when the
+    ``<`` does not start one (see the module doc)."""
+    j = i + 1
+    if j < end and data[j] == 33:  # '!': a comment or a doctype
+        if j + 2 < end and data[j + 1] == 45 and data[j + 2] == 45:
+            k = j + 3
+            while k + 2 < end:
+                if data[k] == 45 and data[k + 1] == 45 and data[k + 2] == 62:
+                    return k + 3
+                k += 1
+            return i + 1
+        if j + 7 >= end:
+            return i + 1
+        for t in range(7):
+            if data[j + 1 + t] | 32 != _DOCTYPE[t]:
+                return i + 1
+        j += 8
+    else:
+        if j < end and data[j] == 47:  # '/': an end tag
+            j += 1
+        if j >= end or not (97 <= (data[j] | 32) <= 122):
+            return i + 1
+        code = np.int64(0)
+        n = 0
+        while j < end and _is_name_byte(data[j]):
+            n += 1
+            if n > _TAG_NAME_MAX:
+                return i + 1
+            code = (code << np.int64(6)) | np.int64(_name_digit(data[j] | 32))
+            j += 1
+        k = np.searchsorted(_ELEMENT_CODES, code)
+        if k >= len(_ELEMENT_CODES) or _ELEMENT_CODES[k] != code:
+            return i + 1
+        if j < end and not (_is_space(data[j]) or data[j] == 47 or data[j] == 62):
+            return i + 1
+    # attributes up to '>'; a '<' outside quotes, or no '>' within _TAG_MAX_BYTES, means this
+    # was not a tag (the bound keeps unclosed quotes from making tokenizing quadratic)
+    quote = 0
+    prev = 0
+    stop = min(end, i + _TAG_MAX_BYTES)
+    while j < stop:
+        b = data[j]
+        if quote:
+            if b == quote:
+                quote = 0
+        elif b == 62:
+            return j + 1
+        elif b == 60:
+            return i + 1
+        elif (b == 34 or b == 39) and prev == 61:
+            quote = b
+        if not _is_space(b):
+            prev = b
+        j += 1
+    return i + 1
+
+
 @nb.njit(cache=True)
 def _next_word(data, i, end, cls, low):
     """Next word at or after byte i: (stop, hash), with stop < 0 when there is none.
@@ -132,10 +235,7 @@ def _next_word(data, i, end, cls, low):
                 break
             i += n
         elif c == TAG:
-            j = i + 1
-            while j < end and data[j] != 62:
-                j += 1
-            i = j + 1 if j < end else i + 1
+            i = _skip_tag(data, i, end)
         else:
             i += 1
     if i >= end:
