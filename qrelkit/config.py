@@ -263,7 +263,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         Key("rows", "int", 4, "rows per LSH band", min=1),
         Key("seed", "int", 1, "seed of the MinHash permutations", min=0),
         Key("threshold", "float", 0.6, "Jaccard a pair (and a member vs. its canonical) must reach", **_UNIT),
-        Key("verify", "str", "signature", "check of candidate pairs", choices=("none", "signature", "exact")),
+        Key("verify", "str", "exact", "check of candidate pairs and members: exact Jaccard of the shingle sets, "
+            "the signatures' estimate, or none", choices=("none", "signature", "exact")),
         Key("mode", "str", "components", "classes: connected components or NIST's first claims",
             choices=("components", "greedy")),
         Key("linkage", "str", "canonical", "members verified against the canonical, or single linkage",
@@ -272,7 +273,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
             choices=("first", "priority")),
         Key("lower", "bool", True, "lower-case the text"),
         Key("strip_html", "bool", True, "strip HTML tags"),
-        Key("keep_digits", "bool", False, "digits form words (false: letters only, as NIST)"),
+        Key("keep_digits", "bool", True, "digits form words (false: letters only, as NIST)"),
     ),
 }
 
