@@ -58,3 +58,24 @@ class InputError(QrelkitError, ValueError):
 
     def __reduce__(self):  # picklable across processes
         return (InputError, (self.rule, self.message, self.file, self.line))
+
+
+def fail_or_count(counts: dict[str, int], lenient: bool, rule: str, message: str, file: str | None = None,
+                  line: int | None = None) -> None:
+    """One broken rule in a reader: raise it (strict) or count it in ``counts`` (lenient, the row
+    is then skipped by the caller).
+
+    Examples
+    --------
+    >>> counts = {}
+    >>> fail_or_count(counts, True, "unknown-item", "not issued", "a.csv", 2)
+    >>> counts
+    {'unknown-item': 1}
+    >>> fail_or_count(counts, False, "unknown-item", "not issued", "a.csv", 3)
+    Traceback (most recent call last):
+    ...
+    qrelkit.errors.InputError: a.csv:3: [unknown-item] not issued
+    """
+    if not lenient:
+        raise InputError(rule, message, file=file, line=line)
+    counts[rule] = counts.get(rule, 0) + 1

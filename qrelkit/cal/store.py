@@ -90,7 +90,7 @@ from qrelkit.io.atomic import atomic_open
 from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.qrels import parse_grade
-from qrelkit.io.tables import first_row_line, read_frame
+from qrelkit.io.tables import read_answer_table
 from qrelkit.pooler.batches import judgments_to_qrels
 
 STORE_FORMAT = "qrelkit-judging-store"
@@ -816,11 +816,7 @@ def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None
     """
     counts = {} if counts is None else counts
     p = Path(path)
-    df, offset = read_frame(p, strings="all", what="judgments"), first_row_line(p)
-    df.columns = [str(c).strip() for c in df.columns]
-    missing = [c for c in INPUT_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError("missing-column", f"judgments need column(s) {', '.join(missing)}", file=str(p), line=1)
+    df, offset = read_answer_table(p, INPUT_COLUMNS, what="judgments", lacks="judgments need column(s)")
     allowed = None if scale is None else {int(s) for s in scale}
     keep, grades = [], []
     for i, g in enumerate(df["grade"].tolist()):

@@ -7,7 +7,7 @@ import csv
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -141,6 +141,21 @@ def table_format(path: str | os.PathLike) -> str:
 def first_row_line(path: str | os.PathLike) -> int:
     """The line (or row) number of a table's first data row: 2 below a CSV/TSV header, else 1."""
     return 2 if table_format(path) in ("csv", "tsv") else 1
+
+
+def read_answer_table(path: str | os.PathLike, columns: Sequence[str], *, what: str,
+                      lacks: str) -> tuple[pd.DataFrame, int]:
+    """A table of answers (completed assessor batches, judgments, crowd workers' answers) in file
+    order: every column as text exactly as written (:func:`read_frame` with ``strings="all"``),
+    header names stripped, and the line of its first row (for error messages). A missing one of
+    ``columns`` is ``missing-column``: "``lacks`` a, b" at line 1."""
+    p = Path(path)
+    df = read_frame(p, strings="all", what=what)
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError("missing-column", f"{lacks} {', '.join(missing)}", file=str(p), line=1)
+    return df, first_row_line(p)
 
 
 class _Number(str):

@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, fail_or_count
 from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, parse_grade, sort_qrels
-from qrelkit.io.tables import first_row_line, read_frame
+from qrelkit.io.tables import read_answer_table
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
 JUDGMENT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
@@ -134,11 +134,6 @@ def batch_summary(batches: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _read_completed(path: Path) -> tuple[pd.DataFrame, int]:
-    """A completed batch file as strings; returns (frame, line offset of row 0)."""
-    return read_frame(path, strings="all", what="completed batch"), first_row_line(path)
-
-
 def import_batches(
     files: Sequence[str | os.PathLike],
     *,
@@ -181,17 +176,12 @@ def import_batches(
         )
 
     def fail(rule: str, msg: str, path: Path, line: int | None) -> None:
-        if not lenient:
-            raise InputError(rule, msg, file=str(path), line=line)
-        counts[rule] = counts.get(rule, 0) + 1
+        fail_or_count(counts, lenient, rule, msg, str(path), line)
 
     for f in files:
         path = Path(f)
-        df, offset = _read_completed(path)
-        df.columns = [str(c).strip() for c in df.columns]
-        missing = [c for c in ("batch_id", "assessor", "qid", "docid", "grade") if c not in df.columns]
-        if missing:
-            raise InputError("missing-column", f"completed batch lacks column(s) {', '.join(missing)}", file=str(path), line=1)
+        df, offset = read_answer_table(path, ("batch_id", "assessor", "qid", "docid", "grade"),
+                                       what="completed batch", lacks="completed batch lacks column(s)")
         keep = []
         for i, (bid, a, q, d, g) in enumerate(
             zip(df["batch_id"], df["assessor"], df["qid"], df["docid"], df["grade"])

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, fail_or_count
 from qrelkit.io import tables
 from qrelkit.io.order import qid_order
 from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, as_frame, rng_for, sort_frame
@@ -297,10 +297,6 @@ def reissue_tasks(tasks: pd.DataFrame, reissue: pd.DataFrame, *, exclude_workers
 # --------------------------------------------------------------------------- answers
 
 
-def _read_answer_file(path: Path) -> tuple[pd.DataFrame, int]:
-    return tables.read_frame(path, strings="all", what="answers"), tables.first_row_line(path)
-
-
 def read_answers(
     files: Sequence[str | os.PathLike],
     tasks: pd.DataFrame,
@@ -319,17 +315,11 @@ def read_answers(
     rows = []
 
     def fail(rule: str, msg: str, path: Path, line: int) -> None:
-        if not lenient:
-            raise InputError(rule, msg, file=str(path), line=line)
-        counts[rule] = counts.get(rule, 0) + 1
+        fail_or_count(counts, lenient, rule, msg, str(path), line)
 
     for f in files:
         path = Path(f)
-        df, offset = _read_answer_file(path)
-        df.columns = [str(c).strip() for c in df.columns]
-        missing = [c for c in ANSWER_COLUMNS if c not in df.columns]
-        if missing:
-            raise InputError("missing-column", f"answers lack column(s) {', '.join(missing)}", file=str(path), line=1)
+        df, offset = tables.read_answer_table(path, ANSWER_COLUMNS, what="answers", lacks="answers lack column(s)")
         for i, (t, s, w, c) in enumerate(zip(df["task_id"], df["slot"], df["worker"], df["choice"])):
             line = i + offset
             c = str(c).strip()
