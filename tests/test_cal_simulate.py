@@ -3,8 +3,6 @@ effectiveness against BM25 on a real collection."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

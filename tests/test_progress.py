@@ -10,7 +10,6 @@ import io
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pytest
 from rich.console import Console
 
 from qrelkit.cal.stopping import state_from_store, status_table

@@ -4,7 +4,6 @@ the report, the command line."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd

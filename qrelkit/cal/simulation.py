@@ -53,7 +53,6 @@ import numba as nb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qrelkit.cal.features import Features, Vocabulary, chunks_of, row_pairs
 from qrelkit.cal.loop import THREADS, CalParams, CalRanker, batch_size, candidate_rows, key64

@@ -42,7 +42,7 @@ def read_classes(path: str | os.PathLike) -> pa.Table:
         t = read_table(p)
         for c in ("docid", "class_id"):
             if c not in t.column_names:
-                raise InputError("missing-column", f"class table needs columns docid, class_id", file=str(p))
+                raise InputError("missing-column", "class table needs columns docid, class_id", file=str(p))
         t = pa.table({"docid": pc.cast(t["docid"], pa.string()), "class_id": pc.cast(t["class_id"], pa.string())})
         lines = np.arange(1, t.num_rows + 1) + (0 if name.endswith(".parquet") else 1)
     else:
