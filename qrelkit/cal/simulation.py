@@ -21,7 +21,8 @@ collection for ``fractional``). Within a batch, passages count in rank order.
 Recall at effort ``k`` equals ``ir_measures`` ``R@k`` of the judging order taken as a ranking (a
 test checks this). ``new_judgments`` counts what a thread sent to the oracle. A topic that the
 binarization (``params.relevant``) leaves with no relevant candidate has no recall: it is listed in
-``no_relevant`` and its threads stop as ``no-relevant``; when that is every topic,
+``no_relevant`` and its threads stop as ``no-relevant`` (with ``stop_when``, that rule still
+decides when they stop); when that is every topic,
 :func:`simulate_cal` raises ``no-relevant`` before any work. Threads stopped by ``max_effort`` are
 listed in ``cut`` with their recall at the cut.
 
