@@ -553,7 +553,7 @@ def accuracy(found_path: Path, campaign_dir: Path, texts_cache: dict) -> dict:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from qrelkit.dedupe.evaluate import copy_recall_by_edits, pair_scores
+    from qrelkit.dedupe.accuracy import copy_recall_by_edits, pair_scores
     from qrelkit.io.corpus import iter_corpus
 
     found = read_found(found_path)

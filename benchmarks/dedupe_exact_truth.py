@@ -4,7 +4,7 @@
 
 For each corpus (any file the corpus readers take): cluster with the library defaults
 (``DedupeParams()``), compute every pair of passages whose exact Jaccard of shingle sets reaches
-the threshold (``qrelkit.dedupe.evaluate.exact_similar_pairs``: the sparse binary shingle matrix
+the threshold (``qrelkit.dedupe.accuracy.exact_similar_pairs``: the sparse binary shingle matrix
 ``X``, ``X @ X.T`` in row chunks; ``--method prefix`` finds exactly the same pairs with the
 all-pairs prefix filter, for large corpora) and print edge precision (members whose exact Jaccard
 to their canonical reaches the threshold), pair recall (true pairs in one class) and pair
@@ -39,7 +39,7 @@ def evaluate_corpus(path: Path, method: str, **overrides) -> dict:
     import pyarrow.compute as pc
 
     from qrelkit.dedupe import DedupeParams, cluster_corpus
-    from qrelkit.dedupe.evaluate import exact_scores, exact_similar_pairs
+    from qrelkit.dedupe.accuracy import exact_scores, exact_similar_pairs
     from qrelkit.io.corpus import read_corpus
 
     corpus = unique_ids(read_corpus(path).select(["pid", "text"]))

@@ -48,7 +48,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "init_store": "qrelkit.cal.store",
     "open_store": "qrelkit.cal.store",
     # labels (qrelkit.labels); ``expand_qrels`` is the labels one (with provenance), not
-    # ``qrelkit.dedupe.apply.expand_qrels`` which it wraps
+    # ``qrelkit.dedupe.apply.label_class_members`` which it wraps
     "aggregate_judgments": "qrelkit.labels.aggregate",
     "binarize": "qrelkit.labels.binarize",
     "expand_qrels": "qrelkit.labels.propagate",

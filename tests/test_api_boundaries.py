@@ -13,8 +13,6 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 PKG = Path(__file__).resolve().parents[1] / "qrelkit"
 
 
@@ -84,18 +82,6 @@ def test_the_walker_sees_a_reach_in(tmp_path):
                      "qrelkit/pooler/stats.py:2: qrelkit._jit"]
 
 
-#: packages whose modules may still import private names of other packages (their owners are
-#: moving them to the public names: dedupe/distributed.py takes io.corpus's old private names)
-NOT_YET = ("qrelkit/dedupe/", "qrelkit/cli/")
-
-
-def test_no_package_outside_dedupe_and_cli_imports_another_packages_private_names():
-    found = [f for f in cross_package_private_imports() if not f.startswith(NOT_YET)]
-    assert not found, f"{len(found)} cross-package private imports:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason="issue 12: dedupe/distributed.py still imports io.corpus's private "
-                                        "aliases (_open, _jsonl_chunk, _tsv_chunk, _normalize: 7 imports)")
 def test_no_package_imports_another_packages_private_names():
     found = cross_package_private_imports()
     assert not found, f"{len(found)} cross-package private imports:\n" + "\n".join(found)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qrelkit.dedupe import DedupeParams, Normalization, cluster_corpus, shingle_hash, shingles, words
-from qrelkit.dedupe.apply import expand_qrels, expansion_table
+from qrelkit.dedupe.apply import expansion_table, label_class_members
 from qrelkit.dedupe.lsh import s_curve
 from qrelkit.dedupe.minhash import signatures
 
@@ -134,11 +134,11 @@ def test_duplicate_ids_rejected():
     assert e.value.rule == "duplicate-passage"
 
 
-def test_expand_qrels_and_table():
+def test_label_class_members_and_table():
     classes = pa.table({"docid": ["a", "a1", "a2", "b", "b1", "c"], "class_id": ["a", "a", "a", "b", "b", "c"]})
     qrels = pa.table({"qid": ["1", "1", "1", "2", "2"], "docid": ["a", "b1", "c", "a2", "b"],
                       "rel": pa.array([2, 1, -1, 3, 0], pa.int32())})
-    ex, conflicts = expand_qrels(qrels, classes)
+    ex, conflicts = label_class_members(qrels, classes)
     got = {(q, d): r for q, d, r in zip(ex["qid"].to_pylist(), ex["docid"].to_pylist(), ex["rel"].to_pylist())}
     assert got == {("1", "a"): 2, ("1", "a1"): 2, ("1", "a2"): 2, ("1", "b"): 1, ("1", "b1"): 1, ("1", "c"): -1,
                    ("2", "a"): 3, ("2", "a1"): 3, ("2", "a2"): 3, ("2", "b"): 0, ("2", "b1"): 0}
@@ -149,6 +149,6 @@ def test_expand_qrels_and_table():
     assert tab.set_index("qid").loc["all", "expanded_total"] == 10
     # a judged member disagreeing with the judged canonical: the canonical's label wins, conflict reported
     q2 = pa.table({"qid": ["1", "1"], "docid": ["a", "a1"], "rel": pa.array([2, 0], pa.int32())})
-    ex2, conflicts2 = expand_qrels(q2, classes)
+    ex2, conflicts2 = label_class_members(q2, classes)
     got2 = dict(zip(ex2["docid"].to_pylist(), ex2["rel"].to_pylist()))
     assert got2 == {"a": 2, "a1": 0, "a2": 2} and len(conflicts2) == 1

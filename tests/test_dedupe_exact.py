@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from qrelkit.dedupe import DedupeParams, Normalization, cluster_corpus, shingles, words
-from qrelkit.dedupe.evaluate import exact_scores, exact_similar_pairs
+from qrelkit.dedupe.accuracy import exact_scores, exact_similar_pairs
 from qrelkit.io.corpus import read_corpus
 
 from conftest import ROOT, shared

@@ -11,7 +11,7 @@ import pytest
 
 from qrelkit.cli import run
 from qrelkit.dedupe import DedupeParams, cluster_corpus, read_nist
-from qrelkit.dedupe.evaluate import copy_recall_by_edits, pair_scores
+from qrelkit.dedupe.accuracy import copy_recall_by_edits, pair_scores
 from qrelkit.dedupe.incremental import assign_new, save_index
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import read_corpus
@@ -116,7 +116,7 @@ def test_msmarco_passages_identical_after_normalization_share_a_class():
 def test_canonical_linkage_every_member_near_its_canonical():
     path = shared("msmarco_dl19_passages", "collection.tsv")
     corpus = read_corpus(path)
-    from qrelkit.dedupe.evaluate import exact_scores
+    from qrelkit.dedupe.accuracy import exact_scores
 
     for linkage, expect_all in (("canonical", True), ("single", False)):
         res = cluster_corpus(corpus, DedupeParams(linkage=linkage))

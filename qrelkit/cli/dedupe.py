@@ -221,11 +221,11 @@ def expand(
 ) -> None:
     """Give every member of a judged class the class's label; report the expansion per topic."""
     common.check_io(inputs=[qrels, classes, config], outputs=[output, table_out])
-    from qrelkit.dedupe.apply import expand_qrels, expansion_table
+    from qrelkit.dedupe.apply import expansion_table, label_class_members
 
     cfg = common.config(config)
     q = read_qrels(qrels)
-    ex, conflicts = expand_qrels(q, read_classes(classes))
+    ex, conflicts = label_class_members(q, read_classes(classes))
     if output.suffix == ".parquet":
         write_table(ex, output, kind="qrels-expanded", params={"qrels": str(qrels), "classes": str(classes)})
     else:
@@ -256,7 +256,7 @@ def evaluate(
 ) -> None:
     """Pair precision/recall against ground truth, and copy recall by number of word edits."""
     common.check_io(inputs=[classes, truth, corpus, config], outputs=[output])
-    from qrelkit.dedupe.evaluate import evaluate_classes
+    from qrelkit.dedupe.accuracy import evaluate_classes
 
     common.config(config)
     scores, by_edits = evaluate_classes(read_classes(classes), read_classes(truth), corpus)

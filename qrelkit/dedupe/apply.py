@@ -15,7 +15,7 @@ from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 from qrelkit.io.runs import qid_order
 
 
-def expand_qrels(qrels: pa.Table, classes: pa.Table) -> tuple[pa.Table, pd.DataFrame]:
+def label_class_members(qrels: pa.Table, classes: pa.Table) -> tuple[pa.Table, pd.DataFrame]:
     """Give every member of a judged class its class's label (TREC 2022 "expanded qrels").
 
     A class's label is its canonical member's grade when the canonical was judged, else the

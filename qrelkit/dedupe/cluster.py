@@ -204,7 +204,7 @@ def _verify(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams, 
     return np.ones(len(i), bool)
 
 
-def _canonicals(root: np.ndarray, pri: np.ndarray | None) -> np.ndarray:
+def canonicals(root: np.ndarray, pri: np.ndarray | None) -> np.ndarray:
     """Canonical member per passage: its class's root (first in corpus order), or the class's
     first priority member when it has one."""
     if pri is None or not pri.any():
@@ -304,7 +304,7 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
     if params.mode == "greedy":
         root = lsh.greedy_claims(first, signed.sig, params.threshold, params.verify != "none")
         n_verified = int((root != np.arange(n)).sum())
-        canon = _canonicals(root, pri)
+        canon = canonicals(root, pri)
     else:
         sets = None
         if params.verify == "exact":
@@ -319,7 +319,7 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
                 pos, starts, vals = sets
             canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, signed.sig)
         else:
-            canon = _canonicals(lsh.union_components(n, i, j), pri)
+            canon = canonicals(lsh.union_components(n, i, j), pri)
     del first
     table, stats = class_table(signed.pids, canon, params, empty_passages=int(empty.sum()),
                                candidate_pairs=n_candidates, verified_pairs=n_verified,

@@ -11,7 +11,7 @@ share; tasks exchange only file names and counts through the scheduler):
    :func:`qrelkit.dedupe.minhash.signatures` and writes ``sig_<k>.npy``, the empty-passage mask
    and the ids (plus texts for exact verification) as Arrow IPC. Row offsets come from the counts.
 2. **Band keys, a few bands at a time.** For each group of ``bands_per_task`` bands, a map task
-   per part computes the band keys (``lsh._band_key``, the local key function) of its non-empty
+   per part computes the band keys (``lsh.band_key``, the local key function) of its non-empty
    passages and writes them ordered by (key bucket, band, passage); a reduce task per key bucket
    reads its slice of every part's file in corpus order and, per band and key, pairs every
    passage with the *first* passage holding that key — exactly ``lsh.first_with_key``. It writes
@@ -29,8 +29,8 @@ share; tasks exchange only file names and counts through the scheduler):
    ``first`` matrix (bands x passages, int32) and the signatures (memory-mapped) at the client
    and runs ``lsh.greedy_claims`` there: exact parity, but sequential and bounded by the client.
 
-Run ``python -m qrelkit.dedupe.distributed CORPUS`` to time a run and sample the memory of the
-client and every worker process (docs/dedupe-dask.md).
+``benchmarks/bench_dedupe_dask.py CORPUS`` times a run and samples the memory of the client and
+every worker process (docs/dedupe-dask.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qrelkit.dedupe import lsh
-from qrelkit.dedupe.cluster import Clustering, DedupeParams, _canonicals, class_table, link_to_canonicals
+from qrelkit.dedupe.cluster import Clustering, DedupeParams, canonicals, class_table, link_to_canonicals
 from qrelkit.errors import InputError
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
@@ -83,7 +83,7 @@ def _bucket_keys(sig, b0, b1, rows, skip, nbuckets):
         if skip[i]:
             continue
         for bi in range(nbands):
-            k = lsh._band_key(sig, i, b0 + bi, rows)
+            k = lsh.band_key(sig, i, b0 + bi, rows)
             keys[bi, i] = k
             s = np.int64((k >> np.uint64(33)) % nbk) * nbands + bi
             counts[s + 1] += 1
@@ -164,9 +164,9 @@ class _numba_guard:
 
 def _read_range(path: Path, start: int, end: int) -> tuple[int, bytes]:
     """The lines that *start* in bytes ``[start, end)`` of the (decompressed) file."""
-    from qrelkit.io.corpus import _open
+    from qrelkit.io.corpus import open_bytes
 
-    with _open(path) as fh:
+    with open_bytes(path) as fh:
         if start > 0:
             fh.seek(start - 1)
             fh.readline()  # the line holding byte start-1 belongs to the part before
@@ -182,10 +182,10 @@ def _read_range(path: Path, start: int, end: int) -> tuple[int, bytes]:
 
 
 def _lines_before(path: Path, pos: int) -> int:
-    from qrelkit.io.corpus import _open
+    from qrelkit.io.corpus import open_bytes
 
     n = 0
-    with _open(path) as fh:
+    with open_bytes(path) as fh:
         left = pos
         while left > 0:
             block = fh.read(min(left, 16 << 20))
@@ -198,7 +198,7 @@ def _lines_before(path: Path, pos: int) -> int:
 
 def _read_part(spec: dict) -> pa.Table:
     """One part as a table ``pid, text`` (strings), parsed as the local readers parse it."""
-    from qrelkit.io.corpus import _jsonl_chunk, _normalize, _tsv_chunk
+    from qrelkit.io.corpus import jsonl_chunk, normalize_chunk, tsv_chunk
 
     p = Path(spec["path"])
     if not p.exists():
@@ -208,14 +208,14 @@ def _read_part(spec: dict) -> pa.Table:
         t = pq.ParquetFile(p).read_row_groups(spec["row_groups"])
         if spec.get("raw"):  # an in-memory table, cast as cluster._chunks does
             return pa.table({"pid": pc.cast(t["pid"], pa.string()), "text": pc.cast(t["text"], pa.string())})
-        t = _normalize(t, p, None)
+        t = normalize_chunk(t, p, None)
         return t.select(["pid", "text"])
     pos, data = _read_range(p, spec["start"], spec["end"])
     body = data.lstrip(b"\r\n")  # a part must not start with a blank line (TSV reads its width there)
     lead = data[: len(data) - len(body)].count(b"\n")
     if not body.strip():
         return pa.table({"pid": pa.array([], pa.string()), "text": pa.array([], pa.string())})
-    parse = _jsonl_chunk if spec["fmt"] == "jsonl" else _tsv_chunk
+    parse = jsonl_chunk if spec["fmt"] == "jsonl" else tsv_chunk
     try:
         t = parse(body, p, 1)
     except InputError as exc:
@@ -436,10 +436,10 @@ def _verify_task(r: int, lo: int, hi: int, pair_files: list[str], ctx: _Ctx, _de
 
 
 def _stream_size(path: str) -> int:
-    from qrelkit.io.corpus import _open
+    from qrelkit.io.corpus import open_bytes
 
     n = 0
-    with _open(Path(path)) as fh:
+    with open_bytes(Path(path)) as fh:
         while True:
             block = fh.read(16 << 20)
             if not block:
@@ -460,7 +460,7 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
         pq.write_table(t, path, row_group_size=chunk, compression="none")
         nrg = pq.ParquetFile(path).metadata.num_row_groups
         return [{"kind": "parquet", "path": str(path), "row_groups": [g], "raw": True} for g in range(nrg)], None
-    from qrelkit.io.corpus import _open, corpus_format
+    from qrelkit.io.corpus import corpus_format, open_bytes
 
     p = Path(corpus).resolve()
     if not p.exists():
@@ -483,7 +483,7 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
         return specs, str(p)
     with open(p, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
-    with _open(p) as fh:
+    with open_bytes(p) as fh:
         sample = fh.read(4 << 20)
     size = client.submit(_stream_size, str(p), pure=False).result() if gz else p.stat().st_size
     per_row = len(sample) / max(sample.count(b"\n"), 1)
@@ -501,12 +501,37 @@ def _gather_in_order(futures: list) -> list:
     return [f.result() for f in futures]
 
 
-def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: Path,
-         return_signatures: bool) -> Clustering:
-    token = uuid.uuid4().hex[:8]
-    timings: dict[str, float] = {}
-    spill_peak = 0
-    t0 = time.perf_counter()
+@dataclass
+class _Signed:
+    """The sign stage's result: the non-empty parts ``(k, first row, rows)``, the passage count,
+    the number of empty passages and the passage ids in corpus order."""
+    parts: list
+    n: int
+    empties: int
+    pids: pa.Array
+
+
+@dataclass
+class _Banded:
+    """The band stage's layout: band groups ``(b0, b1)``, key buckets, bands per task, threads."""
+    groups: list
+    nbuckets: int
+    bpt: int
+    threads: int
+
+
+@dataclass
+class _Linked:
+    """The classes stage's result: the canonical member per passage and the pair counts."""
+    canon: np.ndarray
+    n_candidates: int
+    n_verified: int
+    detached: int = 0
+    moved: int = 0
+
+
+def _sign_stage(client, corpus, params: DedupeParams, spill: Path, token: str) -> _Signed:
+    """Stage 1: sign every part on the workers; the parts' row offsets and the (unique) ids."""
     specs, fname = _plan(corpus, params, spill, client)
     keep_text = params.verify == "exact"
     futs = [client.submit(_sign_task, k, s, params, str(spill), keep_text, key=f"qrelkit-sign-{k}-{token}")
@@ -527,12 +552,14 @@ def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: 
         vc = pc.value_counts(pids)
         bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
         raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus", file=fname)
-    spill_peak = max(spill_peak, _du(spill))
-    timings["sign"] = time.perf_counter() - t0
+    return _Signed(parts=parts, n=n, empties=empties, pids=pids)
 
-    # band keys, a group of bands at a time; at most two groups' key files on disk
-    t1 = time.perf_counter()
-    ctx = _Ctx(spill=str(spill), params=params, n=n, parts=tuple(parts))
+
+def _band_stage(client, ctx: _Ctx, bands_per_task, token: str) -> tuple[_Banded, int]:
+    """Stage 2: band keys, a group of bands at a time; at most two groups' key files on disk.
+    Returns the layout and the spill folder's peak size seen meanwhile."""
+    params, parts, spill = ctx.params, ctx.parts, Path(ctx.spill)
+    spill_peak = 0
     threads = max(1, sum(client.nthreads().values()))
     nbuckets = max(min(len(parts), threads), math.ceil(len(parts) / PARTS_PER_BUCKET))
     bpt = max(1, min(int(bands_per_task or DEFAULT_BANDS_PER_TASK), params.bands))
@@ -562,68 +589,114 @@ def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: 
         finish_group()
     spill_peak = max(spill_peak, _du(spill))
     del maps
+    return _Banded(groups=groups, nbuckets=nbuckets, bpt=bpt, threads=threads), spill_peak
+
+
+def _greedy_classes(ctx: _Ctx, banded: _Banded, pri) -> _Linked:
+    """Stage 4, ``mode="greedy"``: the ``first`` matrix and the signatures at the client."""
+    params, n, spill = ctx.params, ctx.n, Path(ctx.spill)
+    first = np.full((params.bands, n), -1, np.int32)
+    for g in range(len(banded.groups)):
+        for p in range(banded.nbuckets):
+            f = _load_npy(spill / f"first_{g}_{p}.npy", mmap=False)
+            first[f[0], f[1]] = f[2]
+    n_candidates = len(lsh.candidate_pairs(first)[0])
+    sig = _concat_signatures(ctx, spill / "sig_all.npy")
+    root = lsh.greedy_claims(first, sig, params.threshold, params.verify != "none")
+    del first, sig
+    n_verified = int((root != np.arange(n)).sum())
+    return _Linked(canon=canonicals(root, pri), n_candidates=n_candidates, n_verified=n_verified)
+
+
+def _verify_stage(client, ctx: _Ctx, banded: _Banded, token: str) -> tuple[int, int]:
+    """Stage 3: verify the candidate pairs on the workers, a range of passages per task (each
+    writes ``verified_<r>.npy``). Returns the number of ranges and of candidate pairs."""
+    parts, spill = ctx.parts, Path(ctx.spill)
+    ranges = []
+    per = math.ceil(len(parts) / banded.nbuckets)
+    for q in range(0, len(parts), per):
+        grp = parts[q : q + per]
+        ranges.append((grp[0][1], grp[-1][1] + grp[-1][2]))
+    pair_files = _pair_files(spill, banded)
+    vf = [client.submit(_verify_task, r, lo, hi, pair_files, ctx, None, key=f"qrelkit-verify-{r}-{token}")
+          for r, (lo, hi) in enumerate(ranges)]
+    counts = _gather_in_order(vf)
+    return len(ranges), sum(c for c, _ in counts)
+
+
+def _pair_files(spill: Path, banded: _Banded) -> list[str]:
+    return [str(spill / f"pairs_{g}_{p}.npy") for g in range(len(banded.groups)) for p in range(banded.nbuckets)]
+
+
+def _verified_pairs(ctx: _Ctx, banded: _Banded, nranges: int) -> tuple[np.ndarray, np.ndarray]:
+    """The verified pairs (i, j) of the verify stage; its input pair files are deleted."""
+    spill = Path(ctx.spill)
+    for f in _pair_files(spill, banded):
+        Path(f).unlink(missing_ok=True)
+    codes = np.concatenate([_load_npy(spill / f"verified_{r}.npy", mmap=False) for r in range(nranges)])
+    return codes // ctx.n, codes % ctx.n
+
+
+def _link_classes(ctx: _Ctx, i: np.ndarray, j: np.ndarray, n_candidates: int, pri) -> _Linked:
+    """Stage 4: canonical linkage over the verified pairs (as the local mode), or connected
+    components with ``linkage="single"``."""
+    params, n = ctx.params, ctx.n
+    if not (params.linkage == "canonical" and params.verify != "none"):
+        canon = canonicals(lsh.union_components(n, i, j), pri)
+        return _Linked(canon=canon, n_candidates=n_candidates, n_verified=len(i))
+    inv = np.unique(np.concatenate([i, j]))
+    pos = np.full(n, -1, np.int64)
+    pos[inv] = np.arange(len(inv))
+    if params.verify == "exact":
+        starts, vals = _shingle_rows(inv, ctx)
+        sub = None
+    else:
+        starts, vals, sub = np.zeros(1, np.int64), np.zeros(0, np.uint32), _sig_rows(inv, ctx)
+    canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, sub)
+    return _Linked(canon=canon, n_candidates=n_candidates, n_verified=len(i), detached=detached, moved=moved)
+
+
+def _run(client, corpus, params: DedupeParams, priority, bands_per_task, spill: Path,
+         return_signatures: bool) -> Clustering:
+    """Sign, band, verify and link on ``client``; the class table and ``stats["dask"]``."""
+    token = uuid.uuid4().hex[:8]
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    signed = _sign_stage(client, corpus, params, spill, token)
+    spill_peak = _du(spill)
+    timings["sign"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    ctx = _Ctx(spill=str(spill), params=params, n=signed.n, parts=tuple(signed.parts))
+    banded, band_peak = _band_stage(client, ctx, bands_per_task, token)
+    spill_peak = max(spill_peak, band_peak)
     timings["bands"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
     pri = None
     if params.canonical == "priority" and priority is not None:
-        pri = pc.is_in(pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
-    detached = moved = 0
-    if greedy:
-        first = np.full((params.bands, n), -1, np.int32)
-        for g in range(len(groups)):
-            for p in range(nbuckets):
-                f = _load_npy(spill / f"first_{g}_{p}.npy", mmap=False)
-                first[f[0], f[1]] = f[2]
-        n_candidates = len(lsh.candidate_pairs(first)[0])
-        sig = _concat_signatures(ctx, spill / "sig_all.npy")
-        root = lsh.greedy_claims(first, sig, params.threshold, params.verify != "none")
-        del first, sig
-        n_verified = int((root != np.arange(n)).sum())
-        canon = _canonicals(root, pri)
+        pri = pc.is_in(signed.pids, value_set=pa.array(sorted(set(priority)), pa.string())).to_numpy(zero_copy_only=False)
+    if params.mode == "greedy":
+        linked = _greedy_classes(ctx, banded, pri)
     else:
-        pair_files = [str(spill / f"pairs_{g}_{p}.npy") for g in range(len(groups)) for p in range(nbuckets)]
-        ranges = []
-        per = math.ceil(len(parts) / nbuckets)
-        for q in range(0, len(parts), per):
-            grp = parts[q : q + per]
-            ranges.append((grp[0][1], grp[-1][1] + grp[-1][2]))
-        vf = [client.submit(_verify_task, r, lo, hi, pair_files, ctx, None, key=f"qrelkit-verify-{r}-{token}")
-              for r, (lo, hi) in enumerate(ranges)]
-        counts = _gather_in_order(vf)
+        nranges, n_candidates = _verify_stage(client, ctx, banded, token)
         timings["verify"] = time.perf_counter() - t2
-        for f in pair_files:
-            Path(f).unlink(missing_ok=True)
-        n_candidates = sum(c for c, _ in counts)
-        codes = np.concatenate([_load_npy(spill / f"verified_{r}.npy", mmap=False) for r in range(len(ranges))])
-        i, j = codes // n, codes % n
-        del codes
-        n_verified = len(i)
-        if params.linkage == "canonical" and params.verify != "none":
-            inv = np.unique(np.concatenate([i, j]))
-            pos = np.full(n, -1, np.int64)
-            pos[inv] = np.arange(len(inv))
-            if params.verify == "exact":
-                starts, vals = _shingle_rows(inv, ctx)
-                sub = None
-            else:
-                starts, vals, sub = np.zeros(1, np.int64), np.zeros(0, np.uint32), _sig_rows(inv, ctx)
-            canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, sub)
-        else:
-            canon = _canonicals(lsh.union_components(n, i, j), pri)
+        i, j = _verified_pairs(ctx, banded, nranges)
+        linked = _link_classes(ctx, i, j, n_candidates, pri)
+        del i, j
     timings["components"] = time.perf_counter() - t2 - timings.get("verify", 0.0)
     t3 = time.perf_counter()
 
-    table, stats = class_table(pids, canon, params, empty_passages=empties, candidate_pairs=n_candidates,
-                               verified_pairs=n_verified, detached_from_canonical=detached,
-                               moved_between_classes=moved)
+    table, stats = class_table(signed.pids, linked.canon, params, empty_passages=signed.empties,
+                               candidate_pairs=linked.n_candidates, verified_pairs=linked.n_verified,
+                               detached_from_canonical=linked.detached, moved_between_classes=linked.moved)
     timings["table"] = time.perf_counter() - t3
     sig = _concat_signatures(ctx, None) if return_signatures else None
     timings["total"] = time.perf_counter() - t0
     stats["dask"] = {
-        "parts": len(parts), "band_groups": len(groups), "bands_per_task": bpt, "key_buckets": nbuckets,
-        "workers": len(client.nthreads()), "threads": threads, "spill_peak_bytes": spill_peak,
-        "seconds": {k: round(v, 3) for k, v in timings.items()},
+        "parts": len(signed.parts), "band_groups": len(banded.groups), "bands_per_task": banded.bpt,
+        "key_buckets": banded.nbuckets, "workers": len(client.nthreads()), "threads": banded.threads,
+        "spill_peak_bytes": spill_peak, "seconds": {k: round(v, 3) for k, v in timings.items()},
     }
     return Clustering(classes=table, params=params, stats=stats, sig=sig)
 
@@ -705,106 +778,3 @@ def cluster_corpus_dask(
 
 __all__ = ["cluster_corpus_dask"]
 
-
-# ---------------------------------------------------------------------------------------------
-# python -m qrelkit.dedupe.distributed: time a run and sample memory (docs/dedupe-dask.md)
-
-
-class _MemorySampler(threading.Thread):
-    """Peak resident memory of this process and of every process it started (LocalCluster
-    workers), sampled every ``interval`` seconds with psutil."""
-
-    def __init__(self, interval: float = 0.2):
-        super().__init__(daemon=True)
-        import psutil
-
-        self.psutil = psutil
-        self.me = psutil.Process()
-        self.interval = interval
-        self.peaks: dict[int, int] = {}
-        self.cpu: dict[int, float] = {}
-        self.names: dict[int, str] = {}
-        self.total = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            total = 0
-            for proc in [self.me, *self.me.children(recursive=True)]:
-                try:
-                    rss = proc.memory_info().rss
-                    cpu = proc.cpu_times()
-                    self.cpu[proc.pid] = cpu.user + cpu.system
-                    if proc.pid not in self.names:
-                        cmd = " ".join(proc.cmdline())
-                        self.names[proc.pid] = ("client" if proc.pid == self.me.pid else
-                                                "helper" if "resource_tracker" in cmd or "forkserver" in cmd else "worker")
-                except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
-                    continue
-                total += rss
-                self.peaks[proc.pid] = max(self.peaks.get(proc.pid, 0), rss)
-            self.total = max(self.total, total)
-            self.stop.wait(self.interval)
-        cpu = self.me.cpu_times()
-        self.cpu[self.me.pid] = cpu.user + cpu.system
-
-    def report(self) -> dict:
-        mb = lambda b: round(b / 2**20, 1)  # noqa: E731
-        return {
-            "client_mb": mb(self.peaks.get(self.me.pid, 0)),
-            "workers_mb": [mb(v) for p, v in sorted(self.peaks.items()) if self.names.get(p) == "worker"],
-            "total_mb": mb(self.total),
-            "cpu_s": round(sum(self.cpu.values()), 1),  # user + system, client and workers
-            "client_cpu_s": round(self.cpu.get(self.me.pid, 0.0), 1),
-        }
-
-
-def _main(argv: list[str] | None = None) -> int:
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(prog="python -m qrelkit.dedupe.distributed",
-                                 description="Cluster a corpus in the local or the Dask mode; print wall time and peak memory.")
-    ap.add_argument("corpus")
-    ap.add_argument("--local", action="store_true", help="the local mode (cluster_corpus) instead of Dask")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1, help="threads per LocalCluster worker")
-    ap.add_argument("--scheduler", default=None, help="a running scheduler (memory is sampled for local processes only)")
-    ap.add_argument("--chunk-rows", type=int, default=DedupeParams.chunk_rows)
-    ap.add_argument("--bands-per-task", type=int, default=None)
-    ap.add_argument("--spill-dir", default=None)
-    ap.add_argument("-o", "--output", default=None, help="write the class table (.parquet)")
-    a = ap.parse_args(argv)
-    params = DedupeParams(chunk_rows=a.chunk_rows)
-    sampler = _MemorySampler()
-    sampler.start()
-    t = time.perf_counter()
-    if a.local:
-        from qrelkit.dedupe.cluster import cluster_corpus
-
-        res = cluster_corpus(a.corpus, params)
-    else:
-        # through the imported module, so that tasks pickle by reference (not as __main__ code)
-        from qrelkit.dedupe import distributed
-
-        res = distributed.cluster_corpus_dask(a.corpus, params, scheduler=a.scheduler, n_workers=a.workers,
-                                              threads_per_worker=a.threads, bands_per_task=a.bands_per_task,
-                                              spill_dir=a.spill_dir)
-    wall = time.perf_counter() - t
-    sampler.stop.set()
-    sampler.join()
-    if a.output:
-        from qrelkit.io.tables import write_table
-
-        write_table(res.classes, a.output, kind="dedupe-classes", params=params.as_dict())
-    n = res.stats["passages"]
-    mem = sampler.report()
-    print(json.dumps({"mode": "local" if a.local else "dask", "passages": n, "wall_s": round(wall, 2),
-                      "s_per_million": round(wall * 1e6 / max(n, 1), 2), "cpu_s": mem.pop("cpu_s"),
-                      "client_cpu_s": mem.pop("client_cpu_s"), "peak_rss": mem,
-                      **{k: v for k, v in res.stats.items() if k != "s_curve"}}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

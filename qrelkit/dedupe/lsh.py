@@ -16,7 +16,7 @@ import numba as nb
 import numpy as np
 
 from qrelkit.dedupe._exact import set_jaccard
-from qrelkit.dedupe.tokenize import _mix64
+from qrelkit.dedupe.tokenize import mix64
 
 NO_EDGE = np.int64(-1)
 
@@ -33,10 +33,11 @@ def threshold_estimate(bands: int, rows: int) -> float:
 
 
 @nb.njit(inline="always", cache=True)
-def _band_key(sig, i, b, rows):
+def band_key(sig, i, b, rows):
+    """The LSH key of band ``b`` of signature row ``i`` (``rows`` values per band), as uint64."""
     h = np.uint64(0x9E3779B97F4A7C15) + np.uint64(b)
     for r in range(rows):
-        h = _mix64(h ^ np.uint64(sig[i, b * rows + r]))
+        h = mix64(h ^ np.uint64(sig[i, b * rows + r]))
     return h
 
 
@@ -47,7 +48,7 @@ def band_keys(sig, bands, rows):
     out = np.empty((bands, n), np.uint64)
     for i in nb.prange(n):
         for b in range(bands):
-            out[b, i] = _band_key(sig, i, b, rows)
+            out[b, i] = band_key(sig, i, b, rows)
     return out
 
 
@@ -74,7 +75,7 @@ def first_with_key(sig, bands, rows, skip):
         for i in range(n):
             if skip[i]:
                 continue
-            k = _band_key(sig, i, b, rows)
+            k = band_key(sig, i, b, rows)
             slot = k & mask
             while True:
                 v = tv[slot]

@@ -16,8 +16,8 @@ import pyarrow as pa
 from qrelkit.dedupe.tokenize import (
     SHINGLE_SEED,
     Normalization,
-    _mix64,
-    _next_word,
+    mix64,
+    next_word,
     byte_classes,
     lower_table,
     string_buffers,
@@ -57,7 +57,7 @@ def _shingle(ring, pos, count, n):
     """Hash of the last ``count`` words in the ring (oldest first)."""
     h = SHINGLE_SEED
     for j in range(count):
-        h = _mix64(h ^ ring[(pos - count + j) % n])
+        h = mix64(h ^ ring[(pos - count + j) % n])
     return np.uint32(h >> np.uint64(32))
 
 
@@ -67,7 +67,7 @@ def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
     was written, number of words)."""
     count = 0
     while True:
-        i, h = _next_word(data, i, end, cls, low)
+        i, h = next_word(data, i, end, cls, low)
         if i < 0:
             break
         ring[count % n] = h
@@ -195,7 +195,7 @@ def _count_shingles(data, offsets, rows, n, cls, low):
         end = offsets[p + 1]
         count = 0
         while True:
-            i, h = _next_word(data, i, end, cls, low)
+            i, h = next_word(data, i, end, cls, low)
             if i < 0:
                 break
             count += 1

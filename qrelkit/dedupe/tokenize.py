@@ -50,7 +50,8 @@ class Normalization:
 
 
 @nb.njit(inline="always", cache=True)
-def _mix64(z):
+def mix64(z):
+    """The splitmix64 finalizer of a uint64 (the hash mixer of words, shingles and band keys)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -222,7 +223,7 @@ def _skip_tag(data, i, end):
 
 
 @nb.njit(cache=True)
-def _next_word(data, i, end, cls, low):
+def next_word(data, i, end, cls, low):
     """Next word at or after byte i: (stop, hash), with stop < 0 when there is none.
     The hash is FNV-1a over the lower-cased bytes, then splitmix64."""
     while i < end:
@@ -256,7 +257,7 @@ def _next_word(data, i, end, cls, low):
             i += n
         else:
             break
-    return i, _mix64(h)
+    return i, mix64(h)
 
 
 @nb.njit(parallel=True, cache=True)
@@ -268,7 +269,7 @@ def _count_words(data, offsets, cls, low):
         end = offsets[p + 1]
         c = 0
         while True:
-            i, h = _next_word(data, i, end, cls, low)
+            i, h = next_word(data, i, end, cls, low)
             if i < 0:
                 break
             c += 1
@@ -284,7 +285,7 @@ def _fill_words(data, offsets, starts, cls, low, out):
         end = offsets[p + 1]
         k = starts[p]
         while True:
-            i, h = _next_word(data, i, end, cls, low)
+            i, h = next_word(data, i, end, cls, low)
             if i < 0:
                 break
             out[k] = h
@@ -359,7 +360,7 @@ def _spans(data, start, end, cls, low):
     out = []
     i = start
     while True:
-        j, h = _next_word(data, i, end, cls, low)
+        j, h = next_word(data, i, end, cls, low)
         if j < 0:
             break
         k = j - 1  # walk back to the word's first byte

@@ -176,13 +176,6 @@ def tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
     return normalize_chunk(t, path, first_line)
 
 
-# kept for dedupe/distributed.py until it imports the public names
-_open = open_bytes
-_jsonl_chunk = jsonl_chunk
-_tsv_chunk = tsv_chunk
-_normalize = normalize_chunk
-
-
 def corpus_format(path: str | os.PathLike) -> str:
     name = Path(path).name.lower().removesuffix(".gz")
     if name.endswith(".parquet"):

@@ -60,7 +60,7 @@ class Expansion:
 def expand_qrels(qrels: pa.Table, classes: pa.Table | None, *, relevant_at: int = 2) -> Expansion:
     """Give every near-duplicate of a judged passage that passage's class label.
 
-    The expansion itself is the dedupe module's (:func:`qrelkit.dedupe.apply.expand_qrels`, one
+    The expansion itself is the dedupe module's (:func:`qrelkit.dedupe.apply.label_class_members`, one
     rule for the whole project); this adds the provenance of each row and the per-topic report.
     ``relevant_at`` is the grade from which the report counts a passage as relevant (the passage
     binarization: 2).
@@ -75,13 +75,13 @@ def expand_qrels(qrels: pa.Table, classes: pa.Table | None, *, relevant_at: int 
     {'qid': ['1', '1', '1'], 'docid': ['p1', 'p2', 'p3'], 'rel': [2, 2, 0]}
     """
     # lazy: importing qrelkit.dedupe compiles/loads its numba kernels (~0.5 s), and evaluate/ imports this module
-    from qrelkit.dedupe.apply import expand_qrels as _expand
+    from qrelkit.dedupe.apply import label_class_members
 
     q = qrels.select(["qid", "docid", "rel"]).cast(QRELS_SCHEMA)
     if classes is None or classes.num_rows == 0:
         out, raw_conf = sort_qrels(q), pd.DataFrame(columns=["qid", "class_id", "grades"])
     else:
-        out, raw_conf = _expand(q, classes)
+        out, raw_conf = label_class_members(q, classes)
     conflicts = raw_conf.copy()
     if len(conflicts):
         conflicts["grades"] = [",".join(str(g) for g in v) for v in conflicts["grades"]]
