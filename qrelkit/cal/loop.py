@@ -174,33 +174,27 @@ def _row_wide(a, e, indices16, indices, data, w):
     return s
 
 
+@nb.njit(cache=True, inline="always")
+def _row_score(r, indptr, indices16, indices, data, w, b):
+    """One row's score: ``X[r] @ w + b``, summed in column order."""
+    a = indptr[r]
+    e = indptr[r + 1]
+    if e > a and indices16[e - 1] == 0xFFFF:  # columns ascend: only the last can tell
+        return _row_wide(a, e, indices16, indices, data, w) + b
+    s = np.float32(0.0)
+    for j in range(a, e):
+        s += data[j] * w[indices16[j]]
+    return s + b
+
+
 def _score_all_py(indptr, indices16, indices, data, w, b, out):
-    n = len(indptr) - 1
-    for r in nb.prange(n):
-        a = indptr[r]
-        e = indptr[r + 1]
-        if e > a and indices16[e - 1] == 0xFFFF:  # columns ascend: only the last can tell
-            out[r] = _row_wide(a, e, indices16, indices, data, w) + b
-        else:
-            s = np.float32(0.0)
-            for j in range(a, e):
-                s += data[j] * w[indices16[j]]
-            out[r] = s + b
+    for r in nb.prange(len(indptr) - 1):
+        out[r] = _row_score(r, indptr, indices16, indices, data, w, b)
 
 
 def _score_rows_py(indptr, indices16, indices, data, w, b, rows, out):
-    n = len(rows)
-    for i in nb.prange(n):
-        r = rows[i]
-        a = indptr[r]
-        e = indptr[r + 1]
-        if e > a and indices16[e - 1] == 0xFFFF:
-            out[i] = _row_wide(a, e, indices16, indices, data, w) + b
-        else:
-            s = np.float32(0.0)
-            for j in range(a, e):
-                s += data[j] * w[indices16[j]]
-            out[i] = s + b
+    for i in nb.prange(len(rows)):
+        out[i] = _row_score(rows[i], indptr, indices16, indices, data, w, b)
 
 
 # The scoring kernels read 2-byte column ids (the features' ``indices16``: columns are numbered by

@@ -21,6 +21,7 @@ from qrelkit.dedupe.tokenize import (
     byte_classes,
     lower_table,
     string_buffers,
+    word_count,
 )
 
 EMPTY = np.uint32(0xFFFFFFFF)
@@ -191,14 +192,7 @@ def _count_shingles(data, offsets, rows, n, cls, low):
     out = np.zeros(len(rows), np.int64)
     for q in nb.prange(len(rows)):
         p = rows[q]
-        i = offsets[p]
-        end = offsets[p + 1]
-        count = 0
-        while True:
-            i, h = next_word(data, i, end, cls, low)
-            if i < 0:
-                break
-            count += 1
+        count = word_count(data, offsets[p], offsets[p + 1], cls, low)
         out[q] = max(count - n + 1, 1) if count > 0 else 0
     return out
 

@@ -260,20 +260,23 @@ def next_word(data, i, end, cls, low):
     return i, mix64(h)
 
 
+@nb.njit(cache=True)
+def word_count(data, i, end, cls, low):
+    """The number of words in ``data[i:end]`` (as :func:`next_word` reads them)."""
+    c = 0
+    while True:
+        i, h = next_word(data, i, end, cls, low)
+        if i < 0:
+            return c
+        c += 1
+
+
 @nb.njit(parallel=True, cache=True)
 def _count_words(data, offsets, cls, low):
     n = len(offsets) - 1
     out = np.zeros(n, np.int64)
     for p in nb.prange(n):
-        i = offsets[p]
-        end = offsets[p + 1]
-        c = 0
-        while True:
-            i, h = next_word(data, i, end, cls, low)
-            if i < 0:
-                break
-            c += 1
-        out[p] = c
+        out[p] = word_count(data, offsets[p], offsets[p + 1], cls, low)
     return out
 
 
