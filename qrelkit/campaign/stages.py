@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -21,12 +21,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.cal.features import build_features, load_features
+from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
 from qrelkit.config import Config
+from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
+from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
+from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
+from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
+from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
+                            restrict_runs)
+from qrelkit.simulate.oracle import judge_batches
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -62,9 +72,6 @@ class Context:
 
     @cached_property
     def runset(self):
-        from qrelkit.io.manifest import read_manifest
-        from qrelkit.io.runs import read_runs
-
         return read_runs([Path(p) for p in self.paths["runs"]], lenient=bool(self.cfg.get_value("runs", "lenient")),
                          topics=self.topic_ids, max_depth=self.cfg.get_value("runs", "max_depth"),
                          expected_depth=self.cfg.get_value("runs", "expected_depth"),
@@ -72,8 +79,6 @@ class Context:
 
     @cached_property
     def manifest(self) -> pd.DataFrame:
-        from qrelkit.io.manifest import read_manifest
-
         return read_manifest(self.paths["manifest"])
 
     @cached_property
@@ -170,8 +175,6 @@ class Context:
             return None
         if self.oracle is None:
             return self._waiting(stage, pend)
-        from qrelkit.simulate.oracle import judge_batches
-
         truth = self._oracle_qrels
         scale = tuple(self.cfg.get_value("labels", "scale"))
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
@@ -190,8 +193,6 @@ class Context:
     def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
         texts: dict[str, str] = {}
         try:
-            from qrelkit.io.corpus import lookup_texts
-
             texts = {k: v[0] for k, v in lookup_texts(self.paths["corpus"], set(pend["docid"])).items()}
         except InputError:
             pass
@@ -228,8 +229,6 @@ def stage_validate(ctx: Context) -> dict:
 
 
 def stage_select(ctx: Context) -> dict:
-    from qrelkit.pooler import pool_selection
-
     c = ctx.cfg
     sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
                          include_baselines=bool(c.get_value("selection", "include_baselines")),
@@ -241,10 +240,6 @@ def stage_select(ctx: Context) -> dict:
 
 
 def stage_dedupe(ctx: Context) -> dict:
-    from dataclasses import fields
-
-    from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
-
     names = {f.name for f in fields(DedupeParams)} - {"chunk_rows"}
     params = DedupeParams(**{k: ctx.cfg.get_value("dedupe", k) for k in sorted(names)})
     clu = cluster_corpus(ctx.paths["corpus"], params)
@@ -255,8 +250,6 @@ def stage_dedupe(ctx: Context) -> dict:
 
 
 def stage_pool(ctx: Context) -> dict:
-    from qrelkit.pooler import depth_pool, filter_runs, pool_size_distribution
-
     runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
     depth = int(ctx.cfg.get_value("pool", "depth"))
     init = ctx.initial_qrels()
@@ -290,8 +283,6 @@ def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
 
 
 def stage_screening(ctx: Context) -> dict | Waiting:
-    from qrelkit.cal.screening import ScreeningRule, screen_topics
-
     rule = ScreeningRule.from_config(ctx.cfg)
     pool = ctx.pool.sort_values(["position"], kind="stable")
     done = _judged_or_issued(ctx)
@@ -348,8 +339,6 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
 
 
 def stage_fractional(ctx: Context) -> dict | Waiting:
-    from qrelkit.pooler import depth_pool, filter_runs, fractional_ids_from_corpus, restrict_runs
-
     frac = float(ctx.cfg.get_value("fractional", "fraction"))
     seed = int(ctx.cfg.get_value("fractional", "seed"))
     depth = int(ctx.cfg.get_value("pool", "depth"))
@@ -372,9 +361,6 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
     ``DIR/features`` (into a temporary folder, then renamed)."""
-    from qrelkit.cal.features import build_features, load_features
-    from qrelkit.dedupe.tokenize import Normalization
-
     out = ctx.dir / "features"
     if not out.exists():
         for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
