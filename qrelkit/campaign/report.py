@@ -160,6 +160,10 @@ def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
 
 
 def build(campaign, store, cfg) -> _Doc:
+    """The report document of ``campaign`` (stages and warnings, pools, screening, judging effort,
+    stopping decisions, near-duplicate expansion, agreement, leaderboard, duplicates,
+    leave-one-group-out) from its ``store``, configuration ``cfg`` and the artefacts in its folder;
+    rendered by :func:`write_report`."""
     d = campaign.dir
     doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
     done = store.stages_done()

@@ -51,6 +51,8 @@ class Waiting:
 
 
 def stable_seed(*parts: object) -> int:
+    """A seed in [0, 2**32) from ``parts`` (their strings joined): the same parts give the same
+    seed in every process and Python version (unlike ``hash``)."""
     h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:4], "little")
 
@@ -219,6 +221,8 @@ class Context:
 
 
 def stage_validate(ctx: Context) -> dict:
+    """Read and validate the runs (against the manifest and the topics); run warnings go to the
+    store; returns the counts of runs, documents, topics and issues and the repairs made."""
     rs = ctx.runset
     issues = rs.issues
     for r in issues.itertuples(index=False):
@@ -229,6 +233,8 @@ def stage_validate(ctx: Context) -> dict:
 
 
 def stage_select(ctx: Context) -> dict:
+    """Decide the pooled runs from the manifest (``[selection]`` configuration); writes
+    ``selection.csv``; returns the number of runs and of pooled runs."""
     c = ctx.cfg
     sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
                          include_baselines=bool(c.get_value("selection", "include_baselines")),
@@ -240,6 +246,8 @@ def stage_select(ctx: Context) -> dict:
 
 
 def stage_dedupe(ctx: Context) -> dict:
+    """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
+    ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
     names = {f.name for f in fields(DedupeParams)} - {"chunk_rows"}
     params = DedupeParams(**{k: ctx.cfg.get_value("dedupe", k) for k in sorted(names)})
     clu = cluster_corpus(ctx.paths["corpus"], params)
@@ -250,6 +258,9 @@ def stage_dedupe(ctx: Context) -> dict:
 
 
 def stage_pool(ctx: Context) -> dict:
+    """The depth pool of the pooled runs (``[pool] depth``, with the classes and the initial qrels);
+    writes ``pool.parquet`` and imports the initial qrels as judged; returns depth, items, topics and
+    the number of pooled runs."""
     runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
     depth = int(ctx.cfg.get_value("pool", "depth"))
     init = ctx.initial_qrels()
@@ -283,6 +294,9 @@ def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
 
 
 def stage_screening(ctx: Context) -> dict | Waiting:
+    """Issue the first pool passages of each topic for judging, then screen the topics on those
+    judgments (:func:`qrelkit.cal.screening.screen_topics`): a discarded topic has its CAL threads
+    rejected; returns the count of each decision, or :class:`Waiting` while judgments are out."""
     rule = ScreeningRule.from_config(ctx.cfg)
     pool = ctx.pool.sort_values(["position"], kind="stable")
     done = _judged_or_issued(ctx)
@@ -308,12 +322,15 @@ def stage_screening(ctx: Context) -> dict | Waiting:
 
 
 def kept_topics(ctx: Context) -> list[str]:
+    """The campaign's topics (in order) that screening did not discard."""
     ct = ctx.store.campaign_topics()
     discarded = set(ct.loc[ct["decision"] == "discarded", "qid"])
     return [q for q in ctx.topic_ids if q not in discarded]
 
 
 def stage_pool_rest(ctx: Context) -> dict | Waiting:
+    """Issue the rest of the pool of every kept topic (the passages not judged or issued before)
+    and have it judged; returns the numbers of kept topics and issued items, or :class:`Waiting`."""
     pool = ctx.pool.sort_values(["position"], kind="stable")
     keep = set(kept_topics(ctx))
     done = _judged_or_issued_before(ctx, "/pool-rest")
@@ -339,6 +356,9 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
 
 
 def stage_fractional(ctx: Context) -> dict | Waiting:
+    """The fractional pool: a seeded fraction of the corpus, pooled to ``[pool] depth`` from the
+    pooled runs restricted to it; writes ``pool-fractional.parquet``, issues its new passages of the
+    kept topics and has them judged; returns fraction, kept passages and items, or :class:`Waiting`."""
     frac = float(ctx.cfg.get_value("fractional", "fraction"))
     seed = int(ctx.cfg.get_value("fractional", "seed"))
     depth = int(ctx.cfg.get_value("pool", "depth"))
