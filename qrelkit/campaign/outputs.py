@@ -10,8 +10,14 @@ import pyarrow as pa
 from scipy import stats
 
 from qrelkit.campaign.stages import Context
+from qrelkit.dedupe.apply import expansion_table
 from qrelkit.errors import InputError
+from qrelkit.evaluate import evaluate
+from qrelkit.evaluate.duplicates import duplicate_effects
 from qrelkit.io.qrels import read_qrels, write_qrels
+from qrelkit.labels import scheme_grades, threshold_of
+from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
+from qrelkit.reuse import DEFAULT_MEASURES, leave_out
 
 QRELS_PASSAGES, QRELS_EXPANDED, QRELS_DOCUMENTS = "qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt"
 
@@ -26,9 +32,9 @@ def final_topics(ctx: Context) -> list[str]:
 
 
 def stage_qrels(ctx: Context) -> dict:
-    from qrelkit.dedupe.apply import expansion_table
-    from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
-
+    """The final qrels of the campaign's accepted topics: writes the passage qrels, the qrels
+    expanded to near-duplicates (and ``expansion.csv``), and the document qrels when the corpus maps
+    passages to documents (else a warning); returns the counts (topics, passages, expanded, documents)."""
     keep = final_topics(ctx)
     q = ctx.store.export_qrels(combine=ctx.combine)
     q = q.filter(pa.compute.is_in(q["qid"], value_set=pa.array(keep, pa.string())))
@@ -55,8 +61,6 @@ def stage_qrels(ctx: Context) -> dict:
 
 
 def _rel(ctx: Context) -> int | None:
-    from qrelkit.labels import scheme_grades, threshold_of
-
     r = ctx.cfg.get_value("eval", "relevant")
     if r is None or r == "":
         return None
@@ -89,9 +93,9 @@ def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
 
 
 def stage_evaluate(ctx: Context) -> dict:
-    from qrelkit.evaluate import evaluate
-    from qrelkit.evaluate.duplicates import duplicate_effects
-
+    """Score every run against the expanded final qrels: writes per-query scores, the summary
+    and the leaderboard (and deduplicated runs vs. expanded qrels when there are classes); returns the
+    counts of topics and runs and the measures (``{"topics": 0}`` and a warning when no topic is left)."""
     q = _final(ctx, QRELS_EXPANDED)
     if q is None:
         ctx.store.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
@@ -115,8 +119,9 @@ def stage_evaluate(ctx: Context) -> dict:
 
 
 def stage_reuse(ctx: Context) -> dict:
-    from qrelkit.reuse import DEFAULT_MEASURES, leave_out
-
+    """The reusability study on the final passage qrels (:func:`qrelkit.reuse.leave_out`, with the
+    ``[reuse]`` configuration): writes ``reuse-summary|runs|units|topics.csv``; returns the number of
+    left-out units and of notes (``{"topics": 0}`` and a warning when no topic is left)."""
     q = _final(ctx, QRELS_PASSAGES)
     if q is None:
         ctx.store.warn("reuse", "no topic in the final qrels: no reusability study")

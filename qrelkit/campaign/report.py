@@ -17,10 +17,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from qrelkit.io.atomic import atomic_open
+from qrelkit.io.manifest import read_manifest
 from qrelkit.io.tables import read_frame
 from qrelkit.io.plots import pyplot
+from qrelkit.labels.aggregate import assessor_agreement
+from qrelkit.pooler import pool_stats
 
 
 def _png(fig) -> str:
@@ -144,8 +148,6 @@ def _duplicates_figure(dup: pd.DataFrame):
 
 
 def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
-    from qrelkit.labels.aggregate import assessor_agreement
-
     per_item = log.groupby(["qid", "docid"])["assessor"].nunique()
     if not (per_item >= 2).any():
         return None
@@ -158,6 +160,10 @@ def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
 
 
 def build(campaign, store, cfg) -> _Doc:
+    """The report document of ``campaign`` (stages and warnings, pools, screening, judging effort,
+    stopping decisions, near-duplicate expansion, agreement, leaderboard, duplicates,
+    leave-one-group-out) from its ``store``, configuration ``cfg`` and the artefacts in its folder;
+    rendered by :func:`write_report`."""
     d = campaign.dir
     doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
     done = store.stages_done()
@@ -170,10 +176,6 @@ def build(campaign, store, cfg) -> _Doc:
     topics = ct["qid"].astype(str).tolist()
     pool = _read(d, "pool.parquet")
     if pool is not None:
-        from qrelkit.io.manifest import read_manifest
-        from qrelkit.pooler import pool_stats
-        import pyarrow as pa
-
         ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False), read_manifest(store.get_state("paths")["manifest"]))
         doc.h("Pool sizes per topic")
         doc.table(ps["topics"])

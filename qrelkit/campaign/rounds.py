@@ -109,6 +109,9 @@ def _issue(ctx: Context, feats, round_: int) -> None:
 
 
 def stage_cal(ctx: Context) -> dict | Waiting:
+    """The CAL rounds: alternately issue the next batch of every active topic and thread and have it
+    judged, applying the stopping rules, until no topic is active or ``[campaign] max_rounds`` is
+    reached; returns the rounds done and the count of each topic decision, or :class:`Waiting`."""
     store = ctx.store
     feats = None
     max_rounds = int(ctx.cfg.get_value("campaign", "max_rounds"))

@@ -16,9 +16,15 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from qrelkit.campaign import outputs, rounds, stages
+from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
 from qrelkit.config import CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError
+from qrelkit.io.corpus import count_passages
+from qrelkit.io.manifest import read_manifest
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.runs import expand_sources, read_runs
+from qrelkit.io.topics import read_topics
 
 STAGES = CAMPAIGN_STAGES
 REQUIRED = ("validate", "select", "pool", "qrels")
@@ -31,8 +37,6 @@ _FUNCS: dict[str, Callable] = {
 
 
 def _files(path: str | os.PathLike) -> list[Path]:
-    from qrelkit.io.runs import expand_sources
-
     return [Path(p) for p in expand_sources([Path(path)])]
 
 
@@ -89,11 +93,6 @@ class Campaign:
         """Validate every input (runs against manifest and topics, strict unless ``lenient``),
         then create the store recording each input (path, size, sha256) and the effective
         configuration. An existing campaign is ``[campaign-exists]``."""
-        from qrelkit.io.corpus import count_passages
-        from qrelkit.io.manifest import read_manifest
-        from qrelkit.io.runs import read_runs
-        from qrelkit.io.topics import read_topics
-
         d = Path(directory)
         if campaign_path(d).exists():
             raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
@@ -113,8 +112,6 @@ class Campaign:
         if n == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
         if qrels is not None:
-            from qrelkit.io.qrels import read_qrels
-
             read_qrels(paths["qrels"], scale=cfg.get_value("labels", "scale"))
         records = [input_record(k, p) for k, p in paths.items() if k != "runs"]
         records += [input_record("run", p) for p in run_files]
@@ -200,8 +197,6 @@ class Campaign:
             ctx.say(f"stage {name}")
             t0 = time.perf_counter()
             if name == "report":
-                from qrelkit.campaign.report import write_report
-
                 write_report(self, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
                 result: Any = {"files": ["report.html", "report.md"]}
             else:
@@ -242,8 +237,6 @@ class Campaign:
 
     def report(self, output: str | os.PathLike) -> list[Path]:
         """Write the report (``.html`` with embedded figures, and its ``.md`` twin)."""
-        from qrelkit.campaign.report import write_report
-
         writable(output)
         store, cfg, _ = self._open()
         try:

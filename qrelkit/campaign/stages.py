@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -21,12 +21,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.cal.features import build_features, load_features
+from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
 from qrelkit.config import Config
+from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
+from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
+from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
+from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
+from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
+                            restrict_runs)
+from qrelkit.simulate.oracle import judge_batches
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -41,6 +51,8 @@ class Waiting:
 
 
 def stable_seed(*parts: object) -> int:
+    """A seed in [0, 2**32) from ``parts`` (their strings joined): the same parts give the same
+    seed in every process and Python version (unlike ``hash``)."""
     h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:4], "little")
 
@@ -62,9 +74,6 @@ class Context:
 
     @cached_property
     def runset(self):
-        from qrelkit.io.manifest import read_manifest
-        from qrelkit.io.runs import read_runs
-
         return read_runs([Path(p) for p in self.paths["runs"]], lenient=bool(self.cfg.get_value("runs", "lenient")),
                          topics=self.topic_ids, max_depth=self.cfg.get_value("runs", "max_depth"),
                          expected_depth=self.cfg.get_value("runs", "expected_depth"),
@@ -72,8 +81,6 @@ class Context:
 
     @cached_property
     def manifest(self) -> pd.DataFrame:
-        from qrelkit.io.manifest import read_manifest
-
         return read_manifest(self.paths["manifest"])
 
     @cached_property
@@ -170,8 +177,6 @@ class Context:
             return None
         if self.oracle is None:
             return self._waiting(stage, pend)
-        from qrelkit.simulate.oracle import judge_batches
-
         truth = self._oracle_qrels
         scale = tuple(self.cfg.get_value("labels", "scale"))
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
@@ -190,8 +195,6 @@ class Context:
     def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
         texts: dict[str, str] = {}
         try:
-            from qrelkit.io.corpus import lookup_texts
-
             texts = {k: v[0] for k, v in lookup_texts(self.paths["corpus"], set(pend["docid"])).items()}
         except InputError:
             pass
@@ -218,6 +221,8 @@ class Context:
 
 
 def stage_validate(ctx: Context) -> dict:
+    """Read and validate the runs (against the manifest and the topics); run warnings go to the
+    store; returns the counts of runs, documents, topics and issues and the repairs made."""
     rs = ctx.runset
     issues = rs.issues
     for r in issues.itertuples(index=False):
@@ -228,8 +233,8 @@ def stage_validate(ctx: Context) -> dict:
 
 
 def stage_select(ctx: Context) -> dict:
-    from qrelkit.pooler import pool_selection
-
+    """Decide the pooled runs from the manifest (``[selection]`` configuration); writes
+    ``selection.csv``; returns the number of runs and of pooled runs."""
     c = ctx.cfg
     sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
                          include_baselines=bool(c.get_value("selection", "include_baselines")),
@@ -241,10 +246,8 @@ def stage_select(ctx: Context) -> dict:
 
 
 def stage_dedupe(ctx: Context) -> dict:
-    from dataclasses import fields
-
-    from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
-
+    """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
+    ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
     names = {f.name for f in fields(DedupeParams)} - {"chunk_rows"}
     params = DedupeParams(**{k: ctx.cfg.get_value("dedupe", k) for k in sorted(names)})
     clu = cluster_corpus(ctx.paths["corpus"], params)
@@ -255,8 +258,9 @@ def stage_dedupe(ctx: Context) -> dict:
 
 
 def stage_pool(ctx: Context) -> dict:
-    from qrelkit.pooler import depth_pool, filter_runs, pool_size_distribution
-
+    """The depth pool of the pooled runs (``[pool] depth``, with the classes and the initial qrels);
+    writes ``pool.parquet`` and imports the initial qrels as judged; returns depth, items, topics and
+    the number of pooled runs."""
     runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
     depth = int(ctx.cfg.get_value("pool", "depth"))
     init = ctx.initial_qrels()
@@ -290,8 +294,9 @@ def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
 
 
 def stage_screening(ctx: Context) -> dict | Waiting:
-    from qrelkit.cal.screening import ScreeningRule, screen_topics
-
+    """Issue the first pool passages of each topic for judging, then screen the topics on those
+    judgments (:func:`qrelkit.cal.screening.screen_topics`): a discarded topic has its CAL threads
+    rejected; returns the count of each decision, or :class:`Waiting` while judgments are out."""
     rule = ScreeningRule.from_config(ctx.cfg)
     pool = ctx.pool.sort_values(["position"], kind="stable")
     done = _judged_or_issued(ctx)
@@ -317,12 +322,15 @@ def stage_screening(ctx: Context) -> dict | Waiting:
 
 
 def kept_topics(ctx: Context) -> list[str]:
+    """The campaign's topics (in order) that screening did not discard."""
     ct = ctx.store.campaign_topics()
     discarded = set(ct.loc[ct["decision"] == "discarded", "qid"])
     return [q for q in ctx.topic_ids if q not in discarded]
 
 
 def stage_pool_rest(ctx: Context) -> dict | Waiting:
+    """Issue the rest of the pool of every kept topic (the passages not judged or issued before)
+    and have it judged; returns the numbers of kept topics and issued items, or :class:`Waiting`."""
     pool = ctx.pool.sort_values(["position"], kind="stable")
     keep = set(kept_topics(ctx))
     done = _judged_or_issued_before(ctx, "/pool-rest")
@@ -348,8 +356,9 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
 
 
 def stage_fractional(ctx: Context) -> dict | Waiting:
-    from qrelkit.pooler import depth_pool, filter_runs, fractional_ids_from_corpus, restrict_runs
-
+    """The fractional pool: a seeded fraction of the corpus, pooled to ``[pool] depth`` from the
+    pooled runs restricted to it; writes ``pool-fractional.parquet``, issues its new passages of the
+    kept topics and has them judged; returns fraction, kept passages and items, or :class:`Waiting`."""
     frac = float(ctx.cfg.get_value("fractional", "fraction"))
     seed = int(ctx.cfg.get_value("fractional", "seed"))
     depth = int(ctx.cfg.get_value("pool", "depth"))
@@ -372,9 +381,6 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
     ``DIR/features`` (into a temporary folder, then renamed)."""
-    from qrelkit.cal.features import build_features, load_features
-    from qrelkit.dedupe.tokenize import Normalization
-
     out = ctx.dir / "features"
     if not out.exists():
         for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run

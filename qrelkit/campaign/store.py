@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS campaign_warnings (
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 hex digest of the file at ``path`` (read in 1 MiB blocks)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -228,10 +229,13 @@ class CampaignStore(JudgingStore):
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:
+    """The path of the campaign store (``campaign.db``) in the campaign folder ``directory``."""
     return Path(directory) / STORE_NAME
 
 
 def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0) -> CampaignStore:
+    """Open the :class:`CampaignStore` of the campaign folder ``directory`` (``timeout``: seconds to
+    wait for the write lock); no store there is ``[not-a-campaign]``."""
     p = campaign_path(directory)
     if not p.is_file():
         raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",

@@ -25,8 +25,8 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    # imported here, not at the top: the command modules import qrelkit.cli (common), so ``app`` must exist first
-    from qrelkit.cli import batch, cal, dedupe, pool, runs, simulate
+    # lazy (import cycle), not at the top: the command modules import qrelkit.cli (common), so ``app`` must exist first
+    from qrelkit.cli import batch, cal, dedupe, eval as eval_cli, labels as labels_cli, pool, runs, simulate
 
     app.add_typer(runs.app, name="runs")
     app.add_typer(pool.app, name="pool")
@@ -34,13 +34,11 @@ def _register() -> None:
     app.add_typer(dedupe.app, name="dedupe")
     app.add_typer(simulate.app, name="simulate")
     try:  # the CAL loop and simulation commands attach to the ``cal`` group when present
-        import qrelkit.cli.cal_loop  # noqa: F401
+        import qrelkit.cli.cal_loop  # noqa: F401 - lazy (import cycle), as above
     except ImportError as exc:
         if exc.name != "qrelkit.cli.cal_loop":
             raise
     app.add_typer(cal.app, name="cal")
-    from qrelkit.cli import eval as eval_cli, labels as labels_cli
-
     app.add_typer(labels_cli.app, name="labels")
     app.add_typer(eval_cli.app, name="eval")
     app.add_typer(__import__("qrelkit.cli.prefs", fromlist=["app"]).app, name="prefs")

@@ -30,20 +30,20 @@ __all__ = ["app"]
 def _norm(cfg):
     """The tokenizer settings of the near-duplicate module (config ``[dedupe]``): CAL features
     and near-duplicate detection see the same words."""
-    from qrelkit.dedupe.tokenize import Normalization
+    from qrelkit.dedupe.tokenize import Normalization  # lazy: numba kernels, slow to import
 
     return Normalization(**{k: bool(cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
 
 
 def _cal_params(cfg, **overrides):
-    from qrelkit.cal.loop import CalParams
+    from qrelkit.cal.loop import CalParams  # lazy: numba kernels, slow to import
 
     # flags pass the schema's checks of their [cal] keys (get_value), as config values do
     return CalParams.from_config(cfg, **{k: cfg.get_value("cal", k, v) for k, v in overrides.items()})
 
 
 def _threads(value: Optional[str]) -> Optional[list[str]]:
-    from qrelkit.cal.loop import THREADS
+    from qrelkit.cal.loop import THREADS  # lazy: numba kernels, slow to import
 
     if value is None:
         return None
@@ -56,7 +56,7 @@ def _threads(value: Optional[str]) -> Optional[list[str]]:
 
 def _load_features(path: Path, cfg, classes: Optional[Path] = None):
     """A features folder (built by ``cal features``), or a corpus file featurized in memory."""
-    from qrelkit.cal.features import build_features, load_features
+    from qrelkit.cal.features import build_features, load_features  # lazy: numba kernels, slow to import
 
     if path.is_dir():
         if classes is not None:
@@ -80,7 +80,7 @@ def features(
 ) -> None:
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
-    from qrelkit.cal.features import build_features
+    from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
     cfg = common.config(config)
     if not corpus.exists():
         raise InputError("unreadable", "no such file", file=str(corpus))
@@ -133,8 +133,8 @@ def next_(
     judgments, rank the candidates, record the best passages that need judging (passages judged in
     another thread are encountered: copied into the batch, not judged again)."""
     common.check_io(inputs=[features_dir, corpus, config], outputs=[output], stores=[store])
-    from qrelkit.cal.features import load_features
-    from qrelkit.cal.loop import batches_table, issue_next_batches
+    from qrelkit.cal.features import load_features  # lazy: numba kernels, slow to import
+    from qrelkit.cal.loop import batches_table, issue_next_batches  # lazy: numba kernels, slow to import
     cfg = common.config(config)
     if not store.is_file():
         raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(store))
@@ -194,8 +194,8 @@ def simulate(
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
     common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
-    from qrelkit.cal.simulation import plot_curves, qrels_grades, simulate_cal, topics_without_relevant
-    from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation
+    from qrelkit.cal.simulation import plot_curves, qrels_grades, simulate_cal, topics_without_relevant  # lazy: numba kernels, slow to import
+    from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation  # lazy: numba kernels, slow to import
 
     cfg = common.config(config)
     th = _threads(threads)

@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import pandas as pd
+import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
 from qrelkit.errors import InputError
+from qrelkit.io.tables import write_table
 
 app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
 
@@ -31,7 +34,7 @@ def init(
     """Validate every input and create the campaign: its store records each input (path, size,
     sha256) and the effective configuration. An existing campaign is never re-initialized."""
     common.check_io(inputs=[corpus, topics, runs, manifest, qrels, config], folders=[directory])
-    from qrelkit.campaign import Campaign
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     with common.progress("validating inputs", None):
         c = Campaign.init(directory, config=config, corpus=corpus, topics=topics, runs=runs, manifest=manifest,
@@ -53,7 +56,7 @@ def run(
     """Advance every topic as far as the judgments allow, and stop: done, or waiting for
     judgments (the batches out, for whom, and their files under DIR/batches/)."""
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     c = Campaign(directory)
     if common.stderr.is_terminal:  # the stage (and CAL round) at work, on stderr
@@ -67,8 +70,6 @@ def run(
     common.stderr.print(f"{res['state']}; stages done: {', '.join(res['stages_done']) or 'none'}; topics: "
                         f"{res['topics']}", markup=False, highlight=False)
     if res["waiting"]:
-        import pandas as pd
-
         common.print_table(pd.DataFrame(res["waiting"]), title="Batches out")
 
 
@@ -81,7 +82,7 @@ def import_(
 ) -> None:
     """Import assessors' judgments (idempotent; conflicting grades are reported)."""
     common.check_io(inputs=files, stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     rep = Campaign(directory).import_judgments(files, lenient=lenient)
     common.emit({"imported": rep.imported, "counts": rep.counts, "conflicts": len(rep.conflicts)}, as_json,
@@ -97,10 +98,7 @@ def status(
     """Per topic: stage, judged, relevant, density, screening decision, CAL thread states,
     stopping decision and rule, batches out."""
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
-    import pyarrow as pa
-
-    from qrelkit.campaign import Campaign
-    from qrelkit.io.tables import write_table
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     df = Campaign(directory).status()
     if output is not None:
@@ -119,7 +117,7 @@ def report(
 ) -> None:
     """One self-contained HTML report (figures embedded) and its Markdown twin."""
     common.check_io(outputs=[output, output.with_suffix(".md")], read_stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     if output.suffix.lower() not in (".html", ".htm", ".md"):
         raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))

@@ -25,7 +25,7 @@ app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs,
 
 
 def _params(cfg, **flags):
-    from qrelkit.dedupe import DedupeParams
+    from qrelkit.dedupe import DedupeParams  # lazy: qrelkit.dedupe loads numba
 
     keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "linkage", "canonical", "lower",
             "strip_html", "keep_digits"]
@@ -69,7 +69,7 @@ def cluster(
 ) -> None:
     """Cluster a corpus into near-duplicate classes with MinHash/LSH; prints the S-curve."""
     common.check_io(inputs=[corpus, priority_qrels, config], outputs=[output, nist_out], folders=[index_out, spill_dir])
-    from qrelkit.dedupe.cluster import cluster_corpus, nist_lines
+    from qrelkit.dedupe.cluster import cluster_corpus, nist_lines  # lazy: qrelkit.dedupe loads numba
 
     cfg = common.config(config)
     params = _params(cfg, ngram=ngram, num_perm=num_perm, bands=bands, rows=rows, seed=seed, threshold=threshold,
@@ -95,7 +95,7 @@ def cluster(
     if nist_out is not None:
         _write_nist(nist_lines(res.classes, only_duplicates=only_duplicates), nist_out)
     if index_out is not None and res.sig is not None:
-        from qrelkit.dedupe.incremental import save_index
+        from qrelkit.dedupe.incremental import save_index  # lazy: qrelkit.dedupe loads numba
 
         save_index(res, res.sig, index_out)
     curve = params.s_curve()
@@ -119,7 +119,7 @@ def stats(
 ) -> None:
     """Classes, size histogram, largest classes with sample members."""
     common.check_io(inputs=[classes, corpus, config], outputs=[output])
-    from qrelkit.dedupe.cluster import class_stats, read_nist
+    from qrelkit.dedupe.cluster import class_stats, read_nist  # lazy: qrelkit.dedupe loads numba
 
     common.config(config)
     st = class_stats(read_nist(classes), largest=largest)
@@ -149,7 +149,7 @@ def import_nist(
 ) -> None:
     """Import NIST's near-duplicate classes as a class table."""
     common.check_io(inputs=[nist, config], outputs=[output])
-    from qrelkit.dedupe.cluster import class_stats, read_nist
+    from qrelkit.dedupe.cluster import class_stats, read_nist  # lazy: qrelkit.dedupe loads numba
 
     common.config(config)
     t = read_nist(nist)
@@ -170,13 +170,13 @@ def assign(
 ) -> None:
     """Incremental mode: assign new passages to existing classes from stored signatures."""
     common.check_io(inputs=[corpus, index, config], outputs=[output])
-    from qrelkit.dedupe.incremental import assign_new, merge_index
+    from qrelkit.dedupe.incremental import assign_new, merge_index  # lazy: qrelkit.dedupe loads numba
 
     common.config(config)
     new, summary = assign_new(corpus, index)
     write_table(new, output, kind="dedupe-assigned", params={"index": str(index), **summary.get("params", {})})
     if update and new.num_rows:
-        from qrelkit.dedupe.cluster import sign_corpus  # noqa: F401 - signatures are stored by save_index
+        from qrelkit.dedupe.cluster import sign_corpus  # noqa: F401 - lazy (numba); signatures are stored by save_index
         merged = merge_index(index, new)
         write_table(merged, index / "classes.parquet", kind="dedupe-classes", params=summary.get("params", {}))
     common.emit({"output": str(output), **{k: v for k, v in summary.items() if k != "params"}}, as_json,
@@ -221,7 +221,7 @@ def expand(
 ) -> None:
     """Give every member of a judged class the class's label; report the expansion per topic."""
     common.check_io(inputs=[qrels, classes, config], outputs=[output, table_out])
-    from qrelkit.dedupe.apply import expansion_table, label_class_members
+    from qrelkit.dedupe.apply import expansion_table, label_class_members  # lazy: qrelkit.dedupe loads numba
 
     cfg = common.config(config)
     q = read_qrels(qrels)
@@ -256,7 +256,7 @@ def evaluate(
 ) -> None:
     """Pair precision/recall against ground truth, and copy recall by number of word edits."""
     common.check_io(inputs=[classes, truth, corpus, config], outputs=[output])
-    from qrelkit.dedupe.accuracy import evaluate_classes
+    from qrelkit.dedupe.accuracy import evaluate_classes  # lazy: qrelkit.dedupe loads numba
 
     common.config(config)
     scores, by_edits = evaluate_classes(read_classes(classes), read_classes(truth), corpus)

@@ -33,7 +33,7 @@ def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -
     TREC run files/folders (validated by the run reader), or one Parquet table of canonical runs
     written by ``qrelkit runs canonicalize`` (already validated; only the judged topics of
     ``qrels`` are read)."""
-    from qrelkit.evaluate.core import load_canonical_runs
+    from qrelkit.evaluate.core import load_canonical_runs  # lazy: qrelkit.evaluate loads ir_measures
 
     if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
         topics = None if qrels is None else pc.unique(qrels["qid"]).to_pylist()
@@ -81,8 +81,8 @@ def score(
     """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
     policy for judged topics a run misses; per-query and aggregate tables."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
-    from qrelkit.evaluate import RANKINGS, evaluate
-    from qrelkit.evaluate.protocol import scoring_options
+    from qrelkit.evaluate import RANKINGS, evaluate  # lazy: qrelkit.evaluate loads ir_measures
+    from qrelkit.evaluate.protocol import scoring_options  # lazy: qrelkit.evaluate loads ir_measures
 
     cfg = common.config(config)
     so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
@@ -144,8 +144,8 @@ def compare(
     with Bonferroni and Holm corrections, and the outcome breakdown (neither / only one / both
     find a relevant item in the top k; ESL and RR on 'both')."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, breakdown_out, cases_out])
-    from qrelkit.evaluate import evaluate, outcome_breakdown, significance
-    from qrelkit.evaluate.protocol import comparison_options, scoring_options
+    from qrelkit.evaluate import evaluate, outcome_breakdown, significance  # lazy: qrelkit.evaluate loads ir_measures
+    from qrelkit.evaluate.protocol import comparison_options, scoring_options  # lazy: qrelkit.evaluate loads ir_measures
 
     cfg = common.config(config)
     so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
@@ -202,8 +202,8 @@ def duplicates(
     """Duplicates in evaluation (TREC 2022 Figure 6): every run scored with original runs and
     qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
     common.check_io(inputs=[runs, qrels, classes, config], outputs=[output, plot])
-    from qrelkit.evaluate import duplicate_effects, plot_duplicates
-    from qrelkit.evaluate.protocol import scoring_options
+    from qrelkit.evaluate import duplicate_effects, plot_duplicates  # lazy: qrelkit.evaluate loads ir_measures
+    from qrelkit.evaluate.protocol import scoring_options  # lazy: qrelkit.evaluate loads ir_measures
 
     cfg = common.config(config)
     so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant, measures_key="duplicate_measures")
@@ -238,7 +238,7 @@ def correlate(
     """Kendall's tau (scipy) and tau_ap between two leaderboards, per measure. Per-query tables
     are accepted too (their values are averaged per run)."""
     common.check_io(inputs=[a, b, config], outputs=[output])
-    from qrelkit.evaluate import leaderboard_correlation
+    from qrelkit.evaluate import leaderboard_correlation  # lazy: qrelkit.evaluate loads ir_measures
 
     common.config(config)
 

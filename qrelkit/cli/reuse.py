@@ -53,7 +53,7 @@ def leave_out_cmd(
     common.check_io(inputs=[runs, qrels, manifest, pool, run_depth, topics, classes, official, config], folders=[output, qrels_out])
     # lazy: qrelkit.reuse loads ir_measures (and a process pool), too slow for every 'qrelkit --help'
     from qrelkit.reuse import leave_out, write_report
-    from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels
+    from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels  # lazy: ir_measures
 
     cfg = common.config(config)
     opts = leave_out_options(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans, orphan_depth=orphan_depth,
