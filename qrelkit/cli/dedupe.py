@@ -176,7 +176,6 @@ def assign(
     new, summary = assign_new(corpus, index)
     write_table(new, output, kind="dedupe-assigned", params={"index": str(index), **summary.get("params", {})})
     if update and new.num_rows:
-        from qrelkit.dedupe.cluster import sign_corpus  # noqa: F401 - lazy (numba); signatures are stored by save_index
         merged = merge_index(index, new)
         write_table(merged, index / "classes.parquet", kind="dedupe-classes", params=summary.get("params", {}))
     common.emit({"output": str(output), **{k: v for k, v in summary.items() if k != "params"}}, as_json,
