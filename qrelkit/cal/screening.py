@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from qrelkit.cal.stopping import status_table
+from qrelkit.cal.store import combine_log
 from qrelkit.config import Config, default as config_default
 from qrelkit.errors import InputError
 
@@ -130,8 +132,6 @@ def store_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame 
                     combine: str = "median_high", **params: Any) -> pd.DataFrame:
     """:func:`screen_topics` over a judging store's judgments (every thread, one grade per
     passage by ``combine``) and topics, with the config's ``[screen]`` rule."""
-    from qrelkit.cal.store import combine_log
-
     rule = ScreeningRule.from_config(config, **params)
     labels = combine_log(store.judgments(None, "all"), combine=combine)
     return screen_topics(labels, pool, topics=store.topics()["qid"].astype(str).tolist(), rule=rule)
@@ -141,8 +141,6 @@ def status_with_screening(store, *, config: Mapping | None = None, pool: pd.Data
                           combine: str = "median_high", **status: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``cal status``: the stopping rules' status table (:func:`~qrelkit.cal.stopping.status_table`)
     with a ``screening`` column (the topic's screening decision), and the screening table."""
-    from qrelkit.cal.stopping import status_table
-
     df = status_table(store, config=config, combine=combine, **status)
     scr = store_screening(store, config=config, pool=pool, combine=combine)
     decision = dict(zip(scr["qid"], scr["decision"]))

@@ -47,6 +47,7 @@ trains on everything (see :mod:`qrelkit.cal.loop`). A single thread alone is pla
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -57,8 +58,10 @@ import pyarrow as pa
 
 from qrelkit.cal.features import Features, Vocabulary, chunks_of, row_pairs
 from qrelkit.cal.loop import THREADS, CalParams, CalRanker, batch_size, candidate_rows, key64
+from qrelkit.cal.stopping import JudgingState, TargetSample, draw_sample
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
+from qrelkit.io.atomic import atomic_path
 
 UNJUDGED_POLICIES = ("zero", "skip")
 TARGETS = (0.75, 0.95)
@@ -198,8 +201,6 @@ def qrels_grades(qrels: pa.Table) -> dict[str, list[int]]:
 
 def _state(passages: list[str], relevant: list[bool], batch_ends: list[int], *, budget, collection_size, topic, thread,
            sample=None):
-    from qrelkit.cal.stopping import JudgingState
-
     return JudgingState(passages=tuple(passages), relevant=np.asarray(relevant, bool), batch_ends=tuple(batch_ends),
                         budget=budget, collection_size=collection_size, topic=str(topic), thread=thread,
                         issued=frozenset(passages), sample=sample)
@@ -209,8 +210,6 @@ def _target_sample(features: Features, cand: np.ndarray | None, oracle: "Oracle"
                    rel_set: set, rng) -> tuple[Any, int]:
     """The target method's random sample of a thread's candidates (``draw_sample`` order), judged
     by the oracle until ``size`` relevant passages are found: (TargetSample, judgments made)."""
-    from qrelkit.cal.stopping import TargetSample, draw_sample
-
     ids = features.pids if cand is None else features.pids.take(pa.array(cand))
     order = draw_sample(ids.to_pylist(), len(ids), seed=seed, topic=topic)
     rows = features.rows_of(order)
@@ -308,8 +307,6 @@ def simulate_cal(
     qrels_file:
         Where ``qrels`` came from, named by the error ``no-relevant``.
     """
-    import time
-
     t_start = time.perf_counter()
     rules = dict(rules or {})
     cr, init, no_relevant = _cal_setup(features, topics, qrels, threads=threads, params=params, initial=initial,
@@ -621,12 +618,10 @@ def _summary_row(qid: str, th: _Thread, rel_seq: np.ndarray) -> dict:
 
 def plot_curves(curves: pd.DataFrame, path: str | os.PathLike, *, title: str = "CAL: recall vs. effort") -> None:
     """One line per topic and thread (recall against effort), written as PNG (matplotlib Agg)."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib takes ~0.5 s to import, only plots need it
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    from qrelkit.io.atomic import atomic_path
+    import matplotlib.pyplot as plt  # lazy: as above, after choosing the Agg backend
 
     threads = list(dict.fromkeys(curves["thread"])) if len(curves) else []
     fig, axes = plt.subplots(1, max(len(threads), 1), figsize=(5.5 * max(len(threads), 1), 4.2), squeeze=False)

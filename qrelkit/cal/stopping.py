@@ -73,6 +73,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default, defaults as config_defaults
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
@@ -567,8 +568,6 @@ def _state_from_judgments(store, topic: str, thread: str, log: pd.DataFrame, *, 
                           combine: str, budget: int | None, collection_size: int | None,
                           max_batch_seq: int | None = None) -> JudgingState:
     """:func:`state_from_store` from ``log``, the thread's judgments already read from ``store``."""
-    from qrelkit.cal.store import combine_log
-
     lab = combine_log(log, combine=combine)
     if collection_size is None:
         th = store.threads(topic)
@@ -587,8 +586,6 @@ def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str,
 
 def _sample_from_log(log: pd.DataFrame, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
     """The judged target sample of one topic from its judgments (the ``sample`` batches)."""
-    from qrelkit.cal.store import combine_log
-
     log = log[log["kind"] == "sample"]
     if len(log) == 0:
         return None
@@ -632,8 +629,6 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
     """The current :class:`JudgingState` of every row of ``threads`` (as :func:`state_from_store`),
     from one read of the judgment log and one of the issued items, not several queries and
     frames per thread (``cal status`` on 200 topics took 15 s)."""
-    from qrelkit.cal.store import combine_log
-
     log = store.judgments(None, None, include_sample=True)
     cols = list(log.columns)
     logs = _by_topic(log, cols)

@@ -15,7 +15,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qrelkit.dedupe._exact import jaccard_pairs
+from qrelkit.dedupe.minhash import shingle_sets
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
+from qrelkit.io.corpus import iter_corpus
 
 
 @nb.njit(cache=True)
@@ -95,8 +98,6 @@ def copy_recall_by_edits(
 def evaluate_classes(found: pa.Table, truth: pa.Table, corpus, *, norm: Normalization = Normalization()) -> tuple[dict, pd.DataFrame]:
     """:func:`pair_scores` and :func:`copy_recall_by_edits`, reading only the texts needed from
     ``corpus`` (a path, streamed)."""
-    from qrelkit.io.corpus import iter_corpus
-
     need = pc.unique(pa.concat_arrays([truth["docid"].combine_chunks(), truth["class_id"].combine_chunks()]))
     parts = [c.filter(pc.is_in(c["pid"], value_set=need)).select(["pid", "text"]) for c in iter_corpus(corpus)]
     texts = pa.concat_tables(parts) if parts else pa.table({"pid": pa.array([], pa.string()), "text": pa.array([], pa.string())})
@@ -111,9 +112,7 @@ def shingle_matrix(texts: pa.Array | pa.ChunkedArray, *, ngram: int = 3, norm: N
     """Sparse binary passage x shingle matrix (``scipy.sparse.csr_matrix``, int32) of the shingle
     sets qrelkit clusters (32-bit shingle hashes; columns ordered by document frequency, rarest
     first) and the set sizes."""
-    import scipy.sparse as sp
-
-    from qrelkit.dedupe.minhash import shingle_sets
+    import scipy.sparse as sp  # lazy: scipy takes ~0.3 s to import, only accuracy studies need it
 
     n = len(texts)
     starts, vals = shingle_sets(texts, np.arange(n), ngram=ngram, norm=norm)
@@ -155,9 +154,7 @@ def exact_similar_pairs(
     sets of Jaccard >= t share a shingle among the first ``|a| - ceil(t |a|) + 1`` of each, so
     only pairs sharing a prefix shingle are scored (for corpora too large for the full product).
     """
-    import scipy.sparse as sp
-
-    from qrelkit.dedupe._exact import jaccard_pairs
+    import scipy.sparse as sp  # lazy: scipy takes ~0.3 s to import, only accuracy studies need it
 
     if method not in ("product", "prefix"):
         raise ValueError("method must be 'product' or 'prefix'")
@@ -212,9 +209,6 @@ def exact_scores(
     lowest such Jaccard; pair recall (true pairs — exact Jaccard >= threshold — placed in one
     class) and pair precision (pairs placed in one class that are true pairs). ``truth``: the
     true pairs ``(i, j)`` when already known (else :func:`exact_similar_pairs`)."""
-    from qrelkit.dedupe._exact import jaccard_pairs
-    from qrelkit.dedupe.minhash import shingle_sets
-
     class_of = np.asarray(class_of, np.int64)
     n = len(class_of)
     if truth is None:

@@ -27,9 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.dedupe import lsh
+from qrelkit.dedupe._exact import exact_pairs
 from qrelkit.dedupe.minhash import permutations, signatures, sorted_sets
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
+from qrelkit.io.classes import read_classes
+from qrelkit.io.corpus import iter_corpus, passages_upper_bound
 
 CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()), ("class_size", pa.int32())])
 VERIFY = ("none", "signature", "exact")
@@ -104,7 +107,6 @@ def _chunks(corpus: str | os.PathLike | pa.Table, chunk_rows: int) -> Iterator[p
             if t.num_rows:
                 yield pa.table({"pid": pc.cast(t["pid"], pa.string()), "text": pc.cast(t["text"], pa.string())})
         return
-    from qrelkit.io.corpus import iter_corpus
 
     yield from iter_corpus(corpus, chunk_rows=chunk_rows)
 
@@ -114,7 +116,6 @@ def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
     file): the capacity of the signature array, trimmed afterwards."""
     if isinstance(corpus, pa.Table):
         return corpus.num_rows
-    from qrelkit.io.corpus import passages_upper_bound
 
     return passages_upper_bound(corpus)
 
@@ -196,8 +197,6 @@ def _verify(signed: Signed, i: np.ndarray, j: np.ndarray, params: DedupeParams, 
     if params.verify == "signature":
         return lsh.verify_signatures(signed.sig, i, j, params.threshold)
     if params.verify == "exact":
-        from qrelkit.dedupe._exact import exact_pairs
-
         pos, starts, vals = sets
         return exact_pairs(starts, vals, pos[i], pos[j], params.threshold)
     return np.ones(len(i), bool)
@@ -385,8 +384,6 @@ def class_stats(classes: pa.Table, *, largest: int = 10, sample: int = 3) -> dic
 
 def read_nist(path: str | os.PathLike) -> pa.Table:
     """Import a NIST near-duplicate file (``class_id pid`` per line) as a class table."""
-    from qrelkit.io.classes import read_classes
-
     t = read_classes(path)
     size = pc.value_counts(t["class_id"])
     m = pc.index_in(t["class_id"], value_set=size.field("values"))

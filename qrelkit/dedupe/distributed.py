@@ -56,8 +56,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qrelkit.dedupe import lsh
+from qrelkit.dedupe._exact import exact_pairs
 from qrelkit.dedupe.cluster import Clustering, DedupeParams, canonicals, class_table, link_to_canonicals
+from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
 from qrelkit.errors import InputError
+from qrelkit.io.corpus import corpus_format, jsonl_chunk, normalize_chunk, open_bytes, tsv_chunk
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
 DEFAULT_BANDS_PER_TASK = 8
@@ -164,8 +167,6 @@ class _numba_guard:
 
 def _read_range(path: Path, start: int, end: int) -> tuple[int, bytes]:
     """The lines that *start* in bytes ``[start, end)`` of the (decompressed) file."""
-    from qrelkit.io.corpus import open_bytes
-
     with open_bytes(path) as fh:
         if start > 0:
             fh.seek(start - 1)
@@ -182,8 +183,6 @@ def _read_range(path: Path, start: int, end: int) -> tuple[int, bytes]:
 
 
 def _lines_before(path: Path, pos: int) -> int:
-    from qrelkit.io.corpus import open_bytes
-
     n = 0
     with open_bytes(path) as fh:
         left = pos
@@ -198,8 +197,6 @@ def _lines_before(path: Path, pos: int) -> int:
 
 def _read_part(spec: dict) -> pa.Table:
     """One part as a table ``pid, text`` (strings), parsed as the local readers parse it."""
-    from qrelkit.io.corpus import jsonl_chunk, normalize_chunk, tsv_chunk
-
     p = Path(spec["path"])
     if not p.exists():
         raise InputError("unreadable", f"no such file on worker {socket.gethostname()}: the corpus must be on "
@@ -294,8 +291,6 @@ class _Ctx:
 
 
 def _sign_task(k: int, spec: dict, params: DedupeParams, spill: str, keep_text: bool) -> tuple[int, int, int]:
-    from qrelkit.dedupe.minhash import permutations, signatures
-
     d = _check_spill(spill)
     t = _read_part(spec)
     m = t.num_rows
@@ -383,8 +378,6 @@ def _sig_rows(inv: np.ndarray, ctx: _Ctx) -> np.ndarray:
 
 def _shingle_rows(inv: np.ndarray, ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """Shingle sets (CSR) of the passages ``inv``, from the texts in the spill files."""
-    from qrelkit.dedupe.minhash import shingle_sets
-
     d = Path(ctx.spill)
     bounds = list(np.searchsorted(inv, ctx.starts)) + [len(inv)]
     starts, vals, off = [], [], 0
@@ -413,8 +406,6 @@ def _check_pairs(i: np.ndarray, j: np.ndarray, ctx: _Ctx) -> np.ndarray:
         sub = _sig_rows(inv, ctx)
         with _numba_guard():
             return lsh.verify_signatures(sub, pi, pj, params.threshold)
-    from qrelkit.dedupe._exact import exact_pairs
-
     starts, vals = _shingle_rows(inv, ctx)
     with _numba_guard():
         return exact_pairs(starts, vals, pi, pj, params.threshold)
@@ -436,8 +427,6 @@ def _verify_task(r: int, lo: int, hi: int, pair_files: list[str], ctx: _Ctx, _de
 
 
 def _stream_size(path: str) -> int:
-    from qrelkit.io.corpus import open_bytes
-
     n = 0
     with open_bytes(Path(path)) as fh:
         while True:
@@ -460,8 +449,6 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
         pq.write_table(t, path, row_group_size=chunk, compression="none")
         nrg = pq.ParquetFile(path).metadata.num_row_groups
         return [{"kind": "parquet", "path": str(path), "row_groups": [g], "raw": True} for g in range(nrg)], None
-    from qrelkit.io.corpus import corpus_format, open_bytes
-
     p = Path(corpus).resolve()
     if not p.exists():
         raise InputError("unreadable", "no such file", file=str(p))
@@ -495,7 +482,7 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
 
 def _gather_in_order(futures: list) -> list:
     """Results in submission order; the first failing task (in corpus order) raises."""
-    from distributed import wait
+    from distributed import wait  # lazy: dask.distributed takes ~1 s to import, only this backend needs it
 
     wait(futures)
     return [f.result() for f in futures]
@@ -743,13 +730,11 @@ def cluster_corpus_dask(
     """
     params = params or DedupeParams()
     if not isinstance(corpus, pa.Table):
-        from qrelkit.io.corpus import corpus_format
-
         if not Path(corpus).exists():
             raise InputError("unreadable", "no such file", file=str(corpus))
         corpus_format(corpus)
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster  # lazy: dask.distributed takes ~1 s to import
     except ImportError:  # pragma: no cover - a core dependency
         raise InputError("bad-option", "the Dask mode needs dask[distributed]: pip install 'dask[distributed]'") from None
     base = spill_dir or os.environ.get(SPILL_ENV) or None

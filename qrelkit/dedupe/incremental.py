@@ -39,6 +39,8 @@ def save_index(result: Clustering, sig: np.ndarray, folder: str | os.PathLike) -
 
 
 def load_index(folder: str | os.PathLike) -> tuple[pa.Table, np.ndarray, DedupeParams]:
+    """A stored index (the folder described above): its class table, its signatures (memory-mapped)
+    and the parameters it was built with; raises ``missing-index`` or ``bad-index``."""
     d = Path(folder)
     for name in ("signatures.npy", "classes.parquet"):
         if not (d / name).exists():

@@ -94,6 +94,7 @@ def byte_classes(norm: Normalization) -> np.ndarray:
 
 
 def lower_table(norm: Normalization) -> np.ndarray:
+    """Byte translation table (uint8[256]): ASCII upper case to lower case when ``norm.lower``, else identity."""
     t = np.arange(256, dtype=np.uint8)
     if norm.lower:
         t[ord("A") : ord("Z") + 1] += 32

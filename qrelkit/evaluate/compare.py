@@ -58,13 +58,15 @@ def _p(fn) -> float:
 
 
 def ttest_p(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy import stats
+    """Two-sided paired t-test p-value of per-topic scores ``a`` against ``b`` (NaN when undefined)."""
+    from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     return _p(lambda: stats.ttest_rel(a, b))
 
 
 def wilcoxon_p(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy import stats
+    """Wilcoxon signed-rank p-value of paired scores ``a`` against ``b``; NaN when empty or all equal."""
+    from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     if len(a) == 0 or np.all(np.asarray(a) == np.asarray(b)):
         return float("nan")
@@ -72,7 +74,8 @@ def wilcoxon_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def ranksum_p(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy import stats
+    """Wilcoxon rank-sum p-value of two unpaired score samples; NaN when either is empty."""
+    from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     if len(a) == 0 or len(b) == 0:
         return float("nan")
@@ -80,7 +83,9 @@ def ranksum_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def randomization_p(a: np.ndarray, b: np.ndarray, *, n_resamples: int = 10000, seed: int = 0) -> float:
-    from scipy import stats
+    """Two-sided paired randomization (permutation) test p-value of the mean difference of ``a`` and
+    ``b``, ``n_resamples`` draws seeded by ``seed``; NaN when empty or all equal."""
+    from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     a = np.asarray(a, float)
     b = np.asarray(b, float)
@@ -96,6 +101,8 @@ def randomization_p(a: np.ndarray, b: np.ndarray, *, n_resamples: int = 10000, s
 
 
 def pvalue(test: str, a, b, *, n_resamples: int = 10000, seed: int = 0) -> float:
+    """The p-value of paired scores ``a`` and ``b`` by the named ``test`` (one of :data:`TESTS`);
+    raises ``bad-option`` for another name."""
     a = np.asarray(a, float)
     b = np.asarray(b, float)
     if test == "ttest":
@@ -111,7 +118,7 @@ def pvalue(test: str, a, b, *, n_resamples: int = 10000, seed: int = 0) -> float
 
 def correct(pvalues: Sequence[float], method: str, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """Corrected p-values and reject flags (statsmodels' ``multipletests``); NaNs are left out."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # lazy: statsmodels takes ~1 s to import
 
     if method not in CORRECTIONS:
         raise InputError("bad-option", f"correction must be one of {', '.join(CORRECTIONS)}, got {method!r}")
@@ -312,7 +319,7 @@ def leaderboard_correlation(a: pd.Series | dict, b: pd.Series | dict) -> dict:
     """Kendall's tau (scipy, tau-b) and tau_ap between two leaderboards (run -> score) over their
     common runs. tau_ap is given both ways (``tau_ap_a`` takes ``a`` as the reference). Ties in a
     leaderboard are broken by run name (ascending) for tau_ap."""
-    from scipy import stats
+    from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     sa = pd.Series(a, dtype=float)
     sb = pd.Series(b, dtype=float)

@@ -39,13 +39,16 @@ from typing import Iterable, Sequence
 
 import ir_measures
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
 from qrelkit.evaluate.measures import computable, parse_measures, with_relevance
 from qrelkit.io.qrels import QRELS_SCHEMA, judged
-from qrelkit.io.runs import canonical_indices, qid_order
+from qrelkit.io.runs import RUN_SCHEMA, canonical_indices, qid_order
+from qrelkit.io.tables import read_metadata
 
 MISSING_POLICIES = {
     "zero": "judged topics missing from a run score 0 and count in its average (as trec_eval -c)",
@@ -117,8 +120,6 @@ def _as_table(t, columns: dict) -> pa.Table:
     """The named columns of a pyarrow table or pandas frame, cast to the given types (ids are
     strings, always)."""
     if not isinstance(t, pa.Table):
-        import pandas as pd
-
         t = pa.Table.from_pandas(pd.DataFrame(t), preserve_index=False)
     missing = [c for c in columns if c not in t.column_names]
     if missing:
@@ -361,11 +362,6 @@ def load_canonical_runs(path, topics: Iterable[str] | None = None) -> tuple[pa.T
     validated once, in canonical order), only the rows of ``topics`` when given (the filter is
     applied while reading). Returns the table and the names of all runs in the file (a run may
     have no row for any of ``topics``)."""
-    import pyarrow.parquet as pq
-
-    from qrelkit.io.runs import RUN_SCHEMA
-    from qrelkit.io.tables import read_metadata
-
     meta = read_metadata(path)
     if meta.get("kind") != "runs":
         raise InputError("not-canonical-runs", "not a table of canonical runs (write one with 'qrelkit runs canonicalize "

@@ -23,7 +23,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qrelkit.errors import InputError
 from qrelkit.evaluate.core import evaluate
+from qrelkit.io.atomic import atomic_path
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.labels.propagate import expand_qrels
@@ -78,8 +80,6 @@ def duplicate_effects(
         elif t == "qrels":
             ev = evaluate(base, expand_qrels(qrels, classes).qrels, measures, **kw)
         else:
-            from qrelkit.errors import InputError
-
             raise InputError("bad-option", f"treatment must be one of {', '.join(TREATMENTS)}, got {t!r}")
         s = ev.summary.to_pandas().set_index(["run", "measure"])["value"]
         cols[t] = s
@@ -97,8 +97,6 @@ def plot_duplicates(table: pd.DataFrame, path: str | os.PathLike, *, x: str = "r
     runs, expanded qrels), one point per run, with the diagonal. PNG, SVG or PDF by extension;
     the file holds no date, so the same table gives the same bytes."""
     plt = pyplot()
-
-    from qrelkit.io.atomic import atomic_path
 
     measures = list(dict.fromkeys(table["measure"]))
     n = len(measures)

@@ -177,6 +177,8 @@ def tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
 
 
 def corpus_format(path: str | os.PathLike) -> str:
+    """The format of a corpus file by its name: ``parquet``, ``jsonl`` or ``tsv`` (a ``.gz`` suffix
+    is ignored); raises ``unknown-format`` for another name."""
     name = Path(path).name.lower().removesuffix(".gz")
     if name.endswith(".parquet"):
         return "parquet"

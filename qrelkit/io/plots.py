@@ -20,6 +20,6 @@ def pyplot():
     import matplotlib  # lazy: see the module docstring
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen, see the module docstring
 
     return plt

@@ -39,6 +39,8 @@ def _jsonable(obj: Any) -> Any:
 
 
 def with_metadata(table: pa.Table, kind: str, params: dict[str, Any]) -> pa.Table:
+    """``table`` with the ``qrelkit`` schema metadata set: ``kind``, the qrelkit version and ``params``
+    (JSON, keys sorted), read back by :func:`read_metadata`."""
     meta = dict(table.schema.metadata or {})
     meta[META_KEY] = json.dumps(
         {"kind": kind, "qrelkit_version": __version__, "params": _jsonable(params)}, sort_keys=True
@@ -332,4 +334,5 @@ def read_frame(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None
 
 
 def string_column(table: pa.Table, name: str) -> pa.Array:
+    """Column ``name`` of ``table`` as one string array (ids are strings)."""
     return pc.cast(table[name], pa.string()).combine_chunks()

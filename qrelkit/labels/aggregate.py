@@ -50,6 +50,9 @@ LABEL_COLUMNS = ["qid", "docid", "n_grades", "n_relevant", "grades", "vote", "re
 
 @dataclass
 class Aggregation:
+    """What :func:`aggregate_judgments` returns: ``labels`` (:data:`LABEL_COLUMNS`, one row per topic
+    and passage), ``topics`` (one row per topic: assessors, items, relevant, whether included and why)
+    and the ``params`` used."""
     labels: pd.DataFrame  # LABEL_COLUMNS, one row per (topic, passage)
     topics: pd.DataFrame  # qid, assessors, items, relevant, original_relevant_items, original_judged_relevant, included, reason
     params: dict
@@ -253,6 +256,8 @@ def aggregate_judgments(
 
 
 def labels_to_table(labels: pd.DataFrame) -> pa.Table:
+    """The ``labels`` frame of an :class:`Aggregation` as a pyarrow table with fixed types (ids strings,
+    counts and grades int32, missing values null)."""
     df = labels.copy()
     return pa.table({
         "qid": pa.array(df["qid"].astype(str).tolist(), pa.string()),

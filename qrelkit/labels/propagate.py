@@ -45,12 +45,15 @@ RULES = ("max", "min", "median_high")
 
 @dataclass
 class Expansion:
+    """What :func:`expand_qrels` returns: the expanded ``qrels``, their ``source`` (judged or expanded,
+    with the class), a per-topic ``report`` and the ``conflicts`` (classes judged with several grades)."""
     qrels: pa.Table  # expanded qrels (QRELS_SCHEMA)
     source: pa.Table  # qid, docid, rel, source ("judged" | "expanded"), class_id
     report: pd.DataFrame  # per topic
     conflicts: pd.DataFrame  # qid, class_id, grades
 
     def summary(self) -> dict:
+        """Totals over the topics of the report, and the number of conflicts."""
         r = self.report
         return {"topics": int(len(r)), "judged": int(r["judged"].sum()), "expanded": int(r["expanded"].sum()),
                 "added": int(r["added"].sum()), "added_relevant": int(r["added_relevant"].sum()),
@@ -186,11 +189,14 @@ def parse_grade_map(spec: str | Mapping | None) -> dict[int, int] | None:
 
 @dataclass
 class DocumentLabels:
+    """What :func:`propagate_to_documents` returns: the document ``qrels``, one row per topic and
+    document in ``documents`` (its passages' grades, the label, whether they disagree) and a ``summary``."""
     qrels: pa.Table  # document qrels
     documents: pd.DataFrame  # qid, docid, passages, grades, min, max, label, disagree
     summary: dict = field(default_factory=dict)
 
     def disagreements(self) -> pd.DataFrame:
+        """The rows of ``documents`` whose passages disagree."""
         return self.documents[self.documents["disagree"]].reset_index(drop=True)
 
 

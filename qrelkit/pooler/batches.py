@@ -42,6 +42,8 @@ JUDGMENT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
 
 
 def assessor_names(assessors: int | Sequence[str]) -> list[str]:
+    """Assessor names: ``A01``, ``A02``, ... for a count, else the given names as strings; raises
+    ``bad-option`` for fewer than one or duplicate names."""
     if isinstance(assessors, int):
         if assessors < 1:
             raise InputError("bad-option", "need at least one assessor")

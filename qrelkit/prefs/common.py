@@ -34,6 +34,7 @@ def unit_hash(seed: int, *parts: object) -> float:
 
 
 def ordered(a: str, b: str) -> tuple[str, str]:
+    """The two ids of a pair in ascending order."""
     return (a, b) if a <= b else (b, a)
 
 
@@ -53,6 +54,7 @@ def as_list(v: Any) -> list[str]:
 
 
 def qid_rank(qids: Iterable[str]) -> dict[str, int]:
+    """Topic id -> its position in natural topic order (:func:`~qrelkit.io.order.qid_order`)."""
     return {q: i for i, q in enumerate(qid_order(set(qids)))}
 
 
@@ -66,6 +68,7 @@ def sort_frame(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 
 def need_columns(df: pd.DataFrame | pa.Table, cols: Sequence[str], what: str, file: str | None = None) -> None:
+    """Raise ``missing-column`` (naming ``what`` and ``file``) unless ``df`` has every column of ``cols``."""
     names = df.column_names if isinstance(df, pa.Table) else list(df.columns)
     missing = [c for c in cols if c not in names]
     if missing:

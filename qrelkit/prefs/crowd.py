@@ -39,6 +39,7 @@ FAILING_MODES = ("random", "inverted")
 
 
 def worker_names(n: int) -> list[str]:
+    """``n`` worker names ``W01``, ``W02``, ...; raises ``bad-option`` when ``n`` < 1."""
     if n < 1:
         raise InputError("bad-option", f"need at least one worker, got {n}")
     return [f"W{i + 1:02d}" for i in range(n)]

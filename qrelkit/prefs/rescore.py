@@ -52,6 +52,9 @@ BOARD_COLUMNS = ["run", "perfect", "mrr_original", "ci_original_low", "ci_origin
 
 @dataclass
 class Rescored:
+    """What :func:`rescore` returns: the ``leaderboard`` by original and preference qrels, per-topic
+    scores, their ``correlation``, the ``measure``, the confidence interval method ``ci`` and
+    ``level``, and a ``summary``."""
     leaderboard: pd.DataFrame  # BOARD_COLUMNS
     per_query: pd.DataFrame  # run, qid, original, prefs
     correlation: dict

@@ -78,6 +78,7 @@ REISSUE_COLUMNS = REISSUE_SCHEMA.names
 
 
 def base_task(task_id: str) -> str:
+    """The original task id of a task: ``<base>`` for a reissue ``<base>.r<k>`` (repeated suffixes too)."""
     return re.sub(r"(\.r\d+)+$", "", str(task_id))
 
 
@@ -229,6 +230,7 @@ def export_view(tasks: pd.DataFrame) -> pd.DataFrame:
 
 
 def task_summary(tasks: pd.DataFrame) -> dict:
+    """Counts of a task table: distinct tasks, rows, real and test pairs."""
     return {"tasks": int(tasks["task_id"].nunique()), "rows": int(len(tasks)),
             "real_pairs": int((tasks["kind"] == "real").sum()), "test_pairs": int((tasks["kind"] == "test").sum())}
 

@@ -130,6 +130,8 @@ def tournament_topic(items: list[str], outcome: dict[tuple[str, str], str | None
 
 @dataclass
 class TournamentResult:
+    """What a tournament returns: the preference ``qrels`` (the winners, rel 1), the ``log`` (one row per
+    topic and round), ``per_query`` results, the ``pending`` pairs of unresolved topics and a ``summary``."""
     qrels: pa.Table  # preference qrels (qid, docid, rel=1)
     log: pd.DataFrame  # one row per (topic, round)
     per_query: pd.DataFrame  # one row per topic

@@ -38,6 +38,9 @@ RATIO_COLUMNS = ["run", "opponent", "differ", "decided", "wins", "losses", "rati
 
 @dataclass
 class WinRatios:
+    """What :func:`win_ratios` returns: the ratio ``table`` (both directions of every run pair), the same
+    as an opponent-by-run ``matrix``, each run's (significant) ``wins``, the ``runs`` in order, and the
+    multiple-testing ``correction`` and ``alpha`` used."""
     table: pd.DataFrame  # RATIO_COLUMNS, both directions of every run pair
     matrix: pd.DataFrame  # rows = opponent, columns = run: ratio of the column over the row
     wins: pd.DataFrame  # run, wins, significant_wins, significant_losses
