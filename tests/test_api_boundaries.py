@@ -219,13 +219,6 @@ def test_the_import_finder_sees_an_unexplained_import(tmp_path):
                                                  "qrelkit/a.py:14: import re"]
 
 
-def test_campaign_and_cli_imports_are_at_the_top_or_say_why():
-    found = [f for f in unexplained_function_imports() if f.startswith(("qrelkit/campaign/", "qrelkit/cli/"))]
-    assert not found, f"{len(found)} imports inside functions without a 'lazy' comment:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason="issue 12: modules outside campaign/ and cli/ still import inside "
-                                        "functions without a 'lazy' comment (being fixed on another branch)")
 def test_imports_inside_functions_are_lazy_and_say_why():
     """Every import inside a function anywhere under qrelkit/ is a lazy one with its reason."""
     found = unexplained_function_imports()

@@ -295,9 +295,8 @@ def assessor_agreement(
     and a table with one row per assessor pair (items judged by both, Cohen's kappa unweighted and
     linearly weighted, and binary).
     """
-    # lazy: scikit-learn and statsmodels take seconds to import
-    from sklearn.metrics import cohen_kappa_score
-    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+    from sklearn.metrics import cohen_kappa_score  # lazy: scikit-learn takes seconds to import
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa  # lazy: statsmodels, likewise
 
     df = _judgments_frame(judgments)
     if df.empty:
