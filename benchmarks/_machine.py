@@ -123,3 +123,14 @@ def run_child_process(cmd: list[str], *, idle_wait: float = 0.0, cwd=None, env: 
         res["background_cores"] = bg
     res["background_cores_before"] = before
     return res
+
+
+def profile_text(prof, lines: int) -> str:
+    """Stop a ``cProfile.Profile`` and return its ``lines`` most expensive calls (cumulative)."""
+    import io  # lazy: only profiled runs need these
+    import pstats  # lazy: likewise
+
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(lines)
+    return buf.getvalue()

@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, profile_text, run_child_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -295,13 +295,7 @@ def child_qrelkit(corpus: Path, out: Path, p: dict, profile: bool = False) -> di
               "candidate_pairs": res.stats["candidate_pairs"], "verified_pairs": res.stats["verified_pairs"],
               "classes": res.stats["classes"], "largest_class": res.stats["largest_class"]}
     if prof is not None:
-        import io
-        import pstats
-
-        prof.disable()
-        buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(30)
-        result["profile"] = buf.getvalue()
+        result["profile"] = profile_text(prof, 30)
     return result
 
 

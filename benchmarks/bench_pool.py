@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, profile_text, run_child_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -113,13 +113,7 @@ def child_qrelkit(data: Path, depth: int, out: Path, threads: int | None, profil
         "issues": {str(k): int(v) for k, v in rs.issues.groupby("rule")["count"].sum().items()},
     }
     if prof is not None:
-        import io
-        import pstats
-
-        prof.disable()
-        buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(40)
-        result["profile"] = buf.getvalue()
+        result["profile"] = profile_text(prof, 40)
     return result
 
 
