@@ -28,3 +28,23 @@ def write_run(path: Path, rows: list[tuple], tag: str = "r") -> Path:
         lines.append(f"{q} Q0 {d} {rank} {s} {tag}\n")
     path.write_text("".join(lines))
     return path
+
+
+def write_three_runs(folder: Path, offsets: tuple[int, int, int] = (0, 1, 2)) -> Path:
+    """Runs alpha, beta and gamma on topics 1-3, 12 documents each (D0..D11 shifted by the run's
+    offset, scores 20 down to 9), in ``folder``."""
+    folder.mkdir()
+    for r, offset in zip(("alpha", "beta", "gamma"), offsets):
+        rows = [(q, f"D{(i + offset) % 12}", 20 - i) for q in ("1", "2", "3") for i in range(12)]
+        write_run(folder / f"{r}.run", rows, tag=r)
+    return folder
+
+
+def cli_store(folder: Path) -> Path:
+    """A judging store of one topic ("1"), made by ``qrelkit cal init`` in ``folder``."""
+    from qrelkit.cli import run
+
+    (folder / "topics.tsv").write_text("1\tfirst\n")
+    db = folder / "c.db"
+    assert run(["cal", "init", str(db), "-t", str(folder / "topics.tsv")]) == 0
+    return db

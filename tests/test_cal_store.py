@@ -23,6 +23,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
 from qrelkit.pooler.batches import import_batches, make_batches
 
+from conftest import cli_store
+
 CTX = mp.get_context("fork")   # children start in milliseconds; they open their own connections
 
 
@@ -375,9 +377,7 @@ def test_cli_end_to_end(tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line_and_write_nothing(tmp_path, capsys):
-    (tmp_path / "topics.tsv").write_text("1\tfirst\n")
-    db = tmp_path / "c.db"
-    assert run(["cal", "init", str(db), "-t", str(tmp_path / "topics.tsv")]) == 0
+    db = cli_store(tmp_path)
     f = tmp_path / "j.csv"
     f.write_text("qid,docid,assessor,grade,batch_id\n1,a,A1,2,b\n1,a,A1,3,b\n")
     capsys.readouterr()

@@ -12,16 +12,12 @@ import pytest
 from qrelkit.cli import run
 from qrelkit.io.tables import read_metadata
 
-from conftest import write_run
+from conftest import write_three_runs
 
 
 @pytest.fixture
 def campaign(tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for r, offset in (("alpha", 0), ("beta", 1), ("gamma", 2)):
-        rows = [(q, f"D{(i + offset) % 12}", 20 - i) for q in ("1", "2", "3") for i in range(12)]
-        write_run(runs / f"{r}.run", rows, tag=r)
+    write_three_runs(tmp_path / "runs", (0, 1, 2))
     (tmp_path / "manifest.csv").write_text(
         "run,group,priority,baseline,subtask,file\n"
         "alpha,G1,1,false,fullrank,alpha.run\nbeta,G1,2,false,fullrank,beta.run\ngamma,G2,1,true,fullrank,gamma.run\n"

@@ -10,18 +10,14 @@ import pytest
 from qrelkit.cli import run
 from qrelkit.io.tables import read_metadata
 
-from conftest import ROOT, write_run
+from conftest import ROOT, write_three_runs
 
 CFG = str(ROOT / "configs" / "trec-dl-2022.toml")
 
 
 @pytest.fixture
 def camp(tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    for r, offset in (("alpha", 0), ("beta", 1), ("gamma", 3)):
-        rows = [(q, f"D{(i + offset) % 12}", 20 - i) for q in ("1", "2", "3") for i in range(12)]
-        write_run(runs / f"{r}.run", rows, tag=r)
+    write_three_runs(tmp_path / "runs", (0, 1, 3))
     # topic 4 judged but retrieved by no run
     (tmp_path / "qrels.txt").write_text("1 0 D0 2\n1 0 D1 0\n1 0 D2 3\n2 0 D3 1\n2 0 D4 2\n3 0 D5 3\n4 0 D9 2\n")
     (tmp_path / "corpus.jsonl").write_text(

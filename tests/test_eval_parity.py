@@ -18,6 +18,8 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_metadata
 
+from conftest import cli_store
+
 # 0.3000000119 > 0.30000001 as 64-bit floats, but both are float32(0.3) = 0.30000001192...
 assert np.float64(0.3000000119) > np.float64(0.30000001)
 assert np.float32(0.3000000119) == np.float32(0.30000001)
@@ -250,9 +252,7 @@ def test_imports_report_repairs_the_same_way(tmp_path, capsys):
     cap = capsys.readouterr()
     assert json.loads(cap.out)["repaired"] == {"grade-outside-scale": 1}
     assert "repaired (--lenient): grade-outside-scale 1" in cap.err
-    (tmp_path / "topics.tsv").write_text("1\tfirst\n")
-    db = tmp_path / "c.db"
-    assert run(["cal", "init", str(db), "-t", str(tmp_path / "topics.tsv")]) == 0
+    db = cli_store(tmp_path)
     g = tmp_path / "j.csv"
     g.write_text("qid,docid,assessor,grade,batch_id\n1,a,A1,2,b\n1,a,A1,3,b\n1,b,A1,1,b\n")
     capsys.readouterr()
