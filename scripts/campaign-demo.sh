@@ -2,14 +2,10 @@
 # The demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
 # `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`.
 # Usage: scripts/campaign-demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
-set -euo pipefail
-Q=${QRELKIT:-qrelkit}
+source "$(dirname "$0")/demo-lib.sh"
 OUT=${1:-demo-campaign}
-CFG=configs/trec-dl-2022.toml
 S=$OUT/simulated
-rm -rf "$OUT"
-mkdir -p "$OUT"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+fresh_dir "$OUT"
 
 step "1. simulate a campaign (corpus with near-duplicates, topics, hidden qrels, runs of 8 groups)"
 $Q simulate campaign -o "$S" --passages ${PASSAGES:-50000} --topics ${TOPICS:-30} --groups 8 --seed 1

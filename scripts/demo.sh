@@ -5,14 +5,10 @@
 # score and compare every run, the reusability report (leave-one-group-out), and a preference round
 # (pairs from a top-1 pool, crowd tasks, simulated workers, tournament, win ratios, re-scoring, maintenance).
 # Usage: scripts/demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
-set -euo pipefail
-Q=${QRELKIT:-qrelkit}
+source "$(dirname "$0")/demo-lib.sh"
 OUT=${1:-demo-out}
-CFG=configs/trec-dl-2022.toml
 C=$OUT/campaign
-rm -rf "$OUT"
-mkdir -p "$OUT"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+fresh_dir "$OUT"
 
 step "1. simulate a campaign (corpus with near-duplicates, topics, hidden qrels, runs of 8 groups)"
 $Q simulate campaign -o "$C" --passages 50000 --topics 30 --groups 8 --seed 1
