@@ -225,9 +225,14 @@ def _read_jsonl(p: Path, strings: str) -> pa.Table:
     return _read_jsonl_exact(p, strings)
 
 
-def _csv_header(p: Path, delimiter: str) -> list[str]:
+def _first_line(p: Path) -> str:
+    """The header line as text (its line break kept): read once for the delimiter and the names."""
     with open(p, "rb") as fh:
-        first = fh.readline().decode("utf-8-sig", errors="replace").rstrip("\r\n")
+        return fh.readline().decode("utf-8-sig", errors="replace")
+
+
+def _csv_header(line: str, delimiter: str) -> list[str]:
+    first = line.rstrip("\r\n")
     if delimiter == "\t":
         return first.split("\t")
     return next(csv.reader([first], delimiter=delimiter), [])
@@ -237,9 +242,7 @@ def _unquote(name: str) -> str:
     return name[1:-1] if len(name) >= 2 and name[0] == name[-1] == '"' else name
 
 
-def _sniff(p: Path) -> str:
-    with open(p, "rb") as fh:
-        first = fh.readline().decode("utf-8-sig", errors="replace")
+def _sniff(first: str) -> str:
     try:
         return csv.Sniffer().sniff(first, delimiters=",\t;|").delimiter
     except csv.Error:
@@ -247,7 +250,10 @@ def _sniff(p: Path) -> str:
 
 
 def _read_delimited(p: Path, delimiter: str, strings: str, what: str) -> pa.Table:
-    header = _csv_header(p, delimiter)
+    first = _first_line(p)
+    if delimiter == "auto":
+        delimiter = _sniff(first)
+    header = _csv_header(first, delimiter)
     types = {n: pa.string() for n in header if strings == "all" or is_id_column(_unquote(n))}
     bad: list[str] = []
 
@@ -301,7 +307,7 @@ def read_table(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None
             t = _read_jsonl(p, strings)
         else:
             d = delimiter or ("," if fmt == "csv" else "\t")
-            t = _read_delimited(p, _sniff(p) if d == "auto" else d, strings, what)
+            t = _read_delimited(p, d, strings, what)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as exc:
         msg = " ".join(str(exc).split())
         raise InputError("unreadable", f"cannot read {what}: {msg}", file=str(p)) from None
