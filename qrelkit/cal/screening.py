@@ -132,8 +132,14 @@ def store_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame 
                     combine: str = "median_high", **params: Any) -> pd.DataFrame:
     """:func:`screen_topics` over a judging store's judgments (every thread, one grade per
     passage by ``combine``) and topics, with the config's ``[screen]`` rule."""
-    rule = ScreeningRule.from_config(config, **params)
-    labels = combine_log(store.judgments(None, "all"), combine=combine)
+    return _screening_from_log(store, store.judgments(None, "all"), pool, ScreeningRule.from_config(config, **params),
+                               combine)
+
+
+def _screening_from_log(store, log: pd.DataFrame, pool: pd.DataFrame | None, rule: ScreeningRule,
+                        combine: str) -> pd.DataFrame:
+    """:func:`store_screening` from ``log``, the store's pool and cal judgments already read."""
+    labels = combine_log(log, combine=combine)
     return screen_topics(labels, pool, topics=store.topics()["qid"].astype(str).tolist(), rule=rule)
 
 
@@ -141,7 +147,8 @@ def status_with_screening(store, *, config: Mapping | None = None, pool: pd.Data
                           combine: str = "median_high", **status: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``cal status``: the stopping rules' status table (:func:`~qrelkit.cal.stopping.status_table`)
     with a ``screening`` column (the topic's screening decision), and the screening table."""
-    df = status_table(store, config=config, combine=combine, **status)
-    scr = store_screening(store, config=config, pool=pool, combine=combine)
+    log = store.judgments(None, None, include_sample=True)  # read once: the status and the screening
+    df = status_table(store, config=config, combine=combine, _log=log, **status)
+    scr = _screening_from_log(store, log[log["kind"] != "sample"], pool, ScreeningRule.from_config(config), combine)
     decision = dict(zip(scr["qid"], scr["decision"]))
     return df.assign(screening=[decision.get(str(q), INCOMPLETE) for q in df["qid"]]), scr

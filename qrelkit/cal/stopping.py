@@ -625,11 +625,13 @@ def _by_topic(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, dict[str, np.n
 
 
 def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], combine: str,
-                    budget: int | None) -> Iterable[JudgingState]:
+                    budget: int | None, log: pd.DataFrame | None = None) -> Iterable[JudgingState]:
     """The current :class:`JudgingState` of every row of ``threads`` (as :func:`state_from_store`),
     from one read of the judgment log and one of the issued items, not several queries and
-    frames per thread (``cal status`` on 200 topics took 15 s)."""
-    log = store.judgments(None, None, include_sample=True)
+    frames per thread (``cal status`` on 200 topics took 15 s). ``log``: the store's whole log
+    (``judgments(None, None, include_sample=True)``) when the caller has read it already."""
+    if log is None:
+        log = store.judgments(None, None, include_sample=True)
     cols = list(log.columns)
     logs = _by_topic(log, cols)
     items = _by_topic(store.issued_items(), ["kind", "thread", "passage"])
@@ -655,12 +657,13 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
 
 def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
                  budget: int | None = None, threads: Sequence[str] | None = None,
-                 progress: Callable[..., None] | None = None, **params) -> pd.DataFrame:
+                 progress: Callable[..., None] | None = None, _log: pd.DataFrame | None = None,
+                 **params) -> pd.DataFrame:
     """Per topic and thread (natural topic order; fractional, local, all): the stored state,
     judged, relevant, density, batches with judgments, open (issued, not fully judged) batches,
     and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`).
     ``progress``: called as ``progress(0, total=<threads>)``, then ``progress(1)`` after each
-    topic and thread."""
+    topic and thread. (``_log``: the store's whole log, when the caller read it already.)"""
     r = get_rule(rule, config, **params)
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
@@ -672,7 +675,7 @@ def status_table(store, *, rule: str = "density", config: Mapping | None = None,
     if progress is not None:
         progress(0, total=len(th))
     rows = []
-    for t, st in zip(th.itertuples(index=False), _current_states(store, th, relevant=rel, combine=combine, budget=bud)):
+    for t, st in zip(th.itertuples(index=False), _current_states(store, th, relevant=rel, combine=combine, budget=bud, log=_log)):
         d = r.decide(st)
         rows.append((t.qid, t.thread, t.state, st.judged, st.n_relevant, st.density, len(st.batch_ends),
                      int(n_open.get((t.qid, t.thread), 0)), r.name, d.action, d.reason))
