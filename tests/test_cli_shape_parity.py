@@ -126,6 +126,7 @@ def test_reuse_study_is_reuse_leave_out(camp, tmp_path, capsys, with_pool):
     assert cli["params"] == json.loads(json.dumps(res.params, default=str))
     assert cli["summary"] == json.loads(json.dumps(records(res.summary.to_pandas()), default=str))
     written = write_reduced_qrels(q, res, tmp_path / "lib-qrels", opts["removal"])
+    assert written
     for name in written:
         assert (tmp_path / "lib-qrels" / name).read_bytes() == (tmp_path / "cli-qrels" / name).read_bytes()
 
