@@ -291,13 +291,11 @@ class JudgingStore:
         self.timeout = float(timeout)
         self.operation = operation or _default_operation()
         self._db = None
-        if not _create and not self.path.is_file():
-            raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(self.path))
-        if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
-            raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         existed = self.path.is_file() and self.path.stat().st_size > 0
         if not _create or existed:
             check_store_file(self.path)  # before SQLite touches it: a 0-byte or foreign file is never written
+        if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         try:
             if readonly:
                 self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
