@@ -463,7 +463,7 @@ def _advance(cr: _CalRun, th: _Thread, ths: list[_Thread], log: _Log, qid: str, 
     """One step of an active thread: consult the rules, stop it, or judge its next batch."""
     rules, stop_when, max_effort = cr.rules, cr.stop_when, cr.max_effort
     if rules and th.evaluated != len(th.view):  # the view changed since the rules last looked
-        _apply_rules(th, rules, log.row, log.grade, log.is_rel, log.label_ok, cr.features, cr.budget)
+        _apply_rules(th, rules, log, cr.features, cr.budget)
         th.evaluated = len(th.view)
         if stop_when is not None and stop_when in th.fired:
             th.stopped = f"rule:{stop_when}"
@@ -497,7 +497,7 @@ def _advance(cr: _CalRun, th: _Thread, ths: list[_Thread], log: _Log, qid: str, 
     for o in ths:
         if o is not th and o.name == "all" and (not o.batch_ends or o.batch_ends[-1] != len(o.view)):
             o.batch_ends.append(len(o.view))
-    _apply_rules(th, rules, log.row, log.grade, log.is_rel, log.label_ok, cr.features, cr.budget)
+    _apply_rules(th, rules, log, cr.features, cr.budget)
     th.evaluated = len(th.view)
     recall = th.found(log.row) / th.R if th.R else 1.0
     if stop_when is not None:
@@ -576,12 +576,12 @@ def _initial_table(initial, features: Features) -> pd.DataFrame | None:
     return out[out["row"] >= 0]
 
 
-def _apply_rules(th: _Thread, rules: Mapping[str, Any], L_row, L_grade, is_rel, label_ok, features, budget) -> None:
+def _apply_rules(th: _Thread, rules: Mapping[str, Any], log: _Log, features, budget) -> None:
     if not rules:
         return
-    idx = [i for i in th.view if label_ok(i)]
-    passages = features.pid_list(np.array([L_row[i] for i in idx], np.int64)) if idx else []
-    relevant = [is_rel(i) for i in idx]
+    idx = [i for i in th.view if log.label_ok(i)]
+    passages = features.pid_list(np.array([log.row[i] for i in idx], np.int64)) if idx else []
+    relevant = [log.is_rel(i) for i in idx]
     # batch ends in the labelled sequence
     pos = {i: n for n, i in enumerate(idx, 1)}
     ends, last = [], 0
@@ -594,12 +594,12 @@ def _apply_rules(th: _Thread, rules: Mapping[str, Any], L_row, L_grade, is_rel, 
             last = v
     state = _state(passages, relevant, ends, budget=budget, collection_size=th.collection_size, topic=th.ranker.topic,
                    thread=th.name, sample=th.sample)
-    found = th.found(L_row)
     for name, rule in rules.items():
         if name in th.fired:
             continue
         d = rule.decide(state)
         if d.action != "continue":
+            found = th.found(log.row)
             th.fired[name] = {"action": d.action, "reason": d.reason, "effort": len(th.view), "found": found,
                               "recall": (found / th.R) if th.R else None}
 
