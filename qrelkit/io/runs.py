@@ -363,6 +363,11 @@ def _ordered_rows(t: pa.Table, keep: np.ndarray, qcodes: np.ndarray, rank_in: np
         qcodes = qcodes[keep]
         lines = lines[keep]
         rank_in = rank_in[keep]
+    if ties != "docid-desc":  # equal scores by docid ascending or by line (unique in a topic): one sort
+        second = t["docid"] if ties == "docid-asc" else pa.array(lines)
+        key = pa.table({"q": qcodes, "s": t["score"], "t": second})
+        idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("t", "ascending")]).to_numpy()
+        return t.take(pa.array(idx)), qcodes[idx], rank_in[idx], lines[idx]
     score = t["score"].to_numpy()
     docid = t["docid"]
     idx, ties_only = canonical_order(qcodes, score, docid)
@@ -374,12 +379,6 @@ def _ordered_rows(t: pa.Table, keep: np.ndarray, qcodes: np.ndarray, rank_in: np
             qcodes = qcodes[idx]
         rank_in = rank_in[idx]
         lines = lines[idx]
-    if ties != "docid-desc":  # equal scores by docid ascending or by line
-        second = t["docid"] if ties == "docid-asc" else pa.array(lines)
-        key = pa.table({"q": qcodes, "s": t["score"], "t": second})
-        idx = pc.sort_indices(key, sort_keys=[("q", "ascending"), ("s", "descending"), ("t", "ascending")]).to_numpy()
-        t = t.take(pa.array(idx))
-        qcodes, rank_in, lines = qcodes[idx], rank_in[idx], lines[idx]
     return t, qcodes, rank_in, lines
 
 
