@@ -459,8 +459,6 @@ def chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
     return lambda: iter(corpus)
 
 
-
-
 def build_features(
     corpus: str | os.PathLike | pa.Table | Iterable[pa.Table],
     output: str | os.PathLike | None = None,

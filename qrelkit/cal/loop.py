@@ -152,8 +152,6 @@ def key64(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-
-
 def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.random.SeedSequence:
     """The seed sequence of one iteration: independent of run order and of other topics."""
     return np.random.SeedSequence([int(seed) & (2**63 - 1), key64(str(topic)), key64(str(thread)), int(iteration)])
