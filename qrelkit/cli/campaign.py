@@ -104,7 +104,7 @@ def status(
     if output is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
     if as_json:
-        common.emit({"topics": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+        common.emit({"topics": common.records(df)}, True)
     else:
         common.print_table(df, title=f"campaign {directory}")
 
