@@ -77,7 +77,7 @@ class Context:
         return read_runs([Path(p) for p in self.paths["runs"]], lenient=bool(self.cfg.get_value("runs", "lenient")),
                          topics=self.topic_ids, max_depth=self.cfg.get_value("runs", "max_depth"),
                          expected_depth=self.cfg.get_value("runs", "expected_depth"),
-                         manifest=read_manifest(self.paths["manifest"]), ties=str(self.cfg.get_value("pool", "ties")))
+                         manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
 
     @cached_property
     def manifest(self) -> pd.DataFrame:
@@ -145,12 +145,9 @@ class Context:
 
     # -- judgments ---------------------------------------------------------------------------------
 
-    def labels(self, exclude_suffix: str | None = None) -> pd.DataFrame:
+    def labels(self) -> pd.DataFrame:
         """One grade per judged (topic, passage) in judging order (every batch)."""
-        log = self.store.judgments(None, "all")
-        if exclude_suffix:
-            log = log[~log["batch_id"].astype(str).str.endswith(exclude_suffix)]
-        return combine_log(log, combine=self.combine)
+        return combine_log(self.store.judgments(None, "all"), combine=self.combine)
 
     def repair_encountered(self) -> int:
         """A CAL batch whose encountered passages lost their copied judgments (a kill between
@@ -198,7 +195,8 @@ class Context:
             texts = {k: v[0] for k, v in lookup_texts(self.paths["corpus"], set(pend["docid"])).items()}
         except InputError:
             pass
-        topics = dict(zip(self.store.topics()["qid"], self.store.topics()["text"]))
+        tdf = self.store.topics()
+        topics = dict(zip(tdf["qid"], tdf["text"]))
         out = []
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
             f = self.dir / "batches" / _safe(assessor) / f"{_safe(bid)}.csv"
