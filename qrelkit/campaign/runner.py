@@ -22,6 +22,7 @@ from qrelkit.config import CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import count_passages
 from qrelkit.io.manifest import read_manifest
+from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
@@ -41,14 +42,11 @@ def _files(path: str | os.PathLike) -> list[Path]:
 
 
 def writable(path: str | os.PathLike) -> Path:
-    """``path`` (a file to write, or a folder to write in) when its nearest existing folder is
-    writable; else ``[unwritable]`` before any work."""
+    """``path`` (a file to write, or a folder to write in) when it can be written; else
+    ``[unwritable-output]`` before any work (:func:`qrelkit.io.paths.check_writable`, the check
+    every command makes)."""
     p = Path(path)
-    q = p if p.is_dir() else p.parent
-    while not q.exists() and q != q.parent:
-        q = q.parent
-    if not os.access(q, os.W_OK | os.X_OK):
-        raise InputError("unwritable", f"cannot write in {q}", file=str(p))
+    check_writable(p, folder=p.is_dir())
     return p
 
 
