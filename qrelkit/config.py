@@ -279,12 +279,18 @@ SCHEMA: dict[str, dict[str, Key]] = {
 
 #: built-in values, ``{section: {key: default}}`` (subsections nested: ``DEFAULTS["stopping"]["knee"]``)
 DEFAULTS: dict[str, dict[str, Any]] = {}
+
+
+def _slot(tree: dict[str, Any], section: str) -> dict[str, Any]:
+    """The dict of ``section`` in a nested ``{section: {key: value}}`` tree (``a.b``: ``tree[a][b]``),
+    created when missing."""
+    top, _, sub = section.partition(".")
+    d = tree.setdefault(top, {})
+    return d.setdefault(sub, {}) if sub else d
+
+
 for _sec, _ks in SCHEMA.items():
-    _top, _, _sub = _sec.partition(".")
-    _d = DEFAULTS.setdefault(_top, {})
-    if _sub:
-        _d = _d.setdefault(_sub, {})
-    _d.update({k.name: copy.deepcopy(k.default) for k in _ks.values()})
+    _slot(DEFAULTS, _sec).update({k.name: copy.deepcopy(k.default) for k in _ks.values()})
 
 
 def default(section: str, key: str) -> Any:
@@ -499,11 +505,7 @@ class Config(dict):
         if key not in SCHEMA[section]:
             raise _unknown("key", key, SCHEMA[section], where, None, where=f" in [{section}]")
         value = check_value(section, key, value, file=where)
-        top, _, sub = section.partition(".")
-        target = self.setdefault(top, {})
-        if sub:
-            target = target.setdefault(sub, {})
-        target[key] = value
+        _slot(self, section)[key] = value
         self.origins[f"{section}.{key}"] = (origin, where)
 
     def effective(self) -> list[dict[str, Any]]:
@@ -580,10 +582,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
 
 
 def _merge(cfg: Config, sec: str, values: Mapping[str, Any], file: str, text: str) -> None:
-    top, _, sub = sec.partition(".")
-    target = cfg.setdefault(top, {})
-    if sub:
-        target = target.setdefault(sub, {})
+    target = _slot(cfg, sec)
     for k, v in values.items():
         if f"{sec}.{k}" in SCHEMA:
             _merge(cfg, f"{sec}.{k}", v, file, text)
