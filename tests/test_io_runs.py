@@ -395,7 +395,8 @@ def test_ground_floor_kernels_examples_run():
     runner = doctest.DocTestRunner()
     for t in finder.find(qrelkit.io.qrels.parse_grade, "parse_grade", globs={"parse_grade": qrelkit.io.qrels.parse_grade}):
         runner.run(t)
-    assert runner.summarize(verbose=False).failed == 0
+    res = runner.summarize(verbose=False)
+    assert res.attempted and not res.failed, "parse_grade"
 
 
 def test_block_ranks_are_block_positions_plus_one():
