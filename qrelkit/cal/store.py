@@ -653,11 +653,12 @@ class JudgingStore:
             # register unknown batches (shared pool batches), in order of first appearance
             reg = [b for b in dict.fromkeys(new["batch_id"]) if b not in issued]
             now = _now()
-            # one pass over the rows (not one per batch): a batch's topic when it has exactly one
-            tops = new[["batch_id", "qid"]].drop_duplicates().groupby("batch_id", sort=False)["qid"].agg(["first", "size"])
-            one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
-            db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
-                           " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
+            if reg:  # one pass over their rows (not one per batch): a batch's topic when it has exactly one
+                tops = (new.loc[new["batch_id"].isin(reg), ["batch_id", "qid"]].drop_duplicates()
+                        .groupby("batch_id", sort=False)["qid"].agg(["first", "size"]))
+                one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
+                db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
+                               " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
             db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
                                new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
