@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -291,6 +292,15 @@ def _slot(tree: dict[str, Any], section: str) -> dict[str, Any]:
 
 for _sec, _ks in SCHEMA.items():
     _slot(DEFAULTS, _sec).update({k.name: copy.deepcopy(k.default) for k in _ks.values()})
+
+
+def format_value(value: Any) -> str:
+    """A configuration value as a protocol file would write it (``none`` for no value).
+
+    >>> format_value(None), format_value(True), format_value("ascending"), format_value([2, 3])
+    ('none', 'true', '"ascending"', '[2, 3]')
+    """
+    return "none" if value is None else json.dumps(value, default=str)
 
 
 def default(section: str, key: str) -> Any:

@@ -6,7 +6,6 @@ Run: python scripts/gen_commands_doc.py [--check]
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -64,15 +63,9 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _toml(value) -> str:
-    if value is None:
-        return "none"
-    return json.dumps(value).replace("|", "/")
-
-
 def config_keys() -> list[str]:
     """The "Configuration keys" section: every key of qrelkit.config.SCHEMA."""
-    from qrelkit.config import SCHEMA
+    from qrelkit.config import SCHEMA, format_value
 
     lines = [
         "## Configuration keys",
@@ -87,7 +80,7 @@ def config_keys() -> list[str]:
     ]
     for section, keys in SCHEMA.items():
         for k in keys.values():
-            lines.append(f"| `[{section}]` | `{k.name}` | {k.describe_type().replace('|', ' or ')} | `{_toml(k.default)}` | {k.help} |")
+            lines.append(f"| `[{section}]` | `{k.name}` | {k.describe_type().replace('|', ' or ')} | `{format_value(k.default).replace('|', '/')}` | {k.help} |")
     lines.append("")
     return lines
 
