@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.config import load_config
+from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.manifest import read_run_depths
 from qrelkit.io.qrels import write_qrels
-from qrelkit.labels.relevance import relevance_level
 from qrelkit.pooler.protocol import configured_selection
 from qrelkit.pooler.saved import read_pool
 from qrelkit.reuse.leaveout import DEFAULT_MEASURES, LeaveOutResult, reduced_qrels
@@ -31,9 +31,9 @@ def leave_out_options(config: Any = None, *, procedure: str | None = None, uniqu
                       measures: Sequence[str] = (), missing: str | None = None,
                       relevant: str | int | None = None) -> dict:
     """Keyword arguments of :func:`~qrelkit.reuse.leaveout.leave_out` from the config's
-    ``[reuse]`` section (and ``[eval]`` missing, relevant, ranking): a given value wins, then the
-    config's, then the schema's default. ``relevant`` goes through
-    :func:`~qrelkit.labels.relevance.relevance_level`.
+    ``[reuse]`` section (and ``[eval]`` missing, relevant, ranking, resolved by
+    :func:`~qrelkit.evaluate.protocol.scoring_options`): a given value wins, then the config's,
+    then the schema's default.
 
     Examples
     --------
@@ -43,17 +43,18 @@ def leave_out_options(config: Any = None, *, procedure: str | None = None, uniqu
     ('run', 'remove', 'zero')
     """
     cfg = config if config is not None else load_config(None)
+    scoring = scoring_options(cfg, measures=measures or cfg.get_value("reuse", "measures") or DEFAULT_MEASURES,
+                              missing=missing, relevant=relevant)
     return dict(
         procedure=str(cfg.get_value("reuse", "procedure", procedure)),
         uniqueness=str(cfg.get_value("reuse", "uniqueness", uniqueness)),
         orphans=str(cfg.get_value("reuse", "orphans", orphans)),
         orphan_depth=int(cfg.get_value("reuse", "orphan_depth", orphan_depth)),
         removal=str(cfg.get_value("reuse", "removal", removal)),
-        measures=list(measures) if measures else list(cfg.get_value("reuse", "measures") or DEFAULT_MEASURES),
-        missing=str(cfg.get_value("eval", "missing", missing)), rel=relevance_level(relevant, cfg),
+        measures=scoring["measures"], missing=scoring["missing"], rel=scoring["rel"],
         density_threshold=float(cfg.get_value("reuse", "density_threshold")),
         voorhees_share=float(cfg.get_value("reuse", "voorhees_relevant_share")),
-        ranking=str(cfg.get_value("eval", "ranking")),
+        ranking=scoring["ranking"],
     )
 
 
