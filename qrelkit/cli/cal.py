@@ -134,7 +134,7 @@ def import_(
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
                       {"store": str(store), "files": [str(f) for f in files]})
     summary = {"store": str(store), "imported": report.imported, "batches_registered": report.batches_registered,
-               "counts": report.counts, "conflicts": report.conflicts.astype(object).where(report.conflicts.notna(), None).to_dict(orient="records")}
+               "counts": report.counts, "conflicts": common.records(report.conflicts)}
     common.report_repairs(repair_counts(report.counts), summary)
     common.emit(summary, as_json, f"imported {report.imported} judgments into {store} ({report.counts})")
     if not as_json and len(report.conflicts):
@@ -198,8 +198,8 @@ def status(
                                              "pool": str(pool) if pool else None})
     if as_json:
         common.emit({"store": str(store), "rule": rule,
-                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records"),
-                     "screening": scr.astype(object).where(scr.notna(), None).to_dict(orient="records")}, True)
+                     "threads": common.records(df),
+                     "screening": common.records(scr)}, True)
     else:
         shown = df.assign(density=df["density"].map(lambda x: "" if x != x else f"{x:.3f}"))
         common.print_table(shown, title=f"{store} ({rule} rule)")
@@ -227,7 +227,7 @@ def replay(
     _write_report(df, output, "cal-replay", {"store": str(store), "rule": rule, "params": params, "budget": budget})
     if as_json:
         common.emit({"store": str(store), "rule": rule,
-                     "threads": df.astype(object).where(df.notna(), None).to_dict(orient="records")}, True)
+                     "threads": common.records(df)}, True)
     else:
         fmt = {c: (lambda x: "" if x is None or x != x else f"{x:.3f}") for c in ("stop_density", "recall")}
         shown = df.assign(**{c: df[c].map(f) for c, f in fmt.items()})

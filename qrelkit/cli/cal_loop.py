@@ -158,7 +158,7 @@ def next_(
         "combine": combine, "dry_run": dry_run})
     counts = report["action"].value_counts().to_dict()
     summary = {"output": str(output), "batches": len(batches), "passages": table.num_rows, "actions": counts,
-               "threads": report.astype(object).where(report.notna(), None).to_dict(orient="records"),
+               "threads": common.records(report),
                "judged_passages_not_in_features": report.attrs.get("judged_passages_not_in_features", 0)}
     common.emit(summary, as_json, f"issued {len(batches)} batches ({table.num_rows} passages) -> {output}; {counts}")
 

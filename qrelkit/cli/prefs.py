@@ -411,8 +411,7 @@ def rescore_cmd(
     sm = res.summary
     repaired = common.report_repairs(fixed)
     if as_json:
-        common.emit({"output": str(output), **sm, "repaired": repaired, "leaderboard": res.leaderboard.astype(object).where(
-            res.leaderboard.notna(), None).to_dict(orient="records")}, True)
+        common.emit({"output": str(output), **sm, "repaired": repaired, "leaderboard": common.records(res.leaderboard)}, True)
         return
     common.stderr.print(f"{sm['runs']} runs on {sm['topics']} topics with preference qrels: Kendall's tau "
                         f"{sm['kendall_tau']:.3f} between the leaderboards ({res.ci} intervals, {res.level:.0%}) -> {output}")
@@ -453,9 +452,9 @@ def single(
     outs.add(outcomes_out, out, "pref-single-outcomes")
     outs.write()
     summary = {"output": str(output), "run": run, "pairs": len(p),
-               "categories": cats.astype(object).where(cats.notna(), None).to_dict(orient="records")}
+               "categories": common.records(cats)}
     if out is not None:
-        summary["outcomes"] = out.astype(object).where(out.notna(), None).to_dict(orient="records")
+        summary["outcomes"] = common.records(out)
     common.report_repairs(fixed, summary)
     if as_json:
         common.emit(summary, True)

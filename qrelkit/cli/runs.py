@@ -54,7 +54,7 @@ def validate(
         "documents": rs.table.num_rows,
         "errors": int(rs.errors()["count"].sum()) if len(rs.issues) else 0,
         "per_run": rs.summary.drop(columns=["file"]).to_dict(orient="records"),
-        "issues": rs.issues.astype(object).where(rs.issues.notna(), None).to_dict(orient="records"),
+        "issues": common.records(rs.issues),
     }
     common.report_repairs(rs.repairs(), summary)
     if as_json:
