@@ -265,12 +265,14 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
     out_by_topic = pend.groupby("qid")["batch_id"].nunique().to_dict() if len(pend) else {}
     done = s.stages_done()
     last = next((n for n in reversed(STAGES) if n in done), "init")
+    labs = dict(tuple(lab.groupby("qid", sort=False)))  # one pass, not one scan of the log per topic
+    ths = dict(tuple(th.groupby("qid", sort=False)))
     rows = []
     for q in ctx.topic_ids:
-        g = lab[lab["qid"] == q]
+        g = labs.get(q, lab.iloc[:0])
         n, r = len(g), int(g["grade"].isin(rel).sum())
         c = ct.loc[q] if q in ct.index else None
-        states = th[th["qid"] == q]
+        states = ths.get(q, th.iloc[:0])
         dec = None if c is None or pd.isna(c["decision"]) else str(c["decision"])
         stage = dec if dec else ("waiting for judgments" if out_by_topic.get(q) else last)
         rows.append({"qid": q, "stage": stage, "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
