@@ -285,7 +285,7 @@ def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) 
 
 
 def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
-    rows = ctx.store.issued_items()
+    rows = ctx.store.campaign_items()
     out = set(zip(rows["qid"], rows["docid"]))
     lab = ctx.labels()
     return out | set(zip(lab["qid"].astype(str), lab["docid"].astype(str)))
@@ -346,7 +346,7 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
     b = ctx.store.batches()
     mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
     before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
-    rows = ctx.store.issued_items()
+    rows = ctx.store.campaign_items()
     out = {(t, p) for bid, t, p in rows.itertuples(index=False) if bid in before}
     log = ctx.store.judgments(None, "all")
     log = log[log["batch_id"].isin(before)]

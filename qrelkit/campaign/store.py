@@ -213,8 +213,10 @@ class CampaignStore(JudgingStore):
             "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
             " ORDER BY b.seq, a.position, i.position")
 
-    def issued_items(self) -> pd.DataFrame:
-        """``batch_id, qid, docid`` of every issued batch item, in issue order."""
+    def campaign_items(self) -> pd.DataFrame:
+        """``batch_id, qid, docid`` of every issued batch item (samples included), in issue order.
+        (Not an override of :meth:`JudgingStore.issued_items`, whose columns the CAL status code
+        reads: a campaign store is a judging store wherever one is expected.)"""
         return self._query("SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batch_items i"
                            " JOIN batches b ON b.id = i.batch ORDER BY b.seq, i.position")
 
