@@ -204,6 +204,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         Key("threads", "list[str]", list(_THREADS), "CAL threads per topic", choices=_THREADS),
         Key("official_thread", "str", "all", "thread whose judgments are official (informative)", choices=_THREADS),
         Key("budget", "int", None, "judging budget per topic and thread; none: no budget", min=1, optional=True),
+        Key("shard_size", "int", 1_000_000, "features: passages per shard of the feature store (memory while "
+            "building and scoring is about one shard)", min=1),
+        Key("hashing", "int", None, "features: fold words into this many hash buckets (bounded vocabulary); none: "
+            "every distinct word", min=1, optional=True),
     ),
     "stopping": _keys(
         Key("accept_density_below", "float", 0.4, "density rule: accept below this density ...", **_UNIT),

@@ -100,7 +100,8 @@ def test_save_load_mmap_roundtrip(tmp_path):
     assert meta["rows"] == len(TEXTS) and meta["params"]["corpus"] == "x"
     # rebuilding writes byte-identical files (no time stamps)
     build_features(_table(), tmp_path / "feats2", params={"corpus": "x"})
-    for name in ("indptr.npy", "indices.npy", "data.npy", "meta.json", "pids.parquet"):
+    for name in ("shard-00000/indptr.npy", "shard-00000/indices.npy", "shard-00000/data.npy", "meta.json",
+                 "shard-00000/pids.parquet", "terms.npy", "idf.npy"):
         assert (tmp_path / "feats" / name).read_bytes() == (tmp_path / "feats2" / name).read_bytes(), name
     # overwriting a features folder is fine; overwriting anything else is not
     save_features(g, tmp_path / "feats")
@@ -131,7 +132,7 @@ def test_universe_classes_rows_of():
     cls = pa.table({"docid": ["p1", "p5"], "class_id": ["p0", "p0"]})
     f = build_features(_table(), universe=["p0", "p1", "p4", "p5", "nope"], classes=cls)
     assert f.pids.to_pylist() == ["p0", "p1", "p4", "p5"]
-    assert f.classes.tolist() == [0, 0, 2, 0]
+    assert f.canonical.tolist() == [True, False, True, False]  # p1 and p5 are members of p0's class
     assert f.rows_of(["p5", "p2", "p0"]).tolist() == [3, -1, 0]
     # idf is that of the universe (4 passages)
     cat = int(np.flatnonzero(f.terms == np.uint64(word_hash(b"cat")))[0])
@@ -162,7 +163,7 @@ def test_cli_features(tmp_path):
     out = tmp_path / "store.db.features"
     assert run(["cal", "features", str(corpus), "--classes", str(classes), "-o", str(out), "--json"]) == 0
     f = load_features(out)
-    assert f.n_rows == len(TEXTS) and f.classes.tolist()[:2] == [0, 0]
+    assert f.n_rows == len(TEXTS) and f.canonical.tolist()[:2] == [True, False]
     assert run(["cal", "features", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
 

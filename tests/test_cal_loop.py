@@ -284,9 +284,9 @@ def test_score_kernel_with_wide_columns(monkeypatch):
     np.testing.assert_allclose(score(f, w), expect, rtol=1e-5, atol=1e-5)
     rows = np.arange(0, f.n_rows, 7)
     np.testing.assert_allclose(score(f, w, 0.0, rows), expect[rows], rtol=1e-5, atol=1e-5)
-    import qrelkit.cal.loop as loop_mod
+    import qrelkit.cal.scoring as scoring_mod
 
     serial = score(f, w)
-    monkeypatch.setattr(loop_mod, "PARALLEL_MIN_NNZ", 0)  # the parallel kernels: the same floats
+    monkeypatch.setattr(scoring_mod, "PARALLEL_MIN_NNZ", 0)  # the parallel kernels: the same floats
     assert np.array_equal(score(f, w), serial)
     assert np.array_equal(score(f, w, 0.0, rows), serial[rows])

@@ -106,7 +106,7 @@ def test_simulation_threads_rules_determinism(feats, campaign):
     fr = log[log["thread"] == "fractional"]
     assert set(fr["docid"]) <= set(frac.to_pylist())
     # non-canonical passages are never judged
-    canon = set(feats.pid_list(np.flatnonzero(feats.classes == np.arange(feats.n_rows))))
+    canon = set(feats.pid_list(np.flatnonzero(feats.canonical)))
     assert set(log["docid"]) <= canon
     # rules: every (topic, thread, rule) row; a fired rule has its effort and recall
     assert len(a.rules) == len(topics) * 3 * 2
@@ -118,7 +118,7 @@ def test_simulation_threads_rules_determinism(feats, campaign):
 def test_stop_when_and_initial_judgments(feats, campaign):
     topics, q = _inputs(campaign)
     qd = q.to_pandas()
-    canon = set(feats.pid_list(np.flatnonzero(feats.classes == np.arange(feats.n_rows))))
+    canon = set(feats.pid_list(np.flatnonzero(feats.canonical)))
     init = qd[qd["docid"].isin(canon)].groupby("qid").head(30)  # "pool" judgments: 30 graded canonical passages
     res = simulate_cal(feats, topics, q, initial=pa.Table.from_pandas(init, preserve_index=False),
                        rules={"density": get_rule("density")}, stop_when="density", budget=400, max_effort=400)
@@ -221,7 +221,7 @@ def test_recall_counts_truly_relevant_passages_not_assessor_errors(feats, campai
     graded 3) and a noisy assessor must not push recall above 1 (they did: 1.07-1.18 in the demo)."""
     topics, q = _inputs(campaign)
     qd = q.to_pandas()
-    canon = set(feats.pid_list(np.flatnonzero(feats.classes == np.arange(feats.n_rows))))
+    canon = set(feats.pid_list(np.flatnonzero(feats.canonical)))
     truth = {(a, b): g for a, b, g in zip(qd["qid"], qd["docid"], qd["rel"])}
     wrong = []
     for qid in topics["qid"].astype(str):  # 40 passages of each topic judged wrongly as perfectly relevant

@@ -1,44 +1,36 @@
-"""CAL features: BMI-style ``(1 + ln tf) * idf`` vectors, L2-normalized, one float32 CSR matrix
-over a corpus (or over a candidate universe of it), built once and stored memory-mappable.
+"""CAL features: BMI-style ``(1 + ln tf) * idf`` vectors, L2-normalized, float32 CSR rows over a
+corpus (or over a candidate universe of it), built once and stored as a sharded, memory-mappable
+store (:mod:`qrelkit.cal.shards`).
 
 Words come from the shared tokenizer (:func:`qrelkit.dedupe.tokenize.word_hashes`, the same words
-as near-duplicate detection). The vocabulary is built in the same single pass over the corpus:
-every distinct 64-bit word hash gets an id in first-seen order, through an open-addressing table
-compiled with numba. Then ``df`` is counted from the matrix, columns are renumbered by ``df``
-descending (ties by hash: the order does not depend on corpus order), rows are sorted by column,
-``idf = ln(N / df)`` (float32, as BMI), and every row is weighted and normalized in place.
+as near-duplicate detection). The build streams the corpus once, in chunks: each chunk is
+tokenized, every distinct 64-bit word hash gets a column id in first-seen order (an
+open-addressing table compiled with numba), the document frequencies are counted, and the rows
+(column ids and term frequencies) are written out as soon as a shard of ``shard_size`` passages
+is complete. Then columns are renumbered by ``df`` descending (ties by hash: the order does not
+depend on corpus order), ``idf = ln(N / df)`` (float32, as BMI), and every shard is finished in
+place, one at a time: its rows renumbered and sorted by column, weighted and normalized. Memory
+is bounded by one shard, the vocabulary and 8 bytes per passage (the passage-id hashes that find
+duplicate ids), not by the corpus.
+
+**Vocabulary memory.** The vocabulary holds, per distinct word, its hash table slot (12 bytes at
+a load factor between 1/4 and 1/2: 24-48 bytes), its document frequency, hash and idf (20 bytes)
+and, while a chunk is counted, a marker and slot per worker block (16 bytes per block and
+thread): about 100-200 bytes per distinct word, e.g. 1-2 GB for 10 million distinct words.
+``hashing=N`` bounds it: words are folded into ``N`` buckets (``hash mod N``) before they get a
+column, so there are at most ``N`` columns, at the price of merging the words of a bucket.
 
 Nothing is refitted later: a query (or any text) is featurized with the stored vocabulary and
 idf (:meth:`Features.featurize`; words that are not in the corpus are dropped).
 
-On disk (a folder, written to a temporary folder and renamed into place)::
-
-    indptr.npy   int64[n_rows + 1]     row offsets
-    indices.npy  int32[nnz]            column ids, ascending within a row
-    indices16.npy uint16[nnz]          the same ids for scoring, 2 bytes each (65535: the column is
-                                       65535 or more, read indices.npy); columns are numbered by
-                                       df, so nearly every non-zero fits
-    data.npy     float32[nnz]          weights (rows have unit L2 norm; empty rows stay empty)
-    terms.npy    uint64[n_terms]       the word hash of each column (columns by df descending,
-                                       then hash)
-    df.npy       int64[n_terms]        document frequency of each column
-    idf.npy      float32[n_terms]
-    pids.parquet                       pid (string) of each row, in corpus order, with the
-                                       build parameters in its qrelkit metadata
-    classes.npy  int64[n_rows]         optional: row of each passage's canonical passage
-                                       (itself when canonical; -1 when the canonical is absent)
-    meta.json                          format version, counts, normalization, parameters
-
-:func:`load_features` opens the arrays with ``numpy.load(mmap_mode="r")``: several processes
-share one copy in the page cache, and opening is instant.
+The rows of one shard are independent of the shard size: a store of one shard and a store of
+many hold the same rows, the same columns and the same floats.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,20 +40,24 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
+from qrelkit.cal.shards import (
+    FORMAT, FORMAT_VERSION, WIDE, Shard, duplicate_pid, install_folder, narrow, open_shard, pid_hashes,
+    read_manifest, save_shard, shard_dir, single_folder_canonical, temporary_folder, write_manifest,
+)
+from qrelkit.config import default as config_default
 from qrelkit.dedupe.tokenize import Normalization, word_hash, word_hashes, words
 from qrelkit.errors import InputError
-from qrelkit.io.atomic import current_umask
-from qrelkit.io.classes import map_to_classes
 from qrelkit.io.corpus import iter_corpus
 from qrelkit.io.tables import write_table
 from qrelkit.jit import twins
 
-FORMAT = "qrelkit-cal-features"
-FORMAT_VERSION = 2
 _EMPTY = np.int32(-1)
+DEFAULT_SHARD_SIZE = config_default("cal", "shard_size")
+
+__all__ = ["DEFAULT_SHARD_SIZE", "FORMAT", "FORMAT_VERSION", "WIDE", "Features", "SparseRows", "Vocabulary",
+           "build_features", "chunks_of", "load_features", "row_pairs", "save_features"]
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -232,23 +228,6 @@ def _hashes(texts: pa.Array, norm: Normalization) -> tuple[np.ndarray, np.ndarra
     return np.asarray(offsets, np.int64), np.asarray(out, np.uint64)
 
 
-WIDE = np.uint16(0xFFFF)  # in indices16: "the column is >= 65535, read the int32 indices"
-
-
-@nb.njit(parallel=True, cache=True)
-def _narrow_kernel(indices, out):
-    for j in nb.prange(len(indices)):
-        c = indices[j]
-        out[j] = np.uint16(c) if c < 0xFFFF else np.uint16(0xFFFF)
-
-
-def _narrow(indices: np.ndarray) -> np.ndarray:
-    out = np.empty(len(indices), np.uint16)
-    if len(indices):
-        _narrow_kernel(np.asarray(indices), out)
-    return out
-
-
 # --------------------------------------------------------------------------- vocabulary
 
 
@@ -316,34 +295,34 @@ def row_pairs(offsets: np.ndarray, cols: np.ndarray, n_terms: int) -> tuple[np.n
     return nuniq, idx, tf
 
 
+
 # --------------------------------------------------------------------------- the feature matrix
 
 
 @dataclass
 class Features:
-    """The feature matrix of a corpus (rows: passages in corpus order; columns: words).
+    """The feature matrix of a corpus (rows: passages in corpus order; columns: words), held as
+    shards of consecutive rows (:class:`~qrelkit.cal.shards.Shard`).
 
     Use :func:`build_features` or :func:`load_features` to get one.
     """
 
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    pids: pa.Array
+    shards: list[Shard]
     terms: np.ndarray
     df: np.ndarray
     idf: np.ndarray
     norm: Normalization = field(default_factory=Normalization)
-    classes: np.ndarray | None = None
-    indices16: np.ndarray | None = None
+    hashing: int | None = None
+    shard_size: int | None = None
     params: dict = field(default_factory=dict)
     path: Path | None = None
     timings: dict = field(default_factory=dict, repr=False)
     _vocab: Vocabulary | None = field(default=None, repr=False)
+    _pids: pa.Array | None = field(default=None, repr=False)
 
     @property
     def n_rows(self) -> int:
-        return len(self.indptr) - 1
+        return sum(s.n_rows for s in self.shards)
 
     @property
     def n_terms(self) -> int:
@@ -351,14 +330,58 @@ class Features:
 
     @property
     def nnz(self) -> int:
-        return int(self.indptr[-1])
+        return sum(s.nnz for s in self.shards)
+
+    @property
+    def starts(self) -> np.ndarray:
+        """First row of every shard, then the number of rows (int64[shards + 1])."""
+        return np.array([s.first_row for s in self.shards] + [self.n_rows], np.int64)
+
+    def shard_of(self, rows: np.ndarray) -> np.ndarray:
+        """The shard holding each row."""
+        return np.searchsorted(self.starts[1:], np.asarray(rows, np.int64), side="right")
+
+    def _joined(self, name: str) -> np.ndarray:
+        parts = [getattr(s, name) if name != "indices16" else s.compact_indices() for s in self.shards]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    @property
+    def indptr(self) -> np.ndarray:
+        """Row offsets of the whole matrix (a copy when there are several shards)."""
+        if len(self.shards) == 1:
+            return self.shards[0].indptr
+        offs = np.cumsum([0] + [s.nnz for s in self.shards])
+        return np.concatenate([np.asarray(s.indptr[:-1]) + o for s, o in zip(self.shards, offs)] + [offs[-1:]])
+
+    @property
+    def indices(self) -> np.ndarray:
+        """Column ids of the whole matrix (a copy when there are several shards)."""
+        return self._joined("indices")
+
+    @property
+    def data(self) -> np.ndarray:
+        """Weights of the whole matrix (a copy when there are several shards)."""
+        return self._joined("data")
 
     def compact_indices(self) -> np.ndarray:
         """The scoring layout's column ids: uint16, :data:`WIDE` where the column does not fit
-        (the int32 ``indices`` then hold it). Built on first use when not stored."""
-        if self.indices16 is None:
-            self.indices16 = _narrow(self.indices)
-        return self.indices16
+        (the int32 ``indices`` then hold it)."""
+        return self._joined("indices16")
+
+    @property
+    def pids(self) -> pa.Array:
+        """The passage id of every row (the shards' ids, read on first use)."""
+        if self._pids is None:
+            parts = [s.pids for s in self.shards]
+            self._pids = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        return self._pids
+
+    @property
+    def canonical(self) -> np.ndarray | None:
+        """Whether each row is a canonical passage (built with near-duplicate classes), else None."""
+        if any(s.canonical is None for s in self.shards) or not self.shards:
+            return None
+        return self._joined("canonical")
 
     @property
     def matrix(self):
@@ -389,7 +412,7 @@ class Features:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         offsets, hashes = _hashes(arr.cast(pa.string()), self.norm)
-        cols = self._vocabulary().lookup(hashes)
+        cols = self._vocabulary().lookup(_fold(hashes, self.hashing))
         keep = cols >= 0
         if not keep.all():  # drop unknown words, fix the offsets
             row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
@@ -406,8 +429,29 @@ class Features:
     def rows(self, rows: np.ndarray) -> "SparseRows":
         """The given rows (in that order) as a small CSR block."""
         rows = np.asarray(rows, np.int64)
-        indptr, idx, dat = _gather_rows(self.indptr, self.indices, self.data, rows)
-        return SparseRows(indptr, idx, dat)
+        if len(self.shards) == 1:
+            s = self.shards[0]
+            return SparseRows(*_gather_rows(s.indptr, s.indices, s.data, rows))
+        sid = self.shard_of(rows)
+        blocks, where = [], np.empty(len(rows), np.int64)
+        done = 0
+        for k in np.unique(sid):
+            sel = np.flatnonzero(sid == k)
+            s = self.shards[int(k)]
+            blocks.append(SparseRows(*_gather_rows(s.indptr, s.indices, s.data, rows[sel] - s.first_row)))
+            where[sel] = done + np.arange(len(sel))
+            done += len(sel)
+        if not blocks:
+            return SparseRows(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        st = blocks[0]
+        for b in blocks[1:]:
+            st = st.stack(b)
+        return SparseRows(*_gather_rows(st.indptr, st.indices, st.data, where))
+
+
+def _fold(hashes: np.ndarray, hashing: int | None) -> np.ndarray:
+    """Word hashes folded into ``hashing`` buckets (unchanged without hashing)."""
+    return hashes if not hashing else np.remainder(hashes, np.uint64(hashing))
 
 
 @dataclass
@@ -446,6 +490,12 @@ def _gather_rows(indptr, indices, data, rows):
     return out_ptr, out_idx, out_dat
 
 
+@nb.njit(cache=True)
+def _add_counts(counts, idx):
+    for j in range(len(idx)):
+        counts[idx[j]] += 1
+
+
 # --------------------------------------------------------------------------- building
 
 
@@ -459,6 +509,154 @@ def chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
     return lambda: iter(corpus)
 
 
+class _ShardBuilder:
+    """The first pass's rows, cut into shards of ``shard_size`` passages: each full shard is
+    written to ``folder`` (raw: first-seen column ids and term frequencies, finished later in
+    place) or kept in memory (``folder`` None)."""
+
+    def __init__(self, folder: Path | None, shard_size: int, noncanonical: pa.Array | None) -> None:
+        self.folder, self.shard_size, self.noncanonical = folder, shard_size, noncanonical
+        self.shards: list[Shard] = []
+        self.entries: list[dict] = []  # rows, nnz, first row of each shard
+        self.hashes: list[np.ndarray] = []
+        self._parts: list[tuple] = []
+        self._rows = 0
+        self.n_rows = 0
+
+    @property
+    def room(self) -> int:
+        return self.shard_size - self._rows
+
+    def add(self, nuniq: np.ndarray, idx: np.ndarray, tf: np.ndarray, pids: pa.Array) -> None:
+        self._parts.append((nuniq, idx, tf, pids))
+        self._rows += len(nuniq)
+        if self._rows >= self.shard_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        lens, idxs, tfs, pid_parts = zip(*self._parts)
+        self._parts = []
+        indptr = np.zeros(self._rows + 1, np.int64)
+        np.cumsum(np.concatenate(lens), out=indptr[1:])
+        indices = np.concatenate(idxs)
+        del idxs
+        data = np.concatenate(tfs)
+        del tfs
+        pids = pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
+                                 for p in pid_parts]).cast(pa.string())
+        canonical = None
+        if self.noncanonical is not None:
+            canonical = ~pc.is_in(pids, value_set=self.noncanonical).to_numpy(zero_copy_only=False)
+        self.hashes.append(pid_hashes(pids))
+        sh = Shard(indptr=indptr, indices=indices, data=data, first_row=self.n_rows, pid_array=pids, canonical=canonical)
+        self.entries.append({"rows": self._rows, "nnz": int(indptr[-1]), "first_row": self.n_rows})
+        if self.folder is not None:
+            sh.folder = self.folder / shard_dir(len(self.shards))
+            save_raw_shard(sh, {"shard": len(self.shards), "first_row": self.n_rows, "rows": self._rows})
+        self.shards.append(sh)
+        self.n_rows += self._rows
+        self._rows = 0
+
+    def pids_of_rows(self, rows: np.ndarray) -> list[str]:
+        """Ids of the given rows (ascending), read back from the shards."""
+        starts = np.array([e["first_row"] for e in self.entries] + [self.n_rows])
+        sid = np.searchsorted(starts[1:], rows, side="right")
+        out: list[str] = []
+        for k in np.unique(sid):
+            s = self.shards[int(k)]
+            out += s.pids.take(pa.array(rows[sid == k] - s.first_row)).to_pylist()
+        return out
+
+
+def save_raw_shard(sh: Shard, params: dict) -> None:
+    """Write a shard of the first pass (raw rows; no indices16 yet) and drop its arrays from
+    memory (its ids are read back only to name a duplicate id)."""
+    sh.folder.mkdir(parents=True)
+    for name in ("indptr", "indices", "data"):
+        np.save(sh.folder / f"{name}.npy", getattr(sh, name))
+    if sh.canonical is not None:
+        np.save(sh.folder / "canonical.npy", sh.canonical)
+    write_table(pa.table({"pid": sh.pid_array}), sh.folder / "pids.parquet", kind="cal-features-pids", params=params)
+    # mapped, not read: the process keeps no page of the shard
+    sh.indptr, sh.indices, sh.data = np.load(sh.folder / "indptr.npy", mmap_mode="r"), None, None
+    sh.pid_array, sh.canonical = None, None
+
+
+def _first_pass(corpus, builder: _ShardBuilder, want: pa.Array | None, norm: Normalization, hashing: int | None,
+                progress) -> tuple[Vocabulary, np.ndarray]:
+    """Stream the corpus: tokenize, assign columns, count document frequencies, cut shards."""
+    vocab = Vocabulary()
+    df = np.zeros(1 << 16, np.int64)
+    for chunk in chunks_of(corpus)():
+        if "pid" not in chunk.column_names or "text" not in chunk.column_names:
+            raise InputError("missing-column", "corpus chunks need pid and text columns")
+        n_in = chunk.num_rows
+        if want is not None:
+            chunk = chunk.filter(pc.is_in(chunk["pid"], value_set=want))
+        start = 0
+        while start < chunk.num_rows:
+            piece = chunk.slice(start, min(builder.room, chunk.num_rows - start))
+            start += piece.num_rows
+            offsets, hashes = word_hashes(piece["text"], norm)
+            cols = vocab.assign(_fold(hashes, hashing))
+            del hashes
+            nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
+            del cols
+            if len(df) < vocab.n:
+                df = np.concatenate([df, np.zeros(max(vocab.n, 2 * len(df)) - len(df), np.int64)])
+            _add_counts(df, idx)
+            builder.add(nuniq, idx, tf, piece["pid"])
+        if progress is not None and n_in:
+            progress(n_in)
+    builder.flush()
+    return vocab, df[: vocab.n]
+
+
+def _finish_shard(sh: Shard, remap: np.ndarray, idf: np.ndarray) -> None:
+    """Renumber the columns of a raw shard, sort its rows, weight and normalize them (in place:
+    memory-mapped files for a shard on disk), and add the 2-byte column ids."""
+    if sh.folder is not None:
+        sh.indptr = np.load(sh.folder / "indptr.npy")
+        nnz = sh.nnz
+        sh.indices = np.load(sh.folder / "indices.npy", mmap_mode="r+") if nnz else np.zeros(0, np.int32)
+        sh.data = np.load(sh.folder / "data.npy", mmap_mode="r+") if nnz else np.zeros(0, np.float32)
+    small = len(sh.indices) < SMALL
+    (_remap_sort_serial if small else _remap_sort)(sh.indptr, sh.indices, sh.data, remap)
+    (_weight_rows_serial if small else _weight_rows)(sh.indptr, sh.indices, sh.data, idf)
+    if sh.folder is None:
+        sh.compact_indices()
+        return
+    np.save(sh.folder / "indices16.npy", narrow(sh.indices))
+    for a in (sh.indices, sh.data):
+        if isinstance(a, np.memmap):
+            a.flush()
+    # unmapped: the process keeps no page of the shard, memory stays about one shard
+    sh.indptr, sh.indices, sh.data = np.load(sh.folder / "indptr.npy", mmap_mode="r"), None, None
+
+
+def _noncanonical(classes: pa.Table) -> pa.Array:
+    """Passages whose class id is another passage (the first row of a docid decides, as
+    :func:`qrelkit.io.classes.map_to_classes` reads it): the rows that are not canonical."""
+    docid = classes["docid"].combine_chunks().cast(pa.string())
+    cid = classes["class_id"].combine_chunks().cast(pa.string())
+    member = pc.fill_null(pc.not_equal(cid, docid), True).to_numpy(zero_copy_only=False)
+    if pc.count_distinct(docid).as_py() != len(docid):  # a docid twice: its first row decides
+        first = pc.index_in(docid, value_set=docid).to_numpy(zero_copy_only=False)
+        member &= first == np.arange(len(docid))
+    return docid.filter(pa.array(member))
+
+
+def _universe(universe) -> pa.Array | None:
+    if universe is None:
+        return None
+    want = universe if isinstance(universe, (pa.Array, pa.ChunkedArray)) else pa.array(list(universe), pa.string())
+    if isinstance(want, pa.ChunkedArray):
+        want = want.combine_chunks()
+    return want.cast(pa.string())
+
+
 def build_features(
     corpus: str | os.PathLike | pa.Table | Iterable[pa.Table],
     output: str | os.PathLike | None = None,
@@ -468,8 +666,10 @@ def build_features(
     classes: pa.Table | None = None,
     progress: Callable[[int], None] | None = None,
     params: dict | None = None,
+    shard_size: int | None = None,
+    hashing: int | None = None,
 ) -> Features:
-    """Build the feature matrix of ``corpus`` in one streamed pass.
+    """Build the features of ``corpus`` in one streamed pass (then each shard is finished in place).
 
     Parameters
     ----------
@@ -477,129 +677,110 @@ def build_features(
         A corpus file (JSONL/TSV/Parquet, see :mod:`qrelkit.io.corpus`), a table with ``pid`` and
         ``text`` columns, or an iterable of such tables (chunks).
     output:
-        Folder to store the features in (see the module docs); ``None`` keeps them in memory.
+        Folder to store the features in (see :mod:`qrelkit.cal.shards`; written to a temporary
+        folder renamed into place); the result is then read back memory-mapped. ``None`` keeps
+        them in memory.
     norm:
         Tokenizer normalization (lower-casing, HTML stripping, digits).
     universe:
         Only these passage ids become rows (a candidate universe); ``idf`` is then that of the
         universe. ``None``: every passage.
     classes:
-        Near-duplicate classes (``docid -> class_id``): stores each row's canonical row, so that
-        the CAL loop can skip non-canonical members.
+        Near-duplicate classes (``docid -> class_id``): stores whether each row is a canonical
+        passage, so that the CAL loop can skip non-canonical members.
     progress:
         Called with the number of passages of each chunk done.
+    shard_size:
+        Passages per shard (default: config ``[cal] shard_size``). Memory while building is
+        about one shard's rows; the rows do not depend on it.
+    hashing:
+        Fold words into this many buckets (``hash mod N``): at most N columns, bounded vocabulary
+        memory; ``None`` keeps every distinct word.
 
     Duplicate passage ids are an error (rule ``duplicate-pid``).
     """
     t0 = time.perf_counter()
-    want = None
-    if universe is not None:
-        want = universe if isinstance(universe, (pa.Array, pa.ChunkedArray)) else pa.array(list(universe), pa.string())
-        if isinstance(want, pa.ChunkedArray):
-            want = want.combine_chunks()
-        want = want.cast(pa.string())
-    vocab = Vocabulary()
-    lens, idxs, tfs, pid_parts = [], [], [], []
-    for chunk in chunks_of(corpus)():
-        if "pid" not in chunk.column_names or "text" not in chunk.column_names:
-            raise InputError("missing-column", "corpus chunks need pid and text columns")
-        if want is not None:
-            chunk = chunk.filter(pc.is_in(chunk["pid"], value_set=want))
-        if chunk.num_rows == 0:
-            continue
-        offsets, hashes = word_hashes(chunk["text"], norm)
-        cols = vocab.assign(hashes)
-        del hashes
-        nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
-        del cols
-        lens.append(nuniq)
-        idxs.append(idx)
-        tfs.append(tf)
-        p = chunk["pid"]
-        pid_parts.append(p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p)
-        if progress is not None:
-            progress(chunk.num_rows)
-    t_read = time.perf_counter() - t0
-    n = int(sum(len(x) for x in lens))
-    indptr = np.zeros(n + 1, np.int64)
-    if n:
-        np.cumsum(np.concatenate(lens), out=indptr[1:])
-    indices = np.concatenate(idxs) if idxs else np.zeros(0, np.int32)
-    del idxs
-    data = np.concatenate(tfs) if tfs else np.zeros(0, np.float32)
-    del tfs
-    pids = pa.concat_arrays(pid_parts).cast(pa.string()) if pid_parts else pa.array([], pa.string())
-    if len(pids) and pc.count_distinct(pids).as_py() != len(pids):
-        vc = pc.value_counts(pids)
-        dup = vc.filter(pc.greater(vc.field("counts"), 1))[0]["values"].as_py()
-        raise InputError("duplicate-pid", f"passage id {dup} occurs more than once in the corpus")
-    terms = vocab.terms()
-    df = np.bincount(indices, minlength=len(terms)).astype(np.int64)
-    # columns by document frequency (descending), then word hash: frequent words get small ids
-    # (the weights they gather stay in cache); every row sorted by column
+    shard_size = int(shard_size or DEFAULT_SHARD_SIZE)
+    if shard_size < 1 or (hashing is not None and int(hashing) < 1):
+        raise InputError("bad-option", "shard_size and hashing must be at least 1")
+    hashing = int(hashing) if hashing else None
+    want = _universe(universe)
+    out = Path(output) if output is not None else None
+    tmp = temporary_folder(out) if out is not None else None
+    try:
+        builder = _ShardBuilder(tmp, shard_size, _noncanonical(classes) if classes is not None else None)
+        vocab, df = _first_pass(corpus, builder, want, norm, hashing, progress)
+        t_read = time.perf_counter() - t0
+        terms, df, idf, remap = _columns(vocab.terms(), df, builder.n_rows)
+        for sh in builder.shards:
+            _finish_shard(sh, remap, idf)
+        dup = duplicate_pid(np.concatenate(builder.hashes) if builder.hashes else np.zeros(0, np.uint64),
+                            builder.pids_of_rows)
+        if dup is not None:
+            raise InputError("duplicate-pid", f"passage id {dup} occurs more than once in the corpus")
+        feats = Features(shards=builder.shards, terms=terms, df=df, idf=idf, norm=norm, hashing=hashing,
+                         shard_size=shard_size)
+        feats.params = {
+            **(params or {}), "normalization": norm.as_dict(), "universe": None if want is None else len(want),
+            "classes": classes is not None, "weighting": "(1 + ln tf) * ln(N / df), L2-normalized rows",
+        }
+        if tmp is not None:
+            _write_store(feats, tmp, builder.entries)
+            install_folder(tmp, out)
+            tmp = None
+            feats = load_features(out)
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    feats.timings = {"read_tokenize_count": t_read, "total": time.perf_counter() - t0}
+    return feats
+
+
+def _columns(terms: np.ndarray, df: np.ndarray, n: int):
+    """Columns by document frequency (descending), then word hash: frequent words get small ids
+    (the weights they gather stay in cache). Returns (terms, df, idf, remap old -> new)."""
     order = np.lexsort((terms, -df))
     remap = np.empty(len(terms), np.int32)
     remap[order] = np.arange(len(terms), dtype=np.int32)
     terms, df = terms[order], df[order]
-    small = len(indices) < SMALL
-    (_remap_sort_serial if small else _remap_sort)(indptr, indices, data, remap)
     idf = np.log(np.float64(max(n, 1)) / np.maximum(df, 1)).astype(np.float32)
-    (_weight_rows_serial if small else _weight_rows)(indptr, indices, data, idf)
-    cls_rows = _class_rows(pids, classes) if classes is not None else None
-    feats = Features(indptr=indptr, indices=indices, data=data, pids=pids, terms=terms, df=df, idf=idf,
-                     norm=norm, classes=cls_rows)
-    feats.params = {
-        **(params or {}),
-        "normalization": norm.as_dict(),
-        "universe": None if want is None else len(want),
-        "classes": classes is not None,
-        "weighting": "(1 + ln tf) * ln(N / df), L2-normalized rows",
-    }
-    feats.timings = {"read_tokenize_count": t_read, "total": time.perf_counter() - t0}
-    if output is not None:
-        save_features(feats, output)
-    return feats
-
-
-def _class_rows(pids: pa.Array, classes: pa.Table) -> np.ndarray:
-    """Row of the canonical passage of every row (itself when canonical or unclassed; -1 when the
-    canonical passage is not in the matrix)."""
-    canon = map_to_classes(pids, classes)
-    idx = pc.index_in(canon, value_set=pids)
-    return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return terms, df, idf, remap
 
 
 # --------------------------------------------------------------------------- storage
+
+
+def _manifest(feats: Features, entries: list[dict] | None = None) -> dict:
+    """The manifest of ``feats`` (``entries``: the shards' rows and non-zeros when their arrays
+    are no longer in memory)."""
+    if entries is None:
+        entries = [{"rows": s.n_rows, "nnz": s.nnz, "first_row": s.first_row} for s in feats.shards]
+    return {
+        "format": FORMAT, "version": FORMAT_VERSION, "rows": sum(e["rows"] for e in entries), "terms": feats.n_terms,
+        "nnz": sum(e["nnz"] for e in entries), "normalization": feats.norm.as_dict(), "hashing": feats.hashing,
+        "shard_size": feats.shard_size, "canonical": bool(feats.params.get("classes", feats.canonical is not None)),
+        "params": feats.params, "shards": [{"dir": shard_dir(i), **e} for i, e in enumerate(entries)],
+    }
+
+
+def _write_store(feats: Features, folder: Path, entries: list[dict] | None = None) -> None:
+    """The vocabulary arrays and the manifest (the shards are already in ``folder``)."""
+    for name in ("terms", "df", "idf"):
+        np.save(folder / f"{name}.npy", np.ascontiguousarray(getattr(feats, name)))
+    write_manifest(folder, _manifest(feats, entries))
 
 
 def save_features(feats: Features, output: str | os.PathLike) -> Path:
     """Write ``feats`` into the folder ``output`` (atomically: a temporary folder renamed into
     place; an existing folder of features is replaced)."""
     out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists() and not (out / "meta.json").exists():
-        raise InputError("not-features", "exists and is not a features folder; not overwritten", file=str(out))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = temporary_folder(out)
     try:
-        for name in ("indptr", "indices", "data", "terms", "df", "idf"):
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(getattr(feats, name)))
-        np.save(tmp / "indices16.npy", feats.compact_indices())
-        if feats.classes is not None:
-            np.save(tmp / "classes.npy", np.ascontiguousarray(feats.classes))
-        meta = {
-            "format": FORMAT, "version": FORMAT_VERSION, "rows": feats.n_rows, "terms": feats.n_terms,
-            "nnz": feats.nnz, "normalization": feats.norm.as_dict(), "params": feats.params,
-        }
-        write_table(pa.table({"pid": feats.pids}), tmp / "pids.parquet", kind="cal-features-pids", params=meta)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
-        os.chmod(tmp, 0o777 & ~current_umask())
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old.{os.getpid()}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        for i, s in enumerate(feats.shards):
+            save_shard(s, tmp / shard_dir(i), {"shard": i, "first_row": s.first_row, "rows": s.n_rows})
+        _write_store(feats, tmp)
+        install_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -608,31 +789,19 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
 
 
 def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:
-    """Open stored features (memory-mapped by default)."""
+    """Open stored features (memory-mapped by default; passage ids are read on first use).
+
+    A folder written before stores were sharded (format version 2) is read as one shard."""
     p = Path(path)
-    meta_path = p / "meta.json"
-    if not meta_path.exists():
-        raise InputError("not-features", "not a CAL features folder (no meta.json); build one with 'qrelkit cal features'",
+    meta = read_manifest(p)
+    shards = [open_shard(p, e, mmap=mmap) for e in meta["shards"]]
+    if meta["version"] != FORMAT_VERSION and shards:
+        shards[0].canonical = single_folder_canonical(p, mmap)
+    feats = Features(shards=shards, terms=np.asarray(np.load(p / "terms.npy")), df=np.load(p / "df.npy"),
+                     idf=np.asarray(np.load(p / "idf.npy")), norm=Normalization(**meta["normalization"]),
+                     hashing=meta.get("hashing"), shard_size=meta.get("shard_size"), params=meta.get("params", {}),
+                     path=p)
+    if feats.n_terms != int(meta["terms"]):
+        raise InputError("not-features", f"terms.npy holds {feats.n_terms} columns, meta.json says {meta['terms']}",
                          file=str(p))
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError("not-features", f"unreadable meta.json: {exc}", file=str(meta_path)) from None
-    if meta.get("format") != FORMAT or int(meta.get("version", 0)) != FORMAT_VERSION:
-        raise InputError("not-features", f"features format {meta.get('format')} v{meta.get('version')} is not "
-                         f"v{FORMAT_VERSION}; rebuild them with 'qrelkit cal features'", file=str(meta_path))
-    mode = "r" if mmap else None
-
-    def arr(name: str) -> np.ndarray:
-        return np.load(p / f"{name}.npy", mmap_mode=mode)
-
-    pids = pq.read_table(p / "pids.parquet")["pid"].combine_chunks()
-    feats = Features(
-        indptr=arr("indptr"), indices=arr("indices"), data=arr("data"), pids=pids, terms=np.asarray(arr("terms")),
-        df=arr("df"), idf=np.asarray(arr("idf")), norm=Normalization(**meta["normalization"]),
-        classes=arr("classes") if (p / "classes.npy").exists() else None,
-        indices16=arr("indices16") if (p / "indices16.npy").exists() else None, params=meta.get("params", {}), path=p,
-    )
-    if len(feats.pids) != feats.n_rows:
-        raise InputError("not-features", "pids.parquet and indptr.npy disagree on the number of rows", file=str(p))
     return feats

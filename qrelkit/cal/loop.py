@@ -56,11 +56,12 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qrelkit.cal.features import Features, SparseRows
+# score, select_top and PARALLEL_MIN_NNZ live in qrelkit.cal.scoring; callers also find them here
+from qrelkit.cal.scoring import PARALLEL_MIN_NNZ, Candidates, LocalScorer, score, select_top  # noqa: F401
 from qrelkit.cal.stopping import binarize
 from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
-from qrelkit.jit import twins
 from qrelkit.pooler.fractional import fractional_ids
 
 THREADS = ("fractional", "local", "all")
@@ -157,77 +158,6 @@ def iteration_seed(seed: int, topic: str, thread: str, iteration: int) -> np.ran
     return np.random.SeedSequence([int(seed) & (2**63 - 1), key64(str(topic)), key64(str(thread)), int(iteration)])
 
 
-# --------------------------------------------------------------------------- kernels
-
-
-@nb.njit(cache=True, inline="never")
-def _row_wide(a, e, indices16, indices, data, w):
-    """A row with a column id >= 65535: ids come from the int32 array where the 2-byte one is 0xFFFF."""
-    s = np.float32(0.0)
-    for j in range(a, e):
-        c = np.int64(indices16[j])
-        if c == 0xFFFF:
-            c = np.int64(indices[j])
-        s += data[j] * w[c]
-    return s
-
-
-@nb.njit(cache=True, inline="always")
-def _row_score(r, indptr, indices16, indices, data, w, b):
-    """One row's score: ``X[r] @ w + b``, summed in column order."""
-    a = indptr[r]
-    e = indptr[r + 1]
-    if e > a and indices16[e - 1] == 0xFFFF:  # columns ascend: only the last can tell
-        return _row_wide(a, e, indices16, indices, data, w) + b
-    s = np.float32(0.0)
-    for j in range(a, e):
-        s += data[j] * w[indices16[j]]
-    return s + b
-
-
-def _score_all_py(indptr, indices16, indices, data, w, b, out):
-    for r in nb.prange(len(indptr) - 1):
-        out[r] = _row_score(r, indptr, indices16, indices, data, w, b)
-
-
-def _score_rows_py(indptr, indices16, indices, data, w, b, rows, out):
-    for i in nb.prange(len(rows)):
-        out[i] = _row_score(rows[i], indptr, indices16, indices, data, w, b)
-
-
-# The scoring kernels read 2-byte column ids (the features' ``indices16``: columns are numbered by
-# document frequency, so nearly every non-zero has an id below 65535; the others are read from the
-# int32 ids): 6 instead of 8 bytes per non-zero. Each row is summed in one thread in column order,
-# so the float32 scores are those of a plain CSR product. The rare rows with a wide id are summed
-# in a separate, never inlined function: with both loops inline, the common loop ran at half
-# speed (48 vs 28 ms for 47M non-zeros on 2 cores). Parallel over rows for large matrices; serial
-# twins for small ones (no thread start-up, and no waiting for a thread that another process
-# holds up).
-_score_all, _score_all_serial = twins(_score_all_py)
-_score_rows, _score_rows_serial = twins(_score_rows_py)
-PARALLEL_MIN_NNZ = 1 << 21
-
-
-def score(features: Features, w: np.ndarray, b: float = 0.0, rows: np.ndarray | None = None,
-          out: np.ndarray | None = None) -> np.ndarray:
-    """float32 scores ``X[rows] @ w + b`` (all rows when ``rows`` is None): one pass over the
-    rows' non-zeros, parallel over rows when there are at least :data:`PARALLEL_MIN_NNZ` of them."""
-    n = features.n_rows if rows is None else len(rows)
-    if out is None:
-        out = np.empty(n, np.float32)
-    w = np.asarray(w, np.float32)
-    work = features.nnz if rows is None else features.nnz * len(rows) / max(features.n_rows, 1)
-    par = work >= PARALLEL_MIN_NNZ
-    i16 = features.compact_indices()
-    if rows is None:
-        (_score_all if par else _score_all_serial)(features.indptr, i16, features.indices, features.data, w,
-                                                   np.float32(b), out)
-    else:
-        (_score_rows if par else _score_rows_serial)(features.indptr, i16, features.indices, features.data, w,
-                                                     np.float32(b), rows, out)
-    return out
-
-
 # --------------------------------------------------------------------------- training
 
 
@@ -300,70 +230,6 @@ def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_
     return w, b, cols
 
 
-# --------------------------------------------------------------------------- selection
-
-
-def _prefilter(scores: np.ndarray, k: int) -> np.ndarray | None:
-    """Positions of a subset of ``scores`` sure to hold the ``k`` largest (with every score tied
-    with the k-th): those at or above a threshold read off a strided sample of the scores; None
-    when that does not pay (small arrays) or the sample's guess keeps fewer than ``k``."""
-    n = len(scores)
-    if n < (1 << 16) or k > (n >> 8):
-        return None
-    stride = n >> 14
-    sample = np.array(scores[::stride])
-    m = len(sample)
-    r = min(m - 1, 4 * -(-k * m // n) + 8)  # rank from the top: about 4k + 8 * stride scores pass
-    t = np.partition(sample, m - 1 - r)[m - 1 - r]
-    if not np.isfinite(t):
-        return None
-    idx = np.flatnonzero(scores >= t)
-    return idx if len(idx) >= k else None
-
-
-def select_top(scores: np.ndarray, k: int, pids: pa.Array, positions: np.ndarray | None = None) -> np.ndarray:
-    """Positions (into ``scores``) of the ``k`` best finite scores, ties at the cut broken by pid,
-    ordered by score descending, then pid. ``pids[i]`` is the pid of ``scores[i]`` (or of
-    ``positions``' mapping: ``pids`` is indexed by ``positions[i]`` when given).
-
-    ``numpy.argpartition`` does the selection; on large arrays it runs on the scores at or above
-    a threshold taken from a strided sample (the result is the same: every score that can be
-    among the best ``k``, ties included, passes the threshold)."""
-    n = len(scores)
-    if k <= 0 or n == 0:
-        return np.zeros(0, np.int64)
-    k = min(k, n)
-    sub = _prefilter(scores, k)
-    if sub is None:
-        sub = np.arange(n)
-        local = scores
-    else:
-        local = scores[sub]
-    m = len(sub)
-    top = np.argpartition(local, m - k)[m - k:]
-    top = top[np.isfinite(local[top])]
-    if len(top) == 0:
-        return np.zeros(0, np.int64)
-    thr = local[top].min()
-    above = sub[top[local[top] > thr]]
-    tied = sub[np.flatnonzero(local == thr)]
-    need = min(k - len(above), len(tied))
-
-    def pid_of(pos: np.ndarray) -> list[str]:
-        rows = pos if positions is None else positions[pos]
-        return pids.take(pa.array(np.asarray(rows, np.int64))).to_pylist()
-
-    if len(tied) > need:
-        tp = pid_of(tied)
-        order = sorted(range(len(tied)), key=lambda i: tp[i])[:need]
-        tied = tied[np.array(order, np.int64)]
-    sel = np.concatenate([above, tied])
-    sp_ = pid_of(sel)
-    sc = scores[sel]
-    order = sorted(range(len(sel)), key=lambda i: (-float(sc[i]), sp_[i]))
-    return sel[np.array(order, np.int64)]
-
-
 # --------------------------------------------------------------------------- one topic, one thread
 
 
@@ -405,40 +271,34 @@ class Batch:
 
 class CalRanker:
     """CAL for one topic over a fixed candidate set: call :meth:`next_batch` with the judgments
-    as they stand. Holds the buffers (weights, scores) so that iterations allocate little.
+    as they stand. Holds the buffers (weights) so that iterations allocate little.
 
     ``candidates``: rows that may be scored, sampled and selected (None: every row; with the
     features' near-duplicate classes, every canonical row). See :func:`candidate_rows`.
+    ``scorer``: who scores the shards — a :class:`~qrelkit.cal.scoring.LocalScorer` (default: in
+    this process) or a :class:`~qrelkit.cal.distributed.DaskScorer`; the batches are the same.
     """
 
     def __init__(self, features: Features, query: str, *, topic: str = "", thread: str = "all",
-                 candidates: np.ndarray | None = None, params: CalParams = CalParams()) -> None:
+                 candidates: np.ndarray | None = None, params: CalParams = CalParams(), scorer=None) -> None:
         self.features = features
         self.topic = str(topic)
         self.thread = thread
         self.params = params
         self.qvec = features.featurize([query]) if params.query_document else None
-        if candidates is None and features.classes is not None:
+        if candidates is None and features.canonical is not None:
             candidates = candidate_rows(features)
-        self.candidates = None if candidates is None else np.ascontiguousarray(candidates, np.int64)
-        n = features.n_rows if self.candidates is None else len(self.candidates)
-        self.n_candidates = n
-        self._scores = np.empty(n, np.float32)
+        self.cands = Candidates(features, candidates)
+        self.candidates = self.cands.rows
+        self.n_candidates = self.cands.n
+        self.scorer = scorer if scorer is not None else LocalScorer(features)
         self._w = np.zeros(features.n_terms, np.float32)
         self._scratch = np.full(features.n_terms, -1, np.int32)
         self._last_cols = np.zeros(0, np.int64)
-        if self.candidates is not None:
-            self._pos = np.full(features.n_rows, -1, np.int32 if features.n_rows < 2**31 else np.int64)
-            self._pos[self.candidates] = np.arange(n)
-        else:
-            self._pos = None
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """Candidate positions of rows (-1 for rows that are not candidates)."""
-        rows = np.asarray(rows, np.int64)
-        if self._pos is None:
-            return rows.copy()
-        return self._pos[rows].astype(np.int64)
+        return self.cands.positions(rows)
 
     def sample_negatives(self, rng: np.random.Generator, excluded_pos: np.ndarray, m: int) -> np.ndarray:
         """``m`` distinct random candidate rows that are not excluded, in draw order."""
@@ -463,7 +323,7 @@ class CalRanker:
                 _, first = np.unique(allp, return_index=True)
                 pos = allp[np.sort(first)]
             pos = pos[:m]
-        return pos if self.candidates is None else self.candidates[pos]
+        return self.cands.rows_at(pos)
 
     def next_batch(self, train_rows: np.ndarray, train_relevant: np.ndarray, skip_rows: np.ndarray, k: int,
                    iteration: int, known_rows: np.ndarray | None = None) -> Batch:
@@ -502,24 +362,23 @@ class CalRanker:
                                  n_terms=self.features.n_terms, out=self._w, scratch=self._scratch)
         self._last_cols = cols
         t2 = time.perf_counter()
-        sc = score(self.features, w, b, self.candidates, out=self._scores)
-        t3 = time.perf_counter()
-        if len(skip_pos):
-            sc[skip_pos] = -np.inf
-        sel = select_top(sc, k + len(known_pos), self.features.pids, self.candidates)
-        new = np.ones(len(sel), bool)
+        top = self.scorer.top(w, b, cols, self.cands, np.unique(self.cands.rows_at(skip_pos)), k + len(known_pos))
+        new = np.ones(len(top.rows), bool)
+        n_sel = len(top.rows)
         if len(known_pos):
-            new = ~np.isin(sel, known_pos)
+            new = ~np.isin(top.rows, self.cands.rows_at(known_pos))
             cut = np.flatnonzero(np.cumsum(new) >= k)
             if len(cut):
-                sel, new = sel[: cut[0] + 1], new[: cut[0] + 1]
-        sel_rows = sel if self.candidates is None else self.candidates[sel]
-        t4 = time.perf_counter()
+                n_sel = int(cut[0]) + 1
+                new = new[:n_sel]
+        t3 = time.perf_counter()
+        t_score = top.timings.get("score", t3 - t2)
         return Batch(
-            topic=self.topic, thread=self.thread, iteration=iteration, rows=sel_rows,
-            pids=self.features.pid_list(sel_rows), scores=sc[sel].copy(), new=new, n_train=len(y),
+            topic=self.topic, thread=self.thread, iteration=iteration, rows=top.rows[:n_sel],
+            pids=top.pids[:n_sel], scores=top.scores[:n_sel].copy(), new=new, n_train=len(y),
             n_relevant=int(y.sum()), n_negatives=len(neg), n_columns=len(cols),
-            timings={"prepare": t1 - t0, "fit": t2 - t1, "score": t3 - t2, "select": t4 - t3, "total": t4 - t0},
+            timings={"prepare": t1 - t0, "fit": t2 - t1, "score": t_score, "select": t3 - t2 - t_score,
+                     "total": t3 - t0},
         )
 
 
@@ -527,9 +386,9 @@ def candidate_rows(features: Features, universe: Iterable[str] | pa.Array | None
     """Rows that CAL may select: canonical passages (with the features' classes), restricted to
     ``universe`` (passage ids, e.g. the fractional collection) when given. ``None`` means every
     row (no classes, no universe)."""
-    keep = None
-    if features.classes is not None:
-        keep = np.asarray(features.classes) == np.arange(features.n_rows)
+    keep = features.canonical
+    if keep is not None:
+        keep = np.array(keep, bool)
     if universe is not None:
         rows = features.rows_of(universe)
         m = np.zeros(features.n_rows, bool)
@@ -564,6 +423,7 @@ def issue_next_batches(
     combine: str = "median_high",
     allow_open: bool = False,
     dry_run: bool = False,
+    scorer=None,
 ) -> tuple[list[Batch], pd.DataFrame]:
     """Compute and issue the next CAL batch of every active thread of ``store``.
 
@@ -579,6 +439,9 @@ def issue_next_batches(
     it (``source="encountered"``), so the thread sees them without new judging work; the batch
     still holds ``k`` passages that need judging. Passages issued but not judged yet are skipped.
 
+    ``scorer``: who scores the shards (default: a :class:`~qrelkit.cal.scoring.LocalScorer` in
+    this process; :class:`~qrelkit.cal.distributed.DaskScorer` on Dask workers: the same batches).
+
     A thread whose last CAL batch is still open (not every item judged) is skipped unless
     ``allow_open``. Returns the batches and one row per (topic, thread) saying what happened
     (``issued``, ``waiting``, ``exhausted``, or the thread's state) with the number of new items
@@ -587,6 +450,7 @@ def issue_next_batches(
     tdf = store.topics()
     want_topics = None if topics is None else {str(t) for t in topics}
     cand_cache: dict[str, np.ndarray | None] = {}
+    scorer = scorer if scorer is not None else LocalScorer(features)
     out: list[Batch] = []
     rows_report = []
     missing_total = 0
@@ -631,7 +495,7 @@ def issue_next_batches(
             rel = binarize(lab["grade"].to_numpy(), params.relevant)
             keep = rows >= 0
             missing_total += int((~keep).sum())
-            ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params)
+            ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params, scorer=scorer)
             if cand is not None:
                 keep &= ranker.positions(np.maximum(rows, 0)) >= 0
             k = batch_size(params, thread, iteration)

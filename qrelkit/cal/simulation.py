@@ -58,6 +58,7 @@ import pyarrow as pa
 
 from qrelkit.cal.features import Features, Vocabulary, chunks_of, row_pairs
 from qrelkit.cal.loop import THREADS, CalParams, CalRanker, batch_size, candidate_rows, key64
+from qrelkit.cal.scoring import LocalScorer
 from qrelkit.cal.stopping import JudgingState, TargetSample, draw_sample
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
@@ -273,6 +274,7 @@ def simulate_cal(
     scale: Sequence[int] = (0, 1, 2, 3),
     progress: Callable[[str], None] | None = None,
     qrels_file: str | None = None,
+    scorer=None,
 ) -> SimulationResult:
     """Simulate CAL for every topic of ``topics`` (columns qid, text) against ``qrels``.
 
@@ -306,6 +308,9 @@ def simulate_cal(
         The oracle (see the module docs).
     qrels_file:
         Where ``qrels`` came from, named by the error ``no-relevant``.
+    scorer:
+        Who scores the feature shards (default: in this process;
+        :class:`~qrelkit.cal.distributed.DaskScorer`: on Dask workers, the same results).
     """
     t_start = time.perf_counter()
     rules = dict(rules or {})
@@ -314,6 +319,7 @@ def simulate_cal(
                                        until_recall=until_recall, until_effort_r=until_effort_r, budget=budget,
                                        fraction_ids=fraction_ids, unjudged=unjudged, error_rate=error_rate,
                                        scale=scale, qrels_file=qrels_file)
+    cr.scorer = scorer if scorer is not None else LocalScorer(features)
     out = _Outputs()
     for qid, text in zip(topics["qid"].astype(str), topics["text"].astype(str)):
         if progress is not None:
@@ -350,6 +356,7 @@ class _CalRun:
     budget: int | None
     rel_set: set
     target_size: int
+    scorer: Any = None
 
 
 def _cal_setup(features: Features, topics: pd.DataFrame, qrels: pa.Table, *, threads, params, initial, rules,
@@ -439,7 +446,7 @@ def _start_threads(cr: _CalRun, qid: str, text: str, log: _Log) -> list[_Thread]
     for t in cr.threads:
         m = cr.masks[t]
         rel_t = rel_rows if m is None or not len(rel_rows) else rel_rows[m[rel_rows]]
-        rk = CalRanker(features, text, topic=qid, thread=t, candidates=cr.cand[t], params=params)
+        rk = CalRanker(features, text, topic=qid, thread=t, candidates=cr.cand[t], params=params, scorer=cr.scorer)
         th = _Thread(name=t, ranker=rk, cand_mask=m, R=int(len(rel_t)),
                      collection_size=int(m.sum()) if m is not None else features.n_rows,
                      truly_relevant=frozenset(rel_t.tolist()))

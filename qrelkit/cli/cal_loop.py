@@ -75,10 +75,12 @@ def features(
     output: Path = typer.Option(..., "-o", "--output", help="Folder for the features; next to the store by default: campaign.db -> campaign.db.features."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes: CAL then selects canonical passages only."),
     universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),
+    shard_size: Optional[int] = typer.Option(None, "--shard-size", help="Passages per shard (default: config [cal] shard_size, 1,000,000): memory while building is about one shard."),
+    hashing: Optional[int] = typer.Option(None, "--hashing", help="Fold words into N hash buckets: at most N columns, bounded vocabulary memory (default: config [cal] hashing, none: every word)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR, memory-mappable."""
+    """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR shards, memory-mappable."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
     cfg = common.config(config)
@@ -91,11 +93,13 @@ def features(
     # the bar's total: lines of the corpus (a universe keeps fewer passages: no total then)
     total = passages_upper_bound(corpus) if common.stderr.is_terminal and universe is None else None
     with common.progress("featurizing", total) as advance:
-        feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params)
+        feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params,
+                               shard_size=cfg.get_value("cal", "shard_size", shard_size),
+                               hashing=cfg.get_value("cal", "hashing", hashing))
     summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
-               "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
-    common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros) "
-                f"-> {output}")
+               "shards": len(feats.shards), "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
+    common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros, "
+                f"{len(feats.shards)} shards) -> {output}")
 
 
 def _read_ids(path: Path) -> pa.Array:

@@ -1,0 +1,282 @@
+"""The CAL feature store on disk: a folder of shards, each a block of consecutive rows stored as a
+float32 CSR matrix that is memory-mapped when read, with one manifest.
+
+Layout (format version 3)::
+
+    meta.json                 the manifest: format, version, counts, normalization, hashing,
+                              shard size, build parameters and the list of shards (folder names
+                              relative to the store, rows, non-zeros, first row)
+    terms.npy  uint64[T]      word hash (or hashing bucket) of each column: columns by document
+                              frequency descending, then hash
+    df.npy     int64[T]       document frequency of each column
+    idf.npy    float32[T]     ln(N / df)
+    shard-00000/              rows [0, shard_size)
+        indptr.npy   int64[rows + 1]   row offsets within the shard
+        indices.npy  int32[nnz]        column ids, ascending within a row
+        indices16.npy uint16[nnz]      the same ids for scoring (0xFFFF: read indices.npy)
+        data.npy     float32[nnz]      weights; every row has unit L2 norm (empty rows stay empty)
+        pids.parquet                   the passage id of each row, in corpus order
+        canonical.npy bool[rows]       with near-duplicate classes: is the row a canonical passage
+    shard-00001/ ...
+
+Shard folders are named relative to the store, so a store can be moved or renamed (the campaign
+builds one in a temporary folder and renames it into place) and read from the same path on every
+machine of a cluster. The folder written by qrelkit before shards existed (format version 2: the
+arrays of one matrix at the top of the folder, ``classes.npy`` holding each row's canonical row)
+is read as a store of one shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from qrelkit.errors import InputError
+from qrelkit.io.atomic import current_umask
+from qrelkit.io.tables import write_table
+
+FORMAT = "qrelkit-cal-features"
+FORMAT_VERSION = 3
+SINGLE_FOLDER_VERSION = 2  # one matrix at the top of the folder: read as one shard
+WIDE = np.uint16(0xFFFF)  # in indices16: "the column is >= 65535, read the int32 indices"
+MANIFEST = "meta.json"
+
+
+@nb.njit(parallel=True, cache=True)
+def _narrow_kernel(indices, out):
+    for j in nb.prange(len(indices)):
+        c = indices[j]
+        out[j] = np.uint16(c) if c < 0xFFFF else np.uint16(0xFFFF)
+
+
+def narrow(indices: np.ndarray) -> np.ndarray:
+    """The 2-byte column ids of the scoring layout (:data:`WIDE` where a column does not fit)."""
+    out = np.empty(len(indices), np.uint16)
+    if len(indices):
+        _narrow_kernel(np.asarray(indices), out)
+    return out
+
+
+# --------------------------------------------------------------------------- passage-id hashes
+
+
+@nb.njit(cache=True)
+def _fnv_rows(offsets, data, out):
+    for i in range(len(out)):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(30)  # splitmix64's finalizer: every bit depends on every byte
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        out[i] = h ^ (h >> np.uint64(31))
+
+
+def pid_hashes(pids: pa.Array) -> np.ndarray:
+    """A 64-bit hash of every passage id (FNV-1a of its UTF-8 bytes, mixed): 8 bytes per passage
+    to find duplicate ids across shards without holding every id. Equal hashes are only
+    candidates; :func:`duplicate_pid` compares the ids themselves."""
+    arr = pids.cast(pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    out = np.empty(len(arr), np.uint64)
+    if len(arr):
+        _, off_buf, data_buf = arr.buffers()
+        offsets = np.frombuffer(off_buf, np.int64)[arr.offset: arr.offset + len(arr) + 1]
+        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        _fnv_rows(offsets, data, out)
+    return out
+
+
+def duplicate_pid(hashes: np.ndarray, pids_of_rows) -> str | None:
+    """The id that occurs more than once (the one whose first occurrence comes first), or None.
+
+    ``hashes``: :func:`pid_hashes` of every row in corpus order; ``pids_of_rows(rows)``: the ids of
+    the given rows (ascending), read only when two hashes are equal."""
+    if len(hashes) < 2:
+        return None
+    s = np.sort(hashes)
+    same = s[1:][s[1:] == s[:-1]]
+    if not len(same):
+        return None
+    rows = np.flatnonzero(np.isin(hashes, np.unique(same)))
+    ids = pa.array(pids_of_rows(rows), pa.string())
+    vc = pc.value_counts(ids)  # in order of first occurrence
+    dup = vc.filter(pc.greater(vc.field("counts"), 1))
+    return dup[0]["values"].as_py() if len(dup) else None
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+@dataclass
+class Shard:
+    """Rows ``[first_row, first_row + n_rows)`` of a feature matrix as CSR arrays (memory-mapped
+    when read from a store), with the passage ids (read on first use) and, with near-duplicate
+    classes, which rows are canonical passages."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    first_row: int = 0
+    pid_array: pa.Array | None = None
+    canonical: np.ndarray | None = None
+    indices16: np.ndarray | None = None
+    folder: Path | None = None
+    pid_file: str = "pids.parquet"
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def end_row(self) -> int:
+        return self.first_row + self.n_rows
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1]) if len(self.indptr) else 0
+
+    @property
+    def pids(self) -> pa.Array:
+        """The passage id of each row (read from the shard's ``pids.parquet`` on first use)."""
+        if self.pid_array is None:
+            if self.folder is None:
+                raise ValueError("a shard without ids")
+            pids = pq.read_table(self.folder / self.pid_file)["pid"].combine_chunks().cast(pa.string())
+            if len(pids) != self.n_rows:
+                raise InputError("not-features", f"{self.pid_file} holds {len(pids)} ids for {self.n_rows} rows",
+                                 file=str(self.folder))
+            self.pid_array = pids
+        return self.pid_array
+
+    def compact_indices(self) -> np.ndarray:
+        """The scoring layout's column ids (uint16; built on first use when not stored)."""
+        if self.indices16 is None:
+            self.indices16 = narrow(self.indices)
+        return self.indices16
+
+    def canonical_rows(self) -> np.ndarray | None:
+        """Local rows of the canonical passages (None: no classes, every row)."""
+        return None if self.canonical is None else np.flatnonzero(np.asarray(self.canonical))
+
+
+def save_shard(shard: Shard, folder: Path, params: dict) -> None:
+    """Write ``shard``'s arrays, ids and canonical flags into ``folder`` (created)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("indptr", "indices", "data"):
+        np.save(folder / f"{name}.npy", np.ascontiguousarray(getattr(shard, name)))
+    np.save(folder / "indices16.npy", shard.compact_indices())
+    if shard.canonical is not None:
+        np.save(folder / "canonical.npy", np.ascontiguousarray(shard.canonical, bool))
+    write_table(pa.table({"pid": shard.pids}), folder / "pids.parquet", kind="cal-features-pids", params=params)
+
+
+def _load(path: Path, mmap: bool) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None)
+    except ValueError:  # an empty array cannot be memory-mapped
+        return np.load(path)
+
+
+def open_shard(store: Path, entry: dict, *, mmap: bool = True) -> Shard:
+    """The shard described by a manifest ``entry`` (``dir``, ``rows``, ``nnz``, ``first_row``)."""
+    folder = store / entry["dir"]
+    if not (folder / "indptr.npy").exists():
+        raise InputError("not-features", f"shard {entry['dir']} listed in {MANIFEST} is missing", file=str(folder))
+    sh = Shard(indptr=_load(folder / "indptr.npy", mmap), indices=_load(folder / "indices.npy", mmap),
+               data=_load(folder / "data.npy", mmap), first_row=int(entry["first_row"]), folder=folder,
+               indices16=_load(folder / "indices16.npy", mmap) if (folder / "indices16.npy").exists() else None)
+    if (folder / "canonical.npy").exists():
+        sh.canonical = _load(folder / "canonical.npy", mmap)
+    if sh.n_rows != int(entry["rows"]) or sh.nnz != int(entry["nnz"]) or len(sh.indices) != sh.nnz:
+        raise InputError("not-features", f"shard {entry['dir']} does not match {MANIFEST} "
+                         f"({sh.n_rows} rows, {sh.nnz} non-zeros)", file=str(folder))
+    return sh
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+def read_manifest(store: Path) -> dict:
+    """The manifest of a store, checked; a format-2 folder is described as one shard (``dir``
+    ``.``, canonical flags from ``classes.npy``)."""
+    path = store / MANIFEST
+    if not path.exists():
+        raise InputError("not-features", "not a CAL features folder (no meta.json); build one with 'qrelkit cal features'",
+                         file=str(store))
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError("not-features", f"unreadable meta.json: {exc}", file=str(path)) from None
+    version = meta.get("version", 0)
+    if meta.get("format") != FORMAT or version not in (SINGLE_FOLDER_VERSION, FORMAT_VERSION):
+        raise InputError("not-features", f"features format {meta.get('format')} v{version} is not v{FORMAT_VERSION} "
+                         f"(or v{SINGLE_FOLDER_VERSION}); rebuild them with 'qrelkit cal features'", file=str(path))
+    if version == SINGLE_FOLDER_VERSION:
+        meta["shards"] = [{"dir": ".", "rows": meta["rows"], "nnz": meta["nnz"], "first_row": 0}]
+        meta.setdefault("hashing", None)
+    first = 0
+    for e in meta.get("shards", []):
+        if int(e["first_row"]) != first:
+            raise InputError("not-features", f"shard {e['dir']} starts at row {e['first_row']}, expected {first}",
+                             file=str(path))
+        first += int(e["rows"])
+    if first != int(meta["rows"]):
+        raise InputError("not-features", f"the shards hold {first} rows, the manifest says {meta['rows']}", file=str(path))
+    return meta
+
+
+def single_folder_canonical(store: Path, mmap: bool) -> np.ndarray | None:
+    """Canonical flags of a format-2 folder (its ``classes.npy``: each row's canonical row)."""
+    if not (store / "classes.npy").exists():
+        return None
+    cls = _load(store / "classes.npy", mmap)
+    return np.asarray(cls) == np.arange(len(cls))
+
+
+def write_manifest(folder: Path, meta: dict) -> None:
+    (folder / MANIFEST).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def shard_dir(i: int) -> str:
+    return f"shard-{i:05d}"
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def temporary_folder(out: Path) -> Path:
+    """A fresh temporary folder next to ``out`` (checked: ``out`` must not be something else)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not (out / MANIFEST).exists():
+        raise InputError("not-features", "exists and is not a features folder; not overwritten", file=str(out))
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+
+
+def install_folder(tmp: Path, out: Path) -> None:
+    """Rename the finished ``tmp`` into place (an existing features folder is replaced)."""
+    os.chmod(tmp, 0o777 & ~current_umask())
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old.{os.getpid()}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "WIDE", "Shard", "duplicate_pid", "install_folder", "narrow", "open_shard",
+           "pid_hashes", "read_manifest", "save_shard", "shard_dir", "single_folder_canonical", "temporary_folder",
+           "write_manifest"]
