@@ -113,6 +113,16 @@ def _read_ids(path: Path) -> pa.Array:
     return pa.array(lines, pa.string())
 
 
+WorkersOpt = typer.Option(None, "--workers", help="Score the feature shards on a Dask LocalCluster of N worker processes (same batches as without).")
+SchedulerOpt = typer.Option(None, "--scheduler", help="Score the feature shards on this Dask scheduler's workers, e.g. tcp://host:8786 (the features on shared storage).")
+
+
+def _scorer(feats, scheduler: Optional[str], workers: Optional[int]):
+    from qrelkit.cal.distributed import scorer_for  # lazy: numba kernels, slow to import
+
+    return scorer_for(feats, scheduler=scheduler, workers=workers)
+
+
 @app.command("next")
 def next_(
     store: Path = typer.Argument(..., help="The campaign's judging store."),
@@ -129,6 +139,8 @@ def next_(
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute the batches but do not record them in the store."),
     combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
     lock_timeout: float = LockTimeoutOpt,
+    workers: Optional[int] = WorkersOpt,
+    scheduler: Optional[str] = SchedulerOpt,
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
@@ -148,10 +160,10 @@ def next_(
     params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
     frac = float(cfg.get_value("fractional", "fraction", fraction))
     fseed = int(cfg.get_value("fractional", "seed", None))
-    with contextlib.closing(s), store_errors(store):
+    with contextlib.closing(s), store_errors(store), _scorer(feats, scheduler, workers) as scorer:
         batches, report = issue_next_batches(s, feats, topics=topics or None, threads=_threads(threads), params=params,
                                              fraction=frac, fraction_seed=fseed, combine=combine,
-                                             allow_open=allow_open, dry_run=dry_run)
+                                             allow_open=allow_open, dry_run=dry_run, scorer=scorer)
     texts = None
     if corpus is not None:
         want = {p for b in batches for p in b.pids}
@@ -189,6 +201,8 @@ def simulate(
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (fractional thread)."),
     relevant: Optional[str] = typer.Option(None, "--relevant", help="Grades counted as relevant, comma-separated, e.g. 1 for binary qrels (default: config [labels] passage_relevant, 2,3)."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall-effort.png."),
+    workers: Optional[int] = WorkersOpt,
+    scheduler: Optional[str] = SchedulerOpt,
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
@@ -214,11 +228,11 @@ def simulate(
     if "fractional" in th:
         frac_ids = fractional_pids(feats, float(cfg.get_value("fractional", "fraction", fraction)),
                                    int(cfg.get_value("fractional", "seed", None)))
-    with common.progress("simulating", len(tdf)) as advance:
+    with common.progress("simulating", len(tdf)) as advance, _scorer(feats, scheduler, workers) as scorer:
         res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
                            max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
                            unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
-                           progress=lambda _q: advance(1), qrels_file=str(qrels))
+                           progress=lambda _q: advance(1), qrels_file=str(qrels), scorer=scorer)
     cut = common.records(res.cut)
     write_simulation(res, output, {
         "features": str(features_or_corpus), "topics": str(topics), "qrels": str(qrels),

@@ -1,0 +1,345 @@
+"""CAL scoring on ``dask.distributed``: the shards of a feature store are assigned to workers and
+stay there; every iteration sends the fitted model and gets back each shard's best candidates.
+
+* **Assignment.** Shard ``i`` goes to the ``i``-th worker in address order, round robin, and
+  stays there: each worker memory-maps its shards from the store's path (shared storage, the same
+  path on every machine, as the corpus in :mod:`qrelkit.dedupe.distributed`), so its page cache
+  holds them from one iteration to the next. Tasks are pinned to their worker
+  (``client.submit(..., workers=[addr], allow_other_workers=False)``).
+* **One iteration.** The client fits the model (it reads the few training rows from the store
+  itself), then sends each worker one task: the model as a sparse vector (the columns the model
+  uses and their float32 weights, the intercept), its shards, the rows never to select in each of
+  them, ``k`` and how to find the candidates (every row, the canonical rows, or an explicit set
+  written once to the spill folder). Each worker scores its shards with the local kernels
+  (:func:`qrelkit.cal.scoring.shard_top`) and returns every shard's first ``k`` (global rows,
+  scores, passage ids); the client merges them (:func:`qrelkit.cal.scoring.merge_tops`). The
+  batch is that of :class:`~qrelkit.cal.scoring.LocalScorer`, byte for byte: the scores of a row
+  do not depend on the process that computes them, and the merge is a total order.
+* **Worker loss.** The client watches the workers while it waits: when a worker holding shards
+  leaves (its process died, its machine is gone), its pending task is cancelled and its shards are
+  given to the remaining workers (the least loaded first), which read them from the shared store;
+  the iteration goes on and gives the same batch. Without any worker left it waits
+  ``worker_timeout`` seconds for one, then fails (``dask-no-workers``).
+
+``DaskScorer.stats`` counts iterations, retries and the bytes sent and received (pickled task
+arguments and results), per iteration as well: the network cost of CAL on a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from qrelkit.cal.features import Features, load_features
+from qrelkit.cal.loop import candidate_rows
+from qrelkit.cal.scoring import Candidates, LocalScorer, TopRows, merge_tops, shard_top, split_rows
+from qrelkit.errors import InputError
+
+SPILL_ENV = "QRELKIT_DASK_SPILL"
+POLL_S = 0.05
+
+__all__ = ["DaskScorer", "scorer_for"]
+
+
+# --------------------------------------------------------------------------- on the workers
+
+_cache: dict = {}  # per worker process: store -> Features, (digest, shard) -> candidate rows, weight buffer
+_lock = threading.Lock()
+
+
+def _store_visible(path: str) -> str | None:
+    """None when the store can be read here, else why not."""
+    if not (Path(path) / "meta.json").is_file():
+        import socket  # lazy: only to name the machine in an error
+
+        return f"the features folder {path} is not visible on worker {socket.gethostname()}"
+    return None
+
+
+def _worker_features(path: str) -> Features:
+    f = _cache.get(("features", path))
+    if f is None:
+        f = _cache[("features", path)] = load_features(path)
+    return f
+
+
+def _worker_candidates(f: Features, s: int, spec: tuple) -> np.ndarray | None:
+    """Local candidate rows of shard ``s`` (None: all its rows)."""
+    if spec[0] == "all":
+        return None
+    key = (spec[0], spec[-1], f.path, s)
+    rows = _cache.get(key)
+    if rows is None:
+        sh = f.shards[s]
+        if spec[0] == "canonical":
+            rows = sh.canonical_rows()
+        else:  # ("file", path, digest): every candidate row, ascending
+            allrows = np.load(spec[1], mmap_mode="r")
+            lo, hi = np.searchsorted(allrows, [sh.first_row, sh.end_row])
+            rows = np.array(allrows[lo:hi]) - sh.first_row
+        _cache[key] = rows
+    return rows
+
+
+def _score_shards(path: str, shards: list[int], spec: tuple, cols: np.ndarray, vals: np.ndarray, b: float,
+                  skips: list[np.ndarray], k: int) -> list[tuple]:
+    """Every given shard's first ``k``: ``(shard, rows, scores, pids, timings)``."""
+    f = _worker_features(path)
+    w = _cache.get(("w", f.n_terms))
+    if w is None:
+        w = _cache[("w", f.n_terms)] = np.zeros(f.n_terms, np.float32)
+    need = max(f.shards[s].n_rows for s in shards) if shards else 0
+    buf = _cache.get("buf")
+    if buf is None or len(buf) < need:
+        buf = _cache["buf"] = np.empty(need, np.float32)
+    w[cols] = vals
+    try:
+        out = []
+        for s, skip in zip(shards, skips):
+            top = shard_top(f.shards[s], w, b, _worker_candidates(f, s, spec), skip, k, buf)
+            out.append((s, top.rows, top.scores, top.pids, top.timings))
+        return out
+    finally:
+        w[cols] = 0.0
+
+
+def _score_task(path: str, shards: list[int], spec: tuple, cols: np.ndarray, vals: np.ndarray, b: float,
+                skips: list[np.ndarray], k: int) -> list[tuple]:
+    with _lock:  # one scoring at a time per worker process: its buffers, and numba's threads
+        return _score_shards(path, shards, spec, cols, vals, b, skips, k)
+
+
+# --------------------------------------------------------------------------- at the client
+
+
+class DaskScorer:
+    """Scores the shards of stored features on Dask workers (see the module docs).
+
+    ``scheduler``: address of a running scheduler (``tcp://host:8786``); without it a
+    ``LocalCluster(n_workers, threads_per_worker, processes=True)`` is started here and closed by
+    :meth:`close` (its workers' numba kernels share the machine's cores). ``spill_dir``: where
+    explicit candidate sets (the fractional thread's) are written for the workers (default
+    ``$QRELKIT_DASK_SPILL`` or the system temp folder): on a cluster, shared storage.
+    ``worker_timeout``: seconds to wait for a worker when none is left.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, features: Features, *, scheduler: str | None = None, n_workers: int = 2,
+                 threads_per_worker: int = 1, spill_dir: str | os.PathLike | None = None,
+                 worker_timeout: float = 60.0) -> None:
+        if features.path is None:
+            raise InputError("bad-option", "Dask scoring needs stored features: build them with 'qrelkit cal features -o DIR'")
+        self.features = features
+        self.path = str(Path(features.path).resolve())
+        self.worker_timeout = float(worker_timeout)
+        self.stats: dict = {"iterations": 0, "retries": 0, "bytes_sent": 0, "bytes_received": 0, "per_iteration": []}
+        self._owner: dict[int, str] = {}
+        self._specs: dict[int, tuple] = {}
+        self._canonical: np.ndarray | None = None
+        self._spill_base = spill_dir or os.environ.get(SPILL_ENV) or None
+        self._spill: Path | None = None
+        self.cluster = self.client = None
+        try:
+            self._connect(scheduler, n_workers, threads_per_worker)
+            self._check_visible()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, scheduler: str | None, n_workers: int, threads_per_worker: int) -> None:
+        try:
+            from distributed import Client, LocalCluster  # lazy: dask.distributed takes ~1 s to import
+        except ImportError:  # pragma: no cover - a core dependency
+            raise InputError("bad-option", "Dask scoring needs dask[distributed]: pip install 'dask[distributed]'") from None
+        if scheduler is None:
+            if n_workers < 1 or threads_per_worker < 1:
+                raise InputError("bad-option", "--workers must be at least 1")
+            cores = max(1, (os.cpu_count() or 1) // n_workers)
+            self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                        dashboard_address=":0", silence_logs=logging.CRITICAL,
+                                        env={"NUMBA_NUM_THREADS": str(cores)})
+            self.client = Client(self.cluster)
+        else:
+            try:
+                self.client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError("bad-option", f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+
+    def _check_visible(self) -> None:
+        self._live(wait=True)
+        for addr, why in sorted(self.client.run(_store_visible, self.path).items()):
+            if why:
+                raise InputError("bad-option", f"{why}: the store must be on storage that the client and all "
+                                 "workers share, at the same path", file=self.path)
+
+    # ----------------------------------------------------------------- workers and shards
+
+    def _live(self, wait: bool = False) -> list[str]:
+        live = sorted(self.client.nthreads())
+        if not live and wait:
+            try:
+                self.client.wait_for_workers(1, timeout=self.worker_timeout)
+            except (TimeoutError, OSError):
+                raise InputError("dask-no-workers", f"no Dask worker left after waiting {self.worker_timeout:g} s") from None
+            live = sorted(self.client.nthreads())
+        return live
+
+    def _assign(self, shards: list[int], live: list[str]) -> None:
+        """Owners for shards that have none alive: round robin at first, then the least loaded."""
+        for s in list(self._owner):
+            if self._owner[s] not in live:
+                del self._owner[s]
+        fresh = not self._owner
+        load = {a: 0 for a in live}
+        for a in self._owner.values():
+            load[a] += 1
+        for i, s in enumerate(sorted(shards)):
+            if s in self._owner:
+                continue
+            a = live[i % len(live)] if fresh else min(live, key=lambda x: (load[x], x))
+            self._owner[s] = a
+            load[a] += 1
+
+    def assignment(self) -> dict[int, str]:
+        """Shard -> the worker address that holds it (after the first iteration)."""
+        return dict(self._owner)
+
+    def _spec(self, cands: Candidates) -> tuple:
+        """How the workers find the candidates: every row, the canonical rows, or a file."""
+        if cands.rows is None:
+            return ("all",)
+        hit = self._specs.get(id(cands.rows))
+        if hit is not None and hit[0] is cands.rows:
+            return hit[1]
+        if self._canonical is None:
+            canon = candidate_rows(self.features)
+            self._canonical = np.zeros(0, np.int64) if canon is None else canon
+        rows = np.sort(cands.rows)
+        if np.array_equal(rows, self._canonical) and self.features.canonical is not None:
+            spec = ("canonical", "canonical")
+        else:
+            digest = hashlib.blake2b(rows.tobytes(), digest_size=16).hexdigest()
+            path = self._spill_folder() / f"candidates-{digest}.npy"
+            if not path.exists():
+                np.save(path, rows)
+            spec = ("file", str(path), digest)
+        self._specs[id(cands.rows)] = (cands.rows, spec)
+        return spec
+
+    def _spill_folder(self) -> Path:
+        if self._spill is None:
+            if self._spill_base:
+                Path(self._spill_base).mkdir(parents=True, exist_ok=True)
+            self._spill = Path(tempfile.mkdtemp(prefix="qrelkit-cal-", dir=self._spill_base)).resolve()
+        return self._spill
+
+    # ----------------------------------------------------------------- one iteration
+
+    def top(self, w: np.ndarray, b: float, cols: np.ndarray, cands: Candidates, skip_rows: np.ndarray,
+            k: int) -> TopRows:
+        """As :meth:`qrelkit.cal.scoring.LocalScorer.top`, on the workers."""
+        t0 = time.perf_counter()
+        cols = np.ascontiguousarray(cols, np.int64)
+        vals = np.ascontiguousarray(np.asarray(w)[cols], np.float32)
+        skips = split_rows(self.features, np.asarray(skip_rows, np.int64))
+        common = (self._spec(cands), cols, vals, float(b))
+        it = {"sent": 0, "received": 0, "retries": 0, "tasks": 0}
+        results = self._run(common, skips, k, it)
+        parts = [TopRows(r, sc, p) for _, r, sc, p, _ in sorted(results, key=lambda x: x[0])]
+        out = merge_tops(parts, k)
+        t_score = max((t.get("score", 0.0) for *_, t in results), default=0.0)
+        out.timings = {"score": t_score, "select": time.perf_counter() - t0 - t_score}
+        it["seconds"] = time.perf_counter() - t0
+        self.stats["iterations"] += 1
+        self.stats["per_iteration"].append(it)
+        for a, b_ in (("bytes_sent", "sent"), ("bytes_received", "received"), ("retries", "retries")):
+            self.stats[a] += it[b_]
+        return out
+
+    def _submit(self, pending: dict, shards: list[int], common: tuple, skips: list, k: int, it: dict) -> None:
+        by_owner: dict[str, list[int]] = {}
+        for s in sorted(shards):
+            by_owner.setdefault(self._owner[s], []).append(s)
+        for addr, mine in sorted(by_owner.items()):
+            args = (self.path, mine, *common, [skips[s] for s in mine], int(k))
+            it["sent"] += len(pickle.dumps(args, protocol=5))
+            it["tasks"] += 1
+            fut = self.client.submit(_score_task, *args, workers=[addr], allow_other_workers=False, pure=False)
+            pending[fut] = (addr, mine)
+
+    def _run(self, common: tuple, skips: list, k: int, it: dict) -> list[tuple]:
+        from distributed import wait  # lazy: dask.distributed is imported by the constructor already
+
+        shards = list(range(len(self.features.shards)))
+        self._assign(shards, self._live(wait=True))
+        pending: dict = {}
+        self._submit(pending, shards, common, skips, k, it)
+        results: list[tuple] = []
+        while pending:
+            try:
+                wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:  # nothing finished yet: look at the workers
+                pass
+            done = [fut for fut in pending if fut.done()]
+            orphans: list[int] = []
+            live = set(self._live())
+            for fut in done:
+                addr, mine = pending.pop(fut)
+                try:
+                    res = fut.result()
+                except Exception:
+                    if addr in live and fut.status == "error":
+                        raise  # the task itself failed: not a lost worker
+                    orphans += mine
+                    continue
+                it["received"] += len(pickle.dumps(res, protocol=5))
+                results += res
+            for fut, (addr, mine) in list(pending.items()):
+                if addr not in live:  # its worker left: the task will not run there
+                    fut.cancel()
+                    del pending[fut]
+                    orphans += mine
+            if orphans:
+                it["retries"] += 1
+                self._assign(orphans, self._live(wait=True))
+                self._submit(pending, orphans, common, skips, k, it)
+        return results
+
+    # ----------------------------------------------------------------- lifetime
+
+    def close(self) -> None:
+        """Close the client (and the LocalCluster started here); remove the spill folder."""
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        self.client = self.cluster = None
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill = None
+
+    def __enter__(self) -> "DaskScorer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def scorer_for(features: Features, *, scheduler: str | None = None, workers: int | None = None, **kw):
+    """A context manager giving the scorer of a command: a :class:`DaskScorer` with
+    ``scheduler`` (a running cluster) or ``workers`` (a LocalCluster of that many processes), else
+    a :class:`~qrelkit.cal.scoring.LocalScorer`."""
+    if scheduler is None and not workers:
+        return contextlib.nullcontext(LocalScorer(features))
+    return DaskScorer(features, scheduler=scheduler, n_workers=int(workers or 2), **kw)
