@@ -274,3 +274,29 @@ def test_cli_shard_size_and_hashing(tmp_path):
     assert len(meta["shards"]) == 3 and meta["hashing"] == 4096
     assert run(["cal", "features", str(c), "-o", str(tmp_path / "x"), "--shard-size", "0"]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_campaign_runs_unchanged_on_shards(tmp_path):
+    """A campaign whose features are cut in shards ([cal] shard_size) gives the same outputs."""
+    from pathlib import Path
+
+    from qrelkit.campaign import Campaign
+
+    root = Path(__file__).resolve().parents[1]
+    sim = tmp_path / "sim"
+    assert run(["simulate", "campaign", "-o", str(sim), "--passages", "1500", "--topics", "3", "--groups", "3",
+                "--seed", "1"]) == 0
+    text = (root / "configs" / "trec-dl-2022.toml").read_text()
+    assert "\n[cal]\n" in text
+    sharded = tmp_path / "sharded.toml"
+    sharded.write_text(text.replace("\n[cal]\n", "\n[cal]\nshard_size = 400\n"))
+    outs = []
+    for name, cfg in (("default", root / "configs" / "trec-dl-2022.toml"), ("sharded", sharded)):
+        d = tmp_path / name
+        assert run(["campaign", "init", str(d), "-c", str(cfg), "--corpus", str(sim / "corpus.jsonl"), "-t",
+                    str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+        assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=7)["state"] == "done"
+        outs.append([(d / f).read_bytes() for f in ("qrels-passages.txt", "leaderboard.csv")])
+        shards = json.loads(next(d.rglob("features/meta.json")).read_text())["shards"]
+        assert len(shards) == (1 if name == "default" else 4)
+    assert outs[0] == outs[1]

@@ -385,6 +385,7 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
-        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes)
+        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
+                       shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
         os.replace(tmp, out)
     return load_features(out)
