@@ -101,7 +101,7 @@ def test_save_load_mmap_roundtrip(tmp_path):
     # rebuilding writes byte-identical files (no time stamps)
     build_features(_table(), tmp_path / "feats2", params={"corpus": "x"})
     for name in ("shard-00000/indptr.npy", "shard-00000/indices.npy", "shard-00000/data.npy", "meta.json",
-                 "shard-00000/pids.parquet", "terms.npy", "idf.npy"):
+                 "shard-00000/pids.arrow", "shard-00000/pid_hash.npy", "terms.npy", "idf.npy"):
         assert (tmp_path / "feats" / name).read_bytes() == (tmp_path / "feats2" / name).read_bytes(), name
     # overwriting a features folder is fine; overwriting anything else is not
     save_features(g, tmp_path / "feats")

@@ -72,13 +72,17 @@ def test_rows_do_not_depend_on_the_shard_size(tmp_path):
     assert [s["dir"] for s in meta["shards"]][:2] == ["shard-00000", "shard-00001"]
     assert [s["first_row"] for s in meta["shards"]] == list(range(0, 2400, 250))
     assert sum(s["nnz"] for s in meta["shards"]) == meta["nnz"] == one.nnz
-    for name in ("indptr.npy", "indices.npy", "indices16.npy", "data.npy", "pids.parquet", "canonical.npy"):
+    for name in ("indptr.npy", "indices.npy", "indices16.npy", "data.npy", "pids.arrow", "pid_hash.npy",
+                 "pid_hash_rows.npy", "canonical.npy"):
         assert (tmp_path / "many" / "shard-00003" / name).is_file(), name
     # memory-mapped on read, ids read on first use
     g = load_features(tmp_path / "many")
     assert isinstance(g.shards[0].data, np.memmap) and g.shards[0].pid_array is None
     _same_rows(one, g)
-    assert g.rows_of(["p00007", "nope"]).tolist() == [one.rows_of(["p00007"])[0], -1]
+    probe = t["pid"].to_pylist()[::7] + ["nope", "p00007x", ""]
+    assert g.rows_of(probe).tolist() == one.rows_of(probe).tolist() == mem.rows_of(probe).tolist()
+    assert g.rows_of(probe).tolist()[:3] == [0, 7, 14] and g.rows_of(probe).tolist()[-3:] == [-1, -1, -1]
+    assert g.pid_list([2399, 0, 1000]) == [t["pid"][i].as_py() for i in (2399, 0, 1000)]
     # the store can be moved: shard folders are relative
     (tmp_path / "many").rename(tmp_path / "moved")
     _same_rows(one, load_features(tmp_path / "moved"))
@@ -219,6 +223,21 @@ def test_duplicate_ids_across_shards(tmp_path):
         build_features(t.set_column(0, "pid", pa.array(pids)), tmp_path / "f", shard_size=200)
     assert e.value.rule == "duplicate-pid" and pids[3] in str(e.value)
     assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+def test_id_lookup_survives_hash_collisions(monkeypatch):
+    """Ids are found by their hash, then compared: two ids with one hash are told apart."""
+    import qrelkit.cal.features as features_mod
+    import qrelkit.cal.shards as shards_mod
+
+    def coarse(pids):  # 4 hash values for every id: collisions everywhere
+        return shards_mod.pid_hashes(pids) % np.uint64(4)
+
+    monkeypatch.setattr(features_mod, "pid_hashes", coarse)
+    t = corpus(300)
+    f = build_features(t, shard_size=70)
+    probe = t["pid"].to_pylist()[::-3] + ["nope"]
+    assert f.rows_of(probe).tolist() == [t["pid"].to_pylist().index(p) if p != "nope" else -1 for p in probe]
 
 
 def test_universe_and_hashing(tmp_path):

@@ -46,7 +46,7 @@ from qrelkit.cal.scoring import Candidates, LocalScorer, TopRows, merge_tops, sh
 from qrelkit.errors import InputError
 
 SPILL_ENV = "QRELKIT_DASK_SPILL"
-POLL_S = 0.05
+POLL_S = 0.25  # how often the client looks for lost workers while it waits
 
 __all__ = ["DaskScorer", "scorer_for"]
 
@@ -282,31 +282,32 @@ class DaskScorer:
         from distributed import wait  # lazy: dask.distributed is imported by the constructor already
 
         shards = list(range(len(self.features.shards)))
-        self._assign(shards, self._live(wait=True))
+        if len(self._owner) < len(shards):
+            self._assign(shards, self._live(wait=True))
         pending: dict = {}
         self._submit(pending, shards, common, skips, k, it)
         results: list[tuple] = []
         while pending:
-            try:
-                wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
-            except TimeoutError:  # nothing finished yet: look at the workers
-                pass
-            done = [fut for fut in pending if fut.done()]
-            orphans: list[int] = []
+            try:  # every task at once: one round trip per iteration when nothing goes wrong
+                wait(list(pending), timeout=POLL_S)
+                waited_out = False
+            except TimeoutError:  # not all finished yet: look at the workers
+                waited_out = True
+            finished = [f for f in pending if f.status == "finished"]
+            if finished:
+                for fut, res in zip(finished, self.client.gather(finished)):
+                    pending.pop(fut)
+                    it["received"] += len(pickle.dumps(res, protocol=5))
+                    results += res
+            failed = [f for f in pending if f.done()]
+            if not failed and not waited_out:
+                continue
             live = set(self._live())
-            for fut in done:
-                addr, mine = pending.pop(fut)
-                try:
-                    res = fut.result()
-                except Exception:
-                    if addr in live and fut.status == "error":
-                        raise  # the task itself failed: not a lost worker
-                    orphans += mine
-                    continue
-                it["received"] += len(pickle.dumps(res, protocol=5))
-                results += res
+            orphans: list[int] = []
             for fut, (addr, mine) in list(pending.items()):
-                if addr not in live:  # its worker left: the task will not run there
+                if addr in live and fut.status == "error":
+                    fut.result()  # the task itself failed, not its worker: raise its error
+                if addr not in live or fut.done():  # its worker left (or the task was lost): run it elsewhere
                     fut.cancel()
                     del pending[fut]
                     orphans += mine

@@ -44,13 +44,12 @@ import scipy.sparse as sp
 
 from qrelkit.cal.shards import (
     FORMAT, FORMAT_VERSION, WIDE, Shard, duplicate_pid, install_folder, narrow, open_shard, pid_hashes,
-    read_manifest, save_shard, shard_dir, single_folder_canonical, temporary_folder, write_manifest,
+    read_manifest, save_shard, save_shard_ids, shard_dir, single_folder_canonical, temporary_folder, write_manifest,
 )
 from qrelkit.config import default as config_default
 from qrelkit.dedupe.tokenize import Normalization, word_hash, word_hashes, words
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import iter_corpus
-from qrelkit.io.tables import write_table
 from qrelkit.jit import twins
 
 _EMPTY = np.int32(-1)
@@ -389,17 +388,43 @@ class Features:
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n_rows, self.n_terms))
 
     def rows_of(self, pids: Iterable[str] | pa.Array) -> np.ndarray:
-        """Row of each pid (int64; -1 when it is not in the matrix)."""
+        """Row of each pid (int64; -1 when it is not in the matrix).
+
+        Shards with an id index (:meth:`~qrelkit.cal.shards.Shard.lookup`) are searched by the
+        ids' hashes, reading only the ids at the rows found; otherwise the ids are matched
+        against every id of the matrix."""
         arr = pids if isinstance(pids, (pa.Array, pa.ChunkedArray)) else pa.array(list(pids), pa.string())
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         if len(arr) == 0:
             return np.zeros(0, np.int64)
-        idx = pc.index_in(arr.cast(pa.string()), value_set=self.pids)
-        return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        arr = arr.cast(pa.string())
+        if any(s.pid_hash is None for s in self.shards):
+            idx = pc.index_in(arr, value_set=self.pids)
+            return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        hashes, out = pid_hashes(arr), np.full(len(arr), -1, np.int64)
+        for s in self.shards:
+            todo = np.flatnonzero(out < 0)
+            if not len(todo):
+                break
+            local = s.lookup(hashes[todo], arr.take(pa.array(todo)))
+            hit = local >= 0
+            out[todo[hit]] = local[hit] + s.first_row
+        return out
 
     def pid_list(self, rows: np.ndarray) -> list[str]:
-        return self.pids.take(pa.array(np.asarray(rows, np.int64))).to_pylist()
+        """The ids of the given rows (shard by shard: only those ids are read)."""
+        rows = np.asarray(rows, np.int64)
+        if len(self.shards) == 1:
+            return self.shards[0].pids.take(pa.array(rows)).to_pylist()
+        out: list = [None] * len(rows)
+        sid = self.shard_of(rows)
+        for k in np.unique(sid):
+            sel = np.flatnonzero(sid == k)
+            s = self.shards[int(k)]
+            for i, p in zip(sel.tolist(), s.pids.take(pa.array(rows[sel] - s.first_row)).to_pylist()):
+                out[i] = p
+        return out
 
     def _vocabulary(self) -> Vocabulary:
         if self._vocab is None:
@@ -551,10 +576,11 @@ class _ShardBuilder:
             canonical = ~pc.is_in(pids, value_set=self.noncanonical).to_numpy(zero_copy_only=False)
         self.hashes.append(pid_hashes(pids))
         sh = Shard(indptr=indptr, indices=indices, data=data, first_row=self.n_rows, pid_array=pids, canonical=canonical)
+        sh.index_pids(self.hashes[-1])
         self.entries.append({"rows": self._rows, "nnz": int(indptr[-1]), "first_row": self.n_rows})
         if self.folder is not None:
             sh.folder = self.folder / shard_dir(len(self.shards))
-            save_raw_shard(sh, {"shard": len(self.shards), "first_row": self.n_rows, "rows": self._rows})
+            save_raw_shard(sh)
         self.shards.append(sh)
         self.n_rows += self._rows
         self._rows = 0
@@ -570,18 +596,16 @@ class _ShardBuilder:
         return out
 
 
-def save_raw_shard(sh: Shard, params: dict) -> None:
+def save_raw_shard(sh: Shard) -> None:
     """Write a shard of the first pass (raw rows; no indices16 yet) and drop its arrays from
     memory (its ids are read back only to name a duplicate id)."""
     sh.folder.mkdir(parents=True)
     for name in ("indptr", "indices", "data"):
         np.save(sh.folder / f"{name}.npy", getattr(sh, name))
-    if sh.canonical is not None:
-        np.save(sh.folder / "canonical.npy", sh.canonical)
-    write_table(pa.table({"pid": sh.pid_array}), sh.folder / "pids.parquet", kind="cal-features-pids", params=params)
+    save_shard_ids(sh, sh.folder)
     # mapped, not read: the process keeps no page of the shard
     sh.indptr, sh.indices, sh.data = np.load(sh.folder / "indptr.npy", mmap_mode="r"), None, None
-    sh.pid_array, sh.canonical = None, None
+    sh.pid_array, sh.canonical, sh.pid_hash, sh.pid_hash_rows = None, None, None, None
 
 
 def _first_pass(corpus, builder: _ShardBuilder, want: pa.Array | None, norm: Normalization, hashing: int | None,
@@ -778,7 +802,7 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
     tmp = temporary_folder(out)
     try:
         for i, s in enumerate(feats.shards):
-            save_shard(s, tmp / shard_dir(i), {"shard": i, "first_row": s.first_row, "rows": s.n_rows})
+            save_shard(s, tmp / shard_dir(i))
         _write_store(feats, tmp)
         install_folder(tmp, out)
     except BaseException:

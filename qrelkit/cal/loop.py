@@ -404,8 +404,10 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     """Rows of the fractional collection: the first ``fraction`` of the canonical passages in the
     seeded random order of :func:`qrelkit.pooler.fractional.fractional_ids` (the same passages as
     ``qrelkit pool fractional`` with the same classes, fraction and seed)."""
-    canon = candidate_rows(features)
-    ids = features.pids if canon is None else features.pids.take(pa.array(canon))
+    def ids():  # shard by shard: the ids are never all in memory at once
+        for s in features.shards:
+            yield s.pids if s.canonical is None else s.pids.filter(pa.array(np.asarray(s.canonical, bool)))
+
     kept = fractional_ids(ids, fraction, seed)
     rows = features.rows_of(kept)
     return np.sort(rows[rows >= 0])

@@ -15,7 +15,11 @@ Layout (format version 3)::
         indices.npy  int32[nnz]        column ids, ascending within a row
         indices16.npy uint16[nnz]      the same ids for scoring (0xFFFF: read indices.npy)
         data.npy     float32[nnz]      weights; every row has unit L2 norm (empty rows stay empty)
-        pids.parquet                   the passage id of each row, in corpus order
+        pids.arrow                     the passage id of each row (Arrow IPC: memory-mapped, read
+                                       where needed)
+        pid_hash.npy uint64[rows]      a 64-bit hash of every id, ascending, and
+        pid_hash_rows.npy int32[rows]  the row of each: ids are found by binary search, without
+                                       reading every id or building a hash table of them
         canonical.npy bool[rows]       with near-duplicate classes: is the row a canonical passage
     shard-00001/ ...
 
@@ -43,7 +47,6 @@ import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import current_umask
-from qrelkit.io.tables import write_table
 
 FORMAT = "qrelkit-cal-features"
 FORMAT_VERSION = 3
@@ -134,7 +137,9 @@ class Shard:
     canonical: np.ndarray | None = None
     indices16: np.ndarray | None = None
     folder: Path | None = None
-    pid_file: str = "pids.parquet"
+    pid_file: str = "pids.arrow"
+    pid_hash: np.ndarray | None = None
+    pid_hash_rows: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
@@ -154,7 +159,7 @@ class Shard:
         if self.pid_array is None:
             if self.folder is None:
                 raise ValueError("a shard without ids")
-            pids = pq.read_table(self.folder / self.pid_file)["pid"].combine_chunks().cast(pa.string())
+            pids = read_pids(self.folder / self.pid_file)
             if len(pids) != self.n_rows:
                 raise InputError("not-features", f"{self.pid_file} holds {len(pids)} ids for {self.n_rows} rows",
                                  file=str(self.folder))
@@ -167,20 +172,66 @@ class Shard:
             self.indices16 = narrow(self.indices)
         return self.indices16
 
+    def index_pids(self, hashes: np.ndarray) -> None:
+        """Keep the ids' hashes (:func:`pid_hashes` of the rows) sorted, for :meth:`lookup`."""
+        order = np.argsort(hashes, kind="stable")
+        self.pid_hash, self.pid_hash_rows = hashes[order], order.astype(np.int32)
+
+    def lookup(self, hashes: np.ndarray, pids: pa.Array) -> np.ndarray:
+        """Local row of each id (-1 when not in the shard): binary search of its hash, then the
+        ids at the rows found are compared (equal hashes of different ids are not matches)."""
+        out = np.full(len(hashes), -1, np.int64)
+        if self.pid_hash is None or not len(hashes) or not self.n_rows:
+            return out
+        lo = np.searchsorted(self.pid_hash, hashes, side="left")
+        hi = np.searchsorted(self.pid_hash, hashes, side="right")
+        step = 0
+        while True:
+            q = np.flatnonzero((lo + step < hi) & (out < 0))
+            if not len(q):
+                return out
+            rows = np.asarray(self.pid_hash_rows[lo[q] + step], np.int64)
+            same = pc.equal(self.pids.take(pa.array(rows)), pids.take(pa.array(q))).to_numpy(zero_copy_only=False)
+            out[q[same]] = rows[same]
+            step += 1
+
     def canonical_rows(self) -> np.ndarray | None:
         """Local rows of the canonical passages (None: no classes, every row)."""
         return None if self.canonical is None else np.flatnonzero(np.asarray(self.canonical))
 
 
-def save_shard(shard: Shard, folder: Path, params: dict) -> None:
+def save_shard(shard: Shard, folder: Path) -> None:
     """Write ``shard``'s arrays, ids and canonical flags into ``folder`` (created)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("indptr", "indices", "data"):
         np.save(folder / f"{name}.npy", np.ascontiguousarray(getattr(shard, name)))
     np.save(folder / "indices16.npy", shard.compact_indices())
+    save_shard_ids(shard, folder)
+
+
+def save_shard_ids(shard: Shard, folder: Path) -> None:
+    """The ids of a shard (Arrow IPC), their sorted hashes and the canonical flags."""
     if shard.canonical is not None:
         np.save(folder / "canonical.npy", np.ascontiguousarray(shard.canonical, bool))
-    write_table(pa.table({"pid": shard.pids}), folder / "pids.parquet", kind="cal-features-pids", params=params)
+    pids = shard.pids
+    if shard.pid_hash is None:
+        shard.index_pids(pid_hashes(pids))
+    np.save(folder / "pid_hash.npy", shard.pid_hash)
+    np.save(folder / "pid_hash_rows.npy", shard.pid_hash_rows)
+    table = pa.table({"pid": pids})
+    with pa.OSFile(str(folder / "pids.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+
+
+def read_pids(path: Path) -> pa.Array:
+    """The ids of a shard: memory-mapped from ``pids.arrow`` (or read from a format-2
+    ``pids.parquet``)."""
+    if path.suffix == ".arrow":
+        col = pa.ipc.open_file(pa.memory_map(str(path))).read_all()["pid"]
+    else:
+        col = pq.read_table(path)["pid"]
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return arr if arr.type == pa.string() else arr.cast(pa.string())
 
 
 def _load(path: Path, mmap: bool) -> np.ndarray:
@@ -200,6 +251,11 @@ def open_shard(store: Path, entry: dict, *, mmap: bool = True) -> Shard:
                indices16=_load(folder / "indices16.npy", mmap) if (folder / "indices16.npy").exists() else None)
     if (folder / "canonical.npy").exists():
         sh.canonical = _load(folder / "canonical.npy", mmap)
+    if (folder / "pid_hash.npy").exists():
+        sh.pid_hash = _load(folder / "pid_hash.npy", mmap)
+        sh.pid_hash_rows = _load(folder / "pid_hash_rows.npy", mmap)
+    if not (folder / "pids.arrow").exists():
+        sh.pid_file = "pids.parquet"  # format 2
     if sh.n_rows != int(entry["rows"]) or sh.nnz != int(entry["nnz"]) or len(sh.indices) != sh.nnz:
         raise InputError("not-features", f"shard {entry['dir']} does not match {MANIFEST} "
                          f"({sh.n_rows} rows, {sh.nnz} non-zeros)", file=str(folder))
@@ -278,5 +334,5 @@ def install_folder(tmp: Path, out: Path) -> None:
 
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "WIDE", "Shard", "duplicate_pid", "install_folder", "narrow", "open_shard",
-           "pid_hashes", "read_manifest", "save_shard", "shard_dir", "single_folder_canonical", "temporary_folder",
+           "pid_hashes", "read_manifest", "read_pids", "save_shard", "save_shard_ids", "shard_dir", "single_folder_canonical", "temporary_folder",
            "write_manifest"]

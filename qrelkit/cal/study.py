@@ -52,7 +52,7 @@ def watched_rules(names: Iterable[str], stop_when: str | None = None, config: Ma
 
 def fractional_pids(features: Features, fraction: float, seed: int) -> pa.Array:
     """The passage ids of the fractional thread's candidates (a seeded ``fraction`` of the features' passages)."""
-    return features.pids.take(pa.array(fractional_candidates(features, fraction, seed)))
+    return pa.array(features.pid_list(fractional_candidates(features, fraction, seed)), pa.string())
 
 
 def write_simulation(result: SimulationResult, folder: str | os.PathLike, params: Mapping[str, Any]) -> None:
