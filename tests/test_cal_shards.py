@@ -236,8 +236,9 @@ def test_id_lookup_survives_hash_collisions(monkeypatch):
     monkeypatch.setattr(features_mod, "pid_hashes", coarse)
     t = corpus(300)
     f = build_features(t, shard_size=70)
-    probe = t["pid"].to_pylist()[::-3] + ["nope"]
-    assert f.rows_of(probe).tolist() == [t["pid"].to_pylist().index(p) if p != "nope" else -1 for p in probe]
+    ids = t["pid"].to_pylist()
+    for probe in (ids[::-3] + ["nope"], ids + ids[:50] + ["nope", "x"]):  # fewer, then more ids than a shard's rows
+        assert f.rows_of(probe).tolist() == [ids.index(p) if p in ids else -1 for p in probe]
 
 
 def test_universe_and_hashing(tmp_path):

@@ -22,7 +22,9 @@ stay there; every iteration sends the fitted model and gets back each shard's be
   ``worker_timeout`` seconds for one, then fails (``dask-no-workers``).
 
 ``DaskScorer.stats`` counts iterations, retries and the bytes sent and received (pickled task
-arguments and results), per iteration as well: the network cost of CAL on a cluster.
+arguments and results), per iteration as well: the network cost of CAL on a cluster. In the
+iteration's timings, ``score`` is the busiest worker's time (scoring and selecting its shards)
+and ``select`` everything else after the fit (sending, waiting, gathering, merging).
 """
 
 from __future__ import annotations
@@ -258,7 +260,10 @@ class DaskScorer:
         results = self._run(common, skips, k, it)
         parts = [TopRows(r, sc, p) for _, r, sc, p, _ in sorted(results, key=lambda x: x[0])]
         out = merge_tops(parts, k)
-        t_score = max((t.get("score", 0.0) for *_, t in results), default=0.0)
+        busy: dict[str, float] = {}  # seconds each worker spent scoring and selecting its shards
+        for s, *_, t in results:
+            busy[self._owner.get(s, "")] = busy.get(self._owner.get(s, ""), 0.0) + sum(t.values())
+        t_score = max(busy.values(), default=0.0)
         out.timings = {"score": t_score, "select": time.perf_counter() - t0 - t_score}
         it["seconds"] = time.perf_counter() - t0
         self.stats["iterations"] += 1

@@ -565,10 +565,11 @@ class _ShardBuilder:
         self._parts = []
         indptr = np.zeros(self._rows + 1, np.int64)
         np.cumsum(np.concatenate(lens), out=indptr[1:])
-        indices = np.concatenate(idxs)
-        del idxs
-        data = np.concatenate(tfs)
-        del tfs
+        if self.folder is None:  # in memory: one array each
+            indices, data = np.concatenate(idxs), np.concatenate(tfs)
+        else:  # on disk: the pieces are written one after the other, never joined in memory
+            indices, data = idxs, tfs
+        del idxs, tfs
         pids = pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
                                  for p in pid_parts]).cast(pa.string())
         canonical = None
@@ -600,8 +601,16 @@ def save_raw_shard(sh: Shard) -> None:
     """Write a shard of the first pass (raw rows; no indices16 yet) and drop its arrays from
     memory (its ids are read back only to name a duplicate id)."""
     sh.folder.mkdir(parents=True)
-    for name in ("indptr", "indices", "data"):
-        np.save(sh.folder / f"{name}.npy", getattr(sh, name))
+    np.save(sh.folder / "indptr.npy", sh.indptr)
+    for name, dtype in (("indices", np.int32), ("data", np.float32)):
+        pieces = getattr(sh, name)  # the first pass's pieces, in order: the bytes np.save writes
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                  "shape": (sum(len(x) for x in pieces),)}
+        with open(sh.folder / f"{name}.npy", "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, header)
+            for x in pieces:
+                fh.write(memoryview(np.ascontiguousarray(x, dtype)))
+        setattr(sh, name, None)
     save_shard_ids(sh, sh.folder)
     # mapped, not read: the process keeps no page of the shard
     sh.indptr, sh.indices, sh.data = np.load(sh.folder / "indptr.npy", mmap_mode="r"), None, None

@@ -120,6 +120,14 @@ def duplicate_pid(hashes: np.ndarray, pids_of_rows) -> str | None:
     return dup[0]["values"].as_py() if len(dup) else None
 
 
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``(i, j)`` with ``lo[i] <= j < hi[i]``, as two arrays."""
+    n = hi - lo
+    owner = np.repeat(np.arange(len(lo)), n)
+    start = np.repeat(lo - (np.cumsum(n) - n), n)
+    return owner, start + np.arange(len(owner))
+
+
 # --------------------------------------------------------------------------- one shard
 
 
@@ -178,22 +186,26 @@ class Shard:
         self.pid_hash, self.pid_hash_rows = hashes[order], order.astype(np.int32)
 
     def lookup(self, hashes: np.ndarray, pids: pa.Array) -> np.ndarray:
-        """Local row of each id (-1 when not in the shard): binary search of its hash, then the
-        ids at the rows found are compared (equal hashes of different ids are not matches)."""
+        """Local row of each id (-1 when not in the shard): the ids' hashes are matched with
+        the sorted hashes of the shard (binary search of the smaller side in the larger), then
+        the ids at the rows found are compared (equal hashes of different ids are not matches)."""
         out = np.full(len(hashes), -1, np.int64)
         if self.pid_hash is None or not len(hashes) or not self.n_rows:
             return out
-        lo = np.searchsorted(self.pid_hash, hashes, side="left")
-        hi = np.searchsorted(self.pid_hash, hashes, side="right")
-        step = 0
-        while True:
-            q = np.flatnonzero((lo + step < hi) & (out < 0))
-            if not len(q):
-                return out
-            rows = np.asarray(self.pid_hash_rows[lo[q] + step], np.int64)
+        if len(hashes) <= len(self.pid_hash):  # few ids: each searched among the shard's
+            owner, pos = _ranges(np.searchsorted(self.pid_hash, hashes, "left"),
+                                 np.searchsorted(self.pid_hash, hashes, "right"))
+            q, rows = owner, np.asarray(self.pid_hash_rows[pos], np.int64)
+        else:  # more ids than rows (a fractional collection): each row searched among the ids
+            order = np.argsort(hashes, kind="stable")
+            sq = hashes[order]
+            h = np.asarray(self.pid_hash)
+            owner, pos = _ranges(np.searchsorted(sq, h, "left"), np.searchsorted(sq, h, "right"))
+            q, rows = order[pos], np.asarray(self.pid_hash_rows[owner], np.int64)
+        if len(q):
             same = pc.equal(self.pids.take(pa.array(rows)), pids.take(pa.array(q))).to_numpy(zero_copy_only=False)
             out[q[same]] = rows[same]
-            step += 1
+        return out
 
     def canonical_rows(self) -> np.ndarray | None:
         """Local rows of the canonical passages (None: no classes, every row)."""
@@ -303,10 +315,12 @@ def single_folder_canonical(store: Path, mmap: bool) -> np.ndarray | None:
 
 
 def write_manifest(folder: Path, meta: dict) -> None:
+    """Write the manifest (sorted keys, no time stamps: the same store gives the same bytes)."""
     (folder / MANIFEST).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def shard_dir(i: int) -> str:
+    """The folder name of shard ``i``, relative to the store."""
     return f"shard-{i:05d}"
 
 
