@@ -125,9 +125,10 @@ def _rehash(old_keys, old_vals, keys, vals):
 
 
 def _count_terms_py(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
-    """Distinct columns of each row with their counts, in first-occurrence order, written at the
-    row's word offset (``out_*[offsets[p]:offsets[p] + k]``); returns ``k`` per row. Rows are
-    split in ``n_blocks`` blocks, each with its own marker array."""
+    """Distinct columns of each row with their counts, in first-occurrence order; returns ``k``
+    per row. Rows are split in ``n_blocks`` blocks of ``ceil(rows / n_blocks)`` rows, each with
+    its own marker array; a block's rows are written one after the other from the block's first
+    word offset (``out_*[offsets[lo]:]``), so that a block is one contiguous run to move."""
     n = len(offsets) - 1
     nuniq = np.zeros(n, np.int64)
     step = (n + n_blocks - 1) // n_blocks
@@ -138,10 +139,10 @@ def _count_terms_py(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
             continue
         mark = np.full(n_terms, -1, np.int64)
         slot = np.empty(n_terms, np.int64)
+        k = offsets[lo]
         for p in range(lo, hi):
-            a = offsets[p]
-            k = a
-            for j in range(a, offsets[p + 1]):
+            a = k
+            for j in range(offsets[p], offsets[p + 1]):
                 c = cols[j]
                 if mark[c] != p:
                     mark[c] = p
@@ -153,16 +154,6 @@ def _count_terms_py(offsets, cols, n_terms, n_blocks, out_idx, out_tf):
                     out_tf[slot[c]] += np.float32(1.0)
             nuniq[p] = k - a
     return nuniq
-
-
-def _compact_py(offsets, starts, src_idx, src_tf, out_idx, out_tf):
-    n = len(offsets) - 1
-    for p in nb.prange(n):
-        a = offsets[p]
-        k = starts[p]
-        for j in range(starts[p + 1] - k):
-            out_idx[k + j] = src_idx[a + j]
-            out_tf[k + j] = src_tf[a + j]
 
 
 def _weight_rows_py(indptr, indices, data, idf):
@@ -207,7 +198,6 @@ def _remap_sort_py(indptr, indices, data, remap):
 # parallel kernels for corpora, serial twins for a few rows (queries): a parallel region costs
 # milliseconds of thread start-up, more when other processes hold the cores
 _count_terms, _count_terms_serial = twins(_count_terms_py)
-_compact, _compact_serial = twins(_compact_py)
 _weight_rows, _weight_rows_serial = twins(_weight_rows_py)
 _remap_sort, _remap_sort_serial = twins(_remap_sort_py)
 SMALL = 1 << 16  # words: below this, serial kernels
@@ -290,7 +280,12 @@ def row_pairs(offsets: np.ndarray, cols: np.ndarray, n_terms: int) -> tuple[np.n
     np.cumsum(nuniq, out=starts[1:])
     idx = np.empty(int(starts[-1]), np.int32)
     tf = np.empty(int(starts[-1]), np.float32)
-    (_compact_serial if small else _compact)(offsets, starts, tmp_idx, tmp_tf, idx, tf)
+    step = (len(nuniq) + n_blocks - 1) // n_blocks
+    for lo in range(0, len(nuniq), max(step, 1)):  # each block is one run: from its first word offset
+        hi = min(len(nuniq), lo + step)
+        a, b, m = int(offsets[lo]), int(starts[lo]), int(starts[hi] - starts[lo])
+        idx[b: b + m] = tmp_idx[a: a + m]
+        tf[b: b + m] = tmp_tf[a: a + m]
     return nuniq, idx, tf
 
 
