@@ -264,6 +264,9 @@ def bench_size(n: int, a) -> dict:
         for kind, src, fd in (("features", None, "features"), ("features_before", a.compare_with, "features-before")):
             if kind == "features_before" and not compare:
                 continue
+            if a.reuse_features and (work / fd / "meta.json").is_file():
+                print(f"[{n:,}] {kind}: reusing {work / fd}", flush=True)
+                continue
             x = run_child("features", corpus, work, state, a, src=src, features_dir=fd)
             res[kind].append(x)
             _say(n, f"{kind} #{r + 1}", x)
@@ -318,8 +321,8 @@ def report_tables(report: dict) -> None:
                 print(f"| {int(n):,} | {kind} | {runs[0]['error']} | | | | |")
                 continue
             its = _its(runs)
-            f_s = _med(s[feats], "features_s") if feats else _med(runs, "features_s")
-            f_rss = _med(s[feats], "peak_rss_mb") if feats else None
+            f_s = _med(s.get(feats, []), "features_s") if feats else _med(runs, "features_s")
+            f_rss = _med(s.get(feats, []), "peak_rss_mb") if feats else None
             st = _ok(runs)[0].get("stages", {})
             parts = " / ".join(f"{v * 1000:.1f}" for k, v in st.items() if k in ("fit", "score", "select", "retrain",
                                                                                     "get_doc_to_judge"))
@@ -328,7 +331,7 @@ def report_tables(report: dict) -> None:
                   f"{'' if f_rss is None else f' (peak {f_rss:,.0f} MB)'} | {peak:,.0f} MB | "
                   f"**{ms(statistics.median(its))}** ({ms(min(its))}-{ms(max(its))}) | {parts} | "
                   f"{_med(runs, 'background_cores') or 0:.2f} |")
-            if kind in ("local", "dask"):
+            if kind in ("local", "dask") and f_s is not None:
                 base.setdefault(kind, {})[int(n)] = (statistics.median(its), f_s)
     loc, dk = base.get("local", {}), base.get("dask", {})
     for n in sorted(loc):
@@ -356,9 +359,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-max-gb", type=float, default=8.0, help="skip a peer whose estimated peak exceeds this")
     ap.add_argument("--compare-with", default=None, help="an earlier qrelkit source tree, run side by side")
     ap.add_argument("--compare-sizes", nargs="*", type=int, default=[1_000_000])
+    ap.add_argument("--reuse-features", action="store_true", help="iterations only: keep built features folders")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--wait-idle", type=float, default=10.0, help="seconds to wait for a quiet machine per process")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-out")
+    ap.add_argument("--results", default="bench_cal_scale.json", help="results file name in --out-dir")
     a = ap.parse_args(argv)
     report = {"command": "python benchmarks/bench_cal_scale.py " + " ".join(shlex.quote(x) for x in argv),
               "versions": _versions(), "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
@@ -366,10 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     for n in a.sizes:
         report["sizes"][str(n)] = bench_size(n, a)
-        (a.out_dir / "bench_cal_scale.json").write_text(json.dumps(report, indent=2) + "\n")
+        (a.out_dir / a.results).write_text(json.dumps(report, indent=2) + "\n")
     report["load_at_end"] = os.getloadavg()
     report["wall_s"] = time.time() - t0
-    out = a.out_dir / "bench_cal_scale.json"
+    out = a.out_dir / a.results
     out.write_text(json.dumps(report, indent=2) + "\n")
     report_tables(report)
     print(f"\nresults: {out}")

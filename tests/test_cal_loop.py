@@ -284,6 +284,11 @@ def test_score_kernel_with_wide_columns(monkeypatch):
     np.testing.assert_allclose(score(f, w), expect, rtol=1e-5, atol=1e-5)
     rows = np.arange(0, f.n_rows, 7)
     np.testing.assert_allclose(score(f, w, 0.0, rows), expect[rows], rtol=1e-5, atol=1e-5)
+    # training rows are gathered from the 2-byte ids, wide ones from the int32 ids
+    blk, ref = f.rows(rows[::-1]), f.matrix[rows[::-1]]
+    assert (ref.indices >= 0xFFFF).any()
+    assert np.array_equal(blk.indptr, ref.indptr) and np.array_equal(blk.indices, ref.indices)
+    assert np.array_equal(blk.data, ref.data)
     import qrelkit.cal.scoring as scoring_mod
 
     serial = score(f, w)

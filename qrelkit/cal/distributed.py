@@ -8,7 +8,7 @@ stay there; every iteration sends the fitted model and gets back each shard's be
   (``client.submit(..., workers=[addr], allow_other_workers=False)``).
 * **One iteration.** The client fits the model (it reads the few training rows from the store
   itself), then sends each worker one task: the model as a sparse vector (the columns the model
-  uses and their float32 weights, the intercept), its shards, the rows never to select in each of
+  uses as int32 and their float32 weights, the intercept: 8 bytes per column), its shards, the rows never to select in each of
   them, ``k`` and how to find the candidates (every row, the canonical rows, or an explicit set
   written once to the spill folder). Each worker scores its shards with the local kernels
   (:func:`qrelkit.cal.scoring.shard_top`) and returns every shard's first ``k`` (global rows,
@@ -252,7 +252,7 @@ class DaskScorer:
             k: int) -> TopRows:
         """As :meth:`qrelkit.cal.scoring.LocalScorer.top`, on the workers."""
         t0 = time.perf_counter()
-        cols = np.ascontiguousarray(cols, np.int64)
+        cols = np.ascontiguousarray(cols, np.int32)  # column ids are int32 in the store
         vals = np.ascontiguousarray(np.asarray(w)[cols], np.float32)
         skips = split_rows(self.features, np.asarray(skip_rows, np.int64))
         common = (self._spec(cands), cols, vals, float(b))

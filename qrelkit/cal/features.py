@@ -451,14 +451,15 @@ class Features:
         rows = np.asarray(rows, np.int64)
         if len(self.shards) == 1:
             s = self.shards[0]
-            return SparseRows(*_gather_rows(s.indptr, s.indices, s.data, rows))
+            return SparseRows(*_gather_rows(s.indptr, s.compact_indices(), s.indices, s.data, rows))
         sid = self.shard_of(rows)
         blocks, where = [], np.empty(len(rows), np.int64)
         done = 0
         for k in np.unique(sid):
             sel = np.flatnonzero(sid == k)
             s = self.shards[int(k)]
-            blocks.append(SparseRows(*_gather_rows(s.indptr, s.indices, s.data, rows[sel] - s.first_row)))
+            blocks.append(SparseRows(*_gather_rows(s.indptr, s.compact_indices(), s.indices, s.data,
+                                                   rows[sel] - s.first_row)))
             where[sel] = done + np.arange(len(sel))
             done += len(sel)
         if not blocks:
@@ -466,7 +467,7 @@ class Features:
         st = blocks[0]
         for b in blocks[1:]:
             st = st.stack(b)
-        return SparseRows(*_gather_rows(st.indptr, st.indices, st.data, where))
+        return SparseRows(*_gather_rows(st.indptr, st.indices, st.indices, st.data, where))
 
 
 def _fold(hashes: np.ndarray, hashing: int | None) -> np.ndarray:
@@ -492,7 +493,10 @@ class SparseRows:
 
 
 @nb.njit(cache=True)
-def _gather_rows(indptr, indices, data, rows):
+def _gather_rows(indptr, ids, indices, data, rows):
+    """The given rows as CSR arrays. Column ids are read from ``ids`` — the 2-byte ids that
+    scoring keeps in the page cache — and from the int32 ``indices`` only where ``ids`` holds
+    0xFFFF (a column too wide for 2 bytes); give ``indices`` twice for int32 ids alone."""
     n = len(rows)
     out_ptr = np.zeros(n + 1, np.int64)
     for i in range(n):
@@ -505,7 +509,8 @@ def _gather_rows(indptr, indices, data, rows):
         a = indptr[r]
         k = out_ptr[i]
         for j in range(indptr[r + 1] - a):
-            out_idx[k + j] = indices[a + j]
+            c = np.int32(ids[a + j])
+            out_idx[k + j] = c if c != 0xFFFF else indices[a + j]
             out_dat[k + j] = data[a + j]
     return out_ptr, out_idx, out_dat
 
