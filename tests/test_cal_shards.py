@@ -320,3 +320,35 @@ def test_campaign_runs_unchanged_on_shards(tmp_path):
         shards = json.loads(next(d.rglob("features/meta.json")).read_text())["shards"]
         assert len(shards) == (1 if name == "default" else 4)
     assert outs[0] == outs[1]
+
+
+def test_four_row_kernels_give_each_row_its_own_sum(monkeypatch):
+    """Rows are scored four at a time, each in its own accumulator: every score is bit for bit
+    the row summed alone in column order (wide rows, and counts that are not multiples of 4)."""
+    import qrelkit.cal.scoring as scoring
+
+    rng = np.random.default_rng(4)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocab = ["".join(rng.choice(letters, 6)) for _ in range(70000)]
+    texts = [" ".join(vocab[i * 3:(i + 1) * 3] + list(rng.choice(vocab[:40], int(rng.integers(0, 9)))))
+             for i in range(23333)]
+    f = build_features(pa.table({"pid": [f"d{i}" for i in range(len(texts))], "text": texts}), shard_size=5001)
+    w = rng.normal(size=f.n_terms).astype(np.float32)
+    b = np.float32(0.125)
+    ip, ix, da = np.asarray(f.indptr), np.asarray(f.indices), np.asarray(f.data)
+    assert (ix >= 0xFFFF).any()
+
+    def alone(r):
+        s = np.float32(0.0)
+        for j in range(ip[r], ip[r + 1]):
+            s = np.float32(s + np.float32(da[j] * w[ix[j]]))
+        return np.float32(s + b)
+
+    rows = np.sort(rng.choice(f.n_rows, 2003, replace=False))
+    expect = np.array([alone(r) for r in rows], np.float32)
+    wide_rows = [r for r in rows if (ix[ip[r]:ip[r + 1]] >= 0xFFFF).any()]
+    assert wide_rows and len(wide_rows) < len(rows)
+    for parallel_min in (scoring.PARALLEL_MIN_NNZ, 0):  # serial, then parallel kernels
+        monkeypatch.setattr(scoring, "PARALLEL_MIN_NNZ", parallel_min)
+        assert np.array_equal(score(f, w, b)[rows].view(np.uint32), expect.view(np.uint32))
+        assert np.array_equal(score(f, w, b, rows).view(np.uint32), expect.view(np.uint32))

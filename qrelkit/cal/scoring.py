@@ -59,22 +59,76 @@ def _row_score(r, indptr, indices16, indices, data, w, b):
     return s + b
 
 
+@nb.njit(cache=True, inline="always")
+def _is_wide(r, indptr, indices16):
+    """Whether row ``r`` has a column id >= 65535 (columns ascend: only the last can tell)."""
+    e = indptr[r + 1]
+    return e > indptr[r] and indices16[e - 1] == 0xFFFF
+
+
+@nb.njit(cache=True, inline="always")
+def _four_rows(r0, r1, r2, r3, indptr, indices16, data, w, b, out, o):
+    """The scores of four rows without wide ids into ``out[o:o + 4]``: each row is summed in
+    column order in its own accumulator, so each sum is the one :func:`_row_score` makes, but
+    the four chains of additions overlap in the processor instead of waiting on each other."""
+    a0, a1, a2, a3 = indptr[r0], indptr[r1], indptr[r2], indptr[r3]
+    n0, n1, n2, n3 = indptr[r0 + 1] - a0, indptr[r1 + 1] - a1, indptr[r2 + 1] - a2, indptr[r3 + 1] - a3
+    m = min(min(n0, n1), min(n2, n3))
+    s0 = np.float32(0.0)
+    s1 = np.float32(0.0)
+    s2 = np.float32(0.0)
+    s3 = np.float32(0.0)
+    for j in range(m):
+        s0 += data[a0 + j] * w[indices16[a0 + j]]
+        s1 += data[a1 + j] * w[indices16[a1 + j]]
+        s2 += data[a2 + j] * w[indices16[a2 + j]]
+        s3 += data[a3 + j] * w[indices16[a3 + j]]
+    for j in range(m, n0):
+        s0 += data[a0 + j] * w[indices16[a0 + j]]
+    for j in range(m, n1):
+        s1 += data[a1 + j] * w[indices16[a1 + j]]
+    for j in range(m, n2):
+        s2 += data[a2 + j] * w[indices16[a2 + j]]
+    for j in range(m, n3):
+        s3 += data[a3 + j] * w[indices16[a3 + j]]
+    out[o] = s0 + b
+    out[o + 1] = s1 + b
+    out[o + 2] = s2 + b
+    out[o + 3] = s3 + b
+
+
 def _score_all_py(indptr, indices16, indices, data, w, b, out):
-    for r in nb.prange(len(indptr) - 1):
-        out[r] = _row_score(r, indptr, indices16, indices, data, w, b)
+    n = len(indptr) - 1
+    for g in nb.prange((n + 3) // 4):
+        r = 4 * g
+        if r + 4 <= n and not (_is_wide(r, indptr, indices16) or _is_wide(r + 1, indptr, indices16)
+                               or _is_wide(r + 2, indptr, indices16) or _is_wide(r + 3, indptr, indices16)):
+            _four_rows(r, r + 1, r + 2, r + 3, indptr, indices16, data, w, b, out, r)
+        else:
+            for q in range(r, min(n, r + 4)):
+                out[q] = _row_score(q, indptr, indices16, indices, data, w, b)
 
 
 def _score_rows_py(indptr, indices16, indices, data, w, b, rows, out):
-    for i in nb.prange(len(rows)):
-        out[i] = _row_score(rows[i], indptr, indices16, indices, data, w, b)
+    n = len(rows)
+    for g in nb.prange((n + 3) // 4):
+        i = 4 * g
+        if i + 4 <= n and not (_is_wide(rows[i], indptr, indices16) or _is_wide(rows[i + 1], indptr, indices16)
+                               or _is_wide(rows[i + 2], indptr, indices16) or _is_wide(rows[i + 3], indptr, indices16)):
+            _four_rows(rows[i], rows[i + 1], rows[i + 2], rows[i + 3], indptr, indices16, data, w, b, out, i)
+        else:
+            for q in range(i, min(n, i + 4)):
+                out[q] = _row_score(rows[q], indptr, indices16, indices, data, w, b)
 
 
 # The scoring kernels read 2-byte column ids (the features' ``indices16``: columns are numbered by
 # document frequency, so nearly every non-zero has an id below 65535; the others are read from the
 # int32 ids): 6 instead of 8 bytes per non-zero. Each row is summed in one thread in column order,
-# so the float32 scores are those of a plain CSR product. The rare rows with a wide id are summed
-# in a separate, never inlined function: with both loops inline, the common loop ran at half
-# speed (48 vs 28 ms for 47M non-zeros on 2 cores). Parallel over rows for large matrices; serial
+# so the float32 scores are those of a plain CSR product; rows go four at a time, each in its own
+# accumulator (the same sums, 14-17% faster on one 1M shard than one row at a time: the additions
+# of one row wait on each other, those of four rows do not). The rare rows with a wide id are
+# summed in a separate, never inlined function: with both loops inline, the common loop ran at
+# half speed (48 vs 28 ms for 47M non-zeros on 2 cores). Parallel over rows for large matrices; serial
 # twins for small ones (no thread start-up, and no waiting for a thread that another process
 # holds up).
 _score_all, _score_all_serial = twins(_score_all_py)
