@@ -272,13 +272,13 @@ def bench_size(n: int, a) -> dict:
             _say(n, f"{kind} #{r + 1}", x)
         for kind, child, src, fd in (("local", "local", None, "features"), ("local_before", "local", a.compare_with, "features-before"),
                                      ("dask", "dask", None, "features")):
-            if kind == "local_before" and not compare:
+            if (kind == "local_before" and not compare) or child not in a.kinds:
                 continue
             x = run_child(child, corpus, work, state, a, src=src, features_dir=fd)
             res[kind].append(x)
             _say(n, f"{kind} #{r + 1}", x)
     for kind in ("dask", "local_before"):
-        for x in _ok(res.get(kind, [])):
+        for x in _ok(res.get(kind, [])) if _ok(res["local"]) else []:
             x["same_batch_as_local"] = bool(_ok(res["local"])) and x["batch"] == _ok(res["local"])[0]["batch"]
             print(f"[{n:,}] {kind}: same batch as local: {x['same_batch_as_local']}", flush=True)
     for tool in a.peers:
@@ -360,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-with", default=None, help="an earlier qrelkit source tree, run side by side")
     ap.add_argument("--compare-sizes", nargs="*", type=int, default=[1_000_000])
     ap.add_argument("--reuse-features", action="store_true", help="iterations only: keep built features folders")
+    ap.add_argument("--kinds", nargs="+", default=["local", "dask"], choices=["local", "dask"],
+                    help="iteration measurements to run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--wait-idle", type=float, default=10.0, help="seconds to wait for a quiet machine per process")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-out")
