@@ -87,7 +87,7 @@ def test_init_records_inputs_and_effective_config(sim, tmp_path):
         assert depth["value"] == 10 and depth["origin"] == "file"
         assert len(cfg[cfg["section"] == "campaign"]) >= 4
         assert s.topics()["qid"].tolist() == ["1001", "1002", "1003", "1004"]
-        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == "1"
+        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == "2"
 
 
 def test_reinit_refused(sim, tmp_path, capsys):

@@ -14,6 +14,7 @@ The CAL loop, features and simulation live in ``qrelkit.cal.features``, ``qrelki
 from qrelkit.cal.stopping import (
     ACCEPT, CONTINUE, REJECT, STOP, Decision, JudgingState, StoppingRule, TargetSample, available_rules, draw_sample,
     get_rule, register_rule, relevant_grades, replay_state, replay_store, state_from_store, status_table,
+    thread_states,
 )
 from qrelkit.cal.store import (
     THREADS, ConflictError, ImportReport, JudgingStore, combine_log, init_store, open_store, read_judgment_file,
@@ -24,5 +25,5 @@ __all__ = [
     "read_judgment_file",
     "ACCEPT", "CONTINUE", "REJECT", "STOP", "Decision", "JudgingState", "StoppingRule", "TargetSample",
     "available_rules", "draw_sample", "get_rule", "register_rule", "relevant_grades", "replay_state", "replay_store",
-    "state_from_store", "status_table",
+    "state_from_store", "status_table", "thread_states",
 ]

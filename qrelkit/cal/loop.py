@@ -564,6 +564,7 @@ def issue_next_batches(
     combine: str = "median_high",
     allow_open: bool = False,
     dry_run: bool = False,
+    cache: dict | None = None,
 ) -> tuple[list[Batch], pd.DataFrame]:
     """Compute and issue the next CAL batch of every active thread of ``store``.
 
@@ -583,10 +584,14 @@ def issue_next_batches(
     ``allow_open``. Returns the batches and one row per (topic, thread) saying what happened
     (``issued``, ``waiting``, ``exhausted``, or the thread's state) with the number of new items
     and of encountered passages.
+
+    ``cache``: a dict kept by a caller that issues batches again and again with the same
+    features (a campaign runner): the threads' candidate rows are computed once into it, not on
+    every call (the fractional collection's rows take a pass over every passage id).
     """
     tdf = store.topics()
     want_topics = None if topics is None else {str(t) for t in topics}
-    cand_cache: dict[str, np.ndarray | None] = {}
+    cand_cache: dict = cache if cache is not None else {}
     out: list[Batch] = []
     rows_report = []
     missing_total = 0
@@ -613,10 +618,11 @@ def issue_next_batches(
                                     "items": 0, "encountered": 0})
                 continue
             iteration = len(mine) + 1
-            if thread not in cand_cache:
-                cand_cache[thread] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
-                                      else candidate_rows(features))
-            cand = cand_cache[thread]
+            key = ("candidates", thread, fraction, fraction_seed)
+            if key not in cand_cache:
+                cand_cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
+                                   else candidate_rows(features))
+            cand = cand_cache[key]
             if thread == "all":  # its view is log_all and issued_any, read above; batches issued and
                 # judgments copied for other threads since then are in ``pending`` or already judged
                 lab = combine_log(log_all, combine=combine)

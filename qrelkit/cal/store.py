@@ -262,7 +262,8 @@ def _topics_frame(topics: pd.DataFrame | Mapping[str, str] | Iterable[str] | Non
 class JudgingStore:
     """An open judging store (see the module documentation).
 
-    One object per process (or thread): it owns one SQLite connection. Use as a context manager
+    One object per process (or thread): it owns one SQLite connection (``check_same_thread=False``:
+    usable from a thread other than its creator's, by one thread at a time). Use as a context manager
     or call :meth:`close`. Open with :func:`open_store` / create with :func:`init_store`.
 
     Examples
@@ -286,7 +287,8 @@ class JudgingStore:
     """
 
     def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL",
-                 readonly: bool = False, operation: str | None = None, _create: bool = False) -> None:
+                 readonly: bool = False, operation: str | None = None, check_same_thread: bool = True,
+                 _create: bool = False) -> None:
         self.path = Path(path)
         self.timeout = float(timeout)
         self.operation = operation or _default_operation()
@@ -299,9 +301,10 @@ class JudgingStore:
         try:
             if readonly:
                 self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
-                                           isolation_level=None)
+                                           isolation_level=None, check_same_thread=check_same_thread)
             else:
-                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                           check_same_thread=check_same_thread)
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if existed:
                 self._check_integrity()

@@ -7,8 +7,8 @@ calls their public functions and keeps the state.
 ('validate', 'select', 'dedupe', 'pool')
 """
 
-from qrelkit.campaign.runner import REQUIRED, STAGES, STATUS_COLUMNS, Campaign, status_table
+from qrelkit.campaign.runner import REQUIRED, STAGES, STATUS_COLUMNS, Campaign, Runner, status_table
 from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, CampaignStore, open_campaign_store
 
-__all__ = ["Campaign", "CampaignStore", "CAMPAIGN_SCHEMA_VERSION", "REQUIRED", "STAGES", "STATUS_COLUMNS",
+__all__ = ["Campaign", "CampaignStore", "CAMPAIGN_SCHEMA_VERSION", "REQUIRED", "Runner", "STAGES", "STATUS_COLUMNS",
            "open_campaign_store", "status_table"]

@@ -69,6 +69,7 @@ class Context:
                  oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
         self.say = progress or (lambda _msg: None)
+        self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, candidates
 
     # -- inputs ------------------------------------------------------------------------------------
 
@@ -165,11 +166,16 @@ class Context:
         s.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
         return len(rows)
 
+    def owed(self) -> pd.DataFrame:
+        """The items assigned assessors still owe (:meth:`CampaignStore.pending`), after the
+        copies of encountered passages a kill lost are made again."""
+        self.repair_encountered()
+        return self.store.pending()
+
     def judge(self, stage: str) -> Waiting | None:
         """Have every assigned batch judged: by the oracle (one seeded simulated assessor per
         batch and assessor, one transaction each), else report what is out and write its files."""
-        self.repair_encountered()
-        pend = self.store.pending()
+        pend = self.owed()
         if not len(pend):
             return None
         if self.oracle is None:
@@ -378,7 +384,9 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
-    ``DIR/features`` (into a temporary folder, then renamed)."""
+    ``DIR/features`` (into a temporary folder, then renamed), loaded once per :class:`Context`."""
+    if "features" in ctx.cache:
+        return ctx.cache["features"]
     out = ctx.dir / "features"
     if not out.exists():
         for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
@@ -387,4 +395,5 @@ def features(ctx: Context):
         norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes)
         os.replace(tmp, out)
-    return load_features(out)
+    ctx.cache["features"] = load_features(out)
+    return ctx.cache["features"]

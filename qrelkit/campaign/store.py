@@ -11,9 +11,14 @@ campaign_config       section, key, value (JSON), origin, location: the effectiv
 campaign_stages       seq (order), name, summary (JSON), seconds: one row per completed stage
 campaign_topics       qid, screening, screened, screened_relevant, decision, rule, reason
 campaign_assignments  batch, assessor, position: who judges a batch (several assessors per item)
-campaign_state        key, value: the CAL phase and round, the oracle used, ...
-campaign_warnings     seq, stage, message: every warning the runner met (counted in the report)
+campaign_state        key, value: the oracle used, the input paths, ...
+campaign_warnings     seq, stage, message: every warning met (counted in the report)
+campaign_cal          qid, round, phase: each topic's CAL round and its phase (``issue`` or
+                      ``judge``; a topic without a row is at round 0, ``judge``) — schema 2
 ====================  ===========================================================================
+
+Schema history: 1 (first); 2 adds ``campaign_cal`` (CAL rounds per topic instead of one round
+for every topic in ``campaign_state``; a version 1 store's round and phase become every topic's).
 
 Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
 """
@@ -31,7 +36,7 @@ import pandas as pd
 from qrelkit.cal.store import JudgingStore
 from qrelkit.errors import InputError
 
-CAMPAIGN_SCHEMA_VERSION = 1
+CAMPAIGN_SCHEMA_VERSION = 2
 STORE_NAME = "campaign.db"
 
 _CAMPAIGN_SCHEMA = """
@@ -51,8 +56,13 @@ CREATE TABLE IF NOT EXISTS campaign_assignments (
     PRIMARY KEY (batch, assessor));
 CREATE TABLE IF NOT EXISTS campaign_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS campaign_warnings (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message))
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message));
+CREATE TABLE IF NOT EXISTS campaign_cal (
+    qid TEXT PRIMARY KEY REFERENCES topics(qid), round INTEGER NOT NULL,
+    phase TEXT NOT NULL CHECK (phase IN ('issue', 'judge')))
 """
+_CAL_TABLE = _CAMPAIGN_SCHEMA.split(";\n")[-1]
+CAL_PHASES = ("issue", "judge")
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -72,8 +82,18 @@ def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int
 
 
 def _migrate(db, version: int) -> None:
-    """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`
-    (version 1 is the first: nothing to migrate yet)."""
+    """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`,
+    inside the opening transaction. 1 -> 2: the table ``campaign_cal``; the one CAL round and
+    phase of version 1 (``campaign_state`` ``cal_round``, ``cal_phase``) become every topic's
+    (version 1 advanced every topic in step), and leave ``campaign_state``."""
+    if version < 2:
+        db.execute(_CAL_TABLE)
+        state = {k: json.loads(v) for k, v in db.execute(
+            "SELECT key, value FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")}
+        round_, phase = int(state.get("cal_round", 0) or 0), str(state.get("cal_phase", "judge") or "judge")
+        if round_ or phase != "judge":
+            db.execute("INSERT OR IGNORE INTO campaign_cal SELECT qid, ?, ? FROM topics", (round_, phase))
+        db.execute("DELETE FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
@@ -81,8 +101,9 @@ class CampaignStore(JudgingStore):
     """A judging store with the campaign's tables (see the module documentation)."""
 
     def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0,
-                 synchronous: str = "FULL") -> None:
-        super().__init__(path, timeout=timeout, synchronous=synchronous, _create=create)
+                 synchronous: str = "FULL", check_same_thread: bool = True) -> None:
+        super().__init__(path, timeout=timeout, synchronous=synchronous, check_same_thread=check_same_thread,
+                         _create=create)
         try:
             with self.transaction() as db:
                 if create:
@@ -121,17 +142,26 @@ class CampaignStore(JudgingStore):
         df["value"] = [json.loads(v) for v in df["value"]]
         return df
 
-    def check_inputs(self) -> None:
+    def check_inputs(self, seen: dict[str, tuple[int, int]] | None = None) -> None:
         """``[input-changed]`` when a recorded input differs from what init saw (size, or content
-        when its modification time moved); ``[input-missing]`` when it is gone."""
+        when its modification time moved); ``[input-missing]`` when it is gone.
+
+        ``seen`` (path -> (size, mtime_ns), filled here): a file whose size and modification time
+        are those seen at an earlier check passes without reading it again (a long-lived runner
+        checks cheaply); any other is checked in full and, when it passes, remembered."""
         for name, path, size, mtime, digest in self.inputs().itertuples(index=False):
             p = Path(path)
             if not p.is_file():
                 raise InputError("input-missing", f"the campaign's {name} input is gone since init", file=path)
             st = p.stat()
+            now = (int(st.st_size), int(st.st_mtime_ns))
+            if seen is not None and seen.get(path) == now:
+                continue
             if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
                 raise InputError("input-changed", f"the campaign's {name} input changed on disk since init "
                                  f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign", file=path)
+            if seen is not None:
+                seen[path] = now
 
     # -- stages, topics, state ---------------------------------------------------------------------
 
@@ -162,6 +192,26 @@ class CampaignStore(JudgingStore):
 
     def warnings(self) -> pd.DataFrame:
         return self._query("SELECT stage, message FROM campaign_warnings ORDER BY seq")
+
+    def decision_counts(self) -> dict[str, int]:
+        """How many topics have each decision (``open``: none yet), by decision name."""
+        ct = self.campaign_topics()
+        return {str(k): int(v) for k, v in ct["decision"].fillna("open").value_counts().sort_index().items()}
+
+    def cal_rounds(self) -> dict[str, tuple[int, str]]:
+        """qid -> (CAL round, phase) of every topic (``(0, "judge")`` for a topic not in CAL yet)."""
+        rows = dict((q, (int(r), str(p))) for q, r, p in self._db.execute("SELECT qid, round, phase FROM campaign_cal"))
+        return {q: rows.get(q, (0, "judge")) for q in self.topics()["qid"].astype(str)}
+
+    def set_cal_rounds(self, rows: Iterable[tuple[str, int, str]]) -> None:
+        """Record (qid, round, phase) of some topics, in one transaction."""
+        rows = [(str(q), int(r), str(p)) for q, r, p in rows]
+        bad = [p for _, _, p in rows if p not in CAL_PHASES]
+        if bad:
+            raise InputError("bad-option", f"CAL phase must be one of {', '.join(CAL_PHASES)}, got {bad[0]!r}")
+        if rows:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO campaign_cal VALUES (?, ?, ?)", rows)
 
     def set_topics(self, rows: list[dict]) -> None:
         """Upsert per-topic campaign columns (only the keys each row gives)."""
@@ -235,11 +285,13 @@ def campaign_path(directory: str | os.PathLike) -> Path:
     return Path(directory) / STORE_NAME
 
 
-def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0) -> CampaignStore:
+def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0,
+                        check_same_thread: bool = True) -> CampaignStore:
     """Open the :class:`CampaignStore` of the campaign folder ``directory`` (``timeout``: seconds to
-    wait for the write lock); no store there is ``[not-a-campaign]``."""
+    wait for the write lock; ``check_same_thread=False``: the connection may be used from another
+    thread than the one that opened it, one thread at a time); no store there is ``[not-a-campaign]``."""
     p = campaign_path(directory)
     if not p.is_file():
         raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",
                          file=str(directory))
-    return CampaignStore(p, timeout=timeout)
+    return CampaignStore(p, timeout=timeout, check_same_thread=check_same_thread)

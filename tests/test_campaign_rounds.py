@@ -1,0 +1,198 @@
+"""CAL rounds per topic (issue 13): a topic whose batches are judged moves on at once, whatever the
+other topics' batches; the order topics are judged in does not change the outputs; the
+long-lived runner; the store's schema 1 -> 2 migration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, Campaign, open_campaign_store
+from qrelkit.campaign import stages as campaign_stages
+from qrelkit.campaign.stages import ORACLE_ASSESSOR_SOURCE, stable_seed
+from qrelkit.cli import run as cli
+from qrelkit.errors import InputError
+from qrelkit.io.qrels import read_qrels
+from qrelkit.simulate.oracle import judge_batches
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = ROOT / "configs" / "trec-dl-2022.toml"
+ERR, SEED = 0.1, 7
+OUTPUTS = ["qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt", "expansion.csv", "eval-summary.csv",
+           "eval-per-query.csv", "leaderboard.csv", "reuse-summary.csv"]
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory) -> Path:
+    """Six topics: three kept at screening (1001, 1003, 1005), three too easy."""
+    d = tmp_path_factory.mktemp("sim6") / "s"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "6", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d
+
+
+def _init(sim: Path, d: Path, config: Path = CFG) -> Campaign:
+    assert cli(["campaign", "init", str(d), "-c", str(config), "--corpus", str(sim / "corpus.jsonl"), "-t",
+                str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+    return Campaign(d)
+
+
+@pytest.fixture(scope="module")
+def oracle_run(sim, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("oracle6") / "c"
+    assert _init(sim, d).run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)["state"] == "done"
+    return d
+
+
+def _judge(d: Path, sim: Path, topics: set[str]) -> int:
+    """Judge what is owed for ``topics`` exactly as the campaign's oracle would (same seeds per
+    batch and assessor); returns the number of judgments imported."""
+    truth = read_qrels(sim / "qrels.txt")
+    n = 0
+    with open_campaign_store(d) as s:
+        pend = s.pending()
+        pend = pend[pend["qid"].isin(topics)]
+        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
+            done = judge_batches(g[["qid", "docid"]].reset_index(drop=True), truth, error_rate=ERR, scale=(0, 1, 2, 3),
+                                 seed=stable_seed(SEED, bid, assessor))
+            done["assessor"], done["batch_id"] = assessor, bid
+            n += s.import_judgments(done, source=ORACLE_ASSESSOR_SOURCE).imported
+    return n
+
+
+def _cal_out(res: dict) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for w in res["waiting"]:
+        if w["kind"] == "cal":
+            out.setdefault(w["qid"], set()).add(w["batch_id"])
+    return out
+
+
+def test_a_topic_whose_batches_are_judged_moves_on_alone(sim, tmp_path):
+    d = tmp_path / "c"
+    c = _init(sim, d)
+    assert c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")["state"] == "until fractional"
+    with c.runner() as r:
+        res = r.advance()
+        assert res["state"] == "waiting for judgments"
+        first = _cal_out(res)
+        assert set(first) == {"1001", "1003", "1005"}  # round 1 of every kept topic is out
+        assert all(b.endswith("/0000") for bs in first.values() for b in bs)
+        assert _judge(d, sim, {"1003"}) > 0  # only topic 1003's batches come back
+        res = r.advance()
+    again = _cal_out(res)
+    # 1003 got its stopping rule and its round-2 batches at once; the others still wait on round 1
+    assert again["1001"] == first["1001"] and again["1005"] == first["1005"]
+    assert again["1003"] and all(b.endswith("/0001") for b in again["1003"])
+    with open_campaign_store(d) as s:
+        rounds = s.cal_rounds()
+    assert rounds["1003"] == (2, "judge") and rounds["1001"] == rounds["1005"] == (1, "judge")
+
+
+def test_topics_judged_one_at_a_time_in_reverse_give_the_oracle_outputs(sim, oracle_run, tmp_path):
+    """Every batch judged by the same simulated assessor, but one topic at a time, the last
+    topic with batches out first: the same final files as the oracle campaign."""
+    d = tmp_path / "c"
+    c = _init(sim, d)
+    steps = 0
+    with c.runner() as r:
+        while (res := r.advance())["state"] != "done":
+            assert res["state"] == "waiting for judgments" and steps < 200
+            last = max({w["qid"] for w in res["waiting"]})
+            assert _judge(d, sim, {last}) > 0
+            steps += 1
+    assert steps > 10
+    for f in OUTPUTS:
+        assert (d / f).read_bytes() == (oracle_run / f).read_bytes(), f
+    with open_campaign_store(d) as s, open_campaign_store(oracle_run) as t:
+        assert s.campaign_topics().equals(t.campaign_topics())
+        assert s.cal_rounds() == t.cal_rounds()
+
+
+def test_max_rounds_counts_each_topics_rounds(sim, tmp_path):
+    cfg = tmp_path / "one.toml"
+    cfg.write_text(CFG.read_text() + '\n[campaign]\nmax_rounds = 1\nskip = ["reuse", "report"]\n')
+    d = tmp_path / "c"
+    res = _init(sim, d, cfg).run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
+    assert res["state"] == "done"
+    with open_campaign_store(d) as s:
+        cal = s.batches()
+        cal = cal[cal["kind"] == "cal"]
+        ct = s.campaign_topics().set_index("qid")
+        rounds = s.cal_rounds()
+    assert len(cal) and (cal["iteration"] == 0).all()  # one CAL batch per thread and topic
+    assert {rounds[q][0] for q in ("1001", "1003", "1005")} == {1}
+    assert set(ct.loc[["1001", "1003", "1005"], "rule"]) <= {"max-rounds", "density", "exhausted"}
+    assert "max-rounds" in set(ct["rule"])
+
+
+def test_runner_keeps_features_and_checks_inputs_cheaply(sim, tmp_path, monkeypatch):
+    src = tmp_path / "s"
+    shutil.copytree(sim, src)
+    d = tmp_path / "c"
+    c = _init(src, d)
+    c.run(oracle=src / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")
+    loads, hashes = [], []
+    real_load = campaign_stages.load_features
+    monkeypatch.setattr(campaign_stages, "load_features", lambda p: loads.append(p) or real_load(p))
+    from qrelkit.campaign import store as campaign_store
+
+    real_sha = campaign_store.sha256_file
+    monkeypatch.setattr(campaign_store, "sha256_file", lambda p: hashes.append(p) or real_sha(p))
+    with c.runner() as r:
+        outs = []
+        # the runner moves between threads (one at a time), as a web app's background worker does
+        for _ in range(3):
+            t = threading.Thread(target=lambda: outs.append(r.advance()))
+            t.start()
+            t.join()
+        assert [o["state"] for o in outs] == ["waiting for judgments"] * 3
+        assert outs[1]["waiting"] == outs[2]["waiting"] == outs[0]["waiting"]
+        assert len(loads) == 1 and hashes == []  # features loaded once; no input read again
+        # an input changed on disk (same size, new time, new content): the next call refuses
+        t = src / "topics.tsv"
+        data = t.read_bytes()
+        t.write_bytes(data.replace(b"1001", b"1009", 1))
+        with pytest.raises(InputError) as exc:
+            r.advance()
+        assert exc.value.rule == "input-changed" and len(hashes) == 1
+        t.write_bytes(data)  # restored (new mtime, same bytes): hashed once more, then accepted
+        assert r.advance()["state"] == "waiting for judgments"
+        assert len(hashes) == 2 and r.advance()["state"] == "waiting for judgments" and len(hashes) == 2
+
+
+def _as_version_1(d: Path, phase: str, round_: int) -> None:
+    """Make the store what a version 1 store holds: no campaign_cal table, one CAL round and
+    phase for every topic in campaign_state."""
+    db = sqlite3.connect(d / "campaign.db")
+    with db:
+        db.execute("DROP TABLE campaign_cal")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
+        db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
+                       [("cal_phase", json.dumps(phase)), ("cal_round", json.dumps(round_))])
+    db.close()
+
+
+def test_a_version_1_store_is_migrated(sim, tmp_path):
+    """A schema-1 store (one CAL round and phase for every topic, in campaign_state) opens as
+    schema 2: the round and phase become every topic's, and the campaign runs to the end."""
+    d = tmp_path / "c"
+    c = _init(sim, d)
+    c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")
+    _as_version_1(d, "judge", 0)
+    with open_campaign_store(d) as s:
+        assert s.cal_rounds() == {q: (0, "judge") for q in s.topics()["qid"]}
+    # a version 1 store in the middle of round 2's issue phase
+    _as_version_1(d, "issue", 2)
+    with open_campaign_store(d) as s:
+        version = s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
+        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 2
+        assert set(s.cal_rounds().values()) == {(2, "issue")}
+        assert s.get_state("cal_round") is None and s.get_state("cal_phase") is None
+    res = c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
+    assert res["state"] == "done" and "open" not in res["topics"]
