@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html.parser
 import json
-import multiprocessing
 import os
 import random
 import shutil
@@ -353,40 +352,6 @@ def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
     assert len(cal) and all(owner[q] in set(g["assessor"]) for q, g in cal.groupby("qid"))
     report = Campaign(d).report(tmp_path / "r.html")
     assert "krippendorff_alpha" in report[0].read_text(encoding="utf-8")
-
-
-def _cli_exit(argv: list[str]) -> None:
-    sys.exit(cli(argv))
-
-
-def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
-    d = tmp_path / "c"
-    assert cli(_init_args(sim, d)) == 0
-    res = Campaign(d).run()
-    files = [Path(w["file"]) for w in res["waiting"]]
-    done = pd.read_csv(_fill(files, sim / "qrels.txt", tmp_path / "all.csv"), dtype=str)
-    parts = []
-    for i in range(8):  # overlapping slices: every row in at least one file, many in two
-        part = pd.concat([done.iloc[i::8], done.iloc[(i + 1) % 8::8].head(10)])
-        parts.append(tmp_path / f"part{i}.csv")
-        part.to_csv(parts[-1], index=False)
-    # forked processes (no interpreter start-up each): eight importers and a runner, each with its
-    # own connection to the store
-    ctx = multiprocessing.get_context("fork")
-    argvs = [["campaign", "import", str(d), str(f)] for f in parts] + [["campaign", "run", str(d)]]
-    procs = [ctx.Process(target=_cli_exit, args=(a,)) for a in argvs]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0
-    with open_campaign_store(d) as s:
-        log = s.judgments(None, "all")
-        assert len(log) == len(done) == len(log.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
-        assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    res = Campaign(d).run()
-    assert "screening" in res["stages_done"]
-
 
 
 def test_unwritable_outputs_refused_before_the_work(sim, tmp_path, capsys):

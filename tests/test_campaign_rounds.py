@@ -5,11 +5,15 @@ long-lived runner; the store's schema 1 -> 2 migration."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import sqlite3
+import sys
 import threading
+import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, Campaign, open_campaign_store
@@ -52,17 +56,9 @@ def oracle_run(sim, tmp_path_factory) -> Path:
 def _judge(d: Path, sim: Path, topics: set[str]) -> int:
     """Judge what is owed for ``topics`` exactly as the campaign's oracle would (same seeds per
     batch and assessor); returns the number of judgments imported."""
-    truth = read_qrels(sim / "qrels.txt")
-    n = 0
+    rows = _oracle_rows(d, sim, topics)
     with open_campaign_store(d) as s:
-        pend = s.pending()
-        pend = pend[pend["qid"].isin(topics)]
-        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
-            done = judge_batches(g[["qid", "docid"]].reset_index(drop=True), truth, error_rate=ERR, scale=(0, 1, 2, 3),
-                                 seed=stable_seed(SEED, bid, assessor))
-            done["assessor"], done["batch_id"] = assessor, bid
-            n += s.import_judgments(done, source=ORACLE_ASSESSOR_SOURCE).imported
-    return n
+        return s.import_judgments(rows, source=ORACLE_ASSESSOR_SOURCE).imported if len(rows) else 0
 
 
 def _cal_out(res: dict) -> dict[str, set[str]]:
@@ -196,3 +192,101 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
         assert s.get_state("cal_round") is None and s.get_state("cal_phase") is None
     res = c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
     assert res["state"] == "done" and "open" not in res["topics"]
+
+
+def _oracle_rows(d: Path, sim: Path, topics: set[str]) -> pd.DataFrame:
+    """What the campaign's oracle would answer for the items owed for ``topics`` (not imported)."""
+    truth = read_qrels(sim / "qrels.txt")
+    with open_campaign_store(d) as s:
+        pend = s.pending()
+    out = []
+    for (bid, assessor), g in pend[pend["qid"].isin(topics)].groupby(["batch_id", "assessor"], sort=False):
+        done = judge_batches(g[["qid", "docid"]].reset_index(drop=True), truth, error_rate=ERR, scale=(0, 1, 2, 3),
+                             seed=stable_seed(SEED, bid, assessor))
+        done["assessor"], done["batch_id"] = assessor, bid
+        out.append(done[["batch_id", "qid", "docid", "assessor", "grade"]])
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["batch_id", "qid", "docid", "assessor",
+                                                                                "grade"])
+
+
+def _timed_runner(d: str, issuing, started, times) -> None:
+    """A `campaign run` whose CAL issue phase, once entered, waits until the eight importers have
+    started, then computes the round while they write; records when the phase ran."""
+    from qrelkit.campaign import rounds
+
+    real = rounds._issue
+
+    def issue(ctx, rnds, topics):
+        first = "issue_start" not in times  # the first issue phase: 1003's round 2
+        if first:
+            times["issue_start"], times["issue_topics"] = time.time(), list(topics)
+            issuing.set()
+            assert started.wait(60)
+        real(ctx, rnds, topics)
+        if first:
+            times["issue_end"] = time.time()
+
+    rounds._issue = issue
+    sys.exit(cli(["campaign", "run", d]))
+
+
+def _timed_importer(d: str, f: str, issuing, started, times, i: int) -> None:
+    assert issuing.wait(60)  # the runner is in its issue phase
+    times[f"import_start{i}"] = time.time()
+    with times["_lock"]:
+        times["importers"] = times.get("importers", 0) + 1
+        if times["importers"] == 8:
+            started.set()
+    code = cli(["campaign", "import", d, f])
+    times[f"import_end{i}"] = time.time()
+    sys.exit(code)
+
+
+def test_eight_importers_while_the_runner_computes_a_cal_round(sim, tmp_path, capfd):
+    """Eight importer processes write the judgments of topics 1001 and 1005 while a runner
+    process computes topic 1003's next CAL round (it entered its issue phase before they began,
+    and computes while they write): every row stored exactly once, every process exits 0, no
+    "database is locked" — the store's writers take BEGIN IMMEDIATE with a busy timeout, so
+    they queue instead of failing."""
+    d = tmp_path / "c"
+    c = _init(sim, d)
+    c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")
+    assert set(_cal_out(c.run())) == {"1001", "1003", "1005"}  # round 1 out for every kept topic
+    assert _judge(d, sim, {"1003"}) > 0  # 1003 is ready for round 2: the runner will compute it
+    rows = _oracle_rows(d, sim, {"1001", "1005"})
+    parts = []
+    for i in range(8):  # overlapping slices: every row in at least one file, many in two
+        part = pd.concat([rows.iloc[i::8], rows.iloc[(i + 1) % 8::8].head(5)])
+        parts.append(tmp_path / f"part{i}.csv")
+        part.to_csv(parts[-1], index=False)
+    mp = multiprocessing.get_context("fork")
+    with mp.Manager() as m:
+        issuing, started, times = m.Event(), m.Event(), m.dict()
+        times["_lock"] = m.Lock()
+        procs = [mp.Process(target=_timed_runner, args=(str(d), issuing, started, times))]
+        procs += [mp.Process(target=_timed_importer, args=(str(d), str(f), issuing, started, times, i))
+                  for i, f in enumerate(parts)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=180)
+        codes = [p.exitcode for p in procs]
+        t = dict(times)
+    err = capfd.readouterr().err
+    assert codes == [0] * 9, (codes, err[-2000:])
+    assert "locked" not in err
+    # the overlap was real: every importer started inside the runner's issue phase, and the
+    # phase ended after the first import did
+    starts = [t[f"import_start{i}"] for i in range(8)]
+    ends = [t[f"import_end{i}"] for i in range(8)]
+    print({k: round(v - t["issue_start"], 3) for k, v in t.items() if isinstance(v, float)})
+    assert t["issue_topics"] == ["1003"]
+    assert t["issue_start"] <= min(starts) and max(starts) <= t["issue_end"]
+    assert min(ends) > t["issue_start"]
+    with open_campaign_store(d) as s:
+        log = s.judgments(None, "all")
+        assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rounds = s.cal_rounds()
+    got = log[log["qid"].isin({"1001", "1005"}) & log["batch_id"].isin(set(rows["batch_id"]))]
+    assert len(got) == len(rows) == len(got.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
+    assert rounds["1003"][0] == 2  # the runner computed 1003's round 2

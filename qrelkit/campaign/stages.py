@@ -157,10 +157,11 @@ class Context:
         rows = s.lost_copies()
         if not len(rows):
             return 0
-        log = s.judgments(None, "all")
+        logs = {q: s.judgments(q, "all") for q in dict.fromkeys(rows["qid"])}  # those topics' logs only
         copies = []
         for (bid, qid), g in rows.groupby(["batch_id", "qid"], sort=False):
-            c = log[(log["qid"] == qid) & log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
+            log = logs[qid]
+            c = log[log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
             c["batch_id"] = bid
             copies.append(c)
         s.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
