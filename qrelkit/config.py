@@ -253,8 +253,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
             "i mod n"),
         Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
             "round-robin over the assessors)"),
-        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade",
-            choices=("median_high", "max", "min")),
+        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade before screening, "
+            "CAL, stopping and the qrels: median_high | max | min, or vote (the labels' majority vote: [labels] "
+            "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
         Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
     ),
     "dedupe": _keys(

@@ -32,12 +32,8 @@ OUTPUTS = ["qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt", "e
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory) -> Path:
-    """Six topics: three kept at screening (1001, 1003, 1005), three too easy."""
-    d = tmp_path_factory.mktemp("sim6") / "s"
-    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "6", "--groups", "3",
-                "--seed", "1"]) == 0
-    return d
+def sim(sim6) -> Path:
+    return sim6
 
 
 def _init(sim: Path, d: Path, config: Path = CFG) -> Campaign:
@@ -112,7 +108,7 @@ def test_topics_judged_one_at_a_time_in_reverse_give_the_oracle_outputs(sim, ora
 
 def test_max_rounds_counts_each_topics_rounds(sim, tmp_path):
     cfg = tmp_path / "one.toml"
-    cfg.write_text(CFG.read_text() + '\n[campaign]\nmax_rounds = 1\nskip = ["reuse", "report"]\n')
+    cfg.write_text(CFG.read_text().replace("[campaign]\n", '[campaign]\nmax_rounds = 1\nskip = ["reuse", "report"]\n'))
     d = tmp_path / "c"
     res = _init(sim, d, cfg).run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
     assert res["state"] == "done"

@@ -561,7 +561,7 @@ def issue_next_batches(
     params: CalParams = CalParams(),
     fraction: float = 0.1,
     fraction_seed: int = 0,
-    combine: str = "median_high",
+    combine: Any = "median_high",
     allow_open: bool = False,
     dry_run: bool = False,
     cache: dict | None = None,
@@ -570,7 +570,8 @@ def issue_next_batches(
 
     For each topic (all, or ``topics``) and thread (the store's, or ``threads``) whose state is
     ``active``: the thread's view of the judgment log (pool batches plus its own CAL batches;
-    every batch for ``all``; several assessors' grades combined by ``combine``) trains the model;
+    every batch for ``all``; several assessors' grades combined by ``combine``, a rule name or object
+    as :func:`qrelkit.cal.store.combined_grades` takes) trains the model;
     every passage issued or judged for the topic in any thread is skipped (random-sample
     passages of the target method are neither skipped nor trained on); the batch is recorded
     with ``store.issue_batch(topic, thread, pids, kind="cal")`` unless ``dry_run``.

@@ -79,7 +79,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -736,18 +736,18 @@ class JudgingStore:
         included: they are judged too)."""
         return set(self.judgments(topic, thread, include_sample=True)["docid"])
 
-    def labels(self, topic: str, thread: str | None = None, *, combine: str = "median_high") -> pd.DataFrame:
+    def labels(self, topic: str, thread: str | None = None, *, combine: Any = "median_high") -> pd.DataFrame:
         """One grade per judged passage of the thread's view, in judging order (first judgment):
         ``docid, grade, batch_id, batch_seq``; several assessors' grades combined by ``combine``
-        (median_high | max | min, :func:`qrelkit.pooler.batches.judgments_to_qrels`)."""
+        (median_high | max | min, or a rule object: :func:`combined_grades`)."""
         return combine_log(self.judgments(topic, thread), combine=combine)
 
-    def export_qrels(self, *, combine: str = "median_high", thread: str = "all") -> pa.Table:
+    def export_qrels(self, *, combine: Any = "median_high", thread: str = "all") -> pa.Table:
         """Qrels (``qid, docid, rel``, qrels order) from the thread's view; ``all`` exports every
         judgment in the store, samples included. Several assessors' grades are combined by
-        :func:`qrelkit.pooler.batches.judgments_to_qrels`."""
+        ``combine`` (:func:`combined_grades`)."""
         log = self.judgments(None, None if thread == "all" else thread, include_sample=True)
-        return judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+        return combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
 
     def export_log(self, *, thread: str = "all") -> pa.Table:
         """The judgment log (no times, no sources) in topic order, then judging order: columns
@@ -773,16 +773,30 @@ class JudgingStore:
                 .drop(columns="_q").reset_index(drop=True))
 
 
-def combine_log(log: pd.DataFrame, *, combine: str = "median_high") -> pd.DataFrame:
+def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa.Table:
+    """Qrels (``qid, docid, rel``) from judgments (``qid, docid, assessor, grade``), one grade per
+    (topic, passage). ``combine``: a rule name — ``median_high``, ``max``, ``min``
+    (:func:`qrelkit.pooler.batches.judgments_to_qrels`) — or a rule object with a
+    ``grades(judgments) -> qrels table`` method, such as :class:`qrelkit.labels.VoteRule` (the
+    labels' majority vote)."""
+    if isinstance(combine, str):
+        return judgments_to_qrels(judgments, combine=combine)
+    if not callable(getattr(combine, "grades", None)):
+        raise InputError("bad-option", f"combine must be a rule name or have a grades() method, got {combine!r}")
+    return combine.grades(judgments)
+
+
+def combine_log(log: pd.DataFrame, *, combine: Any = "median_high") -> pd.DataFrame:
     """One row per (topic, passage) of a judgment log, in the order of its first judgment:
-    ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment)."""
+    ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment); several
+    judgments of a passage combined by ``combine`` (:func:`combined_grades`)."""
     cols = ["qid", "docid", "grade", "batch_id", "batch_seq"]
     if len(log) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("qid", "docid", "batch_id") else np.int64) for c in cols})
     first = log.drop_duplicates(["qid", "docid"], keep="first")
     if len(first) == len(log):  # one judgment per passage: nothing to combine
         return first[cols].reset_index(drop=True)
-    q = judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+    q = combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
     grade = {(a, b): c for a, b, c in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist())}
     first = first.assign(grade=[grade[(a, b)] for a, b in zip(first["qid"], first["docid"])])
     return first[cols].reset_index(drop=True)

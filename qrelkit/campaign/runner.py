@@ -96,6 +96,7 @@ class Campaign:
             raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
         writable(d)
         cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
+        stages.combine_rule(cfg)  # a vote that contradicts [labels] passage_relevant: refused before any work
         paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
                                                   ("manifest", manifest))}
         if qrels is not None:

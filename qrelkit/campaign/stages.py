@@ -34,6 +34,7 @@ from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
+from qrelkit.labels.aggregate import VoteRule
 from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
                             restrict_runs)
 from qrelkit.simulate.oracle import judge_batches
@@ -55,6 +56,25 @@ def stable_seed(*parts: object) -> int:
     seed in every process and Python version (unlike ``hash``)."""
     h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:4], "little")
+
+
+def combine_rule(cfg: Config) -> Any:
+    """``[campaign] combine`` as :func:`qrelkit.cal.store.combined_grades` takes it: a rule name
+    (median_high, max, min) or, for ``vote``, the labels' majority vote
+    (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
+    ``fallback``). The vote decides relevance, so ``[labels] passage_relevant`` must be the grades
+    of the scale at or above the vote threshold (``[bad-option]`` otherwise)."""
+    name = str(cfg.get_value("campaign", "combine"))
+    if name != "vote":
+        return name
+    rule = VoteRule.from_config(cfg)
+    want = sorted(int(g) for g in cfg.get_value("labels", "scale") if int(g) >= rule.threshold)
+    have = sorted(int(g) for g in cfg.get_value("labels", "passage_relevant"))
+    if want != have:
+        raise InputError("bad-option", f"[campaign] combine = \"vote\" makes an item relevant when the vote says so "
+                         f"(grades >= [labels] vote_threshold = {rule.threshold}: {want}), but [labels] "
+                         f"passage_relevant is {have}; make them agree")
+    return rule
 
 
 def _safe(name: str) -> str:
@@ -116,9 +136,10 @@ class Context:
     def enabled(self, stage: str) -> bool:
         return stage not in self.cfg.get_value("campaign", "skip")
 
-    @property
-    def combine(self) -> str:
-        return str(self.cfg.get_value("campaign", "combine"))
+    @cached_property
+    def combine(self) -> Any:
+        """How several assessors' grades of an item become one (:func:`combine_rule`)."""
+        return combine_rule(self.cfg)
 
     @property
     def relevant(self) -> list[int]:
