@@ -36,7 +36,8 @@ from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
 from qrelkit.labels.aggregate import VoteRule
 from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
-                            restrict_runs)
+                            pooled_flag, restrict_runs)
+from qrelkit.pooler.protocol import selection_options
 from qrelkit.simulate.oracle import judge_batches
 
 WAITING = "waiting for judgments"
@@ -115,8 +116,8 @@ class Context:
     @property
     def pooled_runs(self) -> list[str]:
         sel = self.selection
-        return sorted(set(sel.loc[sel["pooled"].astype(str).str.lower() == "true", "run"].astype(str))
-                      & set(self.runset.runs))
+        pooled = {str(r) for v, r in zip(sel["pooled"], sel["run"]) if pooled_flag(v, str(r))}
+        return sorted(pooled & set(self.runset.runs))
 
     @cached_property
     def classes(self) -> pa.Table | None:
@@ -261,12 +262,7 @@ def stage_validate(ctx: Context) -> dict:
 def stage_select(ctx: Context) -> dict:
     """Decide the pooled runs from the manifest (``[selection]`` configuration); writes
     ``selection.csv``; returns the number of runs and of pooled runs."""
-    c = ctx.cfg
-    sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
-                         include_baselines=bool(c.get_value("selection", "include_baselines")),
-                         by_subtask=bool(c.get_value("selection", "by_subtask")),
-                         priority_order=str(c.get_value("selection", "priority_order")),
-                         include=c.get_value("selection", "include") or [], exclude=c.get_value("selection", "exclude") or [])
+    sel = pool_selection(ctx.manifest, **selection_options(ctx.cfg))
     ctx.write(sel, "selection.csv", "pool-selection")
     return {"runs": int(len(sel)), "pooled": int(sel["pooled"].sum())}
 
