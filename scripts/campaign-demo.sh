@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
+# `make demo`: the demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
 # `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`.
-# Usage: scripts/campaign-demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
+# Usage: scripts/campaign-demo.sh [OUT_DIR]   (default demo-out; QRELKIT=path/to/qrelkit to use a given
+# executable; PASSAGES and TOPICS to size the generated campaign)
 source "$(dirname "$0")/demo-lib.sh"
-OUT=${1:-demo-campaign}
+OUT=${1:-demo-out}
 S=$OUT/simulated
 fresh_dir "$OUT"
 
@@ -22,3 +23,6 @@ $Q campaign status "$OUT/campaign" -o "$OUT/status.csv"
 $Q campaign report "$OUT/campaign" -o "$OUT/report.html"
 
 step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"
+
+# ---- next: the judging web app ------------------------------------------------------------------
+# (kept for the step that prints here how to start the web app on $OUT/campaign: qrelkit/web/)
