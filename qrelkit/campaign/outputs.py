@@ -96,6 +96,10 @@ def stage_evaluate(ctx: Context) -> dict:
     opts = scoring_options(ctx.cfg)
     ev = evaluate(ctx.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
                   run_names=ctx.runset.runs, ranking=opts["ranking"])
+    for run, missing in sorted(ev.missing_by_run.items()):
+        if missing:
+            ctx.store.warn("evaluate", f"run {run}: {len(missing)} judged topic(s) not in the run ({', '.join(missing[:5])}"
+                           f"{', ...' if len(missing) > 5 else ''}): missing = {ev.missing}")
     pq = ev.per_query.to_pandas()
     ctx.write(pq, "eval-per-query.csv", "eval-per-query")
     ctx.write(ev.summary, "eval-summary.csv", "eval-summary")

@@ -100,6 +100,9 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
                 s.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
+        lost = int(report.attrs.get("judged_passages_not_in_features", 0))
+        if lost:
+            s.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features (not trained on)")
     sync_decisions(ctx)
     b = s.batches()
     assigned = set(s.assignments()["batch_id"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -254,6 +255,7 @@ class Runner:
         done = ctx.store.stages_done()
         state, waiting, seconds = "done", [], {}
         t_all = time.perf_counter()
+        plan = _plan(ctx, done, until)
         for name in STAGES:
             if name not in REQUIRED and not ctx.enabled(name):
                 continue
@@ -262,13 +264,9 @@ class Runner:
                     state = f"until {until}"
                     break
                 continue
-            ctx.say(f"stage {name}")
+            ctx.say(f"stage {name} ({plan.index(name) + 1}/{len(plan)})")
             t0 = time.perf_counter()
-            if name == "report":
-                write_report(self.campaign, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
-                result: Any = {"files": ["report.html", "report.md"]}
-            else:
-                result = _FUNCS[name](ctx)
+            result = self._stage(name)
             seconds[name] = round(time.perf_counter() - t0, 3)
             if isinstance(result, stages.Waiting):
                 state, waiting = stages.WAITING, result.batches
@@ -283,6 +281,38 @@ class Runner:
                 "waiting": waiting, "topics": ctx.store.decision_counts(), "warnings": int(len(ctx.store.warnings())),
                 "seconds": seconds, "seconds_total": round(total, 3),
                 "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
+
+
+    def _stage(self, name: str) -> Any:
+        """Run one stage; every Python warning it raises that is about the data (not a
+        deprecation, not the JIT's) goes to the store's warnings, so the report counts it."""
+        ctx = self.ctx
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if name == "report":
+                write_report(self.campaign, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
+                result: Any = {"files": ["report.html", "report.md"]}
+            else:
+                result = _FUNCS[name](ctx)
+        for w in caught:
+            if not issubclass(w.category, _NOT_DATA) and "numba" not in str(getattr(w.category, "__module__", "")):
+                ctx.store.warn(name, f"{w.category.__name__}: {w.message}")
+        return result
+
+
+_NOT_DATA = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning, ResourceWarning)
+
+
+def _plan(ctx: stages.Context, done: dict, until: str | None) -> list[str]:
+    """The stages a call will run, in order (enabled, not done, up to ``until``)."""
+    out = []
+    for name in STAGES:
+        if name in REQUIRED or ctx.enabled(name):
+            if name not in done:
+                out.append(name)
+            if name == until:
+                break
+    return out
 
 
 def _oracle_record(store: CampaignStore, oracle: str | os.PathLike, error_rate: float, seed: int | None) -> dict:

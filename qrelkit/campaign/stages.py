@@ -255,6 +255,8 @@ def stage_validate(ctx: Context) -> dict:
     for r in issues.itertuples(index=False):
         if getattr(r, "severity", "") == "warning":
             ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x)")
+        elif getattr(r, "severity", "") == "error":  # only here when lenient: repaired, and said so
+            ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x); repaired: {r.repair}")
     return {"runs": len(rs.runs), "documents": rs.table.num_rows, "topics": len(ctx.topic_ids),
             "issues": int(len(issues)), "repaired": {k: int(v) for k, v in rs.repairs().items() if v}}
 
@@ -409,6 +411,7 @@ def features(ctx: Context):
     if not out.exists():
         for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
             shutil.rmtree(stale, ignore_errors=True)
+        ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes)

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import pandas as pd
 import pyarrow as pa
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qrelkit.cli import common
 from qrelkit.errors import InputError
@@ -58,12 +62,8 @@ def run(
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    c = Campaign(directory)
-    if common.stderr.is_terminal:  # the stage (and CAL round) at work, on stderr
-        with common.stderr.status("campaign") as st:
-            res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=st.update)
-    else:
-        res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until)
+    with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
+        res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say)
     if as_json:
         common.emit(res, True)
         return
@@ -71,6 +71,33 @@ def run(
                         f"{res['topics']}", markup=False, highlight=False)
     if res["waiting"]:
         common.print_table(pd.DataFrame(res["waiting"]), title="Batches out")
+
+
+@contextlib.contextmanager
+def stage_progress(console: Console) -> Iterator[Callable[[str], None] | None]:
+    """A rich progress bar on ``console`` when it is a terminal (else nothing: the output stays
+    clean): one step per stage this run will do, described by the stage at work and, in the CAL
+    stage, its round. Yields the runner's progress callback (None without a terminal)."""
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("campaign", total=None)
+        stage = ["campaign"]
+
+        def say(message: str) -> None:
+            m = _STAGE.match(message)  # "stage NAME (k/n)", from the runner
+            if m:
+                stage[0] = m.group(1)
+                bar.update(task, description=f"stage {stage[0]}", completed=int(m.group(2)) - 1, total=int(m.group(3)))
+            else:  # within a stage: "CAL round 3: 12 topic(s)", ...
+                bar.update(task, description=f"stage {stage[0]}: {message}")
+
+        yield say
+
+
+_STAGE = re.compile(r"^stage (\S+) \((\d+)/(\d+)\)$")
 
 
 @app.command("import")
