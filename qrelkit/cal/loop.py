@@ -56,7 +56,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qrelkit.cal.features import Features, SparseRows
-from qrelkit.cal.stopping import binarize
+from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
@@ -600,9 +600,11 @@ def issue_next_batches(
         if want_topics is not None and qid not in want_topics:
             continue
         th = store.threads(qid)
+        # the topic's log and issued items, read once: each thread's view is a part of them
         log_all = store.judgments(qid, None)  # every pool and cal judgment (no samples)
         judged_any = set(log_all["docid"])
-        issued_any = store.issued_passages(qid, None)
+        items = store.issued_items(qid)
+        issued_any = list(dict.fromkeys(items["passage"]))
         pending = set(issued_any) - judged_any  # issued, not judged yet
         cal_batches = store.batches(qid)
         cal_batches = cal_batches[cal_batches["kind"] == "cal"]
@@ -628,9 +630,11 @@ def issue_next_batches(
                 # judgments copied for other threads since then are in ``pending`` or already judged
                 lab = combine_log(log_all, combine=combine)
                 view = set(lab["docid"]) | set(issued_any)
-            else:
-                lab = store.labels(qid, thread, combine=combine)
-                view = set(lab["docid"]) | set(store.issued_passages(qid, thread))
+            else:  # the pool batches and the thread's own: as store.labels / issued_passages(qid, thread)
+                seen = _in_view(log_all["kind"].to_numpy(), log_all["thread"].to_numpy(), thread)
+                lab = combine_log(log_all[seen], combine=combine)
+                mine_items = _in_view(items["kind"].to_numpy(), items["thread"].to_numpy(), thread)
+                view = set(lab["docid"]) | set(items["passage"][mine_items])
             skip = features.rows_of(sorted(view | pending))
             known_ids = sorted(judged_any - view)
             known = features.rows_of(known_ids)

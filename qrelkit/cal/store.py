@@ -725,11 +725,13 @@ class JudgingStore:
         rows = self._db.execute(sql + " ORDER BY b.seq, i.position", params).fetchall()
         return list(dict.fromkeys(r[0] for r in rows))
 
-    def issued_items(self) -> pd.DataFrame:
-        """Every item of every issued batch but the samples, in issue order: ``qid, thread,
-        kind, passage`` (the issued passages of all threads at once; see :meth:`issued_passages`)."""
+    def issued_items(self, topic: str | None = None) -> pd.DataFrame:
+        """Every item of every issued batch but the samples (of ``topic``, or of every topic), in
+        issue order: ``qid, thread, kind, passage`` (the issued passages of all threads at once;
+        see :meth:`issued_passages`)."""
         return self._query("SELECT b.topic AS qid, b.thread, b.kind, i.passage FROM batch_items i JOIN batches b"
-                           " ON b.id = i.batch WHERE b.kind <> 'sample' ORDER BY b.seq, i.position")
+                           " ON b.id = i.batch WHERE b.kind <> 'sample'" + (" AND b.topic = ?" if topic is not None else "")
+                           + " ORDER BY b.seq, i.position", () if topic is None else (str(topic),))
 
     def judged_passages(self, topic: str, thread: str | None = None) -> set[str]:
         """Every passage of ``topic`` with at least one judgment in the thread's view (samples
