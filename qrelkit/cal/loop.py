@@ -208,6 +208,46 @@ _score_rows, _score_rows_serial = twins(_score_rows_py)
 PARALLEL_MIN_NNZ = 1 << 21
 
 
+def _score_many_py(indptr, indices16, indices, data, W, b, rows, out):
+    k = W.shape[1]
+    for i in nb.prange(len(rows)):
+        r = rows[i]
+        a = indptr[r]
+        e = indptr[r + 1]
+        for t in range(k):
+            out[i, t] = np.float32(0.0)
+        wide = e > a and indices16[e - 1] == 0xFFFF
+        for j in range(a, e):
+            c = np.int64(indices16[j])
+            if wide and c == 0xFFFF:
+                c = np.int64(indices[j])
+            v = data[j]
+            for t in range(k):
+                out[i, t] += v * W[c, t]
+        for t in range(k):
+            out[i, t] += b[t]
+
+
+# Several weight vectors in one pass over the rows (a CAL round's topics of one thread): each
+# vector's score of a row is summed in column order in float32, as the one-vector kernels do, so
+# the scores are bit for bit theirs; the matrix is read once for all of them.
+_score_many, _score_many_serial = twins(_score_many_py)
+
+
+def score_many(features: Features, W: np.ndarray, b: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """float32 scores of several linear models at once: ``X[rows] @ W + b`` as an array of
+    (rows, models) — column ``t`` equals :func:`score` of ``W[:, t]`` and ``b[t]``, bit for bit
+    — in one pass over the rows' non-zeros (parallel over rows for large matrices)."""
+    W = np.ascontiguousarray(W, np.float32)
+    b = np.ascontiguousarray(b, np.float32)
+    rows = np.arange(features.n_rows, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+    out = np.empty((len(rows), W.shape[1]), np.float32)
+    work = features.nnz * len(rows) / max(features.n_rows, 1)
+    (_score_many if work >= PARALLEL_MIN_NNZ else _score_many_serial)(
+        features.indptr, features.compact_indices(), features.indices, features.data, W, b, rows, out)
+    return out
+
+
 def score(features: Features, w: np.ndarray, b: float = 0.0, rows: np.ndarray | None = None,
           out: np.ndarray | None = None) -> np.ndarray:
     """float32 scores ``X[rows] @ w + b`` (all rows when ``rows`` is None): one pass over the
@@ -409,10 +449,13 @@ class CalRanker:
 
     ``candidates``: rows that may be scored, sampled and selected (None: every row; with the
     features' near-duplicate classes, every canonical row). See :func:`candidate_rows`.
+    ``positions``: another ranker's :attr:`position_map` over the same candidates, shared
+    instead of built again (an array over every row).
     """
 
     def __init__(self, features: Features, query: str, *, topic: str = "", thread: str = "all",
-                 candidates: np.ndarray | None = None, params: CalParams = CalParams()) -> None:
+                 candidates: np.ndarray | None = None, params: CalParams = CalParams(),
+                 positions: np.ndarray | None = None) -> None:
         self.features = features
         self.topic = str(topic)
         self.thread = thread
@@ -427,11 +470,19 @@ class CalRanker:
         self._w = np.zeros(features.n_terms, np.float32)
         self._scratch = np.full(features.n_terms, -1, np.int32)
         self._last_cols = np.zeros(0, np.int64)
-        if self.candidates is not None:
+        if self.candidates is not None and positions is not None:
+            self._pos = positions  # shared by the rankers over these candidates (read only)
+        elif self.candidates is not None:
             self._pos = np.full(features.n_rows, -1, np.int32 if features.n_rows < 2**31 else np.int64)
             self._pos[self.candidates] = np.arange(n)
         else:
             self._pos = None
+
+    @property
+    def position_map(self) -> np.ndarray | None:
+        """Candidate position of every row (-1 for rows that are not candidates; None: every row
+        is one), to share with rankers over the same candidates."""
+        return self._pos
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """Candidate positions of rows (-1 for rows that are not candidates)."""
@@ -476,7 +527,20 @@ class CalRanker:
         order) with its existing judgment and does not count towards ``k``. Random negatives come
         from candidates in neither set. ``iteration``: the 1-based iteration number (seeds the
         negatives). ``Batch.new`` marks the passages that need judging.
+
+        The same as :meth:`train`, :func:`score` of its model over the candidates, then
+        :meth:`choose` (which is how several rankers share one scoring pass, :func:`score_many`).
         """
+        fit = self.train(train_rows, train_relevant, skip_rows, iteration, known_rows)
+        t0 = time.perf_counter()
+        sc = score(self.features, fit.w, fit.b, self.candidates, out=self._scores)
+        fit.timings["score"] = time.perf_counter() - t0
+        return self.choose(fit, sc, k)
+
+    def train(self, train_rows: np.ndarray, train_relevant: np.ndarray, skip_rows: np.ndarray, iteration: int,
+              known_rows: np.ndarray | None = None) -> "Fit":
+        """The model of the next batch (see :meth:`next_batch` for the arguments): random
+        negatives drawn, logistic regression fitted; scoring and choosing come after."""
         t0 = time.perf_counter()
         p = self.params
         train_rows = np.asarray(train_rows, np.int64)
@@ -502,8 +566,14 @@ class CalRanker:
                                  n_terms=self.features.n_terms, out=self._w, scratch=self._scratch)
         self._last_cols = cols
         t2 = time.perf_counter()
-        sc = score(self.features, w, b, self.candidates, out=self._scores)
+        return Fit(w=w, b=b, cols=cols, iteration=iteration, skip_pos=skip_pos, known_pos=known_pos, n_train=len(y),
+                   n_relevant=int(y.sum()), n_negatives=len(neg), timings={"prepare": t1 - t0, "fit": t2 - t1})
+
+    def choose(self, fit: "Fit", scores: np.ndarray, k: int) -> Batch:
+        """The batch from the model's ``scores`` over the candidates (modified: skipped rows get
+        -inf): the ``k`` best not skipped, with the encountered known rows among them."""
         t3 = time.perf_counter()
+        sc, skip_pos, known_pos = scores, fit.skip_pos, fit.known_pos
         if len(skip_pos):
             sc[skip_pos] = -np.inf
         sel = select_top(sc, k + len(known_pos), self.features.pids, self.candidates)
@@ -515,12 +585,32 @@ class CalRanker:
                 sel, new = sel[: cut[0] + 1], new[: cut[0] + 1]
         sel_rows = sel if self.candidates is None else self.candidates[sel]
         t4 = time.perf_counter()
+        timings = {**fit.timings, "select": t4 - t3}
+        timings["total"] = sum(timings.values())
         return Batch(
-            topic=self.topic, thread=self.thread, iteration=iteration, rows=sel_rows,
-            pids=self.features.pid_list(sel_rows), scores=sc[sel].copy(), new=new, n_train=len(y),
-            n_relevant=int(y.sum()), n_negatives=len(neg), n_columns=len(cols),
-            timings={"prepare": t1 - t0, "fit": t2 - t1, "score": t3 - t2, "select": t4 - t3, "total": t4 - t0},
+            topic=self.topic, thread=self.thread, iteration=fit.iteration, rows=sel_rows,
+            pids=self.features.pid_list(sel_rows), scores=sc[sel].copy(), new=new, n_train=fit.n_train,
+            n_relevant=fit.n_relevant, n_negatives=fit.n_negatives, n_columns=len(fit.cols), timings=timings,
         )
+
+
+@dataclass
+class Fit:
+    """A ranker's model for its next batch (:meth:`CalRanker.train`): weights ``w`` (nonzero on
+    ``cols`` only), intercept ``b``, and what choosing needs (candidate positions to skip, known
+    positions to encounter)."""
+
+    w: np.ndarray
+    b: float
+    cols: np.ndarray
+    iteration: int
+    skip_pos: np.ndarray
+    known_pos: np.ndarray
+    n_train: int = 0
+    n_relevant: int = 0
+    n_negatives: int = 0
+    timings: dict = field(default_factory=dict)
+    scores: np.ndarray | None = field(default=None, repr=False)
 
 
 def candidate_rows(features: Features, universe: Iterable[str] | pa.Array | None = None) -> np.ndarray | None:
@@ -550,6 +640,9 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     kept = fractional_ids(ids, fraction, seed)
     rows = features.rows_of(kept)
     return np.sort(rows[rows >= 0])
+
+
+_NO_BATCHES = pd.DataFrame(columns=["batch_id", "qid", "thread", "iteration", "kind", "status"])
 
 
 def issue_next_batches(
@@ -593,80 +686,151 @@ def issue_next_batches(
     tdf = store.topics()
     want_topics = None if topics is None else {str(t) for t in topics}
     cand_cache: dict = cache if cache is not None else {}
-    out: list[Batch] = []
-    rows_report = []
-    missing_total = 0
-    for qid, text in zip(tdf["qid"].astype(str), tdf["text"].astype(str)):
-        if want_topics is not None and qid not in want_topics:
+    # every topic's threads and CAL batches in one read each (not a query per topic)
+    all_threads = dict(tuple(store.threads().groupby("qid", sort=False)))
+    cal_all = store.batches(counts=False)
+    cal_all = dict(tuple(cal_all[cal_all["kind"] == "cal"].groupby("qid", sort=False)))
+    states: dict[str, _TopicState] = {}
+    report: dict[tuple[int, int], dict] = {}  # (topic, thread) order -> what happened
+    todo: dict[str, list[tuple[str, int]]] = {}  # thread -> [(topic, iteration)] to compute
+    for ti, (qid, text) in enumerate(zip(tdf["qid"].astype(str), tdf["text"].astype(str))):
+        if want_topics is not None and qid not in want_topics or qid not in all_threads:
             continue
-        th = store.threads(qid)
-        # the topic's log and issued items, read once: each thread's view is a part of them
-        log_all = store.judgments(qid, None)  # every pool and cal judgment (no samples)
-        judged_any = set(log_all["docid"])
-        items = store.issued_items(qid)
-        issued_any = list(dict.fromkeys(items["passage"]))
-        pending = set(issued_any) - judged_any  # issued, not judged yet
-        cal_batches = store.batches(qid)
-        cal_batches = cal_batches[cal_batches["kind"] == "cal"]
-        for thread, state in zip(th["thread"], th["state"]):
+        st = states[qid] = _TopicState.read(store, qid, text, ti, all_threads[qid], cal_all.get(qid, _NO_BATCHES))
+        for thread, state in zip(st.threads["thread"], st.threads["state"]):
             if threads is not None and thread not in threads:
                 continue
+            key = (ti, THREADS.index(thread))
+            mine = st.cal_batches[st.cal_batches["thread"] == thread]
             if state != "active":
-                rows_report.append({"qid": qid, "thread": thread, "action": state, "batch_id": None, "items": 0,
-                                    "encountered": 0})
-                continue
-            mine = cal_batches[cal_batches["thread"] == thread]
-            if not allow_open and len(mine) and mine["status"].iloc[-1] == "open":
-                rows_report.append({"qid": qid, "thread": thread, "action": "waiting", "batch_id": mine["batch_id"].iloc[-1],
-                                    "items": 0, "encountered": 0})
-                continue
-            iteration = len(mine) + 1
-            key = ("candidates", thread, fraction, fraction_seed)
-            if key not in cand_cache:
-                cand_cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
-                                   else candidate_rows(features))
-            cand = cand_cache[key]
-            if thread == "all":  # its view is log_all and issued_any, read above; batches issued and
-                # judgments copied for other threads since then are in ``pending`` or already judged
-                lab = combine_log(log_all, combine=combine)
-                view = set(lab["docid"]) | set(issued_any)
-            else:  # the pool batches and the thread's own: as store.labels / issued_passages(qid, thread)
-                seen = _in_view(log_all["kind"].to_numpy(), log_all["thread"].to_numpy(), thread)
-                lab = combine_log(log_all[seen], combine=combine)
-                mine_items = _in_view(items["kind"].to_numpy(), items["thread"].to_numpy(), thread)
-                view = set(lab["docid"]) | set(items["passage"][mine_items])
-            skip = features.rows_of(sorted(view | pending))
-            known_ids = sorted(judged_any - view)
-            known = features.rows_of(known_ids)
-            rows = features.rows_of(lab["docid"].astype(str).tolist())
-            rel = binarize(lab["grade"].to_numpy(), params.relevant)
-            keep = rows >= 0
-            missing_total += int((~keep).sum())
-            ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params)
-            if cand is not None:
-                keep &= ranker.positions(np.maximum(rows, 0)) >= 0
-            k = batch_size(params, thread, iteration)
-            b = ranker.next_batch(rows[keep], rel[keep], skip[skip >= 0], k, iteration, known_rows=known[known >= 0])
+                report[key] = _row(qid, thread, state)
+            elif not allow_open and len(mine) and mine["status"].iloc[-1] == "open":
+                report[key] = _row(qid, thread, "waiting", mine["batch_id"].iloc[-1])
+            else:
+                todo.setdefault(thread, []).append((qid, len(mine) + 1))
+    missing_total = 0
+    for thread in THREADS:  # thread by thread: a topic's later threads skip what its earlier ones chose
+        if thread not in todo:
+            continue
+        key = ("candidates", thread, fraction, fraction_seed)
+        if key not in cand_cache:
+            cand_cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
+                               else candidate_rows(features))
+        rankers, fits, missing_total = _train_all(features, states, todo[thread], thread, cand_cache, key, params,
+                                                  combine, missing_total)
+        for (qid, iteration), ranker, fit in zip(todo[thread], rankers, fits):
+            st = states[qid]
+            b = ranker.choose(fit, _scores_of(fits, fit, features, ranker.candidates), batch_size(params, thread, iteration))
             if len(b.rows) == 0 or not b.new.any():
-                rows_report.append({"qid": qid, "thread": thread, "action": "exhausted", "batch_id": None, "items": 0,
-                                    "encountered": 0})
+                report[(st.index, THREADS.index(thread))] = _row(qid, thread, "exhausted")
                 continue
+            st.batches.append(b)
+            if not dry_run:  # the topic's next threads skip these (issued in the write pass below)
+                st.pending |= {p_ for p_, n_ in zip(b.pids, b.new.tolist()) if n_}
+    out: list[Batch] = []
+    for qid, st in states.items():  # the writes, topic by topic in thread order (as issued one by one)
+        for b in st.batches:
             enc = [p_ for p_, n_ in zip(b.pids, b.new.tolist()) if not n_]
-            bid = None
             if not dry_run:
-                bid = store.issue_batch(qid, thread, b.pids, kind="cal")
+                b.batch_id = store.issue_batch(qid, b.thread, b.pids, kind="cal")
                 if enc:  # encountered passages bring their judgments into this thread's view
-                    copy = log_all[log_all["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
-                    copy["batch_id"] = bid
+                    copy = st.log[st.log["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
+                    copy["batch_id"] = b.batch_id
                     store.import_judgments(copy, source="encountered")
-                pending |= {p_ for p_, n_ in zip(b.pids, b.new.tolist()) if n_}
-            b.batch_id = bid
             out.append(b)
-            rows_report.append({"qid": qid, "thread": thread, "action": "issued", "batch_id": bid,
-                                "items": int(b.new.sum()), "encountered": len(enc)})
-    report = pd.DataFrame(rows_report, columns=["qid", "thread", "action", "batch_id", "items", "encountered"])
-    report.attrs["judged_passages_not_in_features"] = missing_total
-    return out, report
+            report[(st.index, THREADS.index(b.thread))] = {**_row(qid, b.thread, "issued", b.batch_id),
+                                                          "items": int(b.new.sum()), "encountered": len(enc)}
+    rep = pd.DataFrame([report[k] for k in sorted(report)], columns=["qid", "thread", "action", "batch_id", "items",
+                                                                    "encountered"])
+    rep.attrs["judged_passages_not_in_features"] = missing_total
+    return out, rep
+
+
+def _row(qid: str, thread: str, action: str, batch_id: str | None = None) -> dict:
+    return {"qid": qid, "thread": thread, "action": action, "batch_id": batch_id, "items": 0, "encountered": 0}
+
+
+@dataclass
+class _TopicState:
+    """What :func:`issue_next_batches` reads of one topic, once: its threads, log (pool and CAL
+    judgments), issued items and CAL batches; ``pending`` (issued, not judged) grows with the
+    batches chosen for its threads, which ``batches`` collects."""
+
+    qid: str
+    text: str
+    index: int
+    threads: pd.DataFrame
+    cal_batches: pd.DataFrame
+    log: pd.DataFrame
+    items: pd.DataFrame
+    judged: set
+    issued: list
+    pending: set
+    batches: list = field(default_factory=list)
+
+    @classmethod
+    def read(cls, store, qid: str, text: str, index: int, threads: pd.DataFrame, cal_batches: pd.DataFrame) -> "_TopicState":
+        log = store.judgments(qid, None)  # every pool and cal judgment (no samples)
+        items = store.issued_items(qid)
+        judged = set(log["docid"])
+        issued = list(dict.fromkeys(items["passage"]))
+        return cls(qid, text, index, threads, cal_batches, log, items, judged, issued, set(issued) - judged)
+
+    def view(self, thread: str, combine: Any) -> tuple[pd.DataFrame, set]:
+        """The thread's judged passages (one grade each, judging order) and everything in its
+        view, judged or issued (as ``store.labels`` / ``issued_passages`` for the thread): the
+        pool batches and its own; every batch for ``all``."""
+        if thread == "all":
+            lab = combine_log(self.log, combine=combine)
+            return lab, set(lab["docid"]) | set(self.issued)
+        seen = _in_view(self.log["kind"].to_numpy(), self.log["thread"].to_numpy(), thread)
+        lab = combine_log(self.log[seen], combine=combine)
+        mine = _in_view(self.items["kind"].to_numpy(), self.items["thread"].to_numpy(), thread)
+        return lab, set(lab["docid"]) | set(self.items["passage"][mine])
+
+
+def _train_all(features: Features, states: dict, todo: list, thread: str, cand_cache: dict, key: tuple,
+               params: CalParams, combine: Any, missing_total: int) -> tuple[list, list, int]:
+    """The ranker and trained model of ``thread`` for every (topic, iteration) of ``todo``."""
+    cand = cand_cache[key]
+    rankers, fits = [], []
+    for qid, iteration in todo:
+        st = states[qid]
+        lab, view = st.view(thread, combine)
+        skip = features.rows_of(sorted(view | st.pending))
+        known = features.rows_of(sorted(st.judged - view))
+        rows = features.rows_of(lab["docid"].astype(str).tolist())
+        rel = binarize(lab["grade"].to_numpy(), params.relevant)
+        keep = rows >= 0
+        missing_total += int((~keep).sum())
+        ranker = CalRanker(features, st.text, topic=qid, thread=thread, candidates=cand, params=params,
+                           positions=cand_cache.get(("positions",) + key[1:]))
+        cand_cache[("positions",) + key[1:]] = ranker.position_map
+        if cand is not None:
+            keep &= ranker.positions(np.maximum(rows, 0)) >= 0
+        rankers.append(ranker)
+        fits.append(ranker.train(rows[keep], rel[keep], skip[skip >= 0], iteration, known_rows=known[known >= 0]))
+    return rankers, fits, missing_total
+
+
+SCORE_GROUP = 16  # models scored per pass over the matrix (memory: rows x 16 float32)
+
+
+def _scores_of(fits: list, fit: "Fit", features: Features, candidates: np.ndarray | None) -> np.ndarray:
+    """``fit``'s scores over the candidates: the models of ``fits`` are scored
+    :data:`SCORE_GROUP` at a time in one pass (:func:`score_many`); computed when the first
+    model of a group is asked for, kept on the fits until each takes its column."""
+    i = next(j for j, f in enumerate(fits) if f is fit)
+    if fit.scores is None:
+        group = fits[i: i + SCORE_GROUP]
+        W = np.zeros((features.n_terms, len(group)), np.float32)
+        for t, f in enumerate(group):
+            W[f.cols, t] = f.w[f.cols]
+        many = score_many(features, W, np.array([f.b for f in group], np.float32), candidates)
+        for t, f in enumerate(group):
+            f.scores = np.ascontiguousarray(many[:, t])
+    sc, fit.scores = fit.scores, None
+    return sc
 
 
 def batches_table(batches: Sequence[Batch], *, assessor: str = "", texts: Mapping[str, str] | None = None) -> pa.Table:

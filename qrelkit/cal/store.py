@@ -506,9 +506,10 @@ class JudgingStore:
                            [(bid, i + 1, p) for i, p in enumerate(items)])
         return bid
 
-    def batches(self, topic: str | None = None, thread: str | None = None) -> pd.DataFrame:
+    def batches(self, topic: str | None = None, thread: str | None = None, *, counts: bool = True) -> pd.DataFrame:
         """Issued and registered batches in issue order: ``batch_id, qid, thread, iteration, kind,
-        status, items, judged`` (distinct judged items)."""
+        status, items, judged`` (distinct judged items; without those two with ``counts=False``,
+        which spares a count over every batch's items and judgments)."""
         where, params = [], []
         if topic is not None:
             where.append("b.topic = ?")
@@ -516,10 +517,10 @@ class JudgingStore:
         if thread is not None:
             where.append("b.thread = ?")
             params.append(thread)
-        sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status,"
-               " (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
-               " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM judgments j WHERE j.batch = b.id) AS judged"
-               " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
+        sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status"
+               + (", (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
+                  " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM judgments j WHERE j.batch = b.id) AS judged"
+                  if counts else "") + " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
         df = self._query(sql, params)
         df["iteration"] = df["iteration"].astype("Int64")
         return df
@@ -797,6 +798,10 @@ def combine_log(log: pd.DataFrame, *, combine: Any = "median_high") -> pd.DataFr
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("qid", "docid", "batch_id") else np.int64) for c in cols})
     first = log.drop_duplicates(["qid", "docid"], keep="first")
     if len(first) == len(log):  # one judgment per passage: nothing to combine
+        return first[cols].reset_index(drop=True)
+    if len(log.drop_duplicates(["qid", "docid", "assessor"])) == len(first):
+        # one assessor per passage (its judgment copied into other batches: the same grade, the
+        # store refuses another): every rule gives that grade
         return first[cols].reset_index(drop=True)
     q = combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
     grade = {(a, b): c for a, b, c in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist())}

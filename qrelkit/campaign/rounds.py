@@ -82,7 +82,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
     stop; every CAL batch of these topics without assessors gets its topic's round's."""
     s = ctx.store
     feats = features(ctx)
-    b = s.batches()
+    b = s.batches(counts=False)
     cal = b[b["kind"] == "cal"]
     have = cal.groupby(["qid", "thread"]).size().to_dict()
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -104,12 +104,11 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
         if lost:
             s.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features (not trained on)")
     sync_decisions(ctx)
-    b = s.batches()
+    b = s.batches(counts=False)
     assigned = set(s.assignments()["batch_id"])
     mine = b[(b["kind"] == "cal") & b["qid"].isin(set(topics))]
-    for bid, qid in zip(mine["batch_id"], mine["qid"]):
-        if bid not in assigned:
-            s.assign(bid, ctx.assessors_for(qid, rounds[qid][0]))
+    s.assign_many({bid: ctx.assessors_for(qid, rounds[qid][0])
+                   for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
 
 
 def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str]) -> list[str]:

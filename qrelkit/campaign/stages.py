@@ -38,7 +38,7 @@ from qrelkit.labels.aggregate import VoteRule
 from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
                             pooled_flag, restrict_runs)
 from qrelkit.pooler.protocol import selection_options
-from qrelkit.simulate.oracle import judge_batches
+from qrelkit.simulate.oracle import judge_batches, truth_map
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -203,20 +203,23 @@ class Context:
             return None
         if self.oracle is None:
             return self._waiting(stage, pend)
-        truth = self._oracle_qrels
+        truth = self._oracle_truth
         scale = tuple(self.cfg.get_value("labels", "scale"))
+        answers = []
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
             rows = g[["qid", "docid"]].reset_index(drop=True)
             done = judge_batches(rows, truth, error_rate=float(self.oracle["error_rate"]), scale=scale,
                                  seed=stable_seed(self.oracle["seed"], bid, assessor))
             done["assessor"] = assessor
             done["batch_id"] = bid
-            self.store.import_judgments(done, source=ORACLE_ASSESSOR_SOURCE, scale=scale)
+            answers.append(done)
+        # every answer of this pass in one transaction (each batch's are seeded by the batch alone)
+        self.store.import_judgments(pd.concat(answers, ignore_index=True), source=ORACLE_ASSESSOR_SOURCE, scale=scale)
         return None
 
     @cached_property
-    def _oracle_qrels(self) -> pa.Table:
-        return read_qrels(self.oracle["path"])
+    def _oracle_truth(self) -> dict:
+        return truth_map(read_qrels(self.oracle["path"]))
 
     def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
         texts: dict[str, str] = {}
@@ -369,7 +372,7 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
     """(topic, passage) judged or issued before this stage's batches (ids ending in ``suffix``;
     everything so far when there is none yet): on a resumed run, the same set as on the first
     attempt, whatever got judged since."""
-    b = ctx.store.batches()
+    b = ctx.store.batches(counts=False)
     mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
     before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
     rows = ctx.store.campaign_items()

@@ -241,9 +241,14 @@ class CampaignStore(JudgingStore):
         return batch_id
 
     def assign(self, batch_id: str, assessors: list[str]) -> None:
-        with self.transaction() as db:
-            db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)",
-                           [(batch_id, a, i) for i, a in enumerate(assessors)])
+        self.assign_many({batch_id: assessors})
+
+    def assign_many(self, assessors: Mapping[str, list[str]]) -> None:
+        """Record the assessors of several batches (batch id -> names), in one transaction."""
+        rows = [(b, a, i) for b, names in assessors.items() for i, a in enumerate(names)]
+        if rows:
+            with self.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)", rows)
 
     def assignments(self) -> pd.DataFrame:
         return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"
