@@ -121,14 +121,16 @@ def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str
     apply_stopping(ctx, list(dict.fromkeys(act["qid"])))
     act = _active(ctx, set(ready))
     max_rounds = int(ctx.cfg.get_value("campaign", "max_rounds"))
-    moved = []
+    moved, stopped = [], False
     for q, g in act.groupby("qid", sort=False):
         if rounds[q][0] >= max_rounds:
             for t in g["thread"]:
                 ctx.store.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
+            stopped = True
         else:
             moved.append(q)
-    sync_decisions(ctx)
+    if stopped:
+        sync_decisions(ctx)
     ctx.store.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
     return moved
 
@@ -149,10 +151,13 @@ def stage_cal(ctx: Context) -> dict | Waiting:
             _issue(ctx, rounds, issue)
             store.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
             rounds.update({q: (rounds[q][0], "judge") for q in issue})
-        sync_decisions(ctx)
-        if ctx.oracle is not None:
-            ctx.judge("cal")
-        if _next_rounds(ctx, rounds, set(ctx.owed()["qid"])):
+        else:
+            sync_decisions(ctx)  # (the issue phase syncs)
+        owed = ctx.owed()
+        if ctx.oracle is not None and len(owed):
+            ctx.answer(owed)  # now nothing is owed
+            owed = owed.iloc[:0]
+        if _next_rounds(ctx, rounds, set(owed["qid"])):
             continue
         if not len(_active(ctx)):
             break

@@ -196,13 +196,19 @@ class Context:
         return self.store.pending()
 
     def judge(self, stage: str) -> Waiting | None:
-        """Have every assigned batch judged: by the oracle (one seeded simulated assessor per
-        batch and assessor, one transaction each), else report what is out and write its files."""
+        """Have every assigned batch judged: by the oracle (:meth:`answer`), else report what is
+        out and write its files."""
         pend = self.owed()
         if not len(pend):
             return None
         if self.oracle is None:
             return self._waiting(stage, pend)
+        self.answer(pend)
+        return None
+
+    def answer(self, pend: pd.DataFrame) -> None:
+        """The oracle answers the owed items ``pend`` (:meth:`owed`): one seeded simulated
+        assessor per batch and assessor, every answer in one transaction."""
         truth = self._oracle_truth
         scale = tuple(self.cfg.get_value("labels", "scale"))
         answers = []
@@ -213,9 +219,8 @@ class Context:
             done["assessor"] = assessor
             done["batch_id"] = bid
             answers.append(done)
-        # every answer of this pass in one transaction (each batch's are seeded by the batch alone)
+        # every answer in one transaction (each batch's are seeded by the batch alone)
         self.store.import_judgments(pd.concat(answers, ignore_index=True), source=ORACLE_ASSESSOR_SOURCE, scale=scale)
-        return None
 
     @cached_property
     def _oracle_truth(self) -> dict:
