@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh machine with Python 3.11+:
 #   make demo   - create .venv, install qrelkit, generate a campaign and run the pipeline on it, then the
 #                 same procedure as one campaign (campaign init, run --oracle, report: scripts/campaign-demo.sh)
-#   make test   - create .venv, install qrelkit with test extras, run the test suite
+#   make test   - create .venv, install qrelkit with the test and web extras, run the test suite
 #   make apidocs - the API reference (HTML, from the docstrings, with pdoc) in docs/api/
 PYTHON ?= python3
 VENV   ?= .venv
@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,web]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -31,11 +31,11 @@ test: install
 	$(BIN)/python -m pytest
 
 bench: $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test,bench]"
+	$(BIN)/python -m pip install -q -e ".[test,web,bench]"
 	$(BIN)/python benchmarks/bench_pool.py
 
 apidocs: install
-	$(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/python -m pip install -q -e ".[docs,web]"
 	$(BIN)/python scripts/build_apidocs.py docs/api
 
 clean:

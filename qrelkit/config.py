@@ -257,6 +257,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
             choices=("median_high", "max", "min")),
         Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
     ),
+    "web": _keys(
+        Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
+            "those of the batches assigned to them (an account's --topics still limits what it sees)"),
+    ),
     "dedupe": _keys(
         Key("ngram", "int", 3, "words per shingle", min=1),
         Key("num_perm", "int", 128, "MinHash permutations", min=1),

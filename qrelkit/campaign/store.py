@@ -13,6 +13,8 @@ campaign_topics       qid, screening, screened, screened_relevant, decision, rul
 campaign_assignments  batch, assessor, position: who judges a batch (several assessors per item)
 campaign_state        key, value: the CAL phase and round, the oracle used, ...
 campaign_warnings     seq, stage, message: every warning the runner met (counted in the report)
+campaign_accounts     name, token_hash (SHA-256 of the login token), organizer, topics (JSON),
+                      created, revoked, generation: the web app's accounts (schema version 2)
 ====================  ===========================================================================
 
 Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
@@ -20,19 +22,28 @@ Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from qrelkit.cal.store import JudgingStore
+from qrelkit.cal.store import JudgingStore, sql_filters
 from qrelkit.errors import InputError
 
-CAMPAIGN_SCHEMA_VERSION = 1
+CAMPAIGN_SCHEMA_VERSION = 2  # 2: campaign_accounts
 STORE_NAME = "campaign.db"
+
+#: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
+_ACCOUNTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_accounts (
+    name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, organizer INTEGER NOT NULL, topics TEXT NOT NULL,
+    created TEXT NOT NULL, revoked TEXT, generation INTEGER NOT NULL DEFAULT 1)
+"""
 
 _CAMPAIGN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign_inputs (
@@ -51,8 +62,8 @@ CREATE TABLE IF NOT EXISTS campaign_assignments (
     PRIMARY KEY (batch, assessor));
 CREATE TABLE IF NOT EXISTS campaign_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS campaign_warnings (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message))
-"""
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message));
+""" + _ACCOUNTS_SCHEMA
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -73,7 +84,9 @@ def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int
 
 def _migrate(db, version: int) -> None:
     """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`
-    (version 1 is the first: nothing to migrate yet)."""
+    (each step creates only what is missing, so the steps commute: 1 -> 2 adds campaign_accounts)."""
+    if version < 2:
+        db.execute(_ACCOUNTS_SCHEMA)
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
@@ -199,19 +212,21 @@ class CampaignStore(JudgingStore):
         return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"
                            " campaign_assignments a JOIN batches b ON b.id = a.batch ORDER BY b.seq, a.position")
 
-    def pending(self) -> pd.DataFrame:
+    def pending(self, assessor: str | None = None, topic: str | None = None) -> pd.DataFrame:
         """Items an assigned assessor still owes: ``batch_id, qid, thread, kind, assessor,
-        position, docid`` in issue order. An item judged in another batch of the topic (a CAL
-        batch's encountered passages) is owed by nobody."""
+        position, docid`` in issue order (of one ``assessor`` and one ``topic`` when given). An
+        item judged in another batch of the topic (a CAL batch's encountered passages) is owed by
+        nobody; a retracted judgment is owed again."""
+        where, params = sql_filters({"a.assessor": assessor, "b.topic": topic}, prefix=" AND ")
         return self._query(
             "SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.kind, a.assessor, i.position, i.passage AS docid"
             " FROM campaign_assignments a JOIN batches b ON b.id = a.batch JOIN batch_items i ON i.batch = b.id"
-            " WHERE NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id AND j.passage = i.passage"
-            "                   AND j.assessor = a.assessor)"
-            " AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+            " WHERE NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+            "                   AND j.assessor = a.assessor AND j.batch = b.id)"
+            " AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
             "                 AND j.batch <> b.id AND j.source <> 'encountered'"
             "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
-            " ORDER BY b.seq, a.position, i.position")
+            + "".join(where) + " ORDER BY b.seq, a.position, i.position", params)
 
     def campaign_items(self) -> pd.DataFrame:
         """``batch_id, qid, docid`` of every issued batch item (samples included), in issue order.
@@ -225,9 +240,113 @@ class CampaignStore(JudgingStore):
         the topic: encountered passages whose copied judgments a kill lost (``batch_id, qid, docid``)."""
         return self._query(
             "SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batches b JOIN batch_items i ON i.batch = b.id"
-            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id"
-            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM judgments j JOIN batches x ON x.id = j.batch"
+            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.batch = b.id"
+            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM live_judgments j JOIN batches x ON x.id = j.batch"
             " WHERE j.topic = b.topic AND j.passage = i.passage AND x.seq < b.seq) ORDER BY b.seq, i.position")
+
+    # -- what the web app reads (qrelkit/web) --------------------------------------------------------
+
+    def assigned_topics(self, assessor: str) -> list[str]:
+        """The topics of the batches assigned to ``assessor``, in topic order."""
+        rows = self._db.execute("SELECT DISTINCT b.topic FROM campaign_assignments a JOIN batches b ON b.id = a.batch"
+                                " WHERE a.assessor = ?", (str(assessor),)).fetchall()
+        found = {str(r[0]) for r in rows}
+        return [q for q in self.topics()["qid"] if q in found]
+
+    def assignment(self, batch_id: str, assessor: str) -> dict | None:
+        """Batch ``batch_id`` if it is assigned to ``assessor``: ``qid, kind, status, items``
+        (its passages in position order); else None."""
+        row = self._db.execute("SELECT b.topic, b.kind, b.status FROM campaign_assignments a JOIN batches b ON b.id = a.batch"
+                               " WHERE a.batch = ? AND a.assessor = ?", (str(batch_id), str(assessor))).fetchone()
+        if row is None:
+            return None
+        items = [r[0] for r in self._db.execute("SELECT passage FROM batch_items WHERE batch = ? ORDER BY position",
+                                                (str(batch_id),))]
+        return {"qid": str(row[0]), "kind": row[1], "status": row[2], "items": items}
+
+    def assessor_grades(self, assessor: str, *, topic: str | None = None, batch: str | None = None) -> pd.DataFrame:
+        """The judgments in force of ``assessor`` (of ``topic``/``batch`` when given), in log
+        order: ``qid, docid, batch_id, grade, source``."""
+        where, params = sql_filters({"assessor": assessor, "topic": topic, "batch": batch})
+        return self._query("SELECT topic AS qid, passage AS docid, batch AS batch_id, grade, source FROM live_judgments"
+                           " WHERE " + " AND ".join(where) + " ORDER BY seq", params)
+
+    def judged_counts(self, exclude_sources: Iterable[str] = ()) -> dict[str, int]:
+        """Judgments in force per assessor, leaving out those of the given sources."""
+        ex = list(exclude_sources)
+        sql = "SELECT assessor, COUNT(*) FROM live_judgments"
+        if ex:
+            sql += f" WHERE source NOT IN ({', '.join('?' * len(ex))})"
+        return {str(a): int(n) for a, n in self._db.execute(sql + " GROUP BY assessor", ex).fetchall()}
+
+    def schema_versions(self) -> dict[str, int]:
+        """``schema_version`` (the judging store's) and ``campaign_schema_version``."""
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        return {k: int(meta.get(k, 0)) for k in ("schema_version", "campaign_schema_version")}
+
+    # -- the web app's accounts (qrelkit/web, docs/web.md) ------------------------------------------
+
+    _ACCOUNT_COLUMNS = "name, organizer, topics, created, revoked, generation"
+
+    def _account(self, row) -> dict | None:
+        if row is None:
+            return None
+        return {"name": row[0], "organizer": bool(row[1]), "topics": json.loads(row[2]), "created": row[3],
+                "revoked": row[4], "generation": int(row[5])}
+
+    def add_account(self, name: str, token_hash: str, *, organizer: bool = False, topics: Iterable[str] = ()) -> dict:
+        """Record an account with the SHA-256 of its login token (the token itself is never
+        stored). An active account of that name is ``[assessor-exists]``; a revoked one is
+        given the new token and comes back with its sessions' generation moved on."""
+        tops = [str(t) for t in topics]
+        with self.transaction() as db:
+            row = db.execute("SELECT revoked, generation FROM campaign_accounts WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] is None:
+                raise InputError("assessor-exists", f"account {name!r} exists; revoke it first to issue a new link",
+                                 file=str(self.path))
+            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            if row is None:
+                db.execute("INSERT INTO campaign_accounts VALUES (?, ?, ?, ?, ?, NULL, 1)",
+                           (name, token_hash, int(organizer), json.dumps(tops), now))
+            else:
+                db.execute("UPDATE campaign_accounts SET token_hash = ?, organizer = ?, topics = ?, created = ?,"
+                           " revoked = NULL, generation = generation + 1 WHERE name = ?",
+                           (token_hash, int(organizer), json.dumps(tops), now, name))
+        return self.account(name)
+
+    def revoke_account(self, name: str) -> dict:
+        """Revoke an account: its link and every session of it stop working at once
+        (``[unknown-assessor]`` when there is no such account)."""
+        with self.transaction() as db:
+            cur = db.execute("UPDATE campaign_accounts SET revoked = COALESCE(revoked, ?), generation = generation + 1"
+                             " WHERE name = ?", (_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), name))
+            if cur.rowcount == 0:
+                raise InputError("unknown-assessor", f"no account {name!r} in this campaign", file=str(self.path))
+        return self.account(name)
+
+    def account(self, name: str) -> dict | None:
+        """The account ``name`` (revoked or not): ``name, organizer, topics, created, revoked,
+        generation``; None when there is none."""
+        return self._account(self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts WHERE name = ?",
+                                              (name,)).fetchone())
+
+    def account_by_token(self, token_hash: str) -> dict | None:
+        """The active account whose login token has this SHA-256, or None."""
+        return self._account(self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts"
+                                              " WHERE token_hash = ? AND revoked IS NULL", (token_hash,)).fetchone())
+
+    def accounts(self) -> list[dict]:
+        """Every account, by name (no token hashes)."""
+        rows = self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts ORDER BY name").fetchall()
+        return [self._account(r) for r in rows]
+
+    def web_secret(self) -> str:
+        """The campaign's secret for signing web sessions: made once (random, 256 bits), kept in
+        the store, never in a file of the repository."""
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO campaign_state VALUES ('web_secret', ?)",
+                       (json.dumps(secrets.token_urlsafe(32)),))
+            return json.loads(db.execute("SELECT value FROM campaign_state WHERE key = 'web_secret'").fetchone()[0])
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:

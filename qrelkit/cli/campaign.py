@@ -1,8 +1,10 @@
-"""``qrelkit campaign``: init | run | import | status | report — a thin roof over
-:class:`qrelkit.campaign.Campaign`."""
+"""``qrelkit campaign``: init | run | import | status | report | assessor add/revoke/list — a thin
+roof over :class:`qrelkit.campaign.Campaign` (and the web app's accounts,
+:mod:`qrelkit.campaign.accounts`)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -123,3 +125,66 @@ def report(
         raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))
     written = Campaign(directory).report(output)
     common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))
+
+
+assessor_app = typer.Typer(help="Accounts of the campaign's web app (qrelkit serve): login links for assessors "
+                           "and organizers.", no_args_is_help=True)
+app.add_typer(assessor_app, name="assessor")
+
+
+@assessor_app.command("add")
+def assessor_add(
+    directory: Path = DirArg,
+    name: str = typer.Argument(..., help="The account name (judgments are recorded under it)."),
+    topics: Optional[str] = typer.Option(None, "--topics", help="Comma-separated topics this account may see (default: "
+                                         "its assigned ones)."),
+    organizer: bool = typer.Option(False, "--organizer", help="An organizer account (status, agreement, report, export)."),
+    base_url: str = typer.Option("http://127.0.0.1:8765", "--base-url", help="Where assessors reach the server (the "
+                                 "link's start; behind a reverse proxy, its public address)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Create an account and print its login link (on stdout, once: only the SHA-256 of its
+    token is stored). An active account is never re-created: revoke it first for a new link."""
+    common.check_io(stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import add_account  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    acc = add_account(directory, name, topics=(topics or "").split(",") if topics else None, organizer=organizer,
+                      base_url=base_url)
+    if as_json:
+        common.emit(acc, True)
+        return
+    sys.stdout.write(acc["link"] + "\n")
+    common.stderr.print(f"{'organizer' if acc['organizer'] else 'assessor'} {name}: give them the link above (it is "
+                        "shown only now)", markup=False, highlight=False)
+
+
+@assessor_app.command("revoke")
+def assessor_revoke(
+    directory: Path = DirArg,
+    name: str = typer.Argument(..., help="The account to revoke."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Revoke an account: its link and every session of it stop working at once."""
+    common.check_io(stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import revoke_account  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    acc = revoke_account(directory, name)
+    common.emit(acc, as_json, f"account {name} revoked at {acc['revoked']}")
+
+
+@assessor_app.command("list")
+def assessor_list(
+    directory: Path = DirArg,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """The accounts: name, organizer, topics, created, revoked (never their tokens)."""
+    common.check_io(read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import list_accounts  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    accs = list_accounts(directory)
+    if as_json:
+        common.emit({"accounts": accs}, True)
+        return
+    df = pd.DataFrame(accs, columns=["name", "organizer", "topics", "created", "revoked", "generation"])
+    df["topics"] = [",".join(t) for t in df["topics"]]
+    common.print_table(df, title=f"accounts of {directory}")
