@@ -60,8 +60,8 @@ class Account:
 
 
 class PassageTexts:
-    """Passage texts from the corpus, cached: a miss reads the corpus once for every passage
-    still owed in the campaign (the next ones any assessor will see), not for one passage."""
+    """Passage texts from the corpus, cached: a miss reads the corpus once for the passage and
+    the next ones of the queue it came from (up to 200), not once per passage."""
 
     def __init__(self, corpus: str | os.PathLike, limit: int = 200_000) -> None:
         self.corpus = corpus
