@@ -214,6 +214,11 @@ def test_topic_page_escapes_every_text(web):
     for g, name in [(0, "Irrelevant"), (1, "Related"), (2, "Highly relevant"), (3, "Perfectly relevant")]:
         assert re.search(rf'id="grade-{g}"[^>]*data-key="{g}">\s*<kbd>{g}</kbd> {name}', page)
     assert 'src="/static/judge.js"' in page
+    # a JSONL topics file's description and narrative, escaped too
+    web.app.state.service.details = {"1001": {"description": "<i>what</i> is asked", "narrative": "only <u>this</u>"}}
+    page = p.c.get("/topics/1001").text
+    assert re.search(r'id="topic-description"><b>Description.</b> &lt;i&gt;what&lt;/i&gt; is asked<', page)
+    assert re.search(r'id="topic-narrative"><b>Narrative.</b> only &lt;u&gt;this&lt;/u&gt;<', page)
     js = p.c.get("/static/judge.js")
     assert js.status_code == 200 and "keydown" in js.text
 
@@ -487,3 +492,18 @@ def test_a_version_1_judging_store_is_migrated_and_undo_works(camp):
         assert p.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=2).status_code == 200
         assert p.post("/api/topics/1001/undo").status_code == 200
         assert w.main.get("/healthz").json()["schema_version"] == 2
+
+
+def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):
+    from qrelkit.web import Advancer
+
+    def boom(directory):
+        raise RuntimeError("the corpus moved")
+    app = create_app(camp, advancer=Advancer(camp, advance=boom))
+    with TestClient(app) as c:
+        assert app.state.service.advancer.wait_idle(60)
+        h = c.get("/healthz").json()
+        assert h["runner"] == "idle" and h["runner_error"] == "RuntimeError: the corpus moved"
+        acc = add_account(camp, "boss", organizer=True)
+        c.get("/login/" + acc["link"].rsplit("/", 1)[1])
+        assert "last run failed: RuntimeError: the corpus moved" in c.get("/organizer").text

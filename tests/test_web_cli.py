@@ -51,7 +51,9 @@ def test_add_prints_a_link_once_and_stores_only_its_hash(camp, capsys):
     assert run(["campaign", "assessor", "add", str(camp), "ann", "--topics", "1001"]) == 0
     out, err = capsys.readouterr()
     m = re.fullmatch(r"http://127\.0\.0\.1:8765/login/(?P<token>[A-Za-z0-9_-]{43})\n", out)
-    assert m and "shown only now" in err
+    assert m and "shown only now" in err and "not among the protocol's assessors" in err  # the DL protocol: A01..A04
+    assert run(["campaign", "assessor", "add", str(camp), "A01"]) == 0
+    assert "not among" not in capsys.readouterr().err
     with open_campaign_store(camp) as s:
         dump = "\n".join(s._db.iterdump())
         assert m["token"] not in dump
@@ -60,6 +62,7 @@ def test_add_prints_a_link_once_and_stores_only_its_hash(camp, capsys):
                 "https://judge.example.org/qk/", "--json"]) == 0
     acc = json.loads(capsys.readouterr().out)
     assert acc["organizer"] is True and acc["link"].startswith("https://judge.example.org/qk/login/")
+    assert acc["assessor"] is False and acc["assessors"] == ["A01", "A02", "A03", "A04"]
 
 
 def test_add_refusals(camp, capsys, tmp_path):

@@ -16,6 +16,7 @@ import secrets
 from urllib.parse import urlsplit
 
 from qrelkit.campaign.store import open_campaign_store
+from qrelkit.config import load_config
 from qrelkit.errors import InputError
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
@@ -47,8 +48,10 @@ def check_base_url(base_url: str) -> str:
 def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | None = None, organizer: bool = False,
                 base_url: str = DEFAULT_BASE_URL) -> dict:
     """Create the account ``name`` in the campaign at ``directory`` and return it with its login
-    ``link`` (``BASE_URL/login/TOKEN``; the token is ``secrets.token_urlsafe(32)``). ``topics``
-    limits the topics the account sees (they must be the campaign's; ``[unknown-topic]``)."""
+    ``link`` (``BASE_URL/login/TOKEN``; the token is ``secrets.token_urlsafe(32)``), ``assessor``
+    (whether ``name`` is one of the protocol's ``[campaign] assessors``, the names batches are
+    assigned to) and those ``assessors``. ``topics`` limits the topics the account sees (they
+    must be the campaign's; ``[unknown-topic]``)."""
     check_name(name)
     base = check_base_url(base_url)
     with open_campaign_store(directory) as store:
@@ -58,9 +61,12 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
         if missing:
             raise InputError("unknown-topic", f"topic(s) {', '.join(missing)} are not in this campaign",
                              file=str(directory))
+        paths = store.get_state("paths") or {}
+        cfg = load_config(paths.get("config"), store.get_state("overrides", {}))
         token = secrets.token_urlsafe(32)
         acc = store.add_account(name, token_hash(token), organizer=organizer, topics=wanted)
-    return {**acc, "link": f"{base}{LOGIN_PATH}{token}"}
+    assessors = list(cfg.get_value("campaign", "assessors"))
+    return {**acc, "link": f"{base}{LOGIN_PATH}{token}", "assessor": name in assessors, "assessors": assessors}
 
 
 def revoke_account(directory: str | os.PathLike, name: str) -> dict:

@@ -102,8 +102,8 @@ class _Web:
     async def login(self, request: Request) -> Response:
         acc = await run_in_threadpool(self.svc.login, request.path_params["token"])
         _, cookie = self.sessions.new(acc.name, acc.generation)
-        resp = RedirectResponse("/organizer" if acc.organizer and not self.svc.visible_topics(acc) else "/",
-                                status_code=303)
+        topics = await run_in_threadpool(self.svc.visible_topics, acc)
+        resp = RedirectResponse("/organizer" if acc.organizer and not topics else "/", status_code=303)
         resp.set_cookie(COOKIE, cookie, max_age=MAX_AGE, httponly=True, samesite="lax",
                         secure=request.url.scheme == "https", path="/")
         return resp
