@@ -286,12 +286,10 @@ class CampaignService:
         self._check_item(acc, qid, batch_id, docid)
         g = self.parse_grade(grade)
         s = self.store()
-        g0 = s.assessor_grades(acc.name, topic=qid, batch=batch_id)
-        g0 = g0[g0["docid"] == docid]
-        mine = (int(g0["grade"].iat[0]),) if len(g0) else None
-        if mine is None:
-            owed = s.pending(acc.name, qid)
-            if not ((owed["batch_id"] == batch_id) & (owed["docid"] == docid)).any():
+        owed = s.pending(acc.name, qid)  # read before one's own grades: a judgment by another tab in between is seen
+        if not ((owed["batch_id"] == batch_id) & (owed["docid"] == docid)).any():
+            mine = s.assessor_grades(acc.name, topic=qid, batch=batch_id)
+            if not (mine["docid"] == docid).any():
                 raise WebError(409, f"passage {docid} of batch {batch_id} is no longer asked for (judged in an earlier "
                                     "batch); reload the page")
         df = pd.DataFrame({"qid": [qid], "docid": [docid], "assessor": [acc.name], "grade": [g], "batch_id": [batch_id]})
@@ -347,16 +345,17 @@ class CampaignService:
         :meth:`qrelkit.cal.store.JudgingStore.retract`) and put its passage first in the queue.
         Refused (409) while the runner works, and once the runner has used the judgment."""
         self.check_topic(acc, qid)
-        last = self.undo_target(acc, qid)
-        if last is None:
-            raise WebError(409, "nothing to undo on this topic")
-        if not self.advancer.lock.acquire(blocking=False):
+        if not self.advancer.lock.acquire(timeout=0.5):
             raise WebError(409, "the next batch is being computed: try the undo again in a moment")
-        try:
+        try:  # under the runner's lock: nothing uses the judgment between the check and the retraction
+            last = self.undo_target(acc, qid)
+            if last is None:
+                raise WebError(409, "nothing to undo on this topic")
             why = self._used(qid, last)
             if why:
                 raise WebError(409, f"that judgment can no longer be undone: {why}")
-            self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE)
+            if self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
+                raise WebError(409, "nothing to undo on this topic")
         finally:
             self.advancer.lock.release()
         with self._skip_lock:
