@@ -9,6 +9,7 @@ calls their public functions and keeps the state.
 
 from qrelkit.campaign.runner import REQUIRED, STAGES, STATUS_COLUMNS, Campaign, status_table
 from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, CampaignStore, open_campaign_store
+from qrelkit.campaign.accounts import add_account, list_accounts, revoke_account, token_hash
 
 __all__ = ["Campaign", "CampaignStore", "CAMPAIGN_SCHEMA_VERSION", "REQUIRED", "STAGES", "STATUS_COLUMNS",
-           "open_campaign_store", "status_table"]
+           "add_account", "list_accounts", "open_campaign_store", "revoke_account", "status_table", "token_hash"]
