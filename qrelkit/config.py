@@ -259,7 +259,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     ),
     "web": _keys(
         Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
-            "those of the batches assigned to them (an account's --topics still limits what it sees)"),
+            "those of their batches, and may take a topic's places held by assessors without an account"),
     ),
     "dedupe": _keys(
         Key("ngram", "int", 3, "words per shingle", min=1),

@@ -458,13 +458,33 @@ def test_final_qrels_are_exported_once_the_qrels_stage_is_done(web, truth):
     assert boss.c.get("/organizer/qrels?kind=expanded").content == (web.camp / "qrels-expanded.txt").read_bytes()
 
 
-def test_free_topic_choice_shows_every_topic(sim, tmp_path):
+def test_free_topic_choice_lists_every_topic_and_one_takes_an_unstaffed_one(sim, tmp_path, truth):
     camp = _init(sim, tmp_path / "free", CONFIG + "[web]\nfree_topic_choice = true\n")
     with Web(camp) as w:
-        ann = w.client("ann")
+        ann, cat = w.client("ann"), w.client("cat")  # bob has no account
         assert [t["qid"] for t in ann.c.get("/api/topics").json()["topics"]] == ["1001", "1002", "1003"]
-        v = ann.topic("1002")  # not ann's batches: nothing for her to judge there
-        assert v["item"] is None and v["state"] == "waiting"
+        v = ann.topic("1002")  # bob's and cat's topic: bob's place is free
+        assert v["item"] is None and v["state"] == "free" and v["can_take"]
+        assert 'id="take-button"' in ann.c.get("/topics/1002").text
+        assert cat.topic("1001")["state"] == "free"  # ann and bob's: bob's place
+        r = ann.post("/api/topics/1002/take")
+        assert r.status_code == 200 and r.json() == {"qid": "1002", "status": "taken", "batches": 1}
+        assert ann.post("/api/topics/1002/take").status_code == 409  # ann has it; cat has an account
+        assert ann.topic("1002")["item"]["batch_id"] == "1002/screen"
+        with open_campaign_store(camp) as s:
+            a = s.assignments()
+            assert sorted(a.loc[a["batch_id"] == "1002/screen", "assessor"]) == ["ann", "cat"]
+            s.issue_assigned("1002", ["p-new"], "1002/extra", ["bob", "cat"])  # as the runner would, later
+        assert w.app.state.service.apply_claims() == 1
+        with open_campaign_store(camp) as s:
+            a = s.assignments()
+            assert sorted(a.loc[a["batch_id"] == "1002/extra", "assessor"]) == ["ann", "cat"]
+        assert ann.judge_all("1002", truth) == 5
+
+
+def test_take_needs_free_topic_choice(web):
+    ann = web.client("ann")
+    assert ann.post("/api/topics/1001/take").status_code == 404
 
 
 def test_a_version_1_campaign_store_gets_the_accounts_table(camp):

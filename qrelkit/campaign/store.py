@@ -271,6 +271,17 @@ class CampaignStore(JudgingStore):
         return self._query("SELECT topic AS qid, passage AS docid, batch AS batch_id, grade, source FROM live_judgments"
                            " WHERE " + " AND ".join(where) + " ORDER BY seq", params)
 
+    def reassign(self, batch_id: str, old: str, new: str) -> bool:
+        """Give ``old``'s place among the assessors of batch ``batch_id`` to ``new`` (one
+        transaction), unless ``new`` is one of them already or ``old`` judged in it; returns
+        whether it did."""
+        with self.transaction() as db:
+            cur = db.execute("UPDATE campaign_assignments SET assessor = ? WHERE batch = ? AND assessor = ? AND NOT EXISTS"
+                             " (SELECT 1 FROM campaign_assignments x WHERE x.batch = ? AND x.assessor = ?) AND NOT EXISTS"
+                             " (SELECT 1 FROM live_judgments j WHERE j.batch = ? AND j.assessor = ?)",
+                             (str(new), str(batch_id), str(old), str(batch_id), str(new), str(batch_id), str(old)))
+            return cur.rowcount > 0
+
     def judged_counts(self, exclude_sources: Iterable[str] = ()) -> dict[str, int]:
         """Judgments in force per assessor, leaving out those of the given sources."""
         ex = list(exclude_sources)

@@ -129,7 +129,7 @@ class _Web:
         return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names())
 
     async def act(self, request: Request) -> Response:
-        """POST /topics/{qid}/{judge|undo|skip} (forms) and /api/topics/{qid}/{judgments|undo|skip}."""
+        """POST /topics/{qid}/{judge|undo|skip|take} (forms) and /api/topics/{qid}/{judgments|undo|skip|take}."""
         acc, sess, data = await self.auth(request, post=True)
         qid, action = request.path_params["qid"], request.path_params["action"]
         if action in ("judge", "judgments"):
@@ -137,6 +137,8 @@ class _Web:
                                           self.field(data, "grade"), sess.sid)
         elif action == "undo":
             res = await run_in_threadpool(self.svc.undo, acc, qid, sess.sid)
+        elif action == "take":
+            res = await run_in_threadpool(self.svc.take, acc, qid)
         elif action == "skip":
             res = await run_in_threadpool(self.svc.skip, acc, qid, self.field(data, "batch_id"),
                                           self.field(data, "docid"), sess.sid)

@@ -108,6 +108,7 @@ class CampaignService:
         self.relevant = [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
         self.free_choice = bool(self.cfg.get_value("web", "free_topic_choice"))
         self.advancer = advancer or Advancer(self.dir)
+        self.advancer.after = self.apply_claims
         self._skips: dict[str, list[tuple[str, str]]] = {}
         self._front: dict[str, tuple[str, str]] = {}
         self._skip_lock = threading.Lock()
@@ -196,6 +197,57 @@ class CampaignService:
         return [{"qid": q, "query": self.topic_text.get(q, ""), "owed": int(by_topic.get(q, 0)),
                  "judged": int(mine.get(q, 0)), "decision": dec.get(q)} for q in self.visible_topics(acc)]
 
+    # -- free topic choice: taking over a topic from an assessor without an account ---------------
+
+    def _takeable(self, acc: Account, qid: str) -> list[tuple[str, str]]:
+        """(batch, assessor) places on topic ``qid`` that ``acc`` may take: assessors with no
+        active account who still owe items there, in batches ``acc`` is not an assessor of."""
+        s = self.store()
+        staffed = {a["name"] for a in s.accounts() if a["revoked"] is None}
+        pend = s.pending(None, qid)
+        a = s.assignments()
+        mine = set(a.loc[a["assessor"] == acc.name, "batch_id"])
+        out = []
+        for bid, who in dict.fromkeys(zip(pend["batch_id"], pend["assessor"])):
+            if who not in staffed and bid not in mine and who != acc.name:
+                out.append((str(bid), str(who)))
+                mine.add(bid)
+        return out
+
+    def take(self, acc: Account, qid: str) -> dict[str, Any]:
+        """With ``[web] free_topic_choice``: ``acc`` takes the places on topic ``qid`` of
+        assessors who have no account (their open batches, and the topic's later batches as the
+        runner issues them: the claim is kept in the store). 409 when there is none to take."""
+        if not self.free_choice:
+            raise WebError(404, "topics are assigned in this campaign ([web] free_topic_choice is off)")
+        self.check_topic(acc, qid)
+        with self.advancer.lock:
+            places = self._takeable(acc, qid)
+            if not places:
+                raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
+            s = self.store()
+            claims = s.get_state("web_claims", [])
+            for _, who in places:
+                if [qid, who, acc.name] not in claims:
+                    claims.append([qid, who, acc.name])
+            s.set_state(web_claims=claims)
+            taken = sum(s.reassign(bid, who, acc.name) for bid, who in places)
+        return {"qid": qid, "status": "taken", "batches": int(taken)}
+
+    def apply_claims(self) -> int:
+        """Move the places of claimed topics' new batches to their claimers (after each run of
+        the runner, which assigns batches to the protocol's names); returns how many moved."""
+        s = self.store()
+        claims = s.get_state("web_claims", [])
+        if not claims:
+            return 0
+        a = s.assignments()
+        moved = 0
+        for qid, who, to in claims:
+            for bid in a.loc[(a["qid"] == qid) & (a["assessor"] == who), "batch_id"]:
+                moved += s.reassign(bid, who, to)
+        return moved
+
     # -- the queue of one assessor on one topic ----------------------------------------------------
 
     def _queue(self, acc: Account, qid: str, session: str) -> list[tuple[str, str]]:
@@ -222,7 +274,8 @@ class CampaignService:
         queue = self._queue(acc, qid, session)
         out: dict[str, Any] = {"qid": qid, "query": self.topic_text.get(qid, ""), **self.details.get(qid, {}),
                                "status": self.topic_status(qid), "owed": len(queue), "item": None,
-                               "computing": self.advancer.busy, "undo": self.undo_target(acc, qid) is not None}
+                               "computing": self.advancer.busy, "undo": self.undo_target(acc, qid) is not None,
+                               "can_take": False}
         if queue:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
@@ -233,6 +286,8 @@ class CampaignService:
             out["state"] = "judging"
         elif out["status"]["decision"]:
             out["state"] = "decided"
+        elif self.free_choice and self._takeable(acc, qid):
+            out["state"], out["can_take"] = "free", True
         elif out["computing"]:
             out["state"] = "computing"
         else:

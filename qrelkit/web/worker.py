@@ -30,11 +30,13 @@ class Advancer:
     """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
     runner (an undo) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
-    message of the last run that failed (None after a run that did not)."""
+    message of the last run that failed (None after a run that did not); ``after``, if set, is
+    called after each successful run, still under the lock."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] = advance_campaign) -> None:
         self.dir = Path(directory)
         self.advance = advance
+        self.after: Callable[[], object] | None = None  # called after each run, under the lock (topic claims)
         self.lock = threading.Lock()
         self.state = IDLE
         self.last_error: str | None = None
@@ -102,6 +104,8 @@ class Advancer:
             try:
                 self.last_result = self.advance(self.dir)
                 self.last_error = None
+                if self.after is not None:
+                    self.after()
             except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("advancing the campaign failed")
