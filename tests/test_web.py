@@ -408,7 +408,7 @@ def test_healthz(web):
     h = web.main.get("/healthz")
     assert h.status_code == 200
     d = h.json()
-    assert d["status"] == "ok" and d["schema_version"] == 2 and d["campaign_schema_version"] == 2
+    assert d["status"] == "ok" and d["schema_version"] == 2 and d["campaign_schema_version"] == 3
     assert d["stages_done"] == ["validate", "select", "pool"] and d["topics"] == 3 and d["topics_decided"] == 0
     assert d["batches_out"] == 3 and d["runner"] == "idle"
 
@@ -492,7 +492,7 @@ def test_a_version_1_campaign_store_gets_the_accounts_table(camp):
         s._db.execute("DROP TABLE campaign_accounts")
         s._db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 2 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == 3 and s.accounts() == []
     acc = add_account(camp, "ann")
     assert acc["name"] == "ann" and acc["generation"] == 1
 

@@ -15,7 +15,17 @@ campaign_state        key, value: the CAL phase and round, the oracle used, ...
 campaign_warnings     seq, stage, message: every warning the runner met (counted in the report)
 campaign_accounts     name, token_hash (SHA-256 of the login token), organizer, topics (JSON),
                       created, revoked, generation: the web app's accounts (schema version 2)
+campaign_pref_tasks   task_id, slot and the other columns of the preference protocol's task
+                      table (:data:`qrelkit.prefs.TASK_SCHEMA`; ``exclude_workers`` as JSON):
+                      the crowd tasks answered in the web app (schema version 3)
+campaign_pref_assign  task_id, assessor, position: who answers a preference task (version 3)
+campaign_pref_answers seq, task_id, slot, assessor, choice (left|right), answered (UTC time):
+                      one row per answer, never updated (version 3)
 ====================  ===========================================================================
+
+Schema history: 1 (first); 2 adds ``campaign_accounts``; 3 adds the preference tables. Each
+migration step creates only what is missing (``CREATE TABLE IF NOT EXISTS``), so the steps of
+branches that bumped the version in parallel merge as consecutive versions.
 
 Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
 """
@@ -35,7 +45,7 @@ import pandas as pd
 from qrelkit.cal.store import JudgingStore, sql_filters
 from qrelkit.errors import InputError
 
-CAMPAIGN_SCHEMA_VERSION = 2  # 2: campaign_accounts
+CAMPAIGN_SCHEMA_VERSION = 3  # 2: campaign_accounts; 3: campaign_pref_tasks, _assign, _answers
 STORE_NAME = "campaign.db"
 
 #: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
@@ -43,6 +53,21 @@ _ACCOUNTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign_accounts (
     name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, organizer INTEGER NOT NULL, topics TEXT NOT NULL,
     created TEXT NOT NULL, revoked TEXT, generation INTEGER NOT NULL DEFAULT 1)
+"""
+
+#: version 3: the preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md)
+_PREFS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_pref_tasks (
+    task_id TEXT NOT NULL, slot INTEGER NOT NULL, qid TEXT NOT NULL, query TEXT NOT NULL, kind TEXT NOT NULL,
+    pair_id TEXT NOT NULL, doc_a TEXT NOT NULL, doc_b TEXT NOT NULL, left_docid TEXT NOT NULL,
+    right_docid TEXT NOT NULL, left_text TEXT NOT NULL, right_text TEXT NOT NULL, expected TEXT, offtopic_qid TEXT,
+    exclude_workers TEXT NOT NULL, PRIMARY KEY (task_id, slot));
+CREATE TABLE IF NOT EXISTS campaign_pref_assign (
+    task_id TEXT NOT NULL, assessor TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (task_id, assessor));
+CREATE TABLE IF NOT EXISTS campaign_pref_answers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, slot INTEGER NOT NULL, assessor TEXT NOT NULL,
+    choice TEXT NOT NULL CHECK (choice IN ('left', 'right')), answered TEXT NOT NULL,
+    UNIQUE (task_id, slot, assessor), FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))
 """
 
 _CAMPAIGN_SCHEMA = """
@@ -63,7 +88,7 @@ CREATE TABLE IF NOT EXISTS campaign_assignments (
 CREATE TABLE IF NOT EXISTS campaign_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS campaign_warnings (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message));
-""" + _ACCOUNTS_SCHEMA
+""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -84,9 +109,13 @@ def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int
 
 def _migrate(db, version: int) -> None:
     """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`
-    (each step creates only what is missing, so the steps commute: 1 -> 2 adds campaign_accounts)."""
+    (each step creates only what is missing, so the steps commute: 1 -> 2 adds campaign_accounts,
+    2 -> 3 the preference tables)."""
     if version < 2:
         db.execute(_ACCOUNTS_SCHEMA)
+    if version < 3:
+        for stmt in _PREFS_SCHEMA.split(";\n"):
+            db.execute(stmt)
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
@@ -358,6 +387,88 @@ class CampaignStore(JudgingStore):
             db.execute("INSERT OR IGNORE INTO campaign_state VALUES ('web_secret', ?)",
                        (json.dumps(secrets.token_urlsafe(32)),))
             return json.loads(db.execute("SELECT value FROM campaign_state WHERE key = 'web_secret'").fetchone()[0])
+
+    # -- preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md) -----------
+
+    _PREF_COLUMNS = ("task_id", "slot", "qid", "query", "kind", "pair_id", "doc_a", "doc_b", "left_docid", "right_docid",
+                     "left_text", "right_text", "expected", "offtopic_qid", "exclude_workers")
+
+    def add_pref_tasks(self, tasks: pd.DataFrame, assignments: Mapping[str, list[str]]) -> int:
+        """Store preference tasks (rows of :data:`qrelkit.prefs.TASK_SCHEMA`) and their assessors
+        (``task_id -> names``) in one transaction; a task id already stored is ``[tasks-exist]``
+        and nothing is written. Returns the number of tasks stored."""
+        rows = []
+        for r in tasks[list(self._PREF_COLUMNS)].itertuples(index=False):
+            d = r._asdict()
+            d["slot"] = int(d["slot"])
+            d["exclude_workers"] = json.dumps(sorted(str(w) for w in (d["exclude_workers"] or [])))
+            for c in ("expected", "offtopic_qid"):
+                d[c] = None if d[c] is None or pd.isna(d[c]) or d[c] == "" else str(d[c])
+            rows.append(tuple(d[c] for c in self._PREF_COLUMNS))
+        ids = list(dict.fromkeys(str(t) for t in tasks["task_id"]))
+        with self.transaction() as db:
+            for t in ids:
+                if db.execute("SELECT 1 FROM campaign_pref_tasks WHERE task_id = ?", (t,)).fetchone():
+                    raise InputError("tasks-exist", f"preference task {t} exists already (give another --prefix)",
+                                     file=str(self.path))
+            db.executemany(f"INSERT INTO campaign_pref_tasks VALUES ({', '.join('?' * len(self._PREF_COLUMNS))})", rows)
+            db.executemany("INSERT OR IGNORE INTO campaign_pref_assign VALUES (?, ?, ?)",
+                           [(t, a, i) for t in ids for i, a in enumerate(assignments.get(t, []))])
+        return len(ids)
+
+    def pref_tasks(self, task_id: str | None = None) -> pd.DataFrame:
+        """The preference tasks (of ``task_id`` when given) in the task table's columns, in the
+        order they were stored, slots in order; ``exclude_workers`` as lists."""
+        where, params = sql_filters({"task_id": task_id})
+        df = self._query(f"SELECT {', '.join(self._PREF_COLUMNS)} FROM campaign_pref_tasks"
+                         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid", params)
+        df["exclude_workers"] = [json.loads(v) for v in df["exclude_workers"]]
+        return df
+
+    def pref_assignments(self, assessor: str | None = None) -> pd.DataFrame:
+        """``task_id, assessor, position`` of every preference task's assessors (of one assessor
+        when given), in task order."""
+        where, params = sql_filters({"a.assessor": assessor}, prefix=" AND ")
+        return self._query("SELECT a.task_id, a.assessor, a.position FROM campaign_pref_assign a JOIN"
+                           " (SELECT task_id, MIN(rowid) AS r FROM campaign_pref_tasks GROUP BY task_id) t"
+                           " ON t.task_id = a.task_id WHERE 1 = 1" + "".join(where) + " ORDER BY t.r, a.position", params)
+
+    def assign_pref(self, task_id: str, assessor: str, *, instead_of: str | None = None) -> bool:
+        """Give preference task ``task_id`` to ``assessor`` (in place of ``instead_of`` when given:
+        one transaction); returns whether anything changed."""
+        with self.transaction() as db:
+            if instead_of is not None:
+                db.execute("DELETE FROM campaign_pref_assign WHERE task_id = ? AND assessor = ?", (task_id, instead_of))
+            n = db.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM campaign_pref_assign WHERE task_id = ?",
+                           (task_id,)).fetchone()[0]
+            cur = db.execute("INSERT OR IGNORE INTO campaign_pref_assign VALUES (?, ?, ?)", (task_id, assessor, n))
+            return cur.rowcount > 0
+
+    def answer_pref(self, task_id: str, slot: int, assessor: str, choice: str) -> bool:
+        """Record one answer (``left``/``right``) in one transaction; True when stored, False
+        when the same answer is there already (a retry: nothing written). Another answer to the
+        same slot by the same assessor is ``[conflict]``; a slot that was not issued ``[unknown-item]``."""
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM campaign_pref_tasks WHERE task_id = ? AND slot = ?",
+                          (task_id, int(slot))).fetchone() is None:
+                raise InputError("unknown-item", f"task {task_id} has no comparison {slot}")
+            old = db.execute("SELECT choice FROM campaign_pref_answers WHERE task_id = ? AND slot = ? AND assessor = ?",
+                             (task_id, int(slot), assessor)).fetchone()
+            if old is not None:
+                if old[0] != choice:
+                    raise InputError("conflict", f"comparison {slot} of task {task_id} was answered {old[0]} already")
+                return False
+            db.execute("INSERT INTO campaign_pref_answers (task_id, slot, assessor, choice, answered) VALUES (?, ?, ?, ?, ?)",
+                       (task_id, int(slot), assessor, choice, now))
+            return True
+
+    def pref_answers(self, assessor: str | None = None, task_id: str | None = None) -> pd.DataFrame:
+        """The answers (``task_id, slot, worker, choice``: the columns ``qrelkit prefs import``
+        reads) of one assessor and/or task when given, in answering order."""
+        where, params = sql_filters({"assessor": assessor, "task_id": task_id})
+        return self._query("SELECT task_id, slot, assessor AS worker, choice FROM campaign_pref_answers"
+                           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq", params)
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:

@@ -14,7 +14,7 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.errors import InputError
-from qrelkit.io.tables import write_table
+from qrelkit.io.tables import read_table, write_table
 
 app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
 
@@ -191,3 +191,64 @@ def assessor_list(
     df = pd.DataFrame(accs, columns=["name", "organizer", "topics", "created", "revoked", "generation"])
     df["topics"] = [",".join(t) for t in df["topics"]]
     common.print_table(df, title=f"accounts of {directory}")
+
+
+prefs_app = typer.Typer(help="Preference tasks answered in the web app (qrelkit serve): the crowd tasks of the "
+                        "preference protocol, made from the campaign and exported for 'qrelkit prefs'.",
+                        no_args_is_help=True)
+app.add_typer(prefs_app, name="prefs")
+
+
+def _names(value: Optional[str]) -> list[str] | None:
+    """A comma-separated option as a list (None when not given)."""
+    return [x.strip() for x in value.split(",") if x.strip()] if value else None
+
+
+@prefs_app.command("make")
+def prefs_make(
+    directory: Path = DirArg,
+    pairs: Optional[Path] = typer.Option(None, "--pairs", help="A pairs table ('prefs pairs', 'prefs single', a "
+                                         "tournament's --pending-out); default: the campaign's top-1 pool."),
+    topics: Optional[str] = typer.Option(None, "--topics", help="Comma-separated topics whose pairs are judged."),
+    assessors: Optional[str] = typer.Option(None, "--assessors", help="Comma-separated assessors who answer the tasks "
+                                            "(default: [campaign] assessors)."),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="Real pairs per task (default: config, 10)."),
+    test_pairs: Optional[int] = typer.Option(None, "--test-pairs", help="Test pairs per task (default: config, 3)."),
+    assignments: Optional[int] = typer.Option(None, "--assignments", help="Assessors per task (default: config, 1)."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Task id prefix (default: P, then P2-, P3-...)."),
+    seed: Optional[int] = common.SeedOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Make preference tasks (10 real + 3 test pairs each, as 'prefs tasks') from the campaign's
+    top-1 pool and judged passages, store them in the campaign and assign them to assessors, who
+    answer them in the web app."""
+    common.check_io(inputs=[pairs], stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.prefs import make_preference_tasks  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    res = make_preference_tasks(directory, pairs=read_table(pairs).to_pandas() if pairs else None, topics=_names(topics),
+                                assessors=_names(assessors), pairs_per_task=per_task, test_pairs=test_pairs,
+                                assignments=assignments, seed=seed, prefix=prefix)
+    common.emit(res, as_json, f"{res['tasks']} preference tasks ({res['real_pairs']} real + {res['test_pairs']} test "
+                f"comparisons over {res['topics']} topics) stored in {directory}, ids {res['prefix']}...; per assessor: "
+                + ", ".join(f"{a} {n}" for a, n in res["tasks_per_assessor"].items()))
+
+
+@prefs_app.command("export")
+def prefs_export(
+    directory: Path = DirArg,
+    output: Path = typer.Option(..., "-o", "--output", help="The answers (task_id, slot, worker, choice): .csv/.tsv/.jsonl/.parquet."),
+    tasks_out: Path = typer.Option(..., "--tasks-out", help="The task table, re-issues included (.parquet)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Export the preference answers of finished tasks and the task table, the files
+    'qrelkit prefs import ANSWERS --tasks TASKS' reads (then 'prefs tournament')."""
+    common.check_io(outputs=[output, tasks_out], read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.prefs import export_preferences  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    tasks, answers = export_preferences(directory)
+    write_table(tasks, tasks_out, kind="pref-tasks", params={"campaign": str(directory)})
+    write_table(pa.Table.from_pandas(answers, preserve_index=False), output, kind="pref-answers",
+                params={"campaign": str(directory)})
+    common.emit({"answers": int(len(answers)), "tasks": len(set(tasks["task_id"].to_pylist())),
+                 "output": str(output), "tasks_out": str(tasks_out)}, as_json,
+                f"{len(answers)} answers -> {output}; task table -> {tasks_out}")

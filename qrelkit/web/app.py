@@ -11,9 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
+import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -22,7 +26,10 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainT
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from qrelkit.campaign.prefs import export_preferences
 from qrelkit.errors import InputError
+from qrelkit.io.tables import write_table
+from qrelkit.web.prefs import PreferenceViews
 from qrelkit.web.service import Account, CampaignService, WebError, records_csv
 from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
 from qrelkit.web.worker import Advancer
@@ -47,6 +54,7 @@ class _Web:
 
     def __init__(self, svc: CampaignService, sessions: Sessions, env: jinja2.Environment) -> None:
         self.svc, self.sessions, self.env = svc, sessions, env
+        self.prefs = PreferenceViews(svc)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -119,7 +127,8 @@ class _Web:
     async def picker(self, request: Request) -> Response:
         acc, sess, _ = await self.auth(request)
         rows = await run_in_threadpool(self.svc.topics_overview, acc)
-        return self.page("picker.html", request, account=acc, csrf=sess.csrf, topics=rows,
+        prefs = await run_in_threadpool(self.prefs.overview, acc)
+        return self.page("picker.html", request, account=acc, csrf=sess.csrf, topics=rows, prefs=prefs,
                          free_choice=self.svc.free_choice)
 
     async def topic(self, request: Request) -> Response:
@@ -147,6 +156,29 @@ class _Web:
         if wants_json(request):
             return JSONResponse(res)
         return RedirectResponse(f"/topics/{qid}", status_code=303)
+
+    # -- preference tasks --------------------------------------------------------------------------
+
+    async def pref_task(self, request: Request) -> Response:
+        """GET /prefs/{task_id} (the page) and /api/prefs/{task_id} (the same in JSON)."""
+        acc, sess, _ = await self.auth(request)
+        view = await run_in_threadpool(self.prefs.view, acc, request.path_params["task_id"])
+        if wants_json(request):
+            return JSONResponse(view)
+        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view)
+
+    async def pref_answer(self, request: Request) -> Response:
+        """POST /prefs/{task_id}/answer (form) and /api/prefs/{task_id}/answers (JSON): ``slot, choice``."""
+        acc, _, data = await self.auth(request, post=True)
+        task_id = request.path_params["task_id"]
+        res = await run_in_threadpool(self.prefs.answer, acc, task_id, self.field(data, "slot"), self.field(data, "choice"))
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse(f"/prefs/{quote(task_id, safe='')}", status_code=303)
+
+    async def api_prefs(self, request: Request) -> Response:
+        acc, _, _ = await self.auth(request)
+        return JSONResponse({"tasks": await run_in_threadpool(self.prefs.overview, acc)})
 
     # -- the JSON API ------------------------------------------------------------------------------
 
@@ -180,7 +212,8 @@ class _Web:
 
     def _organizer_data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
-                               "agreement": self.svc.agreement(), "status_error": None, "status": []}
+                               "agreement": self.svc.agreement(), "status_error": None, "status": [],
+                               "prefs": self.prefs.status()}
         try:
             out["status"] = self.svc.status_rows()
         except InputError as exc:
@@ -202,6 +235,25 @@ class _Web:
         rows = await run_in_threadpool(self.svc.status_rows if table == "status" else self.svc.assessor_progress)
         return PlainTextResponse(records_csv(rows), media_type="text/csv",
                                  headers={"content-disposition": f'attachment; filename="{table}.csv"'})
+
+    async def pref_export(self, request: Request) -> Response:
+        """/organizer/prefs/answers.csv and /organizer/prefs/tasks.parquet: what ``qrelkit prefs
+        import ANSWERS --tasks TASKS`` reads."""
+        await self.auth(request, organizer=True)
+        name = request.path_params["name"]
+        if name not in ("answers.csv", "tasks.parquet"):
+            raise WebError(404, f"no preference export {name!r}")
+
+        def build() -> bytes:  # written as 'qrelkit campaign prefs export' writes them
+            tasks, answers = export_preferences(self.svc.dir)
+            table = tasks if name == "tasks.parquet" else pa.Table.from_pandas(answers, preserve_index=False)
+            with tempfile.TemporaryDirectory() as tmp:
+                return write_table(table, Path(tmp) / name, kind="pref-tasks" if name == "tasks.parquet" else "pref-answers",
+                                   params={"campaign": str(self.svc.dir)}).read_bytes()
+
+        data = await run_in_threadpool(build)
+        return Response(data, media_type="text/csv" if name.endswith(".csv") else "application/vnd.apache.parquet",
+                        headers={"content-disposition": f'attachment; filename="prefs-{name}"'})
 
     async def report(self, request: Request) -> Response:
         await self.auth(request, organizer=True)
@@ -231,10 +283,16 @@ def _routes(w: _Web) -> list:
         Route("/api/topics/{qid}/state", w.api_state),
         Route("/api/topics/{qid}/batches/{batch_id:path}", w.api_batch),
         Route("/api/topics/{qid}/{action}", w.act, methods=["POST"]),
+        Route("/prefs/{task_id}", w.pref_task),
+        Route("/prefs/{task_id}/answer", w.pref_answer, methods=["POST"]),
+        Route("/api/prefs", w.api_prefs),
+        Route("/api/prefs/{task_id}", w.pref_task),
+        Route("/api/prefs/{task_id}/answers", w.pref_answer, methods=["POST"]),
         Route("/organizer", w.organizer),
         Route("/api/organizer", w.organizer),
         Route("/organizer/report", w.report),
         Route("/organizer/qrels", w.qrels),
+        Route("/organizer/prefs/{name}", w.pref_export),
         Route("/organizer/{table}.csv", w.organizer_csv),
         Mount("/static", app=StaticFiles(directory=static), name="static"),
     ]
