@@ -55,22 +55,27 @@ reject_min_judged = 12
 TOPICS = {"ann": ["1001", "1003"], "bob": ["1001", "1002"], "cat": ["1002", "1003"]}
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory) -> Path:
-    """A simulated campaign whose passages all end with a script payload (and one query too)."""
-    d = tmp_path_factory.mktemp("websim") / "sim"
-    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "2000", "--topics", "3", "--groups", "2",
+def simulate_with_payload(d: Path, payload: str = PAYLOAD, passages: int = 2000) -> Path:
+    """A simulated campaign (3 topics) in ``d`` whose passages all end with ``payload`` (and the
+    first query with a ``<b onmouseover=...>``)."""
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", str(passages), "--topics", "3", "--groups", "2",
                 "--seed", "1"]) == 0
     lines = []
     for ln in (d / "corpus.jsonl").read_text().splitlines():
         obj = json.loads(ln)
-        obj["passage"] += PAYLOAD
+        obj["passage"] += payload
         lines.append(json.dumps(obj))
     (d / "corpus.jsonl").write_text("\n".join(lines) + "\n")
     topics = (d / "topics.tsv").read_text().splitlines()
     topics[0] += " <b onmouseover=alert(3)>bold</b>"
     (d / "topics.tsv").write_text("\n".join(topics) + "\n")
     return d
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory) -> Path:
+    """A simulated campaign whose passages all end with a script payload (and one query too)."""
+    return simulate_with_payload(tmp_path_factory.mktemp("websim") / "sim")
 
 
 @pytest.fixture(scope="module")
