@@ -258,6 +258,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
             "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
         Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
     ),
+    "web": _keys(
+        Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
+            "those of their batches, and may take a topic's places held by assessors without an account"),
+    ),
     "dedupe": _keys(
         Key("ngram", "int", 3, "words per shingle", min=1),
         Key("num_perm", "int", 128, "MinHash permutations", min=1),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
-# `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`.
+# `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`; it ends with
+# an organizer's login link and how to start `qrelkit serve` on the campaign (docs/web.md).
 # Usage: scripts/campaign-demo.sh [OUT_DIR]   (default demo-out; QRELKIT=path/to/qrelkit to use a given
 # executable; PASSAGES and TOPICS to size the generated campaign)
 source "$(dirname "$0")/demo-lib.sh"
@@ -22,7 +23,8 @@ step "4. status per topic, and the report (HTML with embedded figures, and its M
 $Q campaign status "$OUT/campaign" -o "$OUT/status.csv"
 $Q campaign report "$OUT/campaign" -o "$OUT/report.html"
 
-step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"
+step "5. the web app (docs/web.md): an organizer's login link; assessors get theirs the same way"
+$Q campaign assessor add "$OUT/campaign" organizer --organizer
+echo "start the server with: qrelkit serve $OUT/campaign   (then open the link above in a browser)"
 
-# ---- next: the judging web app ------------------------------------------------------------------
-# (kept for the step that prints here how to start the web app on $OUT/campaign: qrelkit/web/)
+step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from qrelkit.campaign import Campaign, open_campaign_store
+from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, Campaign, open_campaign_store
 from qrelkit.cli import run as cli
 from qrelkit.io.qrels import read_qrels
 
@@ -86,7 +86,7 @@ def test_init_records_inputs_and_effective_config(sim, tmp_path):
         assert depth["value"] == 10 and depth["origin"] == "file"
         assert len(cfg[cfg["section"] == "campaign"]) >= 4
         assert s.topics()["qid"].tolist() == ["1001", "1002", "1003", "1004"]
-        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == "2"
+        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == str(CAMPAIGN_SCHEMA_VERSION)
 
 
 def test_reinit_refused(sim, tmp_path, capsys):

@@ -34,6 +34,10 @@ batches         seq (issue order), id (unique), topic, thread (NULL: shared by e
 batch_items     batch, position (1-based, the order the batch was issued in), passage
 judgments       seq, topic, passage, grade, assessor, time (UTC, ISO 8601), batch, source;
                 unique (topic, passage, assessor, batch)
+judgment_changes  seq, judgment (a judgments seq), grade (NULL: retracted), time, source: the
+                append-only log of retractions and re-judgments (schema version 2)
+live_judgments  a view: every judgment not retracted, with its grade in force (what every
+                reader of the log reads)
 ==============  ==================================================================================
 
 Judgments
@@ -57,6 +61,16 @@ docid, assessor or batch_id), ``grade-outside-scale``, ``unknown-topic`` (not in
 ``unknown-item`` (the batch is an issued one and the passage was not in it, or it belongs to
 another topic). A batch id the store does not know (e.g. ``<qid>-1`` from ``qrelkit batch make``)
 is registered on first import as a ``pool`` batch shared by every thread.
+
+Retraction (undo) and re-judgment
+---------------------------------
+A judgment is never deleted or updated. :meth:`JudgingStore.retract` appends a row to
+``judgment_changes`` (grade NULL): from then on the judgment is out of every reading of the log
+(:meth:`JudgingStore.judgments`, exports, labels, batch progress) and its item is owed again. The
+same assessor judging the item again in the same batch (through the import path, so a retried
+identical judgment stays one) appends another change with the new grade: the judgment is back,
+with that grade. A conflict is decided on the grades in force: a retracted grade conflicts with
+nothing. The original rows and every change stay in the file for audit.
 
 Judging order and thread views
 ------------------------------
@@ -94,7 +108,7 @@ from qrelkit.io.tables import read_answer_table
 from qrelkit.pooler.batches import judgments_to_qrels
 
 STORE_FORMAT = "qrelkit-judging-store"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: judgment_changes (retractions, re-judgments) and the live_judgments view
 THREADS = ("fractional", "local", "all")
 THREAD_STATES = ("active", "accepted", "rejected", "stopped")
 BATCH_KINDS = ("cal", "pool", "sample")
@@ -149,11 +163,46 @@ CREATE TRIGGER IF NOT EXISTS judgments_no_update BEFORE UPDATE ON judgments
     BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS judgments_no_delete BEFORE DELETE ON judgments
     BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
+"""
+
+#: schema version 2: retractions and re-judgments (an append-only log of changes), the view every
+#: reader uses, and the conflict trigger on the grades in force (created by both a new store and
+#: the migration of a version-1 store, which drops the version-1 trigger first)
+_CHANGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgment_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    judgment INTEGER NOT NULL REFERENCES judgments(seq),
+    grade INTEGER,
+    time TEXT NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS judgment_changes_judgment ON judgment_changes(judgment, seq);
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_update BEFORE UPDATE ON judgment_changes
+    BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_delete BEFORE DELETE ON judgment_changes
+    BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
+CREATE VIEW IF NOT EXISTS live_judgments AS
+    SELECT j.seq, j.topic, j.passage, j.assessor, j.time, j.batch, j.source,
+           CASE WHEN EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+                THEN (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1)
+                ELSE j.grade END AS grade
+    FROM judgments j
+    WHERE NOT EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+       OR (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1) IS NOT NULL;
 CREATE TRIGGER IF NOT EXISTS judgments_no_conflict BEFORE INSERT ON judgments
-    WHEN EXISTS (SELECT 1 FROM judgments WHERE topic = NEW.topic AND passage = NEW.passage
+    WHEN EXISTS (SELECT 1 FROM live_judgments WHERE topic = NEW.topic AND passage = NEW.passage
                  AND assessor = NEW.assessor AND grade <> NEW.grade)
     BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END;
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_conflict BEFORE INSERT ON judgment_changes
+    WHEN NEW.grade IS NOT NULL AND EXISTS (SELECT 1 FROM judgments j JOIN live_judgments l ON l.topic = j.topic
+         AND l.passage = j.passage AND l.assessor = j.assessor AND l.seq <> j.seq AND l.grade <> NEW.grade
+         WHERE j.seq = NEW.judgment)
+    BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END
 """
+
+#: a version-1 store opened read-only: the same view, over a log that has no changes
+_V1_READONLY_VIEW = """CREATE TEMP VIEW IF NOT EXISTS live_judgments AS
+    SELECT seq, topic, passage, assessor, time, batch, source, grade FROM main.judgments"""
 
 
 @dataclass
@@ -239,6 +288,22 @@ def store_errors(path: str | os.PathLike) -> Iterator[None]:
         raise InputError("store-damaged", f"{exc}; restore the store from a backup", file=str(path)) from None
 
 
+def _statements(script: str) -> list[str]:
+    """The SQL statements of a schema script (split at a semicolon ending a line)."""
+    return [stmt for stmt in script.split(";\n") if stmt.strip()]
+
+
+def sql_filters(columns: Mapping[str, object], prefix: str = "") -> tuple[list[str], list[str]]:
+    """``["col = ?", ...]`` (each after ``prefix``) and their parameters (as strings) for the
+    columns whose value is not None: the WHERE clauses of an optional filter.
+
+    >>> sql_filters({"b.topic": "1", "b.thread": None})
+    (['b.topic = ?'], ['1'])
+    """
+    given = [(c, v) for c, v in columns.items() if v is not None]
+    return [f"{prefix}{c} = ?" for c, _ in given], [str(v) for _, v in given]
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
@@ -316,12 +381,16 @@ class JudgingStore:
             self._db.execute("PRAGMA temp_store = MEMORY")
             if _create:
                 with self.transaction():
-                    for stmt in _SCHEMA.split(";\n"):
-                        if stmt.strip():
+                    for stmt in _statements(_SCHEMA):
+                        self._db.execute(stmt)
+                    new = self._db.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone() is None
+                    if new:
+                        for stmt in _statements(_CHANGES_SCHEMA):
                             self._db.execute(stmt)
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema_version', ?)",
                                      (STORE_FORMAT, str(SCHEMA_VERSION)))
             self._check_meta()
+            self._upgrade(readonly)
         except sqlite3.OperationalError as exc:
             self.close()
             if _is_locked(exc):
@@ -370,6 +439,23 @@ class JudgingStore:
         if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
             raise InputError("not-a-store", f"store schema {meta['schema_version']} is newer than this qrelkit "
                              f"({SCHEMA_VERSION})", file=str(self.path))
+
+    def _upgrade(self, readonly: bool) -> None:
+        """Bring a version-1 store to version 2 (the changes log, the view, the conflict trigger on
+        the grades in force), in one transaction; read-only, give the connection a temporary view
+        of the log instead (a version-1 store has no changes)."""
+        version = int(self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        if version >= SCHEMA_VERSION:
+            return
+        if readonly:
+            self._db.execute(_V1_READONLY_VIEW)
+            return
+        with self.transaction() as db:
+            if int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) < 2:
+                db.execute("DROP TRIGGER IF EXISTS judgments_no_conflict")
+                for stmt in _statements(_CHANGES_SCHEMA):
+                    db.execute(stmt)
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -510,16 +596,10 @@ class JudgingStore:
         """Issued and registered batches in issue order: ``batch_id, qid, thread, iteration, kind,
         status, items, judged`` (distinct judged items; without those two with ``counts=False``,
         which spares a count over every batch's items and judgments)."""
-        where, params = [], []
-        if topic is not None:
-            where.append("b.topic = ?")
-            params.append(str(topic))
-        if thread is not None:
-            where.append("b.thread = ?")
-            params.append(thread)
+        where, params = sql_filters({"b.topic": topic, "b.thread": thread})
         sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status"
                + (", (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
-                  " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM judgments j WHERE j.batch = b.id) AS judged"
+                  " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM live_judgments j WHERE j.batch = b.id) AS judged"
                   if counts else "") + " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
         df = self._query(sql, params)
         df["iteration"] = df["iteration"].astype("Int64")
@@ -628,10 +708,13 @@ class JudgingStore:
                 " (b.topic IS NOT NULL AND b.topic <> n.topic) OR ((SELECT COUNT(*) FROM batch_items x WHERE x.batch = b.id) > 0"
                 " AND NOT EXISTS (SELECT 1 FROM batch_items x WHERE x.batch = b.id AND x.passage = n.passage))")}
             stored = {r[0]: r[1] for r in db.execute(
-                "SELECT n.i, MIN(j.grade) FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                "SELECT n.i, MIN(j.grade) FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.grade <> n.grade GROUP BY n.i")}
+            retracted = {r[0]: r[1] for r in db.execute(
+                "SELECT n.i, j.seq FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                " AND j.assessor = n.assessor AND j.batch = n.batch WHERE j.seq NOT IN (SELECT seq FROM live_judgments)")}
             already = {r[0] for r in db.execute(
-                "SELECT n.i FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                "SELECT n.i FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}
             ok = np.ones(len(rows), bool)
             for i in range(len(rows)):
@@ -663,20 +746,56 @@ class JudgingStore:
                 one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
                 db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
                                " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
+            sources = new["file"].astype(str).tolist() if source is None else [src] * len(new)
+            again = [retracted.get(i) for i in np.flatnonzero(write)]  # a retracted judgment judged again
             db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
-                               new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
-                               new["file"].astype(str).tolist() if source is None else [src] * len(new)))
+                           [r for r, j in zip(zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
+                                                  new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
+                                                  sources), again) if j is None])
+            db.executemany("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, ?, ?, ?)",
+                           [(j, g, now, so) for j, g, so in zip(again, new["grade"].astype(int).tolist(), sources)
+                            if j is not None])
             # batches whose every item is judged are complete
             touched = [b for b in dict.fromkeys(new["batch_id"]) if b in issued and issued[b][1] > 0]
             db.executemany("UPDATE batches SET status = 'complete' WHERE id = ? AND status = 'open' AND NOT EXISTS"
                            " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
-                           " (SELECT 1 FROM judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
+                           " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
             db.execute("DELETE FROM temp._in")
             if on_transaction is not None:
                 on_transaction("commit")
         counts["imported"] = int(len(new))
         return ImportReport(int(len(new)), dict(sorted(counts.items())), conflicts, len(reg))
+
+    # -- retraction (undo) -----------------------------------------------------------------------
+
+    def retract(self, topic: str, passage: str, assessor: str, batch: str, *, source: str = "undo") -> int | None:
+        """Retract the judgment in force of ``assessor`` for ``topic``/``passage`` in ``batch``: one
+        row appended to the changes log (see the module documentation), the batch open again when
+        an item of it is left without a judgment. Returns the grade retracted, or None when there
+        was none in force (retracting twice changes nothing)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT seq, grade FROM live_judgments WHERE topic = ? AND passage = ? AND assessor = ?"
+                             " AND batch = ?", (str(topic), str(passage), str(assessor), str(batch))).fetchone()
+            if row is None:
+                return None
+            db.execute("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, NULL, ?, ?)",
+                       (row[0], _now(), source))
+            db.execute("UPDATE batches SET status = 'open' WHERE id = ? AND status = 'complete' AND EXISTS"
+                       " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
+                       " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", (str(batch),))
+        return int(row[1])
+
+    def last_judgment(self, assessor: str, topic: str | None = None, *, source: str | None = None) -> dict | None:
+        """The judgment in force that ``assessor`` made (or made again) last, of ``topic`` when
+        given and from ``source`` when given: ``qid, docid, grade, batch_id, time`` — or None."""
+        where, params = sql_filters({"l.assessor": assessor, "l.topic": topic, "l.source": source})
+        row = self._db.execute(
+            "SELECT l.topic, l.passage, l.grade, l.batch, MAX(l.time, COALESCE((SELECT MAX(c.time) FROM judgment_changes c"
+            " WHERE c.judgment = l.seq), '')) AS t FROM live_judgments l WHERE " + " AND ".join(where)
+            + " ORDER BY t DESC, l.seq DESC LIMIT 1", params).fetchone()
+        if row is None:
+            return None
+        return {"qid": row[0], "docid": row[1], "grade": int(row[2]), "batch_id": row[3], "time": row[4]}
 
     # -- judgments out ---------------------------------------------------------------------------
 
@@ -702,7 +821,7 @@ class JudgingStore:
             where.append("b.seq <= ?")
             params.append(int(max_batch_seq))
         sql = ("SELECT j.topic AS qid, j.passage AS docid, j.assessor, j.grade, j.batch AS batch_id, b.thread, b.kind,"
-               " b.iteration, i.position, b.seq AS batch_seq FROM judgments j JOIN batches b ON b.id = j.batch"
+               " b.iteration, i.position, b.seq AS batch_seq FROM live_judgments j JOIN batches b ON b.id = j.batch"
                " LEFT JOIN batch_items i ON i.batch = j.batch AND i.passage = j.passage"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY b.seq, i.position IS NULL, i.position, j.seq")
