@@ -163,7 +163,9 @@ def _as_version_1(d: Path, phase: str, round_: int) -> None:
     phase for every topic in campaign_state."""
     db = sqlite3.connect(d / "campaign.db")
     with db:
-        db.execute("DROP TABLE campaign_cal")
+        for table in ("campaign_cal", "campaign_accounts", "campaign_pref_answers", "campaign_pref_assign",
+                      "campaign_pref_tasks"):  # the tables of versions 2, 3 and 4
+            db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
         db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
                        [("cal_phase", json.dumps(phase)), ("cal_round", json.dumps(round_))])
@@ -172,7 +174,7 @@ def _as_version_1(d: Path, phase: str, round_: int) -> None:
 
 def test_a_version_1_store_is_migrated(sim, tmp_path):
     """A schema-1 store (one CAL round and phase for every topic, in campaign_state) opens as
-    schema 2: the round and phase become every topic's, and the campaign runs to the end."""
+    the current schema: the round and phase become every topic's, and the campaign runs to the end."""
     d = tmp_path / "c"
     c = _init(sim, d)
     c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")
@@ -183,7 +185,8 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
     _as_version_1(d, "issue", 2)
     with open_campaign_store(d) as s:
         version = s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
-        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 2
+        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 4
+        assert s.accounts() == []
         assert set(s.cal_rounds().values()) == {(2, "issue")}
         assert s.get_state("cal_round") is None and s.get_state("cal_phase") is None
     res = c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)

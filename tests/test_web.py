@@ -24,7 +24,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from qrelkit.campaign.accounts import add_account, revoke_account  # noqa: E402
-from qrelkit.campaign.store import open_campaign_store  # noqa: E402
+from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from qrelkit.web import create_app  # noqa: E402
 
@@ -413,7 +413,7 @@ def test_healthz(web):
     h = web.main.get("/healthz")
     assert h.status_code == 200
     d = h.json()
-    assert d["status"] == "ok" and d["schema_version"] == 2 and d["campaign_schema_version"] == 3
+    assert d["status"] == "ok" and d["schema_version"] == 2 and d["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
     assert d["stages_done"] == ["validate", "select", "pool"] and d["topics"] == 3 and d["topics_decided"] == 0
     assert d["batches_out"] == 3 and d["runner"] == "idle"
 
@@ -492,12 +492,12 @@ def test_take_needs_free_topic_choice(web):
     assert ann.post("/api/topics/1001/take").status_code == 404
 
 
-def test_a_version_1_campaign_store_gets_the_accounts_table(camp):
+def test_a_version_2_campaign_store_gets_the_accounts_table(camp):
     with open_campaign_store(camp) as s:
         s._db.execute("DROP TABLE campaign_accounts")
-        s._db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
+        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 3 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION and s.accounts() == []
     acc = add_account(camp, "ann")
     assert acc["name"] == "ann" and acc["generation"] == 1
 

@@ -242,22 +242,22 @@ def test_export_is_what_prefs_import_reads(web, truth, tmp_path, capsys):
         assert s.get_state("pref_screening")["judgments"] == 30
 
 
-def test_a_version_2_campaign_store_gets_the_preference_tables(camp):
+def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
     with open_campaign_store(camp) as s:
         for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
             s._db.execute(f"DROP TABLE {t}")
-        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
+        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 3
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 4
         assert len(s.pref_tasks()) == 0 and s.accounts() == []
-    # a version 1 store (no accounts either) gets both
+    # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:
         s._db.execute("DROP TABLE campaign_accounts")
         for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
             s._db.execute(f"DROP TABLE {t}")
-        s._db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
+        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 3 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == 4 and s.accounts() == []
     assert make_preference_tasks(camp)["tasks"] > 0
     db = sqlite3.connect(camp / "campaign.db")
     assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
