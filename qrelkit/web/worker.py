@@ -1,8 +1,10 @@
 """The background worker of the web app: one thread, one campaign runner at a time, requests
 coalesced (many batches completed while the runner works give one more run, not many).
 
-:func:`advance_campaign` is the one place the web app advances a campaign: swap it (or pass
-``advance=`` to :class:`Advancer`) for a runner that keeps its features loaded.
+:class:`RunnerAdvance` is how the web app advances a campaign: one long-lived
+:class:`qrelkit.campaign.Runner` (store open, inputs stat-checked, CAL features kept loaded), so
+the next CAL batch costs one round's computation, not a start-up; :func:`advance_campaign` is the
+one-shot form (a fresh ``Campaign(dir).run()``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,32 @@ IDLE, COMPUTING = "idle", "computing"
 
 
 def advance_campaign(directory: str | os.PathLike) -> dict:
-    """Advance the campaign as far as the judgments allow (no oracle: assessors judge)."""
+    """Advance the campaign as far as the judgments allow (no oracle: assessors judge), once."""
     return Campaign(directory).run()
+
+
+class RunnerAdvance:
+    """``advance(directory)`` through one :class:`qrelkit.campaign.Runner` kept between calls
+    (opened at the first call; closed and opened again after a failed one). Called by one thread
+    at a time (the :class:`Advancer`'s)."""
+
+    def __init__(self) -> None:
+        self._runner = None
+
+    def __call__(self, directory: str | os.PathLike) -> dict:
+        if self._runner is None:
+            self._runner = Campaign(directory).runner()
+        try:
+            return self._runner.advance()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the runner's store (idempotent)."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
 
 
 class Advancer:
@@ -33,9 +59,9 @@ class Advancer:
     message of the last run that failed (None after a run that did not); ``after``, if set, is
     called after each successful run, still under the lock."""
 
-    def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] = advance_campaign) -> None:
+    def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
-        self.advance = advance
+        self.advance = advance if advance is not None else RunnerAdvance()
         self.after: Callable[[], object] | None = None  # called after each run, under the lock (topic claims)
         self.lock = threading.Lock()
         self.state = IDLE
@@ -83,6 +109,10 @@ class Advancer:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        close = getattr(self.advance, "close", None)
+        if close is not None:
+            with self.lock:
+                close()
 
     def _loop(self) -> None:
         while True:
