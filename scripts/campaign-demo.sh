@@ -23,8 +23,9 @@ step "4. status per topic, and the report (HTML with embedded figures, and its M
 $Q campaign status "$OUT/campaign" -o "$OUT/status.csv"
 $Q campaign report "$OUT/campaign" -o "$OUT/report.html"
 
-step "5. the web app (docs/web.md): an organizer's login link; assessors get theirs the same way"
+step "5. the web app (docs/web.md): an organizer's login link and assessor A01's"
 $Q campaign assessor add "$OUT/campaign" organizer --organizer
-echo "start the server with: qrelkit serve $OUT/campaign   (then open the link above in a browser)"
+$Q campaign assessor add "$OUT/campaign" A01
+echo "start the server with: $Q serve $OUT/campaign   (then open a link above in a browser)"
 
 step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"

@@ -50,3 +50,9 @@ def test_campaign_demo_script(tmp_path):
     assert json.loads((out / "run.json").read_text())["state"] == "done"
     assert (out / "campaign" / "campaign.db").is_file() and (out / "campaign" / "qrels-passages.txt").is_file()
     assert (out / "report.html").is_file() and (out / "report.md").is_file() and (out / "status.csv").is_file()
+    # it ends with how to start the web app on the campaign, and an organizer's and an assessor's login link
+    tail = r.stdout[r.stdout.rindex("5. the web app"):]
+    assert f"serve {out}/campaign" in tail
+    links = re.findall(r"http://127\.0\.0\.1:8765/login/\S+", tail)
+    assert len(links) == 2
+    assert "note:" not in r.stderr  # the organizer is not warned about assignments, and A01 is a protocol assessor

@@ -183,7 +183,7 @@ def assessor_add(
     sys.stdout.write(acc["link"] + "\n")
     common.stderr.print(f"{'organizer' if acc['organizer'] else 'assessor'} {name}: give them the link above (it is "
                         "shown only now)", markup=False, highlight=False)
-    if not acc["assessor"]:
+    if not acc["assessor"] and not acc["organizer"]:
         common.stderr.print(f"note: {name} is not among the protocol's assessors ({', '.join(acc['assessors'])}): no "
                             "batch will be assigned to this account", markup=False, highlight=False)
 
