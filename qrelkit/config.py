@@ -257,9 +257,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
             "i mod n"),
         Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
             "round-robin over the assessors)"),
-        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade",
-            choices=("median_high", "max", "min")),
+        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade before screening, "
+            "CAL, stopping and the qrels: median_high | max | min, or vote (the labels' majority vote: [labels] "
+            "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
         Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
+    ),
+    "web": _keys(
+        Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
+            "those of their batches, and may take a topic's places held by assessors without an account"),
     ),
     "dedupe": _keys(
         Key("ngram", "int", 3, "words per shingle", min=1),

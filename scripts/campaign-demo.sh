@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
-# `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`.
-# Usage: scripts/campaign-demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
+# `make demo`: the demo as one campaign (docs/campaign.md): generate a campaign, then `campaign init`,
+# `campaign run --oracle` (a simulated assessor answers every batch) and `campaign report`; it ends with
+# an organizer's login link and how to start `qrelkit serve` on the campaign (docs/web.md).
+# Usage: scripts/campaign-demo.sh [OUT_DIR]   (default demo-out; QRELKIT=path/to/qrelkit to use a given
+# executable; PASSAGES and TOPICS to size the generated campaign)
 source "$(dirname "$0")/demo-lib.sh"
-OUT=${1:-demo-campaign}
+OUT=${1:-demo-out}
 S=$OUT/simulated
 fresh_dir "$OUT"
 
@@ -20,5 +22,10 @@ $Q campaign run "$OUT/campaign" --oracle "$S/qrels.txt" --error-rate 0.05 --seed
 step "4. status per topic, and the report (HTML with embedded figures, and its Markdown twin)"
 $Q campaign status "$OUT/campaign" -o "$OUT/status.csv"
 $Q campaign report "$OUT/campaign" -o "$OUT/report.html"
+
+step "5. the web app (docs/web.md): an organizer's login link and assessor A01's"
+$Q campaign assessor add "$OUT/campaign" organizer --organizer
+$Q campaign assessor add "$OUT/campaign" A01
+echo "start the server with: $Q serve $OUT/campaign   (then open a link above in a browser)"
 
 step "done: the campaign in $OUT/campaign, the report in $OUT/report.html"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# End-to-end demo on a generated campaign: validate runs, select pooled runs, pool (depth-10 over
-# near-duplicate classes, shallow top-1, fractional), describe the pool, make assessor batches,
+# `make pipeline-demo`: the single commands the campaign runner sequences, one by one (`make demo`
+# runs the same procedure as one campaign: scripts/campaign-demo.sh). On a generated campaign:
+# validate runs, select pooled runs, pool (depth-10 over near-duplicate classes, shallow top-1, fractional), describe the pool, make assessor batches,
 # judge them with a simulated assessor, import the labels, propagate them to near-duplicates and documents,
 # score and compare every run, the reusability report (leave-one-group-out), and a preference round
 # (pairs from a top-1 pool, crowd tasks, simulated workers, tournament, win ratios, re-scoring, maintenance).
-# Usage: scripts/demo.sh [OUT_DIR]   (QRELKIT=path/to/qrelkit to use a given executable)
+# Usage: scripts/demo.sh [OUT_DIR]   (default demo-pipeline; QRELKIT=path/to/qrelkit to use a given executable)
 source "$(dirname "$0")/demo-lib.sh"
-OUT=${1:-demo-out}
+OUT=${1:-demo-pipeline}
 C=$OUT/campaign
 fresh_dir "$OUT"
 

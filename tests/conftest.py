@@ -48,3 +48,15 @@ def cli_store(folder: Path) -> Path:
     db = folder / "c.db"
     assert run(["cal", "init", str(db), "-t", str(folder / "topics.tsv")]) == 0
     return db
+
+
+@pytest.fixture(scope="session")
+def sim6(tmp_path_factory) -> Path:
+    """A simulated campaign of six topics (3000 passages, three groups, seed 1): with the
+    trec-dl-2022 protocol, topics 1001, 1003 and 1005 are kept at screening."""
+    from qrelkit.cli import run as cli  # lazy: the CLI (and numba) only for the tests that use it
+
+    d = tmp_path_factory.mktemp("sim6") / "s"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "6", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d

@@ -52,22 +52,27 @@ def imported(path: Path, root: Path = PKG) -> list[tuple[int, str, str]]:
     return out
 
 
-def cross_package_private_imports(root: Path = PKG) -> list[str]:
-    """``file:line: module.name`` for each private import across packages under ``root``."""
-    found = []
+def qrelkit_imports(root: Path = PKG):
+    """(path, package of the importer, line, module, name) of every import of qrelkit under ``root``."""
     for path in sorted(root.rglob("*.py")):
         here = package_of(module_name(path, root))
         for line, module, name in imported(path, root):
-            if not module.startswith("qrelkit"):
-                continue
-            full = f"{module}.{name}" if name else module
-            if name and name != "*" and package_of(full) == here and not _private(module):
-                continue  # a submodule or name of one's own package
-            if package_of(module) == here:
-                continue
-            if _private(full):
-                rel = path.relative_to(root.parent).as_posix()
-                found.append(f"{rel}:{line}: {full}")
+            if module.startswith("qrelkit"):
+                yield path, here, line, module, name
+
+
+def cross_package_private_imports(root: Path = PKG) -> list[str]:
+    """``file:line: module.name`` for each private import across packages under ``root``."""
+    found = []
+    for path, here, line, module, name in qrelkit_imports(root):
+        full = f"{module}.{name}" if name else module
+        if name and name != "*" and package_of(full) == here and not _private(module):
+            continue  # a submodule or name of one's own package
+        if package_of(module) == here:
+            continue
+        if _private(full):
+            rel = path.relative_to(root.parent).as_posix()
+            found.append(f"{rel}:{line}: {full}")
     return found
 
 
@@ -223,3 +228,51 @@ def test_imports_inside_functions_are_lazy_and_say_why():
     """Every import inside a function anywhere under qrelkit/ is a lazy one with its reason."""
     found = unexplained_function_imports()
     assert not found, f"{len(found)} imports inside functions without a 'lazy' comment:\n" + "\n".join(found)
+
+
+#: the floors of the house (docs: io/ the floor, the rooms, campaign/, then the roofs cli/ and web/);
+#: a package imports only from its own level or below. ``qrelkit`` (the top-level ``__init__``,
+#: whose names resolve lazily by string) and the top-level modules (errors, config, jit) sit with io.
+LEVELS = {"qrelkit.io": 0, "qrelkit.errors": 0, "qrelkit.config": 0, "qrelkit.jit": 0, "qrelkit": 0,
+          "qrelkit.pooler": 1, "qrelkit.dedupe": 1, "qrelkit.cal": 1, "qrelkit.labels": 1, "qrelkit.evaluate": 1,
+          "qrelkit.prefs": 1, "qrelkit.reuse": 1, "qrelkit.simulate": 1,
+          "qrelkit.campaign": 2, "qrelkit.web": 3, "qrelkit.cli": 4}
+#: the one upward exception: the ``serve`` command of the command line starts the web app
+ALLOWED_UP = {("qrelkit.cli", "qrelkit.web")}
+
+
+def upward_imports(root: Path = PKG) -> list[str]:
+    """``file:line: importer -> imported`` for each import of a higher level (web never imports
+    cli; nothing below the roofs imports them; nothing below campaign imports it)."""
+    found = []
+    for path, here, line, module, name in qrelkit_imports(root):
+        target = package_of(f"{module}.{name}" if name and module == "qrelkit" else module)
+        if target not in LEVELS or here not in LEVELS or target == here:
+            continue
+        if LEVELS[target] > LEVELS[here] and (here, target) not in ALLOWED_UP:
+            found.append(f"{path.relative_to(root.parent).as_posix()}:{line}: {here} -> {target}")
+    return found
+
+
+def test_every_package_has_a_level():
+    pkgs = {package_of(module_name(p)) for p in PKG.rglob("*.py")}
+    assert pkgs <= set(LEVELS), sorted(pkgs - set(LEVELS))
+    assert "qrelkit.web" in pkgs
+
+
+def test_nothing_imports_upward():
+    """The roofs (cli/, web/) are imported by nobody below them; the web app never imports the
+    command line; the rooms never import the campaign runner."""
+    found = upward_imports()
+    assert not found, "imports of a higher level:\n" + "\n".join(found)
+
+
+def test_the_level_walker_sees_an_upward_import(tmp_path):
+    pkg = tmp_path / "qrelkit"
+    for d in ("io", "cal", "web", "cli"):
+        (pkg / d).mkdir(parents=True)
+    (pkg / "cal" / "store.py").write_text("from qrelkit.web.app import create_app\n")
+    (pkg / "web" / "app.py").write_text("from qrelkit.cli import common\nfrom qrelkit.cal.store import open_store\n")
+    (pkg / "cli" / "serve.py").write_text("from qrelkit import web\n")
+    assert upward_imports(pkg) == ["qrelkit/cal/store.py:1: qrelkit.cal -> qrelkit.web",
+                                   "qrelkit/web/app.py:1: qrelkit.web -> qrelkit.cli"]

@@ -123,3 +123,22 @@ def test_dask_needs_stored_features_visible_everywhere(tmp_path):
         DaskScorer(build_features(corpus(100)), n_workers=1)
     assert e.value.rule == "bad-option" and "stored features" in str(e.value)
     assert "not visible" in _store_visible(str(tmp_path / "nowhere"))
+
+
+def test_top_many_on_dask_same_as_local(feats, scorer):
+    """A group of models in one task per worker: each model's candidates as local scoring gives."""
+    from qrelkit.cal.scoring import Candidates, LocalScorer
+
+    from test_cal_shards import _models
+
+    cands = Candidates(feats, fractional_candidates(feats, 0.3, 4))
+    models = _models(feats.n_terms, 5)
+    skips = [cands.rows[: 10 * t] for t in range(5)]
+    ks = [4, 9, 15, 9, 30]
+    before = scorer.stats["per_iteration"][-1:] if scorer.stats["per_iteration"] else []
+    got = scorer.top_many(models, cands, skips, ks)
+    ref = LocalScorer(feats).top_many(models, cands, skips, ks)
+    for a, b in zip(got, ref):
+        assert a.pids == b.pids and a.scores.tobytes() == b.scores.tobytes() and np.array_equal(a.rows, b.rows)
+    last = scorer.stats["per_iteration"][-1]
+    assert last is not (before[0] if before else None) and last["models"] == 5 and last["tasks"] == 2

@@ -15,8 +15,9 @@ import pytest
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import (
     CalParams, CalRanker, batch_size, batches_table, candidate_rows, fit_weights, fractional_candidates,
-    issue_next_batches, score, select_top,
+    issue_next_batches, score, score_many, select_top,
 )
+from qrelkit.cal.store import open_store
 from qrelkit.cli import run
 from qrelkit.errors import InputError
 
@@ -292,6 +293,47 @@ def test_score_kernel_with_wide_columns(monkeypatch):
     import qrelkit.cal.scoring as scoring_mod
 
     serial = score(f, w)
+    # several models in one pass: each column the one-model scores, bit for bit (wide ids too)
+    W = np.stack([w, -w, rng.normal(size=f.n_terms).astype(np.float32)], axis=1)
+    many = score_many(f, W, np.array([0.5, 0.0, -1.0], np.float32), rows)
+    for t, b in enumerate((0.5, 0.0, -1.0)):
+        assert np.array_equal(many[:, t].view(np.uint32), score(f, W[:, t], b, rows).view(np.uint32))
     monkeypatch.setattr(scoring_mod, "PARALLEL_MIN_NNZ", 0)  # the parallel kernels: the same floats
     assert np.array_equal(score(f, w), serial)
     assert np.array_equal(score(f, w, 0.0, rows), serial[rows])
+    assert np.array_equal(score_many(f, W, np.array([0.5, 0.0, -1.0], np.float32), rows), many)
+
+
+def test_rows_of_a_few_pids_and_many_agree(feats):
+    """A few pids are looked up in a dict, many with index_in: the same rows, -1 for unknown ones."""
+    ids = ["d0005", "nope", "d0599", "d0000", "d0005"]
+    few = feats.rows_of(ids)
+    assert few.tolist() == [5, -1, 599, 0, 5]
+    assert np.array_equal(feats.rows_of(pa.array(ids)), few)
+    many = [f"d{i:04d}" for i in range(0, 600, 3)] + ["x"]
+    assert np.array_equal(feats.rows_of(many), feats.rows_of(pa.array(many)))
+
+
+def test_topics_computed_together_as_one_by_one(tmp_path):
+    """A round of several topics (thread by thread across topics, models scored together) gives
+    each topic the batches it gets when issued alone."""
+    import shutil
+
+    f, store, t, rel = _store_setup(tmp_path)
+    params = CalParams(seed=4, batch_size=10)
+    first, _ = issue_next_batches(store, f, params=params, fraction=0.5, fraction_seed=3)
+    _judge(store, first, rel, t["pid"].to_pylist())
+    store.close()
+    for i in (1, 2):
+        shutil.copy(tmp_path / "camp.db", tmp_path / f"copy{i}.db")
+    together_store = open_store(tmp_path / "copy1.db")
+    together, _ = issue_next_batches(together_store, f, params=params, fraction=0.5, fraction_seed=3)
+    alone_store = open_store(tmp_path / "copy2.db")
+    alone = [b for q in ("q1", "q2") for b in issue_next_batches(alone_store, f, topics=[q], params=params,
+                                                                 fraction=0.5, fraction_seed=3)[0]]
+    key = [(b.topic, b.thread, b.batch_id, tuple(b.pids), tuple(b.new.tolist())) for b in together]
+    assert key == [(b.topic, b.thread, b.batch_id, tuple(b.pids), tuple(b.new.tolist())) for b in alone]
+    assert len(together) == 6
+    assert together_store.export_log().equals(alone_store.export_log())
+    together_store.close()
+    alone_store.close()

@@ -352,3 +352,45 @@ def test_four_row_kernels_give_each_row_its_own_sum(monkeypatch):
         monkeypatch.setattr(scoring, "PARALLEL_MIN_NNZ", parallel_min)
         assert np.array_equal(score(f, w, b)[rows].view(np.uint32), expect.view(np.uint32))
         assert np.array_equal(score(f, w, b, rows).view(np.uint32), expect.view(np.uint32))
+
+
+def _models(n_terms, n, seed=3):
+    """``n`` sparse models (w, b, cols) with few columns, some with tied scores (one column)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in range(n):
+        cols = np.sort(rng.choice(n_terms, size=1 if t % 5 == 0 else min(n_terms, 12), replace=False))
+        w = np.zeros(n_terms, np.float32)
+        w[cols] = rng.normal(size=len(cols)).astype(np.float32)
+        out.append((w, float(rng.normal()), cols))
+    return out
+
+
+@pytest.mark.parametrize("shard_size", [None, 97])
+def test_top_many_is_top_model_by_model(shard_size):
+    """Several models scored in one pass per shard (a CAL round's topics of one thread) give each
+    model the candidates that scoring it alone gives, across shards, skips and batch sizes; more
+    models than SCORE_GROUP go in several groups; score_many is score's floats, bit for bit."""
+    from qrelkit.cal.scoring import SCORE_GROUP, Candidates, score_many
+
+    t = corpus()
+    f = build_features(t, classes=classes_of(t), shard_size=shard_size)
+    cands = Candidates(f, candidate_rows(f))
+    n = SCORE_GROUP + 3
+    models = _models(f.n_terms, n)
+    rng = np.random.default_rng(4)
+    skips = [np.unique(rng.choice(cands.rows, size=40 * (t % 3), replace=False)) for t in range(n)]
+    ks = [5 + 7 * (t % 4) for t in range(n)]
+    sc = LocalScorer(f)
+    many = sc.top_many(models, cands, skips, ks)
+    for (w, b, cols), skip, k, got in zip(models, skips, ks, many):
+        one = sc.top(w, b, cols, cands, skip, k)
+        assert got.pids == one.pids and np.array_equal(got.rows, one.rows)
+        assert got.scores.tobytes() == one.scores.tobytes()
+    W = np.stack([m[0] for m in models[:4]], axis=1)
+    bs = np.array([m[1] for m in models[:4]], np.float32)
+    rows = np.array([5, 2399, 0, 96, 97, 1500, 5])
+    for r in (None, rows):
+        got = score_many(f, W, bs, r)
+        for j in range(4):
+            assert got[:, j].tobytes() == score(f, W[:, j], bs[j], r).tobytes()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html.parser
 import json
-import multiprocessing
 import os
 import random
 import shutil
@@ -20,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from qrelkit.campaign import Campaign, open_campaign_store
+from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, Campaign, open_campaign_store
 from qrelkit.cli import run as cli
 from qrelkit.io.qrels import read_qrels
 
@@ -87,7 +86,7 @@ def test_init_records_inputs_and_effective_config(sim, tmp_path):
         assert depth["value"] == 10 and depth["origin"] == "file"
         assert len(cfg[cfg["section"] == "campaign"]) >= 4
         assert s.topics()["qid"].tolist() == ["1001", "1002", "1003", "1004"]
-        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == "1"
+        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == str(CAMPAIGN_SCHEMA_VERSION)
 
 
 def test_reinit_refused(sim, tmp_path, capsys):
@@ -353,40 +352,6 @@ def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
     assert len(cal) and all(owner[q] in set(g["assessor"]) for q, g in cal.groupby("qid"))
     report = Campaign(d).report(tmp_path / "r.html")
     assert "krippendorff_alpha" in report[0].read_text(encoding="utf-8")
-
-
-def _cli_exit(argv: list[str]) -> None:
-    sys.exit(cli(argv))
-
-
-def test_eight_importers_and_a_runner_at_once(sim, tmp_path):
-    d = tmp_path / "c"
-    assert cli(_init_args(sim, d)) == 0
-    res = Campaign(d).run()
-    files = [Path(w["file"]) for w in res["waiting"]]
-    done = pd.read_csv(_fill(files, sim / "qrels.txt", tmp_path / "all.csv"), dtype=str)
-    parts = []
-    for i in range(8):  # overlapping slices: every row in at least one file, many in two
-        part = pd.concat([done.iloc[i::8], done.iloc[(i + 1) % 8::8].head(10)])
-        parts.append(tmp_path / f"part{i}.csv")
-        part.to_csv(parts[-1], index=False)
-    # forked processes (no interpreter start-up each): eight importers and a runner, each with its
-    # own connection to the store
-    ctx = multiprocessing.get_context("fork")
-    argvs = [["campaign", "import", str(d), str(f)] for f in parts] + [["campaign", "run", str(d)]]
-    procs = [ctx.Process(target=_cli_exit, args=(a,)) for a in argvs]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0
-    with open_campaign_store(d) as s:
-        log = s.judgments(None, "all")
-        assert len(log) == len(done) == len(log.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
-        assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    res = Campaign(d).run()
-    assert "screening" in res["stages_done"]
-
 
 
 def test_unwritable_outputs_refused_before_the_work(sim, tmp_path, capsys):

@@ -80,6 +80,8 @@ TABLE = {
     "reuse leave-out": (["reuse", "leave-out", "{run}", "-q", "{qrels}", "-o", "{OUT}"], "run"),
     "campaign status": (["campaign", "status", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign report": (["campaign", "report", "{campdir}", "-o", "{OUT}"], "campstore"),
+    "campaign prefs export": (["campaign", "prefs", "export", "{campdir}", "-o", "{OUT}", "--tasks-out", "{tasksout}"],
+                              "campstore"),
 }
 FOLDER_OUTPUT = {"pool stats", "simulate campaign", "cal features", "cal simulate", "reuse leave-out"}
 STORE_COMMANDS = {name: argv for name, (argv, _) in TABLE.items() if "{store}" in argv}
@@ -97,9 +99,12 @@ def _is_path(hint) -> bool:
 def output_options() -> dict[str, list[str]]:
     """Command name -> its output options, from the Typer app."""
     found = {}
-    for group in app.registered_groups:
+    groups = [(g.name, g) for g in app.registered_groups]
+    while groups:  # nested groups too ("campaign prefs export")
+        prefix, group = groups.pop(0)
+        groups += [(f"{prefix} {g.name}", g) for g in group.typer_instance.registered_groups]
         for cmd in group.typer_instance.registered_commands:
-            name = f"{group.name} {cmd.name or cmd.callback.__name__}"
+            name = f"{prefix} {cmd.name or cmd.callback.__name__}"
             hints = typing.get_type_hints(cmd.callback)
             opts = []
             for pname, p in inspect.signature(cmd.callback).parameters.items():
@@ -145,7 +150,7 @@ def fx(tmp_path_factory):
         "topics": c / "topics.tsv", "manifest": c / "manifest.csv", "truth": c / "neardup_truth.tsv", "judg": judg,
         "store": store, "pool": root / "pool.parquet", "classes": root / "classes.parquet",
         "config": root / "config.toml", "folder": root / "folder", "campdir": root / "camp",
-        "campstore": root / "camp" / "campaign.db",
+        "campstore": root / "camp" / "campaign.db", "tasksout": root / "never-written" / "tasks.parquet",
     }
 
 

@@ -1,4 +1,5 @@
-"""The README's demo runs end to end (as `make demo` does, with the installed console script)."""
+"""`make pipeline-demo` (scripts/demo.sh: the single commands the campaign runner sequences) runs
+end to end, with the installed console script."""
 
 from __future__ import annotations
 

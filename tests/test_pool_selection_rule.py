@@ -111,3 +111,18 @@ def test_selection_round_trips_through_read_manifest(campaign, capsys):
     sel, pooled = _select(campaign, capsys)
     got = pool_selection(read_manifest(sel), per_group=3)
     assert dict(zip(got["run"], got["pooled"])) == pooled
+
+
+@pytest.mark.parametrize("column", ["pooled", "Pooled", " POOLED "])
+def test_the_reuse_study_finds_the_pooled_column_as_the_pool_does(column):
+    """``reuse.study.pooled_runs`` and ``pooler.pool_selection`` find a manifest's pooled column
+    the same way, whatever its case (pooled_runs used to miss ``Pooled`` and fall back to the
+    config's selection, so the study and the pool disagreed on which runs were pooled)."""
+    from qrelkit.reuse.study import pooled_runs
+
+    man = pd.DataFrame({"run": list(RUNS), "group": [g for g, _ in RUNS.values()],
+                        "priority": [p for _, p in RUNS.values()], column: ["yes", "no", "no", "no"]})
+    sel = pool_selection(man, per_group=1)
+    runs, why = pooled_runs(list(RUNS), man)
+    assert runs == sel.loc[sel["pooled"], "run"].tolist() == ["a1"]
+    assert why == "the manifest's pooled column"

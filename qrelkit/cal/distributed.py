@@ -15,6 +15,11 @@ stay there; every iteration sends the fitted model and gets back each shard's be
   scores, passage ids); the client merges them (:func:`qrelkit.cal.scoring.merge_tops`). The
   batch is that of :class:`~qrelkit.cal.scoring.LocalScorer`, byte for byte: the scores of a row
   do not depend on the process that computes them, and the merge is a total order.
+* **Several models.** ``top_many`` (a CAL round: every topic's model of one thread) sends each
+  worker one task for up to :data:`~qrelkit.cal.scoring.SCORE_GROUP` models (their sparse
+  vectors, each one's rows to skip per shard and ``k``); the worker scores them in one pass over
+  each shard's rows (:func:`qrelkit.cal.scoring.shard_top_many`) and returns each model's first
+  ``k`` per shard: one round trip for the group.
 * **Worker loss.** The client watches the workers while it waits: when a worker holding shards
   leaves (its process died, its machine is gone), its pending task is cancelled and its shards are
   given to the remaining workers (the least loaded first), which read them from the shared store;
@@ -44,7 +49,9 @@ import numpy as np
 
 from qrelkit.cal.features import Features, load_features
 from qrelkit.cal.loop import candidate_rows
-from qrelkit.cal.scoring import Candidates, LocalScorer, TopRows, merge_tops, shard_top, split_rows
+from qrelkit.cal.scoring import (
+    SCORE_GROUP, Candidates, LocalScorer, TopRows, merge_tops, shard_top, shard_top_many, split_rows,
+)
 from qrelkit.errors import InputError
 
 SPILL_ENV = "QRELKIT_DASK_SPILL"
@@ -93,10 +100,8 @@ def _worker_candidates(f: Features, s: int, spec: tuple) -> np.ndarray | None:
     return rows
 
 
-def _score_shards(path: str, shards: list[int], spec: tuple, cols: np.ndarray, vals: np.ndarray, b: float,
-                  skips: list[np.ndarray], k: int) -> list[tuple]:
-    """Every given shard's first ``k``: ``(shard, rows, scores, pids, timings)``."""
-    f = _worker_features(path)
+def _worker_buffers(f: Features, shards: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The worker's zero weight vector and a score buffer for the largest of ``shards``."""
     w = _cache.get(("w", f.n_terms))
     if w is None:
         w = _cache[("w", f.n_terms)] = np.zeros(f.n_terms, np.float32)
@@ -104,6 +109,16 @@ def _score_shards(path: str, shards: list[int], spec: tuple, cols: np.ndarray, v
     buf = _cache.get("buf")
     if buf is None or len(buf) < need:
         buf = _cache["buf"] = np.empty(need, np.float32)
+    return w, buf
+
+
+def _score_shards(path: str, shards: list[int], spec: tuple, k: int, model: tuple,
+                  skips: list[np.ndarray]) -> list[tuple]:
+    """Every given shard's first ``k`` under one model ``(cols, vals, b)``:
+    ``(shard, rows, scores, pids, timings)``."""
+    f = _worker_features(path)
+    w, buf = _worker_buffers(f, shards)
+    cols, vals, b = model
     w[cols] = vals
     try:
         out = []
@@ -115,10 +130,28 @@ def _score_shards(path: str, shards: list[int], spec: tuple, cols: np.ndarray, v
         w[cols] = 0.0
 
 
-def _score_task(path: str, shards: list[int], spec: tuple, cols: np.ndarray, vals: np.ndarray, b: float,
-                skips: list[np.ndarray], k: int) -> list[tuple]:
+def _score_shards_many(path: str, shards: list[int], spec: tuple, ks: list[int], models: list[tuple],
+                       skips: list[list[np.ndarray]]) -> list[tuple]:
+    """Every given shard's first ``ks[t]`` under each model ``(cols, vals, b)``, the models
+    scored in one pass over each shard's rows: ``(shard, [(rows, scores, pids, timings)] per model)``."""
+    f = _worker_features(path)
+    W = np.zeros((f.n_terms, len(models)), np.float32)
+    for t, (cols, vals, _b) in enumerate(models):
+        W[cols, t] = vals
+    b = np.array([m[2] for m in models], np.float32)
+    out = []
+    for s, sk in zip(shards, skips):
+        tops = shard_top_many(f.shards[s], W, b, _worker_candidates(f, s, spec), sk, ks)
+        out.append((s, [(t.rows, t.scores, t.pids, t.timings) for t in tops]))
+    return out
+
+
+def _score_task(path: str, shards: list[int], spec: tuple, k, model, skips: list) -> list[tuple]:
+    """One worker's task: its shards under one model (``k`` an int) or several (``k`` a list)."""
     with _lock:  # one scoring at a time per worker process: its buffers, and numba's threads
-        return _score_shards(path, shards, spec, cols, vals, b, skips, k)
+        if isinstance(k, list):
+            return _score_shards_many(path, shards, spec, k, model, skips)
+        return _score_shards(path, shards, spec, k, model, skips)
 
 
 # --------------------------------------------------------------------------- at the client
@@ -248,49 +281,79 @@ class DaskScorer:
 
     # ----------------------------------------------------------------- one iteration
 
+    @staticmethod
+    def _sparse(w: np.ndarray, b: float, cols: np.ndarray) -> tuple:
+        cols = np.ascontiguousarray(cols, np.int32)  # column ids are int32 in the store
+        return cols, np.ascontiguousarray(np.asarray(w)[cols], np.float32), float(b)
+
     def top(self, w: np.ndarray, b: float, cols: np.ndarray, cands: Candidates, skip_rows: np.ndarray,
             k: int) -> TopRows:
         """As :meth:`qrelkit.cal.scoring.LocalScorer.top`, on the workers."""
         t0 = time.perf_counter()
-        cols = np.ascontiguousarray(cols, np.int32)  # column ids are int32 in the store
-        vals = np.ascontiguousarray(np.asarray(w)[cols], np.float32)
         skips = split_rows(self.features, np.asarray(skip_rows, np.int64))
-        common = (self._spec(cands), cols, vals, float(b))
         it = {"sent": 0, "received": 0, "retries": 0, "tasks": 0}
-        results = self._run(common, skips, k, it)
+        results = self._run((self._spec(cands), int(k), self._sparse(w, b, cols)), skips, it)
         parts = [TopRows(r, sc, p) for _, r, sc, p, _ in sorted(results, key=lambda x: x[0])]
         out = merge_tops(parts, k)
-        busy: dict[str, float] = {}  # seconds each worker spent scoring and selecting its shards
-        for s, *_, t in results:
-            busy[self._owner.get(s, "")] = busy.get(self._owner.get(s, ""), 0.0) + sum(t.values())
-        t_score = max(busy.values(), default=0.0)
+        t_score = self._busiest([(s, sum(t.values())) for s, *_, t in results])
         out.timings = {"score": t_score, "select": time.perf_counter() - t0 - t_score}
+        self._count(it, t0, 1)
+        return out
+
+    def top_many(self, models: list[tuple], cands: Candidates, skips: list[np.ndarray], ks: list[int]) -> list[TopRows]:
+        """As :meth:`qrelkit.cal.scoring.LocalScorer.top_many`, on the workers: one task per
+        worker for :data:`~qrelkit.cal.scoring.SCORE_GROUP` models (a round trip for them all),
+        each shard's rows read once for the group."""
+        out: list[TopRows] = []
+        for g in range(0, len(models), SCORE_GROUP):
+            t0 = time.perf_counter()
+            group, gks = models[g: g + SCORE_GROUP], [int(k) for k in ks[g: g + SCORE_GROUP]]
+            split = [split_rows(self.features, np.asarray(sk, np.int64)) for sk in skips[g: g + SCORE_GROUP]]
+            per_shard = [[sp[s] for sp in split] for s in range(len(self.features.shards))]
+            it = {"sent": 0, "received": 0, "retries": 0, "tasks": 0, "models": len(group)}
+            results = sorted(self._run((self._spec(cands), gks, [self._sparse(*m) for m in group]), per_shard, it),
+                             key=lambda x: x[0])
+            t_score = self._busiest([(s, sum(sum(r[3].values()) for r in res)) for s, res in results]) / len(group)
+            for t, k in enumerate(gks):
+                top = merge_tops([TopRows(*res[t][:3]) for _, res in results], k)
+                top.timings = {"score": t_score, "select": (time.perf_counter() - t0) / len(group) - t_score}
+                out.append(top)
+            self._count(it, t0, len(group))
+        return out
+
+    def _busiest(self, seconds: list[tuple[int, float]]) -> float:
+        """The seconds of the busiest worker, from (shard, seconds) pairs."""
+        busy: dict[str, float] = {}
+        for s, sec in seconds:
+            busy[self._owner.get(s, "")] = busy.get(self._owner.get(s, ""), 0.0) + sec
+        return max(busy.values(), default=0.0)
+
+    def _count(self, it: dict, t0: float, models: int) -> None:
         it["seconds"] = time.perf_counter() - t0
-        self.stats["iterations"] += 1
+        self.stats["iterations"] += models
         self.stats["per_iteration"].append(it)
         for a, b_ in (("bytes_sent", "sent"), ("bytes_received", "received"), ("retries", "retries")):
             self.stats[a] += it[b_]
-        return out
 
-    def _submit(self, pending: dict, shards: list[int], common: tuple, skips: list, k: int, it: dict) -> None:
+    def _submit(self, pending: dict, shards: list[int], common: tuple, per_shard: list, it: dict) -> None:
         by_owner: dict[str, list[int]] = {}
         for s in sorted(shards):
             by_owner.setdefault(self._owner[s], []).append(s)
         for addr, mine in sorted(by_owner.items()):
-            args = (self.path, mine, *common, [skips[s] for s in mine], int(k))
+            args = (self.path, mine, *common, [per_shard[s] for s in mine])
             it["sent"] += len(pickle.dumps(args, protocol=5))
             it["tasks"] += 1
             fut = self.client.submit(_score_task, *args, workers=[addr], allow_other_workers=False, pure=False)
             pending[fut] = (addr, mine)
 
-    def _run(self, common: tuple, skips: list, k: int, it: dict) -> list[tuple]:
+    def _run(self, common: tuple, per_shard: list, it: dict) -> list[tuple]:
         from distributed import wait  # lazy: dask.distributed is imported by the constructor already
 
         shards = list(range(len(self.features.shards)))
         if len(self._owner) < len(shards):
             self._assign(shards, self._live(wait=True))
         pending: dict = {}
-        self._submit(pending, shards, common, skips, k, it)
+        self._submit(pending, shards, common, per_shard, it)
         results: list[tuple] = []
         while pending:
             try:  # every task at once: one round trip per iteration when nothing goes wrong
@@ -319,7 +382,7 @@ class DaskScorer:
             if orphans:
                 it["retries"] += 1
                 self._assign(orphans, self._live(wait=True))
-                self._submit(pending, orphans, common, skips, k, it)
+                self._submit(pending, orphans, common, per_shard, it)
         return results
 
     # ----------------------------------------------------------------- lifetime

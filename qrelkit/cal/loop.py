@@ -56,9 +56,11 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qrelkit.cal.features import Features, SparseRows
-# score, select_top and PARALLEL_MIN_NNZ live in qrelkit.cal.scoring; callers also find them here
-from qrelkit.cal.scoring import PARALLEL_MIN_NNZ, Candidates, LocalScorer, score, select_top  # noqa: F401
-from qrelkit.cal.stopping import binarize
+# score, score_many, select_top and PARALLEL_MIN_NNZ live in qrelkit.cal.scoring; callers also find them here
+from qrelkit.cal.scoring import (  # noqa: F401
+    PARALLEL_MIN_NNZ, SCORE_GROUP, Candidates, LocalScorer, TopRows, score, score_many, select_top,
+)
+from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
@@ -275,12 +277,15 @@ class CalRanker:
 
     ``candidates``: rows that may be scored, sampled and selected (None: every row; with the
     features' near-duplicate classes, every canonical row). See :func:`candidate_rows`.
+    ``candidates`` may also be a :class:`~qrelkit.cal.scoring.Candidates` over them, shared by
+    the rankers of a thread instead of built again.
     ``scorer``: who scores the shards — a :class:`~qrelkit.cal.scoring.LocalScorer` (default: in
     this process) or a :class:`~qrelkit.cal.distributed.DaskScorer`; the batches are the same.
     """
 
     def __init__(self, features: Features, query: str, *, topic: str = "", thread: str = "all",
-                 candidates: np.ndarray | None = None, params: CalParams = CalParams(), scorer=None) -> None:
+                 candidates: np.ndarray | Candidates | None = None, params: CalParams = CalParams(),
+                 scorer=None) -> None:
         self.features = features
         self.topic = str(topic)
         self.thread = thread
@@ -288,7 +293,7 @@ class CalRanker:
         self.qvec = features.featurize([query]) if params.query_document else None
         if candidates is None and features.canonical is not None:
             candidates = candidate_rows(features)
-        self.cands = Candidates(features, candidates)
+        self.cands = candidates if isinstance(candidates, Candidates) else Candidates(features, candidates)
         self.candidates = self.cands.rows
         self.n_candidates = self.cands.n
         self.scorer = scorer if scorer is not None else LocalScorer(features)
@@ -336,7 +341,19 @@ class CalRanker:
         order) with its existing judgment and does not count towards ``k``. Random negatives come
         from candidates in neither set. ``iteration``: the 1-based iteration number (seeds the
         negatives). ``Batch.new`` marks the passages that need judging.
+
+        The same as :meth:`train`, the scorer's best candidates under its model, then
+        :meth:`choose` (which is how several rankers share one scoring pass: the scorer's
+        ``top_many``, see :func:`issue_next_batches`).
         """
+        fit = self.train(train_rows, train_relevant, skip_rows, iteration, known_rows)
+        model, skip, n = self.scoring_request(fit, k)
+        return self.choose(fit, self.scorer.top(*model, self.cands, skip, n), k)
+
+    def train(self, train_rows: np.ndarray, train_relevant: np.ndarray, skip_rows: np.ndarray, iteration: int,
+              known_rows: np.ndarray | None = None) -> "Fit":
+        """The model of the next batch (see :meth:`next_batch` for the arguments): random
+        negatives drawn, logistic regression fitted; scoring and choosing come after."""
         t0 = time.perf_counter()
         p = self.params
         train_rows = np.asarray(train_rows, np.int64)
@@ -362,24 +379,55 @@ class CalRanker:
                                  n_terms=self.features.n_terms, out=self._w, scratch=self._scratch)
         self._last_cols = cols
         t2 = time.perf_counter()
-        top = self.scorer.top(w, b, cols, self.cands, np.unique(self.cands.rows_at(skip_pos)), k + len(known_pos))
+        return Fit(w=w, b=b, cols=cols, iteration=iteration, skip_pos=skip_pos, known_pos=known_pos, n_train=len(y),
+                   n_relevant=int(y.sum()), n_negatives=len(neg), timings={"prepare": t1 - t0, "fit": t2 - t1})
+
+    def scoring_request(self, fit: "Fit", k: int) -> tuple[tuple, np.ndarray, int]:
+        """What the scorer needs for ``fit``'s batch of ``k``: the model ``(w, b, cols)``, the
+        rows never selected (ascending) and how many best candidates to return (the known rows
+        encountered come on top of ``k``)."""
+        return (fit.w, fit.b, fit.cols), np.unique(self.cands.rows_at(fit.skip_pos)), k + len(fit.known_pos)
+
+    def choose(self, fit: "Fit", top: TopRows, k: int) -> Batch:
+        """The batch from the scorer's best candidates under ``fit``'s model (``top``: the
+        first :meth:`scoring_request` of them, skipped rows left out): the ``k`` best, with the
+        encountered known rows among them."""
+        t3 = time.perf_counter()
         new = np.ones(len(top.rows), bool)
         n_sel = len(top.rows)
-        if len(known_pos):
-            new = ~np.isin(top.rows, self.cands.rows_at(known_pos))
+        if len(fit.known_pos):
+            new = ~np.isin(top.rows, self.cands.rows_at(fit.known_pos))
             cut = np.flatnonzero(np.cumsum(new) >= k)
             if len(cut):
                 n_sel = int(cut[0]) + 1
                 new = new[:n_sel]
-        t3 = time.perf_counter()
-        t_score = top.timings.get("score", t3 - t2)
+        t_score = top.timings.get("score", 0.0)
+        timings = {**fit.timings, "score": t_score,
+                   "select": top.timings.get("select", 0.0) + time.perf_counter() - t3}
+        timings["total"] = sum(timings.values())
         return Batch(
-            topic=self.topic, thread=self.thread, iteration=iteration, rows=top.rows[:n_sel],
-            pids=top.pids[:n_sel], scores=top.scores[:n_sel].copy(), new=new, n_train=len(y),
-            n_relevant=int(y.sum()), n_negatives=len(neg), n_columns=len(cols),
-            timings={"prepare": t1 - t0, "fit": t2 - t1, "score": t_score, "select": t3 - t2 - t_score,
-                     "total": t3 - t0},
+            topic=self.topic, thread=self.thread, iteration=fit.iteration, rows=top.rows[:n_sel],
+            pids=top.pids[:n_sel], scores=top.scores[:n_sel].copy(), new=new, n_train=fit.n_train,
+            n_relevant=fit.n_relevant, n_negatives=fit.n_negatives, n_columns=len(fit.cols), timings=timings,
         )
+
+
+@dataclass
+class Fit:
+    """A ranker's model for its next batch (:meth:`CalRanker.train`): weights ``w`` (nonzero on
+    ``cols`` only), intercept ``b``, and what choosing needs (candidate positions to skip, known
+    positions to encounter)."""
+
+    w: np.ndarray
+    b: float
+    cols: np.ndarray
+    iteration: int
+    skip_pos: np.ndarray
+    known_pos: np.ndarray
+    n_train: int = 0
+    n_relevant: int = 0
+    n_negatives: int = 0
+    timings: dict = field(default_factory=dict)
 
 
 def candidate_rows(features: Features, universe: Iterable[str] | pa.Array | None = None) -> np.ndarray | None:
@@ -413,6 +461,9 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     return np.sort(rows[rows >= 0])
 
 
+_NO_BATCHES = pd.DataFrame(columns=["batch_id", "qid", "thread", "iteration", "kind", "status"])
+
+
 def issue_next_batches(
     store,
     features: Features,
@@ -422,16 +473,18 @@ def issue_next_batches(
     params: CalParams = CalParams(),
     fraction: float = 0.1,
     fraction_seed: int = 0,
-    combine: str = "median_high",
+    combine: Any = "median_high",
     allow_open: bool = False,
     dry_run: bool = False,
     scorer=None,
+    cache: dict | None = None,
 ) -> tuple[list[Batch], pd.DataFrame]:
     """Compute and issue the next CAL batch of every active thread of ``store``.
 
     For each topic (all, or ``topics``) and thread (the store's, or ``threads``) whose state is
     ``active``: the thread's view of the judgment log (pool batches plus its own CAL batches;
-    every batch for ``all``; several assessors' grades combined by ``combine``) trains the model;
+    every batch for ``all``; several assessors' grades combined by ``combine``, a rule name or object
+    as :func:`qrelkit.cal.store.combined_grades` takes) trains the model;
     every passage issued or judged for the topic in any thread is skipped (random-sample
     passages of the target method are neither skipped nor trained on); the batch is recorded
     with ``store.issue_batch(topic, thread, pids, kind="cal")`` unless ``dry_run``.
@@ -448,80 +501,152 @@ def issue_next_batches(
     ``allow_open``. Returns the batches and one row per (topic, thread) saying what happened
     (``issued``, ``waiting``, ``exhausted``, or the thread's state) with the number of new items
     and of encountered passages.
+
+    ``cache``: a dict kept by a caller that issues batches again and again with the same
+    features (a campaign runner): the threads' candidate rows are computed once into it, not on
+    every call (the fractional collection's rows take a pass over every passage id).
     """
     tdf = store.topics()
     want_topics = None if topics is None else {str(t) for t in topics}
-    cand_cache: dict[str, np.ndarray | None] = {}
+    cand_cache: dict = cache if cache is not None else {}
     scorer = scorer if scorer is not None else LocalScorer(features)
-    out: list[Batch] = []
-    rows_report = []
-    missing_total = 0
-    for qid, text in zip(tdf["qid"].astype(str), tdf["text"].astype(str)):
-        if want_topics is not None and qid not in want_topics:
+    # every topic's threads and CAL batches in one read each (not a query per topic)
+    all_threads = dict(tuple(store.threads().groupby("qid", sort=False)))
+    cal_all = store.batches(counts=False)
+    cal_all = dict(tuple(cal_all[cal_all["kind"] == "cal"].groupby("qid", sort=False)))
+    states: dict[str, _TopicState] = {}
+    report: dict[tuple[int, int], dict] = {}  # (topic, thread) order -> what happened
+    todo: dict[str, list[tuple[str, int]]] = {}  # thread -> [(topic, iteration)] to compute
+    for ti, (qid, text) in enumerate(zip(tdf["qid"].astype(str), tdf["text"].astype(str))):
+        if want_topics is not None and qid not in want_topics or qid not in all_threads:
             continue
-        th = store.threads(qid)
-        log_all = store.judgments(qid, None)  # every pool and cal judgment (no samples)
-        judged_any = set(log_all["docid"])
-        issued_any = store.issued_passages(qid, None)
-        pending = set(issued_any) - judged_any  # issued, not judged yet
-        cal_batches = store.batches(qid)
-        cal_batches = cal_batches[cal_batches["kind"] == "cal"]
-        for thread, state in zip(th["thread"], th["state"]):
+        st = states[qid] = _TopicState.read(store, qid, text, ti, all_threads[qid], cal_all.get(qid, _NO_BATCHES))
+        for thread, state in zip(st.threads["thread"], st.threads["state"]):
             if threads is not None and thread not in threads:
                 continue
+            key = (ti, THREADS.index(thread))
+            mine = st.cal_batches[st.cal_batches["thread"] == thread]
             if state != "active":
-                rows_report.append({"qid": qid, "thread": thread, "action": state, "batch_id": None, "items": 0,
-                                    "encountered": 0})
-                continue
-            mine = cal_batches[cal_batches["thread"] == thread]
-            if not allow_open and len(mine) and mine["status"].iloc[-1] == "open":
-                rows_report.append({"qid": qid, "thread": thread, "action": "waiting", "batch_id": mine["batch_id"].iloc[-1],
-                                    "items": 0, "encountered": 0})
-                continue
-            iteration = len(mine) + 1
-            if thread not in cand_cache:
-                cand_cache[thread] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
-                                      else candidate_rows(features))
-            cand = cand_cache[thread]
-            if thread == "all":  # its view is log_all and issued_any, read above; batches issued and
-                # judgments copied for other threads since then are in ``pending`` or already judged
-                lab = combine_log(log_all, combine=combine)
-                view = set(lab["docid"]) | set(issued_any)
+                report[key] = _row(qid, thread, state)
+            elif not allow_open and len(mine) and mine["status"].iloc[-1] == "open":
+                report[key] = _row(qid, thread, "waiting", mine["batch_id"].iloc[-1])
             else:
-                lab = store.labels(qid, thread, combine=combine)
-                view = set(lab["docid"]) | set(store.issued_passages(qid, thread))
-            skip = features.rows_of(sorted(view | pending))
-            known_ids = sorted(judged_any - view)
-            known = features.rows_of(known_ids)
-            rows = features.rows_of(lab["docid"].astype(str).tolist())
-            rel = binarize(lab["grade"].to_numpy(), params.relevant)
-            keep = rows >= 0
-            missing_total += int((~keep).sum())
-            ranker = CalRanker(features, text, topic=qid, thread=thread, candidates=cand, params=params, scorer=scorer)
-            if cand is not None:
-                keep &= ranker.positions(np.maximum(rows, 0)) >= 0
-            k = batch_size(params, thread, iteration)
-            b = ranker.next_batch(rows[keep], rel[keep], skip[skip >= 0], k, iteration, known_rows=known[known >= 0])
+                todo.setdefault(thread, []).append((qid, len(mine) + 1))
+    missing_total = 0
+    for thread in THREADS:  # thread by thread: a topic's later threads skip what its earlier ones chose
+        if thread not in todo:
+            continue
+        key = ("candidates", thread, fraction, fraction_seed)
+        if key not in cand_cache:
+            cand_cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
+                               else candidate_rows(features))
+        rankers, fits, missing_total = _train_all(features, states, todo[thread], thread, cand_cache, key, params,
+                                                  combine, missing_total, scorer)
+        ks = [batch_size(params, thread, iteration) for _qid, iteration in todo[thread]]
+        for (qid, _it), ranker, fit, k, top in zip(todo[thread], rankers, fits, ks, _tops(scorer, rankers, fits, ks)):
+            st = states[qid]
+            b = ranker.choose(fit, top, k)
             if len(b.rows) == 0 or not b.new.any():
-                rows_report.append({"qid": qid, "thread": thread, "action": "exhausted", "batch_id": None, "items": 0,
-                                    "encountered": 0})
+                report[(st.index, THREADS.index(thread))] = _row(qid, thread, "exhausted")
                 continue
+            st.batches.append(b)
+            if not dry_run:  # the topic's next threads skip these (issued in the write pass below)
+                st.pending |= {p_ for p_, n_ in zip(b.pids, b.new.tolist()) if n_}
+    out: list[Batch] = []
+    for qid, st in states.items():  # the writes, topic by topic in thread order (as issued one by one)
+        for b in st.batches:
             enc = [p_ for p_, n_ in zip(b.pids, b.new.tolist()) if not n_]
-            bid = None
             if not dry_run:
-                bid = store.issue_batch(qid, thread, b.pids, kind="cal")
+                b.batch_id = store.issue_batch(qid, b.thread, b.pids, kind="cal")
                 if enc:  # encountered passages bring their judgments into this thread's view
-                    copy = log_all[log_all["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
-                    copy["batch_id"] = bid
+                    copy = st.log[st.log["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
+                    copy["batch_id"] = b.batch_id
                     store.import_judgments(copy, source="encountered")
-                pending |= {p_ for p_, n_ in zip(b.pids, b.new.tolist()) if n_}
-            b.batch_id = bid
             out.append(b)
-            rows_report.append({"qid": qid, "thread": thread, "action": "issued", "batch_id": bid,
-                                "items": int(b.new.sum()), "encountered": len(enc)})
-    report = pd.DataFrame(rows_report, columns=["qid", "thread", "action", "batch_id", "items", "encountered"])
-    report.attrs["judged_passages_not_in_features"] = missing_total
-    return out, report
+            report[(st.index, THREADS.index(b.thread))] = {**_row(qid, b.thread, "issued", b.batch_id),
+                                                          "items": int(b.new.sum()), "encountered": len(enc)}
+    rep = pd.DataFrame([report[k] for k in sorted(report)], columns=["qid", "thread", "action", "batch_id", "items",
+                                                                    "encountered"])
+    rep.attrs["judged_passages_not_in_features"] = missing_total
+    return out, rep
+
+
+def _row(qid: str, thread: str, action: str, batch_id: str | None = None) -> dict:
+    return {"qid": qid, "thread": thread, "action": action, "batch_id": batch_id, "items": 0, "encountered": 0}
+
+
+@dataclass
+class _TopicState:
+    """What :func:`issue_next_batches` reads of one topic, once: its threads, log (pool and CAL
+    judgments), issued items and CAL batches; ``pending`` (issued, not judged) grows with the
+    batches chosen for its threads, which ``batches`` collects."""
+
+    qid: str
+    text: str
+    index: int
+    threads: pd.DataFrame
+    cal_batches: pd.DataFrame
+    log: pd.DataFrame
+    items: pd.DataFrame
+    judged: set
+    issued: list
+    pending: set
+    batches: list = field(default_factory=list)
+
+    @classmethod
+    def read(cls, store, qid: str, text: str, index: int, threads: pd.DataFrame, cal_batches: pd.DataFrame) -> "_TopicState":
+        log = store.judgments(qid, None)  # every pool and cal judgment (no samples)
+        items = store.issued_items(qid)
+        judged = set(log["docid"])
+        issued = list(dict.fromkeys(items["passage"]))
+        return cls(qid, text, index, threads, cal_batches, log, items, judged, issued, set(issued) - judged)
+
+    def view(self, thread: str, combine: Any) -> tuple[pd.DataFrame, set]:
+        """The thread's judged passages (one grade each, judging order) and everything in its
+        view, judged or issued (as ``store.labels`` / ``issued_passages`` for the thread): the
+        pool batches and its own; every batch for ``all``."""
+        if thread == "all":
+            lab = combine_log(self.log, combine=combine)
+            return lab, set(lab["docid"]) | set(self.issued)
+        seen = _in_view(self.log["kind"].to_numpy(), self.log["thread"].to_numpy(), thread)
+        lab = combine_log(self.log[seen], combine=combine)
+        mine = _in_view(self.items["kind"].to_numpy(), self.items["thread"].to_numpy(), thread)
+        return lab, set(lab["docid"]) | set(self.items["passage"][mine])
+
+
+def _train_all(features: Features, states: dict, todo: list, thread: str, cand_cache: dict, key: tuple,
+               params: CalParams, combine: Any, missing_total: int, scorer=None) -> tuple[list, list, int]:
+    """The ranker and trained model of ``thread`` for every (topic, iteration) of ``todo``."""
+    cand = cand_cache[key]
+    rankers, fits = [], []
+    for qid, iteration in todo:
+        st = states[qid]
+        lab, view = st.view(thread, combine)
+        skip = features.rows_of(sorted(view | st.pending))
+        known = features.rows_of(sorted(st.judged - view))
+        rows = features.rows_of(lab["docid"].astype(str).tolist())
+        rel = binarize(lab["grade"].to_numpy(), params.relevant)
+        keep = rows >= 0
+        missing_total += int((~keep).sum())
+        if ("shared",) + key[1:] not in cand_cache:  # the candidates' positions, built once per thread
+            cand_cache[("shared",) + key[1:]] = Candidates(features, cand)
+        ranker = CalRanker(features, st.text, topic=qid, thread=thread, candidates=cand_cache[("shared",) + key[1:]],
+                           params=params, scorer=scorer)
+        if cand is not None:
+            keep &= ranker.positions(np.maximum(rows, 0)) >= 0
+        rankers.append(ranker)
+        fits.append(ranker.train(rows[keep], rel[keep], skip[skip >= 0], iteration, known_rows=known[known >= 0]))
+    return rankers, fits, missing_total
+
+
+def _tops(scorer, rankers: list, fits: list, ks: list) -> list[TopRows]:
+    """Every ranker's best candidates under its fitted model (for a batch of ``ks``), from one
+    ``scorer.top_many`` call: the rankers of a thread share their candidates, so the scorer reads
+    each shard's rows once for :data:`~qrelkit.cal.scoring.SCORE_GROUP` models at a time."""
+    if not rankers:
+        return []
+    reqs = [r.scoring_request(f, k) for r, f, k in zip(rankers, fits, ks)]
+    return scorer.top_many([q[0] for q in reqs], rankers[0].cands, [q[1] for q in reqs], [q[2] for q in reqs])
 
 
 def batches_table(batches: Sequence[Batch], *, assessor: str = "", texts: Mapping[str, str] | None = None) -> pa.Table:

@@ -12,6 +12,12 @@ first ``k`` of the collection — ties at the cut included, whichever shard they
 :class:`LocalScorer` scores the shards one after the other in this process;
 :class:`qrelkit.cal.distributed.DaskScorer` scores them on Dask workers and merges at the client.
 Both take the same arguments (:meth:`LocalScorer.top`) and give the same batches.
+
+**Several models at once.** A CAL round trains one model per topic for each thread; the thread's
+rankers share their candidates, so ``top_many`` scores up to :data:`SCORE_GROUP` models in one
+pass over each shard's rows (:func:`score_shard_many`: every model's sum of a row in column order,
+in float32, bit for bit the one-model kernels' scores), keeps each model's first ``k`` per shard
+and merges them per model as :meth:`LocalScorer.top` does.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ from qrelkit.cal.features import Features
 from qrelkit.cal.shards import Shard
 from qrelkit.jit import twins
 
-__all__ = ["PARALLEL_MIN_NNZ", "Candidates", "LocalScorer", "TopRows", "merge_tops", "score", "score_shard",
-           "select_top", "shard_top"]
+__all__ = ["PARALLEL_MIN_NNZ", "SCORE_GROUP", "Candidates", "LocalScorer", "TopRows", "merge_tops", "model_matrix",
+           "score", "score_many", "score_shard", "score_shard_many", "select_top", "shard_top", "shard_top_many"]
 
 
 # --------------------------------------------------------------------------- kernels
@@ -167,13 +173,79 @@ def score(features: Features, w: np.ndarray, b: float = 0.0, rows: np.ndarray | 
         for s in features.shards:
             score_shard(s, w, b, None, out[s.first_row: s.end_row])
         return out
-    rows = np.asarray(rows, np.int64)
+    return _by_shard(features, np.asarray(rows, np.int64), out, lambda s, local: score_shard(s, w, b, local))
+
+
+def _by_shard(features: Features, rows: np.ndarray, out: np.ndarray, fn) -> np.ndarray:
+    """``out[i] = fn(shard, local rows)`` for the rows of each shard (global ``rows``)."""
     sid = features.shard_of(rows)
     for k in np.unique(sid):
         sel = np.flatnonzero(sid == k)
         s = features.shards[int(k)]
-        out[sel] = score_shard(s, w, b, rows[sel] - s.first_row)
+        out[sel] = fn(s, rows[sel] - s.first_row)
     return out
+
+
+def _score_many_py(indptr, indices16, indices, data, W, b, rows, out):
+    k = W.shape[1]
+    for i in nb.prange(len(rows)):
+        r = rows[i]
+        a = indptr[r]
+        e = indptr[r + 1]
+        for t in range(k):
+            out[i, t] = np.float32(0.0)
+        wide = e > a and indices16[e - 1] == 0xFFFF
+        for j in range(a, e):
+            c = np.int64(indices16[j])
+            if wide and c == 0xFFFF:
+                c = np.int64(indices[j])
+            v = data[j]
+            for t in range(k):
+                out[i, t] += v * W[c, t]
+        for t in range(k):
+            out[i, t] += b[t]
+
+
+# Several weight vectors in one pass over the rows (a CAL round's topics of one thread): each
+# vector's score of a row is summed in column order in float32, as the one-vector kernels do, so
+# the scores are bit for bit theirs; the rows are read once for all of them.
+_score_many, _score_many_serial = twins(_score_many_py)
+SCORE_GROUP = 16  # models scored per pass over a shard (memory: a shard's candidates x 16 float32)
+
+
+def score_shard_many(shard: Shard, W: np.ndarray, b: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """float32 scores of several linear models over a shard's rows (local; all when None):
+    ``X[rows] @ W + b`` as (rows, models), column ``t`` equal to :func:`score_shard` of
+    ``W[:, t]`` and ``b[t]`` bit for bit, in one pass over the rows' non-zeros."""
+    W = np.ascontiguousarray(W, np.float32)
+    b = np.ascontiguousarray(b, np.float32)
+    rows = np.arange(shard.n_rows, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+    out = np.empty((len(rows), W.shape[1]), np.float32)
+    work = shard.nnz * len(rows) / max(shard.n_rows, 1)
+    (_score_many if work >= PARALLEL_MIN_NNZ else _score_many_serial)(
+        shard.indptr, shard.compact_indices(), shard.indices, shard.data, W, b, rows, out)
+    return out
+
+
+def score_many(features: Features, W: np.ndarray, b: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """float32 scores of several linear models at once: ``X[rows] @ W + b`` as an array of
+    (rows, models) — column ``t`` equals :func:`score` of ``W[:, t]`` and ``b[t]``, bit for bit
+    — shard by shard, one pass over each shard's rows for every model."""
+    W = np.ascontiguousarray(W, np.float32)
+    if rows is None:
+        parts = [score_shard_many(s, W, b) for s in features.shards]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros((0, W.shape[1]), np.float32)
+    out = np.empty((len(rows), W.shape[1]), np.float32)
+    return _by_shard(features, np.asarray(rows, np.int64), out, lambda s, local: score_shard_many(s, W, b, local))
+
+
+def model_matrix(models: list[tuple], n_terms: int) -> np.ndarray:
+    """The (columns, models) float32 weights of ``models`` (``(w, b, cols)``: ``w`` is zero off
+    ``cols``)."""
+    W = np.zeros((n_terms, len(models)), np.float32)
+    for t, (w, _b, cols) in enumerate(models):
+        W[cols, t] = np.asarray(w)[cols]
+    return W
 
 
 # --------------------------------------------------------------------------- selection
@@ -260,6 +332,15 @@ class TopRows:
         return cls(np.zeros(0, np.int64), np.zeros(0, np.float32), [])
 
 
+def _shard_select(shard: Shard, sc: np.ndarray, cand: np.ndarray | None, skip: np.ndarray, k: int) -> TopRows:
+    """The first ``k`` of a shard's candidate scores ``sc`` (modified: skipped rows get -inf)."""
+    if len(skip):
+        sc[skip if cand is None else np.searchsorted(cand, skip)] = -np.inf
+    sel = select_top(sc, k, shard.pids, cand)
+    local = sel if cand is None else cand[sel]
+    return TopRows(local + shard.first_row, sc[sel].copy(), shard.pids.take(pa.array(local)).to_pylist())
+
+
 def shard_top(shard: Shard, w: np.ndarray, b: float, cand: np.ndarray | None, skip: np.ndarray, k: int,
               buf: np.ndarray | None = None) -> TopRows:
     """The first ``k`` candidates of one shard (score descending, then pid).
@@ -273,13 +354,29 @@ def shard_top(shard: Shard, w: np.ndarray, b: float, cand: np.ndarray | None, sk
     t0 = time.perf_counter()
     sc = score_shard(shard, w, b, cand, None if buf is None else buf[:n])
     t1 = time.perf_counter()
-    if len(skip):
-        sc[skip if cand is None else np.searchsorted(cand, skip)] = -np.inf
-    sel = select_top(sc, k, shard.pids, cand)
-    local = sel if cand is None else cand[sel]
-    top = TopRows(local + shard.first_row, sc[sel].copy(), shard.pids.take(pa.array(local)).to_pylist())
+    top = _shard_select(shard, sc, cand, skip, k)
     top.timings = {"score": t1 - t0, "select": time.perf_counter() - t1}
     return top
+
+
+def shard_top_many(shard: Shard, W: np.ndarray, b: np.ndarray, cand: np.ndarray | None, skips: list[np.ndarray],
+                   ks: list[int]) -> list[TopRows]:
+    """:func:`shard_top` of several models (the columns of ``W``, intercepts ``b``) over the same
+    candidates, scored in one pass over the shard's rows (:func:`score_shard_many`); ``skips``
+    and ``ks`` per model. Each model's timings hold its share of the scoring time."""
+    n = shard.n_rows if cand is None else len(cand)
+    if n == 0 or not len(ks):
+        return [TopRows.empty() for _ in ks]
+    t0 = time.perf_counter()
+    many = score_shard_many(shard, W, b, cand)
+    share = (time.perf_counter() - t0) / len(ks)
+    out = []
+    for t, (skip, k) in enumerate(zip(skips, ks)):
+        t1 = time.perf_counter()
+        top = _shard_select(shard, np.ascontiguousarray(many[:, t]), cand, skip, k) if k > 0 else TopRows.empty()
+        top.timings = {"score": share, "select": time.perf_counter() - t1}
+        out.append(top)
+    return out
 
 
 def merge_tops(parts: list[TopRows], k: int) -> TopRows:
@@ -293,6 +390,16 @@ def merge_tops(parts: list[TopRows], k: int) -> TopRows:
     order = sorted(range(len(rows)), key=lambda i: (-float(sc[i]), pids[i]))[:k]
     idx = np.array(order, np.int64)
     return TopRows(rows[idx], sc[idx], [pids[i] for i in order])
+
+
+def merge_timed(parts: list[TopRows], k: int) -> TopRows:
+    """:func:`merge_tops` of shards' parts, with their scoring and selecting seconds summed."""
+    t0 = time.perf_counter()
+    t_score = sum(p.timings.get("score", 0.0) for p in parts)
+    t_select = sum(p.timings.get("select", 0.0) for p in parts)
+    out = parts[0] if len(parts) == 1 else merge_tops(parts, k)
+    out.timings = {"score": t_score, "select": t_select + time.perf_counter() - t0}
+    return out
 
 
 class Candidates:
@@ -362,15 +469,27 @@ class LocalScorer:
         need = max((s.n_rows for s in f.shards), default=0)
         if len(self._buf) < need:
             self._buf = np.empty(need, np.float32)
-        parts, t_score, t_select = [], 0.0, 0.0
-        for s, (sh, skip) in enumerate(zip(f.shards, split_rows(f, skip_rows))):
-            top = shard_top(sh, w, b, cands.shard_rows(s, sh.first_row), skip, k, self._buf)
-            parts.append(top)
-            t_score += top.timings.get("score", 0.0)
-            t_select += top.timings.get("select", 0.0)
-        t0 = time.perf_counter()
-        out = parts[0] if len(parts) == 1 else merge_tops(parts, k)
-        out.timings = {"score": t_score, "select": t_select + time.perf_counter() - t0}
+        parts = [shard_top(sh, w, b, cands.shard_rows(s, sh.first_row), skip, k, self._buf)
+                 for s, (sh, skip) in enumerate(zip(f.shards, split_rows(f, skip_rows)))]
+        return merge_timed(parts, k)
+
+    def top_many(self, models: list[tuple], cands: Candidates, skips: list[np.ndarray], ks: list[int]) -> list[TopRows]:
+        """:meth:`top` of several models ``(w, b, cols)`` over the same candidates (``skips`` and
+        ``ks`` per model): every shard's rows are read once for all of them (at most
+        :data:`SCORE_GROUP` at a time). The same results as :meth:`top` model by model."""
+        if len(models) == 1:
+            (w, b, cols), = models
+            return [self.top(w, b, cols, cands, skips[0], ks[0])]
+        out: list[TopRows] = []
+        f = self.features
+        for g in range(0, len(models), SCORE_GROUP):
+            group = models[g: g + SCORE_GROUP]
+            W = model_matrix(group, f.n_terms)
+            b = np.array([m[1] for m in group], np.float32)
+            split = [split_rows(f, np.asarray(sk, np.int64)) for sk in skips[g: g + SCORE_GROUP]]
+            per_shard = [shard_top_many(sh, W, b, cands.shard_rows(s, sh.first_row), [sp[s] for sp in split],
+                                        ks[g: g + SCORE_GROUP]) for s, sh in enumerate(f.shards)]
+            out += [merge_timed([tops[t] for tops in per_shard], ks[g + t]) for t in range(len(group))]
         return out
 
     def close(self) -> None:

@@ -34,6 +34,10 @@ batches         seq (issue order), id (unique), topic, thread (NULL: shared by e
 batch_items     batch, position (1-based, the order the batch was issued in), passage
 judgments       seq, topic, passage, grade, assessor, time (UTC, ISO 8601), batch, source;
                 unique (topic, passage, assessor, batch)
+judgment_changes  seq, judgment (a judgments seq), grade (NULL: retracted), time, source: the
+                append-only log of retractions and re-judgments (schema version 2)
+live_judgments  a view: every judgment not retracted, with its grade in force (what every
+                reader of the log reads)
 ==============  ==================================================================================
 
 Judgments
@@ -58,6 +62,16 @@ docid, assessor or batch_id), ``grade-outside-scale``, ``unknown-topic`` (not in
 another topic). A batch id the store does not know (e.g. ``<qid>-1`` from ``qrelkit batch make``)
 is registered on first import as a ``pool`` batch shared by every thread.
 
+Retraction (undo) and re-judgment
+---------------------------------
+A judgment is never deleted or updated. :meth:`JudgingStore.retract` appends a row to
+``judgment_changes`` (grade NULL): from then on the judgment is out of every reading of the log
+(:meth:`JudgingStore.judgments`, exports, labels, batch progress) and its item is owed again. The
+same assessor judging the item again in the same batch (through the import path, so a retried
+identical judgment stays one) appends another change with the new grade: the judgment is back,
+with that grade. A conflict is decided on the grades in force: a retracted grade conflicts with
+nothing. The original rows and every change stay in the file for audit.
+
 Judging order and thread views
 ------------------------------
 Judging order is batch issue order, then the item's position in the batch (the CAL rank), then
@@ -79,7 +93,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -94,7 +108,7 @@ from qrelkit.io.tables import read_answer_table
 from qrelkit.pooler.batches import judgments_to_qrels
 
 STORE_FORMAT = "qrelkit-judging-store"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: judgment_changes (retractions, re-judgments) and the live_judgments view
 THREADS = ("fractional", "local", "all")
 THREAD_STATES = ("active", "accepted", "rejected", "stopped")
 BATCH_KINDS = ("cal", "pool", "sample")
@@ -149,11 +163,46 @@ CREATE TRIGGER IF NOT EXISTS judgments_no_update BEFORE UPDATE ON judgments
     BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS judgments_no_delete BEFORE DELETE ON judgments
     BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
+"""
+
+#: schema version 2: retractions and re-judgments (an append-only log of changes), the view every
+#: reader uses, and the conflict trigger on the grades in force (created by both a new store and
+#: the migration of a version-1 store, which drops the version-1 trigger first)
+_CHANGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgment_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    judgment INTEGER NOT NULL REFERENCES judgments(seq),
+    grade INTEGER,
+    time TEXT NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS judgment_changes_judgment ON judgment_changes(judgment, seq);
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_update BEFORE UPDATE ON judgment_changes
+    BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_delete BEFORE DELETE ON judgment_changes
+    BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
+CREATE VIEW IF NOT EXISTS live_judgments AS
+    SELECT j.seq, j.topic, j.passage, j.assessor, j.time, j.batch, j.source,
+           CASE WHEN EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+                THEN (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1)
+                ELSE j.grade END AS grade
+    FROM judgments j
+    WHERE NOT EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+       OR (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1) IS NOT NULL;
 CREATE TRIGGER IF NOT EXISTS judgments_no_conflict BEFORE INSERT ON judgments
-    WHEN EXISTS (SELECT 1 FROM judgments WHERE topic = NEW.topic AND passage = NEW.passage
+    WHEN EXISTS (SELECT 1 FROM live_judgments WHERE topic = NEW.topic AND passage = NEW.passage
                  AND assessor = NEW.assessor AND grade <> NEW.grade)
     BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END;
+CREATE TRIGGER IF NOT EXISTS judgment_changes_no_conflict BEFORE INSERT ON judgment_changes
+    WHEN NEW.grade IS NOT NULL AND EXISTS (SELECT 1 FROM judgments j JOIN live_judgments l ON l.topic = j.topic
+         AND l.passage = j.passage AND l.assessor = j.assessor AND l.seq <> j.seq AND l.grade <> NEW.grade
+         WHERE j.seq = NEW.judgment)
+    BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END
 """
+
+#: a version-1 store opened read-only: the same view, over a log that has no changes
+_V1_READONLY_VIEW = """CREATE TEMP VIEW IF NOT EXISTS live_judgments AS
+    SELECT seq, topic, passage, assessor, time, batch, source, grade FROM main.judgments"""
 
 
 @dataclass
@@ -239,6 +288,22 @@ def store_errors(path: str | os.PathLike) -> Iterator[None]:
         raise InputError("store-damaged", f"{exc}; restore the store from a backup", file=str(path)) from None
 
 
+def _statements(script: str) -> list[str]:
+    """The SQL statements of a schema script (split at a semicolon ending a line)."""
+    return [stmt for stmt in script.split(";\n") if stmt.strip()]
+
+
+def sql_filters(columns: Mapping[str, object], prefix: str = "") -> tuple[list[str], list[str]]:
+    """``["col = ?", ...]`` (each after ``prefix``) and their parameters (as strings) for the
+    columns whose value is not None: the WHERE clauses of an optional filter.
+
+    >>> sql_filters({"b.topic": "1", "b.thread": None})
+    (['b.topic = ?'], ['1'])
+    """
+    given = [(c, v) for c, v in columns.items() if v is not None]
+    return [f"{prefix}{c} = ?" for c, _ in given], [str(v) for _, v in given]
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
@@ -262,7 +327,8 @@ def _topics_frame(topics: pd.DataFrame | Mapping[str, str] | Iterable[str] | Non
 class JudgingStore:
     """An open judging store (see the module documentation).
 
-    One object per process (or thread): it owns one SQLite connection. Use as a context manager
+    One object per process (or thread): it owns one SQLite connection (``check_same_thread=False``:
+    usable from a thread other than its creator's, by one thread at a time). Use as a context manager
     or call :meth:`close`. Open with :func:`open_store` / create with :func:`init_store`.
 
     Examples
@@ -286,7 +352,8 @@ class JudgingStore:
     """
 
     def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, synchronous: str = "FULL",
-                 readonly: bool = False, operation: str | None = None, _create: bool = False) -> None:
+                 readonly: bool = False, operation: str | None = None, check_same_thread: bool = True,
+                 _create: bool = False) -> None:
         self.path = Path(path)
         self.timeout = float(timeout)
         self.operation = operation or _default_operation()
@@ -299,9 +366,10 @@ class JudgingStore:
         try:
             if readonly:
                 self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
-                                           isolation_level=None)
+                                           isolation_level=None, check_same_thread=check_same_thread)
             else:
-                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                           check_same_thread=check_same_thread)
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if existed:
                 self._check_integrity()
@@ -313,12 +381,16 @@ class JudgingStore:
             self._db.execute("PRAGMA temp_store = MEMORY")
             if _create:
                 with self.transaction():
-                    for stmt in _SCHEMA.split(";\n"):
-                        if stmt.strip():
+                    for stmt in _statements(_SCHEMA):
+                        self._db.execute(stmt)
+                    new = self._db.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone() is None
+                    if new:
+                        for stmt in _statements(_CHANGES_SCHEMA):
                             self._db.execute(stmt)
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema_version', ?)",
                                      (STORE_FORMAT, str(SCHEMA_VERSION)))
             self._check_meta()
+            self._upgrade(readonly)
         except sqlite3.OperationalError as exc:
             self.close()
             if _is_locked(exc):
@@ -367,6 +439,23 @@ class JudgingStore:
         if int(meta.get("schema_version", 0)) > SCHEMA_VERSION:
             raise InputError("not-a-store", f"store schema {meta['schema_version']} is newer than this qrelkit "
                              f"({SCHEMA_VERSION})", file=str(self.path))
+
+    def _upgrade(self, readonly: bool) -> None:
+        """Bring a version-1 store to version 2 (the changes log, the view, the conflict trigger on
+        the grades in force), in one transaction; read-only, give the connection a temporary view
+        of the log instead (a version-1 store has no changes)."""
+        version = int(self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        if version >= SCHEMA_VERSION:
+            return
+        if readonly:
+            self._db.execute(_V1_READONLY_VIEW)
+            return
+        with self.transaction() as db:
+            if int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) < 2:
+                db.execute("DROP TRIGGER IF EXISTS judgments_no_conflict")
+                for stmt in _statements(_CHANGES_SCHEMA):
+                    db.execute(stmt)
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -503,20 +592,15 @@ class JudgingStore:
                            [(bid, i + 1, p) for i, p in enumerate(items)])
         return bid
 
-    def batches(self, topic: str | None = None, thread: str | None = None) -> pd.DataFrame:
+    def batches(self, topic: str | None = None, thread: str | None = None, *, counts: bool = True) -> pd.DataFrame:
         """Issued and registered batches in issue order: ``batch_id, qid, thread, iteration, kind,
-        status, items, judged`` (distinct judged items)."""
-        where, params = [], []
-        if topic is not None:
-            where.append("b.topic = ?")
-            params.append(str(topic))
-        if thread is not None:
-            where.append("b.thread = ?")
-            params.append(thread)
-        sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status,"
-               " (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
-               " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM judgments j WHERE j.batch = b.id) AS judged"
-               " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
+        status, items, judged`` (distinct judged items; without those two with ``counts=False``,
+        which spares a count over every batch's items and judgments)."""
+        where, params = sql_filters({"b.topic": topic, "b.thread": thread})
+        sql = ("SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.iteration, b.kind, b.status"
+               + (", (SELECT COUNT(*) FROM batch_items i WHERE i.batch = b.id) AS items,"
+                  " (SELECT COUNT(DISTINCT j.topic || char(31) || j.passage) FROM live_judgments j WHERE j.batch = b.id) AS judged"
+                  if counts else "") + " FROM batches b" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY b.seq")
         df = self._query(sql, params)
         df["iteration"] = df["iteration"].astype("Int64")
         return df
@@ -624,10 +708,13 @@ class JudgingStore:
                 " (b.topic IS NOT NULL AND b.topic <> n.topic) OR ((SELECT COUNT(*) FROM batch_items x WHERE x.batch = b.id) > 0"
                 " AND NOT EXISTS (SELECT 1 FROM batch_items x WHERE x.batch = b.id AND x.passage = n.passage))")}
             stored = {r[0]: r[1] for r in db.execute(
-                "SELECT n.i, MIN(j.grade) FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                "SELECT n.i, MIN(j.grade) FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.grade <> n.grade GROUP BY n.i")}
+            retracted = {r[0]: r[1] for r in db.execute(
+                "SELECT n.i, j.seq FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                " AND j.assessor = n.assessor AND j.batch = n.batch WHERE j.seq NOT IN (SELECT seq FROM live_judgments)")}
             already = {r[0] for r in db.execute(
-                "SELECT n.i FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
+                "SELECT n.i FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}
             ok = np.ones(len(rows), bool)
             for i in range(len(rows)):
@@ -659,20 +746,56 @@ class JudgingStore:
                 one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
                 db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
                                " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
+            sources = new["file"].astype(str).tolist() if source is None else [src] * len(new)
+            again = [retracted.get(i) for i in np.flatnonzero(write)]  # a retracted judgment judged again
             db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
-                               new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
-                               new["file"].astype(str).tolist() if source is None else [src] * len(new)))
+                           [r for r, j in zip(zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
+                                                  new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
+                                                  sources), again) if j is None])
+            db.executemany("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, ?, ?, ?)",
+                           [(j, g, now, so) for j, g, so in zip(again, new["grade"].astype(int).tolist(), sources)
+                            if j is not None])
             # batches whose every item is judged are complete
             touched = [b for b in dict.fromkeys(new["batch_id"]) if b in issued and issued[b][1] > 0]
             db.executemany("UPDATE batches SET status = 'complete' WHERE id = ? AND status = 'open' AND NOT EXISTS"
                            " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
-                           " (SELECT 1 FROM judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
+                           " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
             db.execute("DELETE FROM temp._in")
             if on_transaction is not None:
                 on_transaction("commit")
         counts["imported"] = int(len(new))
         return ImportReport(int(len(new)), dict(sorted(counts.items())), conflicts, len(reg))
+
+    # -- retraction (undo) -----------------------------------------------------------------------
+
+    def retract(self, topic: str, passage: str, assessor: str, batch: str, *, source: str = "undo") -> int | None:
+        """Retract the judgment in force of ``assessor`` for ``topic``/``passage`` in ``batch``: one
+        row appended to the changes log (see the module documentation), the batch open again when
+        an item of it is left without a judgment. Returns the grade retracted, or None when there
+        was none in force (retracting twice changes nothing)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT seq, grade FROM live_judgments WHERE topic = ? AND passage = ? AND assessor = ?"
+                             " AND batch = ?", (str(topic), str(passage), str(assessor), str(batch))).fetchone()
+            if row is None:
+                return None
+            db.execute("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, NULL, ?, ?)",
+                       (row[0], _now(), source))
+            db.execute("UPDATE batches SET status = 'open' WHERE id = ? AND status = 'complete' AND EXISTS"
+                       " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
+                       " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", (str(batch),))
+        return int(row[1])
+
+    def last_judgment(self, assessor: str, topic: str | None = None, *, source: str | None = None) -> dict | None:
+        """The judgment in force that ``assessor`` made (or made again) last, of ``topic`` when
+        given and from ``source`` when given: ``qid, docid, grade, batch_id, time`` — or None."""
+        where, params = sql_filters({"l.assessor": assessor, "l.topic": topic, "l.source": source})
+        row = self._db.execute(
+            "SELECT l.topic, l.passage, l.grade, l.batch, MAX(l.time, COALESCE((SELECT MAX(c.time) FROM judgment_changes c"
+            " WHERE c.judgment = l.seq), '')) AS t FROM live_judgments l WHERE " + " AND ".join(where)
+            + " ORDER BY t DESC, l.seq DESC LIMIT 1", params).fetchone()
+        if row is None:
+            return None
+        return {"qid": row[0], "docid": row[1], "grade": int(row[2]), "batch_id": row[3], "time": row[4]}
 
     # -- judgments out ---------------------------------------------------------------------------
 
@@ -698,7 +821,7 @@ class JudgingStore:
             where.append("b.seq <= ?")
             params.append(int(max_batch_seq))
         sql = ("SELECT j.topic AS qid, j.passage AS docid, j.assessor, j.grade, j.batch AS batch_id, b.thread, b.kind,"
-               " b.iteration, i.position, b.seq AS batch_seq FROM judgments j JOIN batches b ON b.id = j.batch"
+               " b.iteration, i.position, b.seq AS batch_seq FROM live_judgments j JOIN batches b ON b.id = j.batch"
                " LEFT JOIN batch_items i ON i.batch = j.batch AND i.passage = j.passage"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY b.seq, i.position IS NULL, i.position, j.seq")
@@ -722,29 +845,31 @@ class JudgingStore:
         rows = self._db.execute(sql + " ORDER BY b.seq, i.position", params).fetchall()
         return list(dict.fromkeys(r[0] for r in rows))
 
-    def issued_items(self) -> pd.DataFrame:
-        """Every item of every issued batch but the samples, in issue order: ``qid, thread,
-        kind, passage`` (the issued passages of all threads at once; see :meth:`issued_passages`)."""
+    def issued_items(self, topic: str | None = None) -> pd.DataFrame:
+        """Every item of every issued batch but the samples (of ``topic``, or of every topic), in
+        issue order: ``qid, thread, kind, passage`` (the issued passages of all threads at once;
+        see :meth:`issued_passages`)."""
         return self._query("SELECT b.topic AS qid, b.thread, b.kind, i.passage FROM batch_items i JOIN batches b"
-                           " ON b.id = i.batch WHERE b.kind <> 'sample' ORDER BY b.seq, i.position")
+                           " ON b.id = i.batch WHERE b.kind <> 'sample'" + (" AND b.topic = ?" if topic is not None else "")
+                           + " ORDER BY b.seq, i.position", () if topic is None else (str(topic),))
 
     def judged_passages(self, topic: str, thread: str | None = None) -> set[str]:
         """Every passage of ``topic`` with at least one judgment in the thread's view (samples
         included: they are judged too)."""
         return set(self.judgments(topic, thread, include_sample=True)["docid"])
 
-    def labels(self, topic: str, thread: str | None = None, *, combine: str = "median_high") -> pd.DataFrame:
+    def labels(self, topic: str, thread: str | None = None, *, combine: Any = "median_high") -> pd.DataFrame:
         """One grade per judged passage of the thread's view, in judging order (first judgment):
         ``docid, grade, batch_id, batch_seq``; several assessors' grades combined by ``combine``
-        (median_high | max | min, :func:`qrelkit.pooler.batches.judgments_to_qrels`)."""
+        (median_high | max | min, or a rule object: :func:`combined_grades`)."""
         return combine_log(self.judgments(topic, thread), combine=combine)
 
-    def export_qrels(self, *, combine: str = "median_high", thread: str = "all") -> pa.Table:
+    def export_qrels(self, *, combine: Any = "median_high", thread: str = "all") -> pa.Table:
         """Qrels (``qid, docid, rel``, qrels order) from the thread's view; ``all`` exports every
         judgment in the store, samples included. Several assessors' grades are combined by
-        :func:`qrelkit.pooler.batches.judgments_to_qrels`."""
+        ``combine`` (:func:`combined_grades`)."""
         log = self.judgments(None, None if thread == "all" else thread, include_sample=True)
-        return judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+        return combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
 
     def export_log(self, *, thread: str = "all") -> pa.Table:
         """The judgment log (no times, no sources) in topic order, then judging order: columns
@@ -770,16 +895,34 @@ class JudgingStore:
                 .drop(columns="_q").reset_index(drop=True))
 
 
-def combine_log(log: pd.DataFrame, *, combine: str = "median_high") -> pd.DataFrame:
+def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa.Table:
+    """Qrels (``qid, docid, rel``) from judgments (``qid, docid, assessor, grade``), one grade per
+    (topic, passage). ``combine``: a rule name — ``median_high``, ``max``, ``min``
+    (:func:`qrelkit.pooler.batches.judgments_to_qrels`) — or a rule object with a
+    ``grades(judgments) -> qrels table`` method, such as :class:`qrelkit.labels.VoteRule` (the
+    labels' majority vote)."""
+    if isinstance(combine, str):
+        return judgments_to_qrels(judgments, combine=combine)
+    if not callable(getattr(combine, "grades", None)):
+        raise InputError("bad-option", f"combine must be a rule name or have a grades() method, got {combine!r}")
+    return combine.grades(judgments)
+
+
+def combine_log(log: pd.DataFrame, *, combine: Any = "median_high") -> pd.DataFrame:
     """One row per (topic, passage) of a judgment log, in the order of its first judgment:
-    ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment)."""
+    ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment); several
+    judgments of a passage combined by ``combine`` (:func:`combined_grades`)."""
     cols = ["qid", "docid", "grade", "batch_id", "batch_seq"]
     if len(log) == 0:
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("qid", "docid", "batch_id") else np.int64) for c in cols})
     first = log.drop_duplicates(["qid", "docid"], keep="first")
     if len(first) == len(log):  # one judgment per passage: nothing to combine
         return first[cols].reset_index(drop=True)
-    q = judgments_to_qrels(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine=combine)
+    if len(log.drop_duplicates(["qid", "docid", "assessor"])) == len(first):
+        # one assessor per passage (its judgment copied into other batches: the same grade, the
+        # store refuses another): every rule gives that grade
+        return first[cols].reset_index(drop=True)
+    q = combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
     grade = {(a, b): c for a, b, c in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist())}
     first = first.assign(grade=[grade[(a, b)] for a, b in zip(first["qid"], first["docid"])])
     return first[cols].reset_index(drop=True)

@@ -14,10 +14,12 @@ from qrelkit.dedupe.apply import expansion_table
 from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate
 from qrelkit.evaluate.duplicates import duplicate_effects
+from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.labels import scheme_grades, threshold_of
 from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
-from qrelkit.reuse import DEFAULT_MEASURES, leave_out
+from qrelkit.pooler import pooled_flag
+from qrelkit.reuse import leave_out
+from qrelkit.reuse.study import leave_out_options
 
 QRELS_PASSAGES, QRELS_EXPANDED, QRELS_DOCUMENTS = "qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt"
 
@@ -60,15 +62,6 @@ def stage_qrels(ctx: Context) -> dict:
     return summary
 
 
-def _rel(ctx: Context) -> int | None:
-    r = ctx.cfg.get_value("eval", "relevant")
-    if r is None or r == "":
-        return None
-    if isinstance(r, int) or str(r).strip().isdigit():
-        return int(r)
-    return threshold_of(scheme_grades(r, ctx.cfg), ctx.cfg.get_value("labels", "scale"))
-
-
 def _final(ctx: Context, name: str):
     """The final qrels written by the qrels stage, or None when they are empty (no topic accepted)."""
     p = ctx.dir / name
@@ -100,10 +93,13 @@ def stage_evaluate(ctx: Context) -> dict:
     if q is None:
         ctx.store.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
         return {"topics": 0}
-    ms = list(ctx.cfg.get_value("eval", "measures"))
-    rel, ranking = _rel(ctx), str(ctx.cfg.get_value("eval", "ranking"))
-    ev = evaluate(ctx.runset.table, q, ms, missing=str(ctx.cfg.get_value("eval", "missing")), rel=rel,
-                  run_names=ctx.runset.runs, ranking=ranking)
+    opts = scoring_options(ctx.cfg)
+    ev = evaluate(ctx.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
+                  run_names=ctx.runset.runs, ranking=opts["ranking"])
+    for run, missing in sorted(ev.missing_by_run.items()):
+        if missing:
+            ctx.store.warn("evaluate", f"run {run}: {len(missing)} judged topic(s) not in the run ({', '.join(missing[:5])}"
+                           f"{', ...' if len(missing) > 5 else ''}): missing = {ev.missing}")
     pq = ev.per_query.to_pandas()
     ctx.write(pq, "eval-per-query.csv", "eval-per-query")
     ctx.write(ev.summary, "eval-summary.csv", "eval-summary")
@@ -111,9 +107,9 @@ def stage_evaluate(ctx: Context) -> dict:
     out = {"topics": len(ev.topics), "runs": len(ev.runs), "measures": ev.measures}
     if ctx.classes is not None:
         passages = read_qrels(ctx.dir / QRELS_PASSAGES)
-        dup = duplicate_effects(ctx.runset.table, passages, ctx.classes,
-                                list(ctx.cfg.get_value("eval", "duplicate_measures")),
-                                missing=str(ctx.cfg.get_value("eval", "missing")), rel=rel, ranking=ranking)
+        dup_opts = scoring_options(ctx.cfg, measures_key="duplicate_measures")
+        dup = duplicate_effects(ctx.runset.table, passages, ctx.classes, dup_opts["measures"],
+                                missing=dup_opts["missing"], rel=dup_opts["rel"], ranking=dup_opts["ranking"])
         ctx.write(dup.round(6), "eval-duplicates.csv", "eval-duplicates")
     return out
 
@@ -126,18 +122,10 @@ def stage_reuse(ctx: Context) -> dict:
     if q is None:
         ctx.store.warn("reuse", "no topic in the final qrels: no reusability study")
         return {"topics": 0}
-    c = ctx.cfg
     sel = ctx.selection
-    res = leave_out(ctx.runset.table, q, sel.assign(pooled=sel["pooled"].astype(str).str.lower() == "true"),
-                    procedure=str(c.get_value("reuse", "procedure")), uniqueness=str(c.get_value("reuse", "uniqueness")),
-                    pool=pa.Table.from_pandas(ctx.pool, preserve_index=False), classes=ctx.classes,
-                    orphans=str(c.get_value("reuse", "orphans")), orphan_depth=int(c.get_value("reuse", "orphan_depth")),
-                    removal=str(c.get_value("reuse", "removal")),
-                    measures=c.get_value("reuse", "measures") or DEFAULT_MEASURES,
-                    missing=str(c.get_value("eval", "missing")), rel=_rel(ctx),
-                    density_threshold=float(c.get_value("reuse", "density_threshold")),
-                    voorhees_share=float(c.get_value("reuse", "voorhees_relevant_share")),
-                    ranking=str(c.get_value("eval", "ranking")), workers=1)
+    res = leave_out(ctx.runset.table, q, sel.assign(pooled=[pooled_flag(v, r) for v, r in zip(sel["pooled"], sel["run"])]),
+                    pool=pa.Table.from_pandas(ctx.pool, preserve_index=False), classes=ctx.classes, workers=1,
+                    **leave_out_options(ctx.cfg))
     for name in ("summary", "runs", "units", "topics"):
         ctx.write(res.tables()[name], f"reuse-{name}.csv", f"reuse-{name}")
     return {"units": int(res.units.num_rows), "notes": len(res.notes)}

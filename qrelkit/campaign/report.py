@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.cal.store import combine_log
+from qrelkit.campaign.stages import combine_rule
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.tables import read_frame
@@ -194,7 +196,8 @@ def build(campaign, store, cfg) -> _Doc:
         relevant = {int(g) for g in cfg.get_value("labels", "passage_relevant")}
         thr = float(cfg.get_value("stopping", "accept_density_below"))
         doc.h("Relevance density vs. judged")
-        doc.figure(_density_figure(log, relevant, thr, topics), f"relevance density vs. judged per topic; the {thr:g} line")
+        labels = combine_log(log, combine=combine_rule(cfg))  # one grade per passage, as the stopping rule sees it
+        doc.figure(_density_figure(labels, relevant, thr, topics), f"relevance density vs. judged per topic; the {thr:g} line")
     else:
         doc.p("No judgment yet.")
     doc.h("Stopping decision per topic")

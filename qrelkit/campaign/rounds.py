@@ -1,12 +1,18 @@
 """The CAL stage of a campaign: rounds of :func:`qrelkit.cal.loop.issue_next_batches` in the
-configured threads, each round judged, then the stopping rule per topic and thread.
+configured threads, each round judged, then the stopping rule — **per topic**.
 
-A round has two phases recorded in the store (``cal_phase``, ``cal_round``): ``issue`` (every
-active thread gets its next batch; a resumed issue phase issues only the threads that have none
-yet, and the store's state is what the first attempt saw, since nothing is judged in this phase)
-and ``judge`` (assigned assessors or the oracle judge every batch; then the density rule decides
-every active thread: a topic is decided when its official thread is). Threads still active after
-``[campaign] max_rounds`` rounds stop with the rule ``max-rounds``.
+Every kept topic has its own CAL round and phase in the store (``campaign_cal``): ``judge``
+(its batches are out; once every item of the topic is judged, the density rule decides its
+active threads and, when some are still active, the topic moves to the next round's ``issue``)
+and ``issue`` (every active thread of the topic that has no batch for this round gets its next
+one; nothing of the topic is judged in this phase, so a resumed issue phase sees the store the
+first attempt saw). A topic whose batches are judged goes on at once, whatever the other
+topics' batches: ``campaign run`` advances every topic as far as its judgments allow. Threads
+still active after ``[campaign] max_rounds`` rounds of their topic stop with the rule
+``max-rounds``.
+
+What a topic's batches hold depends only on that topic's judgments (and the seeds), so the
+outputs are the same whatever order the topics' rounds happen in.
 """
 
 from __future__ import annotations
@@ -14,21 +20,18 @@ from __future__ import annotations
 import pandas as pd
 
 from qrelkit.cal.loop import CalParams, issue_next_batches
-from qrelkit.cal.stopping import ACCEPT, REJECT, JudgingState, get_rule
-from qrelkit.cal.store import combine_log
+from qrelkit.cal.stopping import ACCEPT, REJECT, get_rule, thread_states
 from qrelkit.campaign.stages import Context, Waiting, features, kept_topics
 
 RULE = "density"
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
-
-
-def _active(ctx: Context) -> pd.DataFrame:
-    th = ctx.store.threads()
-    keep = set(kept_topics(ctx))
-    return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
-
-
 _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
+
+
+def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
+    th = ctx.store.threads()
+    keep = set(kept_topics(ctx)) if topics is None else set(topics) & set(kept_topics(ctx))
+    return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
 
 
 def sync_decisions(ctx: Context) -> None:
@@ -38,10 +41,10 @@ def sync_decisions(ctx: Context) -> None:
     ct = ctx.store.campaign_topics()
     decided = set(ct.loc[ct["decision"].notna(), "qid"])
     th = ctx.store.threads()
-    for qid in kept_topics(ctx):
-        mine = th[th["qid"] == qid]
+    kept = set(kept_topics(ctx))
+    for qid, mine in th.groupby("qid", sort=False):
         off = mine[mine["thread"] == ctx.official_thread]
-        if not len(off) or off["state"].iat[0] == "active":
+        if qid not in kept or not len(off) or off["state"].iat[0] == "active":
             continue
         if qid not in decided:
             rule, _, why = str(off["reason"].iat[0]).partition(": ")
@@ -51,93 +54,114 @@ def sync_decisions(ctx: Context) -> None:
             ctx.store.set_thread_state(qid, t, "stopped", f"topic decided by thread {ctx.official_thread}")
 
 
-def _thread_view(log: pd.DataFrame, thread: str) -> pd.DataFrame:
-    """The judgments a thread sees (the judging store's views): every pool and CAL batch for
-    ``all``; the pool batches and its own CAL batches for the others."""
-    if thread == "all":
-        return log
-    return log[(log["kind"] == "pool") | ((log["kind"] == "cal") & (log["thread"] == thread))]
-
-
-def apply_stopping(ctx: Context) -> None:
-    """The stopping rule on every active thread of every kept topic (idempotent). The judgment
-    log is read once; each thread's state (judged passages in judging order, one grade each by
-    ``[campaign] combine``, the budget) is what :func:`qrelkit.cal.stopping.state_from_store`
-    gives the density rule."""
+def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
+    """The stopping rule on every active thread of the kept ``topics`` (all kept topics when
+    None; idempotent). Their judgments are read once (one query per topic, or the whole log for
+    every topic); each thread's state is :func:`qrelkit.cal.stopping.thread_states`'s (its view,
+    one grade per passage by the configured aggregation, the budget)."""
     rule = get_rule(RULE, ctx.cfg)
     budget = ctx.cfg.get_value("cal", "budget")
-    active = _active(ctx)
+    active = _active(ctx, None if topics is None else set(topics))
     if not len(active):
         return
-    log = ctx.store.judgments(None, "all")
-    by_topic = {q: g for q, g in log.groupby("qid", sort=False)}
-    for t in active.itertuples(index=False):
-        lab = combine_log(_thread_view(by_topic.get(t.qid, log.iloc[:0]), t.thread), combine=ctx.combine)
-        st = JudgingState.from_grades(lab["docid"].tolist(), lab["grade"].astype("int64").tolist(),
-                                      relevant_grades=ctx.relevant, batches=lab["batch_seq"].tolist(),
-                                      budget=None if budget is None else int(budget), topic=t.qid, thread=t.thread)
+    qids = list(dict.fromkeys(active["qid"]))
+    log = (ctx.store.judgments(None, "all") if topics is None or len(qids) > 8
+           else pd.concat([ctx.store.judgments(q, "all") for q in qids], ignore_index=True))
+    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine,
+                           budget=None if budget is None else int(budget))
+    for t, st in zip(active.itertuples(index=False), states):
         d = rule.decide(st)
-        if not d.stopped:
-            continue
-        ctx.store.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
+        if d.stopped:
+            ctx.store.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
     sync_decisions(ctx)
 
 
-def _stop_all(ctx: Context, rule: str, why: str) -> None:
-    for t in _active(ctx).itertuples(index=False):
-        ctx.store.set_thread_state(t.qid, t.thread, "stopped", f"{rule}: {why}")
-    sync_decisions(ctx)
-
-
-def _issue(ctx: Context, feats, round_: int) -> None:
+def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) -> None:
+    """The issue phase of ``topics``: each active thread with fewer CAL batches than its topic's
+    round gets its next batch (a resumed phase issues only the missing ones); exhausted threads
+    stop; every CAL batch of these topics without assessors gets its topic's round's."""
+    s = ctx.store
+    feats = features(ctx)
+    b = s.batches(counts=False)
+    cal = b[b["kind"] == "cal"]
+    have = cal.groupby(["qid", "thread"]).size().to_dict()
+    groups: dict[tuple[str, ...], list[str]] = {}
+    active = _active(ctx, set(topics))
+    for q, g in active.groupby("qid", sort=False):
+        need = tuple(t for t in g["thread"] if have.get((q, t), 0) < rounds[q][0])
+        if need:
+            groups.setdefault(need, []).append(q)
     params = CalParams.from_config(ctx.cfg)
-    active = _active(ctx)
-    topics = list(dict.fromkeys(active["qid"]))
-    _, report = issue_next_batches(ctx.store, feats, topics=topics, threads=ctx.threads, params=params,
-                                   fraction=float(ctx.cfg.get_value("fractional", "fraction")),
-                                   fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), combine=ctx.combine)
-    for r in report.itertuples(index=False):
-        if r.action == "exhausted":
-            ctx.store.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
+    for need, qs in groups.items():
+        _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params,
+                                       fraction=float(ctx.cfg.get_value("fractional", "fraction")),
+                                       fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), combine=ctx.combine,
+                                       allow_open=True, cache=ctx.cache)
+        for r in report.itertuples(index=False):
+            if r.action == "exhausted":
+                s.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
+        lost = int(report.attrs.get("judged_passages_not_in_features", 0))
+        if lost:
+            s.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features (not trained on)")
     sync_decisions(ctx)
-    # every CAL batch of this round gets its assessors (also those issued before a kill)
-    b = ctx.store.batches()
-    assigned = set(ctx.store.assignments()["batch_id"])
-    for bid, qid in zip(b.loc[b["kind"] == "cal", "batch_id"], b.loc[b["kind"] == "cal", "qid"]):
-        if bid not in assigned:
-            ctx.store.assign(bid, ctx.assessors_for(qid, round_))
+    b = s.batches(counts=False)
+    assigned = set(s.assignments()["batch_id"])
+    mine = b[(b["kind"] == "cal") & b["qid"].isin(set(topics))]
+    s.assign_many({bid: ctx.assessors_for(qid, rounds[qid][0])
+                   for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
+
+
+def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str]) -> list[str]:
+    """Topics in their judge phase with nothing owed: the stopping rule, then the next round
+    (``issue``) for those still active, or ``max-rounds``. Returns the topics moved on."""
+    ready = [q for q in kept_topics(ctx) if rounds[q][1] == "judge" and q not in owed]
+    act = _active(ctx, set(ready))
+    if not len(act):
+        return []
+    apply_stopping(ctx, list(dict.fromkeys(act["qid"])))
+    act = _active(ctx, set(ready))
+    max_rounds = int(ctx.cfg.get_value("campaign", "max_rounds"))
+    moved, stopped = [], False
+    for q, g in act.groupby("qid", sort=False):
+        if rounds[q][0] >= max_rounds:
+            for t in g["thread"]:
+                ctx.store.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
+            stopped = True
+        else:
+            moved.append(q)
+    if stopped:
+        sync_decisions(ctx)
+    ctx.store.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
+    return moved
 
 
 def stage_cal(ctx: Context) -> dict | Waiting:
-    """The CAL rounds: alternately issue the next batch of every active topic and thread and have it
-    judged, applying the stopping rules, until no topic is active or ``[campaign] max_rounds`` is
-    reached; returns the rounds done and the count of each topic decision, or :class:`Waiting`."""
+    """The CAL rounds, per topic: a topic whose batches are judged gets the stopping rule and, if
+    still active, its next batches at once; topics with batches out wait. With the oracle every
+    batch is judged as it is issued, and the stage runs until no topic is active; without it, it
+    returns :class:`Waiting` (the batches out) once no topic can move. Returns the most rounds a
+    topic had and the count of each topic decision."""
     store = ctx.store
-    feats = None
-    max_rounds = int(ctx.cfg.get_value("campaign", "max_rounds"))
     while True:
-        phase = store.get_state("cal_phase", "judge")
-        round_ = int(store.get_state("cal_round", 0))
-        if phase == "issue":
-            if feats is None:
-                ctx.say("CAL: features")
-                feats = features(ctx)
+        rounds = store.cal_rounds()
+        issue = [q for q in kept_topics(ctx) if rounds[q][1] == "issue"]
+        if issue:
+            ctx.say(f"CAL round {max(rounds[q][0] for q in issue)}: {len(issue)} topic(s)")
             ctx.repair_encountered()
-            ctx.say(f"CAL: round {round_}")
-            _issue(ctx, feats, round_)
-            store.set_state(cal_phase="judge")
+            _issue(ctx, rounds, issue)
+            store.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
+            rounds.update({q: (rounds[q][0], "judge") for q in issue})
+        else:
+            sync_decisions(ctx)  # (the issue phase syncs)
+        owed = ctx.owed()
+        if ctx.oracle is not None and len(owed):
+            ctx.answer(owed)  # now nothing is owed
+            owed = owed.iloc[:0]
+        if _next_rounds(ctx, rounds, set(owed["qid"])):
             continue
-        sync_decisions(ctx)
-        wait = ctx.judge("cal")
-        if wait:
-            return wait
-        apply_stopping(ctx)
         if not len(_active(ctx)):
             break
-        if round_ >= max_rounds:
-            _stop_all(ctx, "max-rounds", f"{max_rounds} CAL rounds done")
-            break
-        store.set_state(cal_phase="issue", cal_round=round_ + 1)
-    ct = store.campaign_topics()
-    return {"rounds": int(store.get_state("cal_round", 0)),
-            "decisions": {str(k): int(v) for k, v in ct["decision"].fillna("none").value_counts().sort_index().items()}}
+        wait = ctx.judge("cal")  # no topic can move: what is out (or, judged meanwhile, go on)
+        if wait:
+            return wait
+    return {"rounds": max((r for r, _ in store.cal_rounds().values()), default=0), "decisions": store.decision_counts()}

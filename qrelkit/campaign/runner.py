@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -96,6 +97,7 @@ class Campaign:
             raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
         writable(d)
         cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
+        stages.combine_rule(cfg)  # a vote that contradicts [labels] passage_relevant: refused before any work
         paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
                                                   ("manifest", manifest))}
         if qrels is not None:
@@ -125,8 +127,7 @@ class Campaign:
                                    "manifest": str(paths["manifest"].resolve()),
                                    "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
                                    "runs": [str(p.resolve()) for p in run_files]},
-                            overrides={"runs.lenient": lenient} if lenient is not None else {},
-                            cal_phase="judge", cal_round=0)
+                            overrides={"runs.lenient": lenient} if lenient is not None else {})
         except BaseException:
             store.close()
             for suffix in ("", "-wal", "-shm"):
@@ -150,6 +151,13 @@ class Campaign:
 
     # -- run ---------------------------------------------------------------------------------------
 
+    def runner(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
+               seed: int | None = None) -> "Runner":
+        """A long-lived :class:`Runner` of this campaign: the store kept open, the inputs checked
+        once, the CAL features loaded once; call :meth:`Runner.advance` whenever judgments came
+        in (cheap when nothing can move). Close it (or use it in a ``with`` block)."""
+        return Runner(self, oracle=oracle, error_rate=error_rate, seed=seed)
+
     def run(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0, seed: int | None = None,
             until: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
         """Advance every topic as far as the judgments allow (see docs/campaign.md). Returns a
@@ -157,62 +165,8 @@ class Campaign:
         ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions)."""
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
-        if not 0 <= error_rate <= 1:
-            raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
-        writable(self.dir)
-        store, cfg, paths = self._open()
-        try:
-            orc = None
-            if oracle is not None:
-                p = Path(oracle)
-                if not p.is_file():
-                    raise InputError("unreadable", "no such file", file=str(p))
-                orc = {"path": str(p.resolve()), "sha256": sha256_file(p), "error_rate": float(error_rate),
-                       "seed": int(seed if seed is not None else 0)}
-                known = store.get_state("oracle")
-                if known is not None and known != orc:
-                    raise InputError("oracle-changed", "this campaign was judged by another oracle (file, error rate or "
-                                     "seed); give the same one", file=str(p))
-                if known is None:
-                    store.set_state(oracle=orc)
-            ctx = stages.Context(self.dir, store, cfg, paths, orc, progress)
-            return self._advance(ctx, until)
-        finally:
-            store.close()
-
-    def _advance(self, ctx: stages.Context, until: str | None) -> dict:
-        done = ctx.store.stages_done()
-        state, waiting, seconds = "done", [], {}
-        t_all = time.perf_counter()
-        for name in STAGES:
-            if name not in REQUIRED and not ctx.enabled(name):
-                continue
-            if name in done:
-                if name == until:
-                    state = f"until {until}"
-                    break
-                continue
-            ctx.say(f"stage {name}")
-            t0 = time.perf_counter()
-            if name == "report":
-                write_report(self, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
-                result: Any = {"files": ["report.html", "report.md"]}
-            else:
-                result = _FUNCS[name](ctx)
-            seconds[name] = round(time.perf_counter() - t0, 3)
-            if isinstance(result, stages.Waiting):
-                state, waiting = stages.WAITING, result.batches
-                break
-            ctx.store.finish_stage(name, result, seconds[name])
-            done[name] = result
-            if name == until:
-                state = f"until {until}"
-                break
-        total = time.perf_counter() - t_all
-        return {"campaign": str(self.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
-                "waiting": waiting, "topics": _decisions(ctx.store), "warnings": int(len(ctx.store.warnings())),
-                "seconds": seconds,
-                "seconds_total": round(total, 3), "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
+        with self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
+            return r.advance(progress, until=until)
 
     # -- import, status, report --------------------------------------------------------------------
 
@@ -243,9 +197,139 @@ class Campaign:
             store.close()
 
 
-def _decisions(store: CampaignStore) -> dict[str, int]:
-    ct = store.campaign_topics()
-    return {str(k): int(v) for k, v in ct["decision"].fillna("open").value_counts().sort_index().items()}
+class Runner:
+    """A campaign kept open to be advanced again and again (:meth:`Campaign.runner`): what a web
+    app calls each time a batch is completed. The store stays open, the inputs are checked in full
+    at the first :meth:`advance` and then by size and modification time only (a file whose stat
+    changed is checked in full again), and the CAL features and candidate sets stay loaded.
+
+    One runner is used by one thread at a time (its SQLite connection may move between threads,
+    but :meth:`advance` is not reentrant); other processes and connections may import judgments
+    meanwhile (the store's transactions serialize the writers).
+
+    Examples
+    --------
+    >>> with Campaign("camp").runner() as r:     # doctest: +SKIP
+    ...     r.advance()["state"]
+    'waiting for judgments'
+    """
+
+    def __init__(self, campaign: Campaign, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
+                 seed: int | None = None) -> None:
+        if not 0 <= error_rate <= 1:
+            raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
+        self.campaign = campaign
+        self._seen: dict[str, tuple[int, int]] = {}
+        writable(campaign.dir)
+        store = open_campaign_store(campaign.dir, check_same_thread=False)
+        try:
+            store.check_inputs(self._seen)
+            paths = store.get_state("paths")
+            cfg = load_config(paths["config"], store.get_state("overrides", {}))
+            orc = None if oracle is None else _oracle_record(store, oracle, error_rate, seed)
+        except BaseException:
+            store.close()
+            raise
+        self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
+
+    def close(self) -> None:
+        """Close the store (idempotent)."""
+        self.ctx.store.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def advance(self, progress: Callable[[str], None] | None = None, *, until: str | None = None) -> dict:
+        """Advance every topic as far as the judgments allow; the same summary as
+        :meth:`Campaign.run`: ``state``, ``stages_done``, ``waiting``, ``topics``, ``warnings``,
+        ``seconds`` (per stage run now), ``seconds_total``, ``seconds_outside_stages``."""
+        if until is not None and until not in STAGES:
+            raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
+        writable(self.campaign.dir)
+        ctx = self.ctx
+        ctx.store.check_inputs(self._seen)
+        ctx.say = progress or (lambda _msg: None)
+        done = ctx.store.stages_done()
+        state, waiting, seconds = "done", [], {}
+        t_all = time.perf_counter()
+        plan = _plan(ctx, done, until)
+        for name in STAGES:
+            if name not in REQUIRED and not ctx.enabled(name):
+                continue
+            if name in done:
+                if name == until:
+                    state = f"until {until}"
+                    break
+                continue
+            ctx.say(f"stage {name} ({plan.index(name) + 1}/{len(plan)})")
+            t0 = time.perf_counter()
+            result = self._stage(name)
+            seconds[name] = round(time.perf_counter() - t0, 3)
+            if isinstance(result, stages.Waiting):
+                state, waiting = stages.WAITING, result.batches
+                break
+            ctx.store.finish_stage(name, result, seconds[name])
+            done[name] = result
+            if name == until:
+                state = f"until {until}"
+                break
+        total = time.perf_counter() - t_all
+        return {"campaign": str(self.campaign.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
+                "waiting": waiting, "topics": ctx.store.decision_counts(), "warnings": int(len(ctx.store.warnings())),
+                "seconds": seconds, "seconds_total": round(total, 3),
+                "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
+
+
+    def _stage(self, name: str) -> Any:
+        """Run one stage; every Python warning it raises that is about the data (not a
+        deprecation, not the JIT's) goes to the store's warnings, so the report counts it."""
+        ctx = self.ctx
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if name == "report":
+                write_report(self.campaign, ctx.dir / "report.html", store=ctx.store, cfg=ctx.cfg)
+                result: Any = {"files": ["report.html", "report.md"]}
+            else:
+                result = _FUNCS[name](ctx)
+        for w in caught:
+            if not issubclass(w.category, _NOT_DATA) and "numba" not in str(getattr(w.category, "__module__", "")):
+                ctx.store.warn(name, f"{w.category.__name__}: {w.message}")
+        return result
+
+
+_NOT_DATA = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ImportWarning, ResourceWarning)
+
+
+def _plan(ctx: stages.Context, done: dict, until: str | None) -> list[str]:
+    """The stages a call will run, in order (enabled, not done, up to ``until``)."""
+    out = []
+    for name in STAGES:
+        if name in REQUIRED or ctx.enabled(name):
+            if name not in done:
+                out.append(name)
+            if name == until:
+                break
+    return out
+
+
+def _oracle_record(store: CampaignStore, oracle: str | os.PathLike, error_rate: float, seed: int | None) -> dict:
+    """The oracle (file, hash, error rate, seed), recorded at its first use; another one than the
+    recorded is ``[oracle-changed]``."""
+    p = Path(oracle)
+    if not p.is_file():
+        raise InputError("unreadable", "no such file", file=str(p))
+    orc = {"path": str(p.resolve()), "sha256": sha256_file(p), "error_rate": float(error_rate),
+           "seed": int(seed if seed is not None else 0)}
+    known = store.get_state("oracle")
+    if known is not None and known != orc:
+        raise InputError("oracle-changed", "this campaign was judged by another oracle (file, error rate or "
+                         "seed); give the same one", file=str(p))
+    if known is None:
+        store.set_state(oracle=orc)
+    return orc
 
 
 STATUS_COLUMNS = ["qid", "stage", "judged", "relevant", "density", "screening", "threads", "decision", "rule",

@@ -34,9 +34,11 @@ from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
+from qrelkit.labels.aggregate import VoteRule
 from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
-                            restrict_runs)
-from qrelkit.simulate.oracle import judge_batches
+                            pooled_flag, restrict_runs)
+from qrelkit.pooler.protocol import selection_options
+from qrelkit.simulate.oracle import judge_batches, truth_map
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -57,6 +59,25 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(h[:4], "little")
 
 
+def combine_rule(cfg: Config) -> Any:
+    """``[campaign] combine`` as :func:`qrelkit.cal.store.combined_grades` takes it: a rule name
+    (median_high, max, min) or, for ``vote``, the labels' majority vote
+    (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
+    ``fallback``). The vote decides relevance, so ``[labels] passage_relevant`` must be the grades
+    of the scale at or above the vote threshold (``[bad-option]`` otherwise)."""
+    name = str(cfg.get_value("campaign", "combine"))
+    if name != "vote":
+        return name
+    rule = VoteRule.from_config(cfg)
+    want = sorted(int(g) for g in cfg.get_value("labels", "scale") if int(g) >= rule.threshold)
+    have = sorted(int(g) for g in cfg.get_value("labels", "passage_relevant"))
+    if want != have:
+        raise InputError("bad-option", f"[campaign] combine = \"vote\" makes an item relevant when the vote says so "
+                         f"(grades >= [labels] vote_threshold = {rule.threshold}: {want}), but [labels] "
+                         f"passage_relevant is {have}; make them agree")
+    return rule
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -69,6 +90,7 @@ class Context:
                  oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
         self.say = progress or (lambda _msg: None)
+        self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, candidates
 
     # -- inputs ------------------------------------------------------------------------------------
 
@@ -94,8 +116,8 @@ class Context:
     @property
     def pooled_runs(self) -> list[str]:
         sel = self.selection
-        return sorted(set(sel.loc[sel["pooled"].astype(str).str.lower() == "true", "run"].astype(str))
-                      & set(self.runset.runs))
+        pooled = {str(r) for v, r in zip(sel["pooled"], sel["run"]) if pooled_flag(v, str(r))}
+        return sorted(pooled & set(self.runset.runs))
 
     @cached_property
     def classes(self) -> pa.Table | None:
@@ -115,9 +137,10 @@ class Context:
     def enabled(self, stage: str) -> bool:
         return stage not in self.cfg.get_value("campaign", "skip")
 
-    @property
-    def combine(self) -> str:
-        return str(self.cfg.get_value("campaign", "combine"))
+    @cached_property
+    def combine(self) -> Any:
+        """How several assessors' grades of an item become one (:func:`combine_rule`)."""
+        return combine_rule(self.cfg)
 
     @property
     def relevant(self) -> list[int]:
@@ -156,38 +179,52 @@ class Context:
         rows = s.lost_copies()
         if not len(rows):
             return 0
-        log = s.judgments(None, "all")
+        logs = {q: s.judgments(q, "all") for q in dict.fromkeys(rows["qid"])}  # those topics' logs only
         copies = []
         for (bid, qid), g in rows.groupby(["batch_id", "qid"], sort=False):
-            c = log[(log["qid"] == qid) & log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
+            log = logs[qid]
+            c = log[log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
             c["batch_id"] = bid
             copies.append(c)
         s.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
         return len(rows)
 
-    def judge(self, stage: str) -> Waiting | None:
-        """Have every assigned batch judged: by the oracle (one seeded simulated assessor per
-        batch and assessor, one transaction each), else report what is out and write its files."""
+    def owed(self) -> pd.DataFrame:
+        """The items assigned assessors still owe (:meth:`CampaignStore.pending`), after the
+        copies of encountered passages a kill lost are made again."""
         self.repair_encountered()
-        pend = self.store.pending()
+        return self.store.pending()
+
+    def judge(self, stage: str) -> Waiting | None:
+        """Have every assigned batch judged: by the oracle (:meth:`answer`), else report what is
+        out and write its files."""
+        pend = self.owed()
         if not len(pend):
             return None
         if self.oracle is None:
             return self._waiting(stage, pend)
-        truth = self._oracle_qrels
+        self.answer(pend)
+        return None
+
+    def answer(self, pend: pd.DataFrame) -> None:
+        """The oracle answers the owed items ``pend`` (:meth:`owed`): one seeded simulated
+        assessor per batch and assessor, every answer in one transaction."""
+        truth = self._oracle_truth
         scale = tuple(self.cfg.get_value("labels", "scale"))
+        answers = []
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
             rows = g[["qid", "docid"]].reset_index(drop=True)
             done = judge_batches(rows, truth, error_rate=float(self.oracle["error_rate"]), scale=scale,
                                  seed=stable_seed(self.oracle["seed"], bid, assessor))
             done["assessor"] = assessor
             done["batch_id"] = bid
-            self.store.import_judgments(done, source=ORACLE_ASSESSOR_SOURCE, scale=scale)
-        return None
+            answers.append(done)
+        # every answer in one transaction (each batch's are seeded by the batch alone)
+        self.store.import_judgments(pd.concat(answers, ignore_index=True), source=ORACLE_ASSESSOR_SOURCE, scale=scale)
 
     @cached_property
-    def _oracle_qrels(self) -> pa.Table:
-        return read_qrels(self.oracle["path"])
+    def _oracle_truth(self) -> dict:
+        return truth_map(read_qrels(self.oracle["path"]))
 
     def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
         texts: dict[str, str] = {}
@@ -226,6 +263,8 @@ def stage_validate(ctx: Context) -> dict:
     for r in issues.itertuples(index=False):
         if getattr(r, "severity", "") == "warning":
             ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x)")
+        elif getattr(r, "severity", "") == "error":  # only here when lenient: repaired, and said so
+            ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x); repaired: {r.repair}")
     return {"runs": len(rs.runs), "documents": rs.table.num_rows, "topics": len(ctx.topic_ids),
             "issues": int(len(issues)), "repaired": {k: int(v) for k, v in rs.repairs().items() if v}}
 
@@ -233,12 +272,7 @@ def stage_validate(ctx: Context) -> dict:
 def stage_select(ctx: Context) -> dict:
     """Decide the pooled runs from the manifest (``[selection]`` configuration); writes
     ``selection.csv``; returns the number of runs and of pooled runs."""
-    c = ctx.cfg
-    sel = pool_selection(ctx.manifest, per_group=int(c.get_value("selection", "per_group")),
-                         include_baselines=bool(c.get_value("selection", "include_baselines")),
-                         by_subtask=bool(c.get_value("selection", "by_subtask")),
-                         priority_order=str(c.get_value("selection", "priority_order")),
-                         include=c.get_value("selection", "include") or [], exclude=c.get_value("selection", "exclude") or [])
+    sel = pool_selection(ctx.manifest, **selection_options(ctx.cfg))
     ctx.write(sel, "selection.csv", "pool-selection")
     return {"runs": int(len(sel)), "pooled": int(sel["pooled"].sum())}
 
@@ -343,7 +377,7 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
     """(topic, passage) judged or issued before this stage's batches (ids ending in ``suffix``;
     everything so far when there is none yet): on a resumed run, the same set as on the first
     attempt, whatever got judged since."""
-    b = ctx.store.batches()
+    b = ctx.store.batches(counts=False)
     mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
     before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
     rows = ctx.store.campaign_items()
@@ -378,14 +412,18 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
-    ``DIR/features`` (into a temporary folder, then renamed)."""
+    ``DIR/features`` (into a temporary folder, then renamed), loaded once per :class:`Context`."""
+    if "features" in ctx.cache:
+        return ctx.cache["features"]
     out = ctx.dir / "features"
     if not out.exists():
         for stale in ctx.dir.glob(".features.tmp*"):  # left by a killed run
             shutil.rmtree(stale, ignore_errors=True)
+        ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
                        shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
         os.replace(tmp, out)
-    return load_features(out)
+    ctx.cache["features"] = load_features(out)
+    return ctx.cache["features"]

@@ -11,28 +11,67 @@ campaign_config       section, key, value (JSON), origin, location: the effectiv
 campaign_stages       seq (order), name, summary (JSON), seconds: one row per completed stage
 campaign_topics       qid, screening, screened, screened_relevant, decision, rule, reason
 campaign_assignments  batch, assessor, position: who judges a batch (several assessors per item)
-campaign_state        key, value: the CAL phase and round, the oracle used, ...
-campaign_warnings     seq, stage, message: every warning the runner met (counted in the report)
+campaign_state        key, value: the oracle used, the input paths, the web app's signing secret, ...
+campaign_warnings     seq, stage, message: every warning met (counted in the report)
+campaign_cal          qid, round, phase: each topic's CAL round and its phase (``issue`` or
+                      ``judge``; a topic without a row is at round 0, ``judge``) — schema 2
+campaign_accounts     name, token_hash (SHA-256 of the login token), organizer, topics (JSON),
+                      created, revoked, generation: the web app's accounts (schema 3)
+campaign_pref_tasks   task_id, slot and the other columns of the preference protocol's task
+                      table (:data:`qrelkit.prefs.TASK_SCHEMA`; ``exclude_workers`` as JSON):
+                      the crowd tasks answered in the web app (schema 4)
+campaign_pref_assign  task_id, assessor, position: who answers a preference task (schema 4)
+campaign_pref_answers seq, task_id, slot, assessor, choice (left|right), answered (UTC time):
+                      one row per answer, never updated (schema 4)
 ====================  ===========================================================================
+
+Schema history: 1 (first); 2 adds ``campaign_cal`` (CAL rounds per topic instead of one round
+for every topic in ``campaign_state``; a version 1 store's round and phase become every topic's);
+3 adds ``campaign_accounts``; 4 the preference tables. Steps 3 and 4 create only what is missing
+(``CREATE TABLE IF NOT EXISTS``).
 
 Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from qrelkit.cal.store import JudgingStore
+from qrelkit.cal.store import JudgingStore, sql_filters
 from qrelkit.errors import InputError
 
-CAMPAIGN_SCHEMA_VERSION = 1
+CAMPAIGN_SCHEMA_VERSION = 4  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers
 STORE_NAME = "campaign.db"
+
+#: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
+_ACCOUNTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_accounts (
+    name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, organizer INTEGER NOT NULL, topics TEXT NOT NULL,
+    created TEXT NOT NULL, revoked TEXT, generation INTEGER NOT NULL DEFAULT 1)
+"""
+
+#: version 3: the preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md)
+_PREFS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_pref_tasks (
+    task_id TEXT NOT NULL, slot INTEGER NOT NULL, qid TEXT NOT NULL, query TEXT NOT NULL, kind TEXT NOT NULL,
+    pair_id TEXT NOT NULL, doc_a TEXT NOT NULL, doc_b TEXT NOT NULL, left_docid TEXT NOT NULL,
+    right_docid TEXT NOT NULL, left_text TEXT NOT NULL, right_text TEXT NOT NULL, expected TEXT, offtopic_qid TEXT,
+    exclude_workers TEXT NOT NULL, PRIMARY KEY (task_id, slot));
+CREATE TABLE IF NOT EXISTS campaign_pref_assign (
+    task_id TEXT NOT NULL, assessor TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (task_id, assessor));
+CREATE TABLE IF NOT EXISTS campaign_pref_answers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, slot INTEGER NOT NULL, assessor TEXT NOT NULL,
+    choice TEXT NOT NULL CHECK (choice IN ('left', 'right')), answered TEXT NOT NULL,
+    UNIQUE (task_id, slot, assessor), FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))
+"""
 
 _CAMPAIGN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign_inputs (
@@ -51,8 +90,13 @@ CREATE TABLE IF NOT EXISTS campaign_assignments (
     PRIMARY KEY (batch, assessor));
 CREATE TABLE IF NOT EXISTS campaign_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS campaign_warnings (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message))
-"""
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT NOT NULL, message TEXT NOT NULL, UNIQUE (stage, message));
+CREATE TABLE IF NOT EXISTS campaign_cal (
+    qid TEXT PRIMARY KEY REFERENCES topics(qid), round INTEGER NOT NULL,
+    phase TEXT NOT NULL CHECK (phase IN ('issue', 'judge')));
+""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA
+_CAL_TABLE = next(s for s in _CAMPAIGN_SCHEMA.split(";\n") if "campaign_cal (" in s)
+CAL_PHASES = ("issue", "judge")
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -72,8 +116,24 @@ def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int
 
 
 def _migrate(db, version: int) -> None:
-    """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`
-    (version 1 is the first: nothing to migrate yet)."""
+    """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`,
+    inside the opening transaction. 1 -> 2: the table ``campaign_cal``; the one CAL round and
+    phase of version 1 (``campaign_state`` ``cal_round``, ``cal_phase``) become every topic's
+    (version 1 advanced every topic in step), and leave ``campaign_state``. 2 -> 3 adds
+    ``campaign_accounts``, 3 -> 4 the preference tables (each creates only what is missing)."""
+    if version < 2:
+        db.execute(_CAL_TABLE)
+        state = {k: json.loads(v) for k, v in db.execute(
+            "SELECT key, value FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")}
+        round_, phase = int(state.get("cal_round", 0) or 0), str(state.get("cal_phase", "judge") or "judge")
+        if round_ or phase != "judge":
+            db.execute("INSERT OR IGNORE INTO campaign_cal SELECT qid, ?, ? FROM topics", (round_, phase))
+        db.execute("DELETE FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")
+    if version < 3:
+        db.execute(_ACCOUNTS_SCHEMA)
+    if version < 4:
+        for stmt in _PREFS_SCHEMA.split(";\n"):
+            db.execute(stmt)
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
@@ -81,8 +141,9 @@ class CampaignStore(JudgingStore):
     """A judging store with the campaign's tables (see the module documentation)."""
 
     def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0,
-                 synchronous: str = "FULL") -> None:
-        super().__init__(path, timeout=timeout, synchronous=synchronous, _create=create)
+                 synchronous: str = "FULL", check_same_thread: bool = True) -> None:
+        super().__init__(path, timeout=timeout, synchronous=synchronous, check_same_thread=check_same_thread,
+                         _create=create)
         try:
             with self.transaction() as db:
                 if create:
@@ -121,17 +182,26 @@ class CampaignStore(JudgingStore):
         df["value"] = [json.loads(v) for v in df["value"]]
         return df
 
-    def check_inputs(self) -> None:
+    def check_inputs(self, seen: dict[str, tuple[int, int]] | None = None) -> None:
         """``[input-changed]`` when a recorded input differs from what init saw (size, or content
-        when its modification time moved); ``[input-missing]`` when it is gone."""
+        when its modification time moved); ``[input-missing]`` when it is gone.
+
+        ``seen`` (path -> (size, mtime_ns), filled here): a file whose size and modification time
+        are those seen at an earlier check passes without reading it again (a long-lived runner
+        checks cheaply); any other is checked in full and, when it passes, remembered."""
         for name, path, size, mtime, digest in self.inputs().itertuples(index=False):
             p = Path(path)
             if not p.is_file():
                 raise InputError("input-missing", f"the campaign's {name} input is gone since init", file=path)
             st = p.stat()
+            now = (int(st.st_size), int(st.st_mtime_ns))
+            if seen is not None and seen.get(path) == now:
+                continue
             if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
                 raise InputError("input-changed", f"the campaign's {name} input changed on disk since init "
                                  f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign", file=path)
+            if seen is not None:
+                seen[path] = now
 
     # -- stages, topics, state ---------------------------------------------------------------------
 
@@ -163,6 +233,26 @@ class CampaignStore(JudgingStore):
     def warnings(self) -> pd.DataFrame:
         return self._query("SELECT stage, message FROM campaign_warnings ORDER BY seq")
 
+    def decision_counts(self) -> dict[str, int]:
+        """How many topics have each decision (``open``: none yet), by decision name."""
+        ct = self.campaign_topics()
+        return {str(k): int(v) for k, v in ct["decision"].fillna("open").value_counts().sort_index().items()}
+
+    def cal_rounds(self) -> dict[str, tuple[int, str]]:
+        """qid -> (CAL round, phase) of every topic (``(0, "judge")`` for a topic not in CAL yet)."""
+        rows = dict((q, (int(r), str(p))) for q, r, p in self._db.execute("SELECT qid, round, phase FROM campaign_cal"))
+        return {q: rows.get(q, (0, "judge")) for q in self.topics()["qid"].astype(str)}
+
+    def set_cal_rounds(self, rows: Iterable[tuple[str, int, str]]) -> None:
+        """Record (qid, round, phase) of some topics, in one transaction."""
+        rows = [(str(q), int(r), str(p)) for q, r, p in rows]
+        bad = [p for _, _, p in rows if p not in CAL_PHASES]
+        if bad:
+            raise InputError("bad-option", f"CAL phase must be one of {', '.join(CAL_PHASES)}, got {bad[0]!r}")
+        if rows:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO campaign_cal VALUES (?, ?, ?)", rows)
+
     def set_topics(self, rows: list[dict]) -> None:
         """Upsert per-topic campaign columns (only the keys each row gives)."""
         cols = ("screening", "screened", "screened_relevant", "decision", "rule", "reason")
@@ -191,27 +281,34 @@ class CampaignStore(JudgingStore):
         return batch_id
 
     def assign(self, batch_id: str, assessors: list[str]) -> None:
-        with self.transaction() as db:
-            db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)",
-                           [(batch_id, a, i) for i, a in enumerate(assessors)])
+        self.assign_many({batch_id: assessors})
+
+    def assign_many(self, assessors: Mapping[str, list[str]]) -> None:
+        """Record the assessors of several batches (batch id -> names), in one transaction."""
+        rows = [(b, a, i) for b, names in assessors.items() for i, a in enumerate(names)]
+        if rows:
+            with self.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)", rows)
 
     def assignments(self) -> pd.DataFrame:
         return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"
                            " campaign_assignments a JOIN batches b ON b.id = a.batch ORDER BY b.seq, a.position")
 
-    def pending(self) -> pd.DataFrame:
+    def pending(self, assessor: str | None = None, topic: str | None = None) -> pd.DataFrame:
         """Items an assigned assessor still owes: ``batch_id, qid, thread, kind, assessor,
-        position, docid`` in issue order. An item judged in another batch of the topic (a CAL
-        batch's encountered passages) is owed by nobody."""
+        position, docid`` in issue order (of one ``assessor`` and one ``topic`` when given). An
+        item judged in another batch of the topic (a CAL batch's encountered passages) is owed by
+        nobody; a retracted judgment is owed again."""
+        where, params = sql_filters({"a.assessor": assessor, "b.topic": topic}, prefix=" AND ")
         return self._query(
             "SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.kind, a.assessor, i.position, i.passage AS docid"
             " FROM campaign_assignments a JOIN batches b ON b.id = a.batch JOIN batch_items i ON i.batch = b.id"
-            " WHERE NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id AND j.passage = i.passage"
-            "                   AND j.assessor = a.assessor)"
-            " AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+            " WHERE NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+            "                   AND j.assessor = a.assessor AND j.batch = b.id)"
+            " AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
             "                 AND j.batch <> b.id AND j.source <> 'encountered'"
             "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
-            " ORDER BY b.seq, a.position, i.position")
+            + "".join(where) + " ORDER BY b.seq, a.position, i.position", params)
 
     def campaign_items(self) -> pd.DataFrame:
         """``batch_id, qid, docid`` of every issued batch item (samples included), in issue order.
@@ -225,9 +322,206 @@ class CampaignStore(JudgingStore):
         the topic: encountered passages whose copied judgments a kill lost (``batch_id, qid, docid``)."""
         return self._query(
             "SELECT b.id AS batch_id, b.topic AS qid, i.passage AS docid FROM batches b JOIN batch_items i ON i.batch = b.id"
-            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM judgments j WHERE j.batch = b.id"
-            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM judgments j JOIN batches x ON x.id = j.batch"
+            " WHERE b.kind = 'cal' AND b.status = 'open' AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.batch = b.id"
+            " AND j.passage = i.passage) AND EXISTS (SELECT 1 FROM live_judgments j JOIN batches x ON x.id = j.batch"
             " WHERE j.topic = b.topic AND j.passage = i.passage AND x.seq < b.seq) ORDER BY b.seq, i.position")
+
+    # -- what the web app reads (qrelkit/web) --------------------------------------------------------
+
+    def assigned_topics(self, assessor: str) -> list[str]:
+        """The topics of the batches assigned to ``assessor``, in topic order."""
+        rows = self._db.execute("SELECT DISTINCT b.topic FROM campaign_assignments a JOIN batches b ON b.id = a.batch"
+                                " WHERE a.assessor = ?", (str(assessor),)).fetchall()
+        found = {str(r[0]) for r in rows}
+        return [q for q in self.topics()["qid"] if q in found]
+
+    def assignment(self, batch_id: str, assessor: str) -> dict | None:
+        """Batch ``batch_id`` if it is assigned to ``assessor``: ``qid, kind, status, items``
+        (its passages in position order); else None."""
+        row = self._db.execute("SELECT b.topic, b.kind, b.status FROM campaign_assignments a JOIN batches b ON b.id = a.batch"
+                               " WHERE a.batch = ? AND a.assessor = ?", (str(batch_id), str(assessor))).fetchone()
+        if row is None:
+            return None
+        items = [r[0] for r in self._db.execute("SELECT passage FROM batch_items WHERE batch = ? ORDER BY position",
+                                                (str(batch_id),))]
+        return {"qid": str(row[0]), "kind": row[1], "status": row[2], "items": items}
+
+    def assessor_grades(self, assessor: str, *, topic: str | None = None, batch: str | None = None) -> pd.DataFrame:
+        """The judgments in force of ``assessor`` (of ``topic``/``batch`` when given), in log
+        order: ``qid, docid, batch_id, grade, source``."""
+        where, params = sql_filters({"assessor": assessor, "topic": topic, "batch": batch})
+        return self._query("SELECT topic AS qid, passage AS docid, batch AS batch_id, grade, source FROM live_judgments"
+                           " WHERE " + " AND ".join(where) + " ORDER BY seq", params)
+
+    def reassign(self, batch_id: str, old: str, new: str) -> bool:
+        """Give ``old``'s place among the assessors of batch ``batch_id`` to ``new`` (one
+        transaction), unless ``new`` is one of them already or ``old`` judged in it; returns
+        whether it did."""
+        with self.transaction() as db:
+            cur = db.execute("UPDATE campaign_assignments SET assessor = ? WHERE batch = ? AND assessor = ? AND NOT EXISTS"
+                             " (SELECT 1 FROM campaign_assignments x WHERE x.batch = ? AND x.assessor = ?) AND NOT EXISTS"
+                             " (SELECT 1 FROM live_judgments j WHERE j.batch = ? AND j.assessor = ?)",
+                             (str(new), str(batch_id), str(old), str(batch_id), str(new), str(batch_id), str(old)))
+            return cur.rowcount > 0
+
+    def judged_counts(self, exclude_sources: Iterable[str] = ()) -> dict[str, int]:
+        """Judgments in force per assessor, leaving out those of the given sources."""
+        ex = list(exclude_sources)
+        sql = "SELECT assessor, COUNT(*) FROM live_judgments"
+        if ex:
+            sql += f" WHERE source NOT IN ({', '.join('?' * len(ex))})"
+        return {str(a): int(n) for a, n in self._db.execute(sql + " GROUP BY assessor", ex).fetchall()}
+
+    def schema_versions(self) -> dict[str, int]:
+        """``schema_version`` (the judging store's) and ``campaign_schema_version``."""
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        return {k: int(meta.get(k, 0)) for k in ("schema_version", "campaign_schema_version")}
+
+    # -- the web app's accounts (qrelkit/web, docs/web.md) ------------------------------------------
+
+    _ACCOUNT_COLUMNS = "name, organizer, topics, created, revoked, generation"
+
+    def _account(self, row) -> dict | None:
+        if row is None:
+            return None
+        return {"name": row[0], "organizer": bool(row[1]), "topics": json.loads(row[2]), "created": row[3],
+                "revoked": row[4], "generation": int(row[5])}
+
+    def add_account(self, name: str, token_hash: str, *, organizer: bool = False, topics: Iterable[str] = ()) -> dict:
+        """Record an account with the SHA-256 of its login token (the token itself is never
+        stored). An active account of that name is ``[assessor-exists]``; a revoked one is
+        given the new token and comes back with its sessions' generation moved on."""
+        tops = [str(t) for t in topics]
+        with self.transaction() as db:
+            row = db.execute("SELECT revoked, generation FROM campaign_accounts WHERE name = ?", (name,)).fetchone()
+            if row is not None and row[0] is None:
+                raise InputError("assessor-exists", f"account {name!r} exists; revoke it first to issue a new link",
+                                 file=str(self.path))
+            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            if row is None:
+                db.execute("INSERT INTO campaign_accounts VALUES (?, ?, ?, ?, ?, NULL, 1)",
+                           (name, token_hash, int(organizer), json.dumps(tops), now))
+            else:
+                db.execute("UPDATE campaign_accounts SET token_hash = ?, organizer = ?, topics = ?, created = ?,"
+                           " revoked = NULL, generation = generation + 1 WHERE name = ?",
+                           (token_hash, int(organizer), json.dumps(tops), now, name))
+        return self.account(name)
+
+    def revoke_account(self, name: str) -> dict:
+        """Revoke an account: its link and every session of it stop working at once
+        (``[unknown-assessor]`` when there is no such account)."""
+        with self.transaction() as db:
+            cur = db.execute("UPDATE campaign_accounts SET revoked = COALESCE(revoked, ?), generation = generation + 1"
+                             " WHERE name = ?", (_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), name))
+            if cur.rowcount == 0:
+                raise InputError("unknown-assessor", f"no account {name!r} in this campaign", file=str(self.path))
+        return self.account(name)
+
+    def account(self, name: str) -> dict | None:
+        """The account ``name`` (revoked or not): ``name, organizer, topics, created, revoked,
+        generation``; None when there is none."""
+        return self._account(self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts WHERE name = ?",
+                                              (name,)).fetchone())
+
+    def account_by_token(self, token_hash: str) -> dict | None:
+        """The active account whose login token has this SHA-256, or None."""
+        return self._account(self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts"
+                                              " WHERE token_hash = ? AND revoked IS NULL", (token_hash,)).fetchone())
+
+    def accounts(self) -> list[dict]:
+        """Every account, by name (no token hashes)."""
+        rows = self._db.execute(f"SELECT {self._ACCOUNT_COLUMNS} FROM campaign_accounts ORDER BY name").fetchall()
+        return [self._account(r) for r in rows]
+
+    def web_secret(self) -> str:
+        """The campaign's secret for signing web sessions: made once (random, 256 bits), kept in
+        the store, never in a file of the repository."""
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO campaign_state VALUES ('web_secret', ?)",
+                       (json.dumps(secrets.token_urlsafe(32)),))
+            return json.loads(db.execute("SELECT value FROM campaign_state WHERE key = 'web_secret'").fetchone()[0])
+
+    # -- preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md) -----------
+
+    _PREF_COLUMNS = ("task_id", "slot", "qid", "query", "kind", "pair_id", "doc_a", "doc_b", "left_docid", "right_docid",
+                     "left_text", "right_text", "expected", "offtopic_qid", "exclude_workers")
+
+    def add_pref_tasks(self, tasks: pd.DataFrame, assignments: Mapping[str, list[str]]) -> int:
+        """Store preference tasks (rows of :data:`qrelkit.prefs.TASK_SCHEMA`) and their assessors
+        (``task_id -> names``) in one transaction; a task id already stored is ``[tasks-exist]``
+        and nothing is written. Returns the number of tasks stored."""
+        rows = []
+        for r in tasks[list(self._PREF_COLUMNS)].itertuples(index=False):
+            d = r._asdict()
+            d["slot"] = int(d["slot"])
+            d["exclude_workers"] = json.dumps(sorted(str(w) for w in (d["exclude_workers"] or [])))
+            for c in ("expected", "offtopic_qid"):
+                d[c] = None if d[c] is None or pd.isna(d[c]) or d[c] == "" else str(d[c])
+            rows.append(tuple(d[c] for c in self._PREF_COLUMNS))
+        ids = list(dict.fromkeys(str(t) for t in tasks["task_id"]))
+        with self.transaction() as db:
+            for t in ids:
+                if db.execute("SELECT 1 FROM campaign_pref_tasks WHERE task_id = ?", (t,)).fetchone():
+                    raise InputError("tasks-exist", f"preference task {t} exists already (give another --prefix)",
+                                     file=str(self.path))
+            db.executemany(f"INSERT INTO campaign_pref_tasks VALUES ({', '.join('?' * len(self._PREF_COLUMNS))})", rows)
+            db.executemany("INSERT OR IGNORE INTO campaign_pref_assign VALUES (?, ?, ?)",
+                           [(t, a, i) for t in ids for i, a in enumerate(assignments.get(t, []))])
+        return len(ids)
+
+    def pref_tasks(self, task_id: str | None = None) -> pd.DataFrame:
+        """The preference tasks (of ``task_id`` when given) in the task table's columns, in the
+        order they were stored, slots in order; ``exclude_workers`` as lists."""
+        where, params = sql_filters({"task_id": task_id})
+        df = self._query(f"SELECT {', '.join(self._PREF_COLUMNS)} FROM campaign_pref_tasks"
+                         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid", params)
+        df["exclude_workers"] = [json.loads(v) for v in df["exclude_workers"]]
+        return df
+
+    def pref_assignments(self, assessor: str | None = None) -> pd.DataFrame:
+        """``task_id, assessor, position`` of every preference task's assessors (of one assessor
+        when given), in task order."""
+        where, params = sql_filters({"a.assessor": assessor}, prefix=" AND ")
+        return self._query("SELECT a.task_id, a.assessor, a.position FROM campaign_pref_assign a JOIN"
+                           " (SELECT task_id, MIN(rowid) AS r FROM campaign_pref_tasks GROUP BY task_id) t"
+                           " ON t.task_id = a.task_id WHERE 1 = 1" + "".join(where) + " ORDER BY t.r, a.position", params)
+
+    def assign_pref(self, task_id: str, assessor: str, *, instead_of: str | None = None) -> bool:
+        """Give preference task ``task_id`` to ``assessor`` (in place of ``instead_of`` when given:
+        one transaction); returns whether anything changed."""
+        with self.transaction() as db:
+            if instead_of is not None:
+                db.execute("DELETE FROM campaign_pref_assign WHERE task_id = ? AND assessor = ?", (task_id, instead_of))
+            n = db.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM campaign_pref_assign WHERE task_id = ?",
+                           (task_id,)).fetchone()[0]
+            cur = db.execute("INSERT OR IGNORE INTO campaign_pref_assign VALUES (?, ?, ?)", (task_id, assessor, n))
+            return cur.rowcount > 0
+
+    def answer_pref(self, task_id: str, slot: int, assessor: str, choice: str) -> bool:
+        """Record one answer (``left``/``right``) in one transaction; True when stored, False
+        when the same answer is there already (a retry: nothing written). Another answer to the
+        same slot by the same assessor is ``[conflict]``; a slot that was not issued ``[unknown-item]``."""
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM campaign_pref_tasks WHERE task_id = ? AND slot = ?",
+                          (task_id, int(slot))).fetchone() is None:
+                raise InputError("unknown-item", f"task {task_id} has no comparison {slot}")
+            old = db.execute("SELECT choice FROM campaign_pref_answers WHERE task_id = ? AND slot = ? AND assessor = ?",
+                             (task_id, int(slot), assessor)).fetchone()
+            if old is not None:
+                if old[0] != choice:
+                    raise InputError("conflict", f"comparison {slot} of task {task_id} was answered {old[0]} already")
+                return False
+            db.execute("INSERT INTO campaign_pref_answers (task_id, slot, assessor, choice, answered) VALUES (?, ?, ?, ?, ?)",
+                       (task_id, int(slot), assessor, choice, now))
+            return True
+
+    def pref_answers(self, assessor: str | None = None, task_id: str | None = None) -> pd.DataFrame:
+        """The answers (``task_id, slot, worker, choice``: the columns ``qrelkit prefs import``
+        reads) of one assessor and/or task when given, in answering order."""
+        where, params = sql_filters({"assessor": assessor, "task_id": task_id})
+        return self._query("SELECT task_id, slot, assessor AS worker, choice FROM campaign_pref_answers"
+                           + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq", params)
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:
@@ -235,11 +529,13 @@ def campaign_path(directory: str | os.PathLike) -> Path:
     return Path(directory) / STORE_NAME
 
 
-def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0) -> CampaignStore:
+def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0,
+                        check_same_thread: bool = True) -> CampaignStore:
     """Open the :class:`CampaignStore` of the campaign folder ``directory`` (``timeout``: seconds to
-    wait for the write lock); no store there is ``[not-a-campaign]``."""
+    wait for the write lock; ``check_same_thread=False``: the connection may be used from another
+    thread than the one that opened it, one thread at a time); no store there is ``[not-a-campaign]``."""
     p = campaign_path(directory)
     if not p.is_file():
         raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",
                          file=str(directory))
-    return CampaignStore(p, timeout=timeout)
+    return CampaignStore(p, timeout=timeout, check_same_thread=check_same_thread)

@@ -45,6 +45,7 @@ def _register() -> None:
     app.add_typer(__import__("qrelkit.cli.reuse", fromlist=["app"]).app, name="reuse")
     app.add_typer(__import__("qrelkit.cli.config_cmd", fromlist=["app"]).app, name="config")
     app.add_typer(__import__("qrelkit.cli.campaign", fromlist=["app"]).app, name="campaign")
+    import qrelkit.cli.serve  # noqa: F401 - lazy (import cycle), as above: ``qrelkit serve`` attaches to ``app``
 
 
 _register()

@@ -1,18 +1,24 @@
-"""``qrelkit campaign``: init | run | import | status | report — a thin roof over
-:class:`qrelkit.campaign.Campaign`."""
+"""``qrelkit campaign``: init | run | import | status | report | assessor add/revoke/list — a thin
+roof over :class:`qrelkit.campaign.Campaign` (and the web app's accounts,
+:mod:`qrelkit.campaign.accounts`)."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import pandas as pd
 import pyarrow as pa
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qrelkit.cli import common
 from qrelkit.errors import InputError
-from qrelkit.io.tables import write_table
+from qrelkit.io.tables import read_table, write_table
 
 app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
 
@@ -58,12 +64,8 @@ def run(
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    c = Campaign(directory)
-    if common.stderr.is_terminal:  # the stage (and CAL round) at work, on stderr
-        with common.stderr.status("campaign") as st:
-            res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=st.update)
-    else:
-        res = c.run(oracle=oracle, error_rate=error_rate, seed=seed, until=until)
+    with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
+        res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say)
     if as_json:
         common.emit(res, True)
         return
@@ -71,6 +73,33 @@ def run(
                         f"{res['topics']}", markup=False, highlight=False)
     if res["waiting"]:
         common.print_table(pd.DataFrame(res["waiting"]), title="Batches out")
+
+
+@contextlib.contextmanager
+def stage_progress(console: Console) -> Iterator[Callable[[str], None] | None]:
+    """A rich progress bar on ``console`` when it is a terminal (else nothing: the output stays
+    clean): one step per stage this run will do, described by the stage at work and, in the CAL
+    stage, its round. Yields the runner's progress callback (None without a terminal)."""
+    if not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("campaign", total=None)
+        stage = ["campaign"]
+
+        def say(message: str) -> None:
+            m = _STAGE.match(message)  # "stage NAME (k/n)", from the runner
+            if m:
+                stage[0] = m.group(1)
+                bar.update(task, description=f"stage {stage[0]}", completed=int(m.group(2)) - 1, total=int(m.group(3)))
+            else:  # within a stage: "CAL round 3: 12 topic(s)", ...
+                bar.update(task, description=f"stage {stage[0]}: {message}")
+
+        yield say
+
+
+_STAGE = re.compile(r"^stage (\S+) \((\d+)/(\d+)\)$")
 
 
 @app.command("import")
@@ -123,3 +152,130 @@ def report(
         raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))
     written = Campaign(directory).report(output)
     common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))
+
+
+assessor_app = typer.Typer(help="Accounts of the campaign's web app (qrelkit serve): login links for assessors "
+                           "and organizers.", no_args_is_help=True)
+app.add_typer(assessor_app, name="assessor")
+
+
+@assessor_app.command("add")
+def assessor_add(
+    directory: Path = DirArg,
+    name: str = typer.Argument(..., help="The account name (judgments are recorded under it)."),
+    topics: Optional[str] = typer.Option(None, "--topics", help="Comma-separated topics this account may see (default: "
+                                         "its assigned ones)."),
+    organizer: bool = typer.Option(False, "--organizer", help="An organizer account (status, agreement, report, export)."),
+    base_url: str = typer.Option("http://127.0.0.1:8765", "--base-url", help="Where assessors reach the server (the "
+                                 "link's start; behind a reverse proxy, its public address)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Create an account and print its login link (on stdout, once: only the SHA-256 of its
+    token is stored). An active account is never re-created: revoke it first for a new link."""
+    common.check_io(stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import add_account  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    acc = add_account(directory, name, topics=(topics or "").split(",") if topics else None, organizer=organizer,
+                      base_url=base_url)
+    if as_json:
+        common.emit(acc, True)
+        return
+    sys.stdout.write(acc["link"] + "\n")
+    common.stderr.print(f"{'organizer' if acc['organizer'] else 'assessor'} {name}: give them the link above (it is "
+                        "shown only now)", markup=False, highlight=False)
+    if not acc["assessor"] and not acc["organizer"]:
+        common.stderr.print(f"note: {name} is not among the protocol's assessors ({', '.join(acc['assessors'])}): no "
+                            "batch will be assigned to this account", markup=False, highlight=False)
+
+
+@assessor_app.command("revoke")
+def assessor_revoke(
+    directory: Path = DirArg,
+    name: str = typer.Argument(..., help="The account to revoke."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Revoke an account: its link and every session of it stop working at once."""
+    common.check_io(stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import revoke_account  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    acc = revoke_account(directory, name)
+    common.emit(acc, as_json, f"account {name} revoked at {acc['revoked']}")
+
+
+@assessor_app.command("list")
+def assessor_list(
+    directory: Path = DirArg,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """The accounts: name, organizer, topics, created, revoked (never their tokens)."""
+    common.check_io(read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.accounts import list_accounts  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    accs = list_accounts(directory)
+    if as_json:
+        common.emit({"accounts": accs}, True)
+        return
+    df = pd.DataFrame(accs, columns=["name", "organizer", "topics", "created", "revoked", "generation"])
+    df["topics"] = [",".join(t) for t in df["topics"]]
+    common.print_table(df, title=f"accounts of {directory}")
+
+
+prefs_app = typer.Typer(help="Preference tasks answered in the web app (qrelkit serve): the crowd tasks of the "
+                        "preference protocol, made from the campaign and exported for 'qrelkit prefs'.",
+                        no_args_is_help=True)
+app.add_typer(prefs_app, name="prefs")
+
+
+def _names(value: Optional[str]) -> list[str] | None:
+    """A comma-separated option as a list (None when not given)."""
+    return [x.strip() for x in value.split(",") if x.strip()] if value else None
+
+
+@prefs_app.command("make")
+def prefs_make(
+    directory: Path = DirArg,
+    pairs: Optional[Path] = typer.Option(None, "--pairs", help="A pairs table ('prefs pairs', 'prefs single', a "
+                                         "tournament's --pending-out); default: the campaign's top-1 pool."),
+    topics: Optional[str] = typer.Option(None, "--topics", help="Comma-separated topics whose pairs are judged."),
+    assessors: Optional[str] = typer.Option(None, "--assessors", help="Comma-separated assessors who answer the tasks "
+                                            "(default: [campaign] assessors)."),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="Real pairs per task (default: config, 10)."),
+    test_pairs: Optional[int] = typer.Option(None, "--test-pairs", help="Test pairs per task (default: config, 3)."),
+    assignments: Optional[int] = typer.Option(None, "--assignments", help="Assessors per task (default: config, 1)."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="Task id prefix (default: P, then P2-, P3-...)."),
+    seed: Optional[int] = common.SeedOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Make preference tasks (10 real + 3 test pairs each, as 'prefs tasks') from the campaign's
+    top-1 pool and judged passages, store them in the campaign and assign them to assessors, who
+    answer them in the web app."""
+    common.check_io(inputs=[pairs], stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.prefs import make_preference_tasks  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    res = make_preference_tasks(directory, pairs=read_table(pairs).to_pandas() if pairs else None, topics=_names(topics),
+                                assessors=_names(assessors), pairs_per_task=per_task, test_pairs=test_pairs,
+                                assignments=assignments, seed=seed, prefix=prefix)
+    common.emit(res, as_json, f"{res['tasks']} preference tasks ({res['real_pairs']} real + {res['test_pairs']} test "
+                f"comparisons over {res['topics']} topics) stored in {directory}, ids {res['prefix']}...; per assessor: "
+                + ", ".join(f"{a} {n}" for a, n in res["tasks_per_assessor"].items()))
+
+
+@prefs_app.command("export")
+def prefs_export(
+    directory: Path = DirArg,
+    output: Path = typer.Option(..., "-o", "--output", help="The answers (task_id, slot, worker, choice): .csv/.tsv/.jsonl/.parquet."),
+    tasks_out: Path = typer.Option(..., "--tasks-out", help="The task table, re-issues included (.parquet)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Export the preference answers of finished tasks and the task table, the files
+    'qrelkit prefs import ANSWERS --tasks TASKS' reads (then 'prefs tournament')."""
+    common.check_io(outputs=[output, tasks_out], read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign.prefs import export_preferences  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+
+    tasks, answers = export_preferences(directory)
+    write_table(tasks, tasks_out, kind="pref-tasks", params={"campaign": str(directory)})
+    write_table(pa.Table.from_pandas(answers, preserve_index=False), output, kind="pref-answers",
+                params={"campaign": str(directory)})
+    common.emit({"answers": int(len(answers)), "tasks": len(set(tasks["task_id"].to_pylist())),
+                 "output": str(output), "tasks_out": str(tasks_out)}, as_json,
+                f"{len(answers)} answers -> {output}; task table -> {tasks_out}")

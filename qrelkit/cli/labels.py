@@ -16,8 +16,8 @@ from qrelkit.io.classes import map_to_classes, read_classes
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels import (
-    aggregate_judgments, assessor_agreement, binarize, compare_labels, expand_qrels, labels_to_table, parse_grade_map,
-    passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
+    aggregate_judgments, aggregation_options, assessor_agreement, binarize, compare_labels, expand_qrels,
+    labels_to_table, parse_grade_map, passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
 )
 
 app = typer.Typer(help="Labels: aggregate assessors, binarize, propagate to duplicates and documents.",
@@ -82,15 +82,9 @@ def aggregate(
     cfg = common.config(config)
     j = _read_judgments(judgments)
     orig = read_qrels(original) if original else None
-    fb = fallback if fallback is not None else cfg.get_value("labels", "fallback")
-    params = {
-        "threshold": int(cfg.get_value("labels", "vote_threshold", threshold)),
-        "graded": str(cfg.get_value("labels", "graded", graded)),
-        "fallback": [f.strip() for f in fb.split(",")] if isinstance(fb, str) else list(fb),
-        "original_threshold": int(cfg.get_value("labels", "original_threshold", original_threshold)),
-        "min_assessors": int(cfg.get_value("labels", "min_assessors", min_assessors)),
-        "require_original_relevant": bool(cfg.get_value("labels", "require_original_relevant", require_original)),
-    }
+    params = aggregation_options(cfg, threshold=threshold, graded=graded, fallback=fallback,
+                                 original_threshold=original_threshold, min_assessors=min_assessors,
+                                 require_original_relevant=require_original)
     agg = aggregate_judgments(j, original=orig, **params)
     lab = str(cfg.get_value("labels", "label", label))
     meta = {**params, "judgments": [str(f) for f in judgments], "original": str(original) if original else None,

@@ -62,3 +62,39 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
     if not rows:
         raise InputError("empty-file", "no topics", file=str(p))
     return pd.DataFrame(rows, columns=["qid", "text"]).astype({"qid": str, "text": str})
+
+
+DETAIL_KEYS = {"description": ("description", "desc"), "narrative": ("narrative", "narr")}
+
+
+def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """``qid -> {"description": ..., "narrative": ...}`` for the topics of a JSONL topics file
+    that have them (keys ``description``/``desc`` and ``narrative``/``narr``); ``{}`` for other
+    formats. Read after :func:`read_topics` has validated the file.
+
+    Examples
+    --------
+    >>> from qrelkit.simulate.toy import toy_file
+    >>> path = toy_file("topics.jsonl", '{"qid": "1", "query": "bears", "narrative": "Attacks only."}\\n')
+    >>> read_topic_details(path)
+    {'1': {'narrative': 'Attacks only.'}}
+    """
+    out: dict[str, dict[str, str]] = {}
+    for line in read_bytes(Path(path)).decode("utf-8", errors="replace").split("\n"):
+        if not line.lstrip().startswith("{"):
+            continue
+        try:
+            obj = json.loads(line, parse_int=str, parse_float=str)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        qid = obj.get("qid", obj.get("query_id", obj.get("id", obj.get("_id"))))
+        found = {}
+        for key, names in DETAIL_KEYS.items():
+            value = next((str(obj[n]).strip() for n in names if n in obj and str(obj[n]).strip()), None)
+            if value:
+                found[key] = value
+        if qid is not None and found:
+            out[str(qid).strip()] = found
+    return out

@@ -2,7 +2,9 @@
 near-duplicates and documents, and agreement between label sets. See
 ``docs/labels-and-evaluation.md``."""
 
-from qrelkit.labels.aggregate import Aggregation, aggregate_judgments, assessor_agreement, labels_to_table
+from qrelkit.labels.aggregate import (
+    Aggregation, VoteRule, aggregate_judgments, aggregation_options, assessor_agreement, labels_to_table,
+)
 from qrelkit.labels.binarize import available_schemes, binarize, register_scheme, scheme_grades, threshold_of
 from qrelkit.labels.relevance import relevance_level
 from qrelkit.labels.propagate import (
@@ -11,7 +13,8 @@ from qrelkit.labels.propagate import (
 )
 
 __all__ = [
-    "Aggregation", "DocumentLabels", "Expansion", "aggregate_judgments", "assessor_agreement", "available_schemes",
+    "Aggregation", "DocumentLabels", "Expansion", "VoteRule", "aggregate_judgments", "aggregation_options",
+    "assessor_agreement", "available_schemes",
     "binarize", "compare_labels", "expand_qrels", "labels_to_table", "max_rule_feasibility", "parse_grade_map",
     "passage_document_map", "propagate_to_documents", "register_scheme", "relevance_level", "scheme_grades",
     "threshold_of",

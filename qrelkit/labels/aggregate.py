@@ -29,13 +29,14 @@ import math
 import warnings
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Sequence
+from typing import Any, Sequence
 
 import krippendorff
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
@@ -253,6 +254,95 @@ def aggregate_judgments(
     params = {"threshold": threshold, "graded": graded, "fallback": fallback, "original_threshold": original_threshold,
               "min_assessors": min_assessors, "require_original_relevant": require_original_relevant}
     return Aggregation(labels=labels, topics=tdf, params=params)
+
+
+def aggregation_options(config: Any = None, *, threshold: int | None = None, graded: str | None = None,
+                        fallback: Sequence[str] | str | None = None, original_threshold: int | None = None,
+                        min_assessors: int | None = None, require_original_relevant: bool | None = None) -> dict:
+    """Keyword arguments of :func:`aggregate_judgments` from the config's ``[labels]`` section
+    (``vote_threshold``, ``graded``, ``fallback``, ``original_threshold``, ``min_assessors``,
+    ``require_original_relevant``); a given value wins (``fallback`` may be ``"a,b"``).
+
+    Examples
+    --------
+    >>> from qrelkit.labels.aggregate import aggregation_options
+    >>> opts = aggregation_options(fallback="lowest")
+    >>> opts["threshold"], opts["graded"], opts["fallback"]
+    (2, 'ceil_median', ['lowest'])
+    """
+    cfg = config if config is not None else load_config(None)
+    fb = fallback if fallback is not None else cfg.get_value("labels", "fallback")
+    return {
+        "threshold": int(cfg.get_value("labels", "vote_threshold", threshold)),
+        "graded": str(cfg.get_value("labels", "graded", graded)),
+        "fallback": [f.strip() for f in fb.split(",") if f.strip()] if isinstance(fb, str) else list(fb),
+        "original_threshold": int(cfg.get_value("labels", "original_threshold", original_threshold)),
+        "min_assessors": int(cfg.get_value("labels", "min_assessors", min_assessors)),
+        "require_original_relevant": bool(cfg.get_value("labels", "require_original_relevant",
+                                                        require_original_relevant)),
+    }
+
+
+@dataclass(frozen=True)
+class VoteRule:
+    """Several assessors' grades of an item -> one grade, by :func:`aggregate_judgments`' majority
+    vote: what a judging store's ``combine`` takes (:func:`qrelkit.cal.store.combine_log`) so that
+    CAL, its stopping rules and the qrels see the voted label.
+
+    The grade is the graded label (``graded``: ceiled median or median_high) when it is on the
+    vote's side of ``threshold``; when it is not (a tie settled by the ``fallback`` chain, e.g.
+    grades 1 and 3 -> graded 2, but ``lowest`` says not relevant), it is the grade an assessor
+    gave that is nearest to it on the vote's side (1 there). A passage the chain drops counts as
+    not relevant. Binarized at ``threshold``, the grade is the vote. There are no original qrels
+    here: an ``original`` step of the chain is passed over.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from qrelkit.labels import VoteRule
+    >>> j = pd.DataFrame({"qid": ["1"] * 5, "docid": ["p1", "p1", "p2", "p2", "p2"],
+    ...                   "assessor": ["a", "b", "a", "b", "c"], "grade": [1, 3, 0, 2, 3]})
+    >>> VoteRule(threshold=2, fallback=("original", "lowest")).grades(j).to_pydict()
+    {'qid': ['1', '1'], 'docid': ['p1', 'p2'], 'rel': [1, 2]}
+    """
+
+    threshold: int = 2
+    graded: str = "ceil_median"
+    fallback: tuple[str, ...] = ("original", "lowest")
+
+    @classmethod
+    def from_config(cls, config: Any = None) -> "VoteRule":
+        """The rule of the config's ``[labels]`` (``vote_threshold``, ``graded``, ``fallback``), as
+        ``qrelkit labels aggregate`` resolves them (:func:`aggregation_options`)."""
+        o = aggregation_options(config)
+        return cls(threshold=o["threshold"], graded=o["graded"], fallback=tuple(o["fallback"]))
+
+    def grades(self, judgments: pd.DataFrame) -> pa.Table:
+        """Qrels (``qid, docid, rel``, qrels order) from judgments (``qid, docid, assessor, grade``):
+        one grade per item (see the class documentation). Items with one assessor keep the grade."""
+        df = judgments[["qid", "docid", "assessor", "grade"]]
+        many = df.groupby(["qid", "docid"], sort=False)["assessor"].transform("nunique").to_numpy() > 1
+        one = df[~many].drop_duplicates(["qid", "docid"])
+        parts = [pd.DataFrame({"qid": one["qid"].astype(str), "docid": one["docid"].astype(str),
+                               "rel": one["grade"].astype("int64")})]
+        if many.any():
+            lab = aggregate_judgments(df[many], threshold=self.threshold, graded=self.graded,
+                                      fallback=list(self.fallback)).labels
+            parts.append(pd.DataFrame({"qid": lab["qid"], "docid": lab["docid"],
+                                       "rel": [self._voted(g, r, gs) for g, r, gs in
+                                               zip(lab["grade"], lab["relevant"], lab["grades"])]}))
+        q = pd.concat(parts, ignore_index=True)
+        t = pa.table({"qid": pa.array(q["qid"].tolist(), pa.string()), "docid": pa.array(q["docid"].tolist(), pa.string()),
+                      "rel": pa.array(q["rel"].astype("int64").tolist(), pa.int32())})
+        return sort_qrels(t.cast(QRELS_SCHEMA))
+
+    def _voted(self, grade: int, relevant, grades: str) -> int:
+        rel = bool(relevant) if not pd.isna(relevant) else False
+        if (int(grade) >= self.threshold) == rel:
+            return int(grade)
+        given = [int(x) for x in grades.split(",")]
+        side = [x for x in given if (x >= self.threshold) == rel]
+        return min(side, key=lambda x: (abs(x - int(grade)), x))
 
 
 def labels_to_table(labels: pd.DataFrame) -> pa.Table:

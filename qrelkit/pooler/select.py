@@ -93,15 +93,33 @@ def pooled_flag(value, run: str) -> bool:
     raise InputError("bad-pooled", f"run {run!r}: pooled {value!r} is not true/false")
 
 
-def pool_selection(manifest: pd.DataFrame, **selection) -> pd.DataFrame:
-    """The manifest with ``pooled: bool`` and ``reason: str``: its own ``pooled`` column taken as
-    it is (reason ``manifest`` where it gives none), else :func:`select_pool_runs` with
-    ``selection``'s arguments."""
+def manifest_column(manifest: pd.DataFrame, name: str) -> str | None:
+    """The manifest's column called ``name`` whatever its case and surrounding spaces
+    (``Pooled``, `` pooled``), or None: how every command finds the ``pooled`` column.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from qrelkit.pooler.select import manifest_column
+    >>> manifest_column(pd.DataFrame(columns=["run", "Pooled"]), "pooled")
+    'Pooled'
+    >>> manifest_column(pd.DataFrame(columns=["run"]), "pooled") is None
+    True
+    """
     cols = {str(c).strip().lower(): c for c in manifest.columns}
-    if "pooled" not in cols:
+    return cols.get(name.lower())
+
+
+def pool_selection(manifest: pd.DataFrame, **selection) -> pd.DataFrame:
+    """The manifest with ``pooled: bool`` and ``reason: str``: its own ``pooled`` column (any case,
+    :func:`manifest_column`) taken as it is (reason ``manifest`` where it gives none), else
+    :func:`select_pool_runs` with ``selection``'s arguments."""
+    pooled = manifest_column(manifest, "pooled")
+    if pooled is None:
         return select_pool_runs(manifest, **selection)
+    reason_col = manifest_column(manifest, "reason")
     df = manifest.copy()
-    df["pooled"] = [pooled_flag(v, r) for v, r in zip(df[cols["pooled"]], df["run"].astype(str))]
-    reason = df[cols["reason"]] if "reason" in cols else pd.Series([""] * len(df), index=df.index)
+    df["pooled"] = [pooled_flag(v, r) for v, r in zip(df[pooled], df["run"].astype(str))]
+    reason = df[reason_col] if reason_col is not None else pd.Series([""] * len(df), index=df.index)
     df["reason"] = ["manifest" if pd.isna(x) or str(x).strip() == "" else str(x) for x in reason]
     return df

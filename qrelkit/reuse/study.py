@@ -22,6 +22,7 @@ from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.manifest import read_run_depths
 from qrelkit.io.qrels import write_qrels
 from qrelkit.pooler.protocol import configured_selection
+from qrelkit.pooler.select import manifest_column
 from qrelkit.pooler.saved import read_pool
 from qrelkit.reuse.leaveout import DEFAULT_MEASURES, LeaveOutResult, reduced_qrels
 
@@ -100,7 +101,7 @@ def pooled_runs(run_names: Iterable[str], manifest: pd.DataFrame | None, pool_pa
     pool_params = pool_params or {}
     if all_pooled:
         return list(run_names), "every run counts as pooled (--all-pooled)"
-    if manifest is not None and "pooled" in manifest.columns:
+    if manifest is not None and manifest_column(manifest, "pooled") is not None:
         sel = configured_selection(manifest, config)
         return sel.loc[sel["pooled"], "run"].tolist(), "the manifest's pooled column"
     if pool_params.get("pooled_runs"):

@@ -1,0 +1,360 @@
+"""The ASGI app (Starlette): routes, sessions, CSRF, errors. HTML pages are rendered on the
+server with Jinja2 (autoescape on: every text is escaped); ``/api/...`` is the same in JSON for
+scripts and load tests (the same session cookie and the same CSRF rule: header ``X-CSRF-Token``).
+
+Every refused request is a 4xx with a clear message (HTML or JSON by ``Accept``); anything else
+that goes wrong is logged and answered with a plain 500 and no traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from qrelkit.campaign.prefs import export_preferences
+from qrelkit.errors import InputError
+from qrelkit.io.tables import write_table
+from qrelkit.web.prefs import PreferenceViews
+from qrelkit.web.service import Account, CampaignService, WebError, records_csv
+from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
+from qrelkit.web.worker import Advancer
+
+log = logging.getLogger("qrelkit.web")
+
+#: HTTP status of the library's input errors met while serving a request
+RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unknown-assessor": 404,
+               "store-locked": 503, "input-changed": 409, "input-missing": 409}
+
+
+def wants_json(request: Request) -> bool:
+    """JSON for ``/api/...`` and for clients that ask for it first (``Accept``)."""
+    if request.url.path.startswith("/api/") or request.url.path == "/healthz":
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept.split("application/json")[0]
+
+
+class _Web:
+    """The handlers, sharing the service, the sessions and the templates."""
+
+    def __init__(self, svc: CampaignService, sessions: Sessions, env: jinja2.Environment) -> None:
+        self.svc, self.sessions, self.env = svc, sessions, env
+        self.prefs = PreferenceViews(svc)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def page(self, name: str, request: Request, status: int = 200, **ctx: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(request=request, **ctx)
+        return HTMLResponse(html, status_code=status)
+
+    def error(self, request: Request, status: int, message: str) -> Response:
+        if wants_json(request):
+            return JSONResponse({"error": message, "status": status}, status_code=status)
+        return self.page("error.html", request, status=status, status_code=status, message=message)
+
+    async def auth(self, request: Request, *, post: bool = False,
+                   organizer: bool = False) -> tuple[Account, Session, dict[str, Any]]:
+        """The request's account and session (401 without a valid one: a revoked account's
+        session is refused at once), its data (form or JSON) and, for a POST, the CSRF check
+        (403). ``organizer``: 403 for other accounts."""
+        sess = self.sessions.read(request.cookies.get(COOKIE))
+        acc = None if sess is None else await run_in_threadpool(self.svc.account, sess.name, sess.generation)
+        if acc is None or sess is None:
+            raise WebError(401, "you are not logged in: open the login link your organizer gave you")
+        data: dict[str, Any] = {}
+        if post:
+            if request.headers.get("content-type", "").startswith("application/json"):
+                try:
+                    body = await request.json()
+                except ValueError:
+                    raise WebError(400, "the request body is not JSON") from None
+                if not isinstance(body, dict):
+                    raise WebError(400, "the request body must be a JSON object")
+                data = body
+            else:
+                form = await request.form()
+                data = {k: v for k, v in form.items() if isinstance(v, str)}
+            if not csrf_ok(sess, request.headers.get(CSRF_HEADER) or data.get(CSRF_FIELD)):
+                raise WebError(403, "missing or bad CSRF token: reload the page and try again")
+        if organizer and not acc.organizer:
+            raise WebError(403, "this page is for the campaign's organizers")
+        return acc, sess, data
+
+    @staticmethod
+    def field(data: dict[str, Any], name: str) -> str:
+        v = data.get(name)
+        if v is None or str(v).strip() == "":
+            raise WebError(400, f"the request lacks {name}")
+        return str(v).strip()
+
+    # -- public pages ------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(self.svc.health))
+
+    async def login(self, request: Request) -> Response:
+        acc = await run_in_threadpool(self.svc.login, request.path_params["token"])
+        _, cookie = self.sessions.new(acc.name, acc.generation)
+        topics = await run_in_threadpool(self.svc.visible_topics, acc)
+        resp = RedirectResponse("/organizer" if acc.organizer and not topics else "/", status_code=303)
+        resp.set_cookie(COOKIE, cookie, max_age=MAX_AGE, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", path="/")
+        return resp
+
+    async def logout(self, request: Request) -> Response:
+        await self.auth(request, post=True)
+        resp = RedirectResponse("/", status_code=303)
+        resp.delete_cookie(COOKIE, path="/")
+        return resp
+
+    # -- the assessor ------------------------------------------------------------------------------
+
+    async def picker(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request)
+        rows = await run_in_threadpool(self.svc.topics_overview, acc)
+        prefs = await run_in_threadpool(self.prefs.overview, acc)
+        return self.page("picker.html", request, account=acc, csrf=sess.csrf, topics=rows, prefs=prefs,
+                         free_choice=self.svc.free_choice)
+
+    async def topic(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request)
+        qid = request.path_params["qid"]
+        view = await run_in_threadpool(self.svc.next_item, acc, qid, sess.sid)
+        return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names())
+
+    async def act(self, request: Request) -> Response:
+        """POST /topics/{qid}/{judge|undo|skip|take} (forms) and /api/topics/{qid}/{judgments|undo|skip|take}."""
+        acc, sess, data = await self.auth(request, post=True)
+        qid, action = request.path_params["qid"], request.path_params["action"]
+        if action in ("judge", "judgments"):
+            res = await run_in_threadpool(self.svc.judge, acc, qid, self.field(data, "batch_id"), self.field(data, "docid"),
+                                          self.field(data, "grade"), sess.sid)
+        elif action == "undo":
+            res = await run_in_threadpool(self.svc.undo, acc, qid, sess.sid)
+        elif action == "take":
+            res = await run_in_threadpool(self.svc.take, acc, qid)
+        elif action == "skip":
+            res = await run_in_threadpool(self.svc.skip, acc, qid, self.field(data, "batch_id"),
+                                          self.field(data, "docid"), sess.sid)
+        else:
+            raise WebError(404, f"no action {action!r}")
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse(f"/topics/{qid}", status_code=303)
+
+    # -- preference tasks --------------------------------------------------------------------------
+
+    async def pref_task(self, request: Request) -> Response:
+        """GET /prefs/{task_id} (the page) and /api/prefs/{task_id} (the same in JSON)."""
+        acc, sess, _ = await self.auth(request)
+        view = await run_in_threadpool(self.prefs.view, acc, request.path_params["task_id"])
+        if wants_json(request):
+            return JSONResponse(view)
+        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view)
+
+    async def pref_answer(self, request: Request) -> Response:
+        """POST /prefs/{task_id}/answer (form) and /api/prefs/{task_id}/answers (JSON): ``slot, choice``."""
+        acc, _, data = await self.auth(request, post=True)
+        task_id = request.path_params["task_id"]
+        res = await run_in_threadpool(self.prefs.answer, acc, task_id, self.field(data, "slot"), self.field(data, "choice"))
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse(f"/prefs/{quote(task_id, safe='')}", status_code=303)
+
+    async def api_prefs(self, request: Request) -> Response:
+        acc, _, _ = await self.auth(request)
+        return JSONResponse({"tasks": await run_in_threadpool(self.prefs.overview, acc)})
+
+    # -- the JSON API ------------------------------------------------------------------------------
+
+    async def api_session(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request)
+        return JSONResponse({"name": acc.name, "organizer": acc.organizer, "csrf": sess.csrf})
+
+    async def api_topics(self, request: Request) -> Response:
+        acc, _, _ = await self.auth(request)
+        return JSONResponse({"topics": await run_in_threadpool(self.svc.topics_overview, acc)})
+
+    async def api_topic(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request)
+        return JSONResponse(await run_in_threadpool(self.svc.next_item, acc, request.path_params["qid"], sess.sid))
+
+    async def api_state(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request)
+        return JSONResponse(await run_in_threadpool(self.svc.poll, acc, request.path_params["qid"], sess.sid))
+
+    async def api_batch(self, request: Request) -> Response:
+        acc, _, _ = await self.auth(request)
+        p = request.path_params
+        return JSONResponse(await run_in_threadpool(self.svc.batch_view, acc, p["qid"], p["batch_id"]))
+
+    async def api_judgments(self, request: Request) -> Response:
+        acc, _, _ = await self.auth(request)
+        return JSONResponse({"judgments": await run_in_threadpool(self.svc.my_judgments, acc,
+                                                                  request.query_params.get("qid"))})
+
+    # -- the organizer -----------------------------------------------------------------------------
+
+    def _organizer_data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
+                               "agreement": self.svc.agreement(), "status_error": None, "status": [],
+                               "prefs": self.prefs.status()}
+        try:
+            out["status"] = self.svc.status_rows()
+        except InputError as exc:
+            out["status_error"] = str(exc)
+        return out
+
+    async def organizer(self, request: Request) -> Response:
+        acc, sess, _ = await self.auth(request, organizer=True)
+        data = await run_in_threadpool(self._organizer_data)
+        if wants_json(request):
+            return JSONResponse(data)
+        return self.page("organizer.html", request, account=acc, csrf=sess.csrf, d=data)
+
+    async def organizer_csv(self, request: Request) -> Response:
+        await self.auth(request, organizer=True)
+        table = request.path_params["table"]
+        if table not in ("status", "progress"):
+            raise WebError(404, f"no table {table!r}")
+        rows = await run_in_threadpool(self.svc.status_rows if table == "status" else self.svc.assessor_progress)
+        return PlainTextResponse(records_csv(rows), media_type="text/csv",
+                                 headers={"content-disposition": f'attachment; filename="{table}.csv"'})
+
+    async def pref_export(self, request: Request) -> Response:
+        """/organizer/prefs/answers.csv and /organizer/prefs/tasks.parquet: what ``qrelkit prefs
+        import ANSWERS --tasks TASKS`` reads."""
+        await self.auth(request, organizer=True)
+        name = request.path_params["name"]
+        if name not in ("answers.csv", "tasks.parquet"):
+            raise WebError(404, f"no preference export {name!r}")
+
+        def build() -> bytes:  # written as 'qrelkit campaign prefs export' writes them
+            tasks, answers = export_preferences(self.svc.dir)
+            table = tasks if name == "tasks.parquet" else pa.Table.from_pandas(answers, preserve_index=False)
+            with tempfile.TemporaryDirectory() as tmp:
+                return write_table(table, Path(tmp) / name, kind="pref-tasks" if name == "tasks.parquet" else "pref-answers",
+                                   params={"campaign": str(self.svc.dir)}).read_bytes()
+
+        data = await run_in_threadpool(build)
+        return Response(data, media_type="text/csv" if name.endswith(".csv") else "application/vnd.apache.parquet",
+                        headers={"content-disposition": f'attachment; filename="prefs-{name}"'})
+
+    async def report(self, request: Request) -> Response:
+        await self.auth(request, organizer=True)
+        path = await run_in_threadpool(self.svc.report)
+        return FileResponse(path, media_type="text/html")
+
+    async def qrels(self, request: Request) -> Response:
+        await self.auth(request, organizer=True)
+        name, data = await run_in_threadpool(self.svc.qrels, request.query_params.get("kind", "passages"))
+        return Response(data, media_type="text/plain",
+                        headers={"content-disposition": f'attachment; filename="{name}"'})
+
+
+def _routes(w: _Web) -> list:
+    static = os.path.join(os.path.dirname(__file__), "static")
+    return [
+        Route("/healthz", w.healthz),
+        Route("/login/{token}", w.login),
+        Route("/logout", w.logout, methods=["POST"]),
+        Route("/", w.picker),
+        Route("/topics/{qid}", w.topic),
+        Route("/topics/{qid}/{action}", w.act, methods=["POST"]),
+        Route("/api/session", w.api_session),
+        Route("/api/topics", w.api_topics),
+        Route("/api/judgments", w.api_judgments),
+        Route("/api/topics/{qid}", w.api_topic),
+        Route("/api/topics/{qid}/state", w.api_state),
+        Route("/api/topics/{qid}/batches/{batch_id:path}", w.api_batch),
+        Route("/api/topics/{qid}/{action}", w.act, methods=["POST"]),
+        Route("/prefs/{task_id}", w.pref_task),
+        Route("/prefs/{task_id}/answer", w.pref_answer, methods=["POST"]),
+        Route("/api/prefs", w.api_prefs),
+        Route("/api/prefs/{task_id}", w.pref_task),
+        Route("/api/prefs/{task_id}/answers", w.pref_answer, methods=["POST"]),
+        Route("/organizer", w.organizer),
+        Route("/api/organizer", w.organizer),
+        Route("/organizer/report", w.report),
+        Route("/organizer/qrels", w.qrels),
+        Route("/organizer/prefs/{name}", w.pref_export),
+        Route("/organizer/{table}.csv", w.organizer_csv),
+        Mount("/static", app=StaticFiles(directory=static), name="static"),
+    ]
+
+
+def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None, start_worker: bool = True) -> Starlette:
+    """The web app of the campaign at ``directory`` (``[not-a-campaign]`` when there is none).
+
+    ``advancer``: the background runner (default: :class:`~qrelkit.web.worker.Advancer` over
+    :func:`~qrelkit.web.worker.advance_campaign`); ``start_worker``: start it with the app (and
+    ask it for a first run: a new campaign gets its first batches) — the tests may drive it."""
+    svc = CampaignService(directory, advancer)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("qrelkit.web", "templates"), autoescape=True)
+    w = _Web(svc, Sessions(svc.secret), env)
+
+    async def web_error(request: Request, exc: WebError) -> Response:
+        return w.error(request, exc.status, exc.message)
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        return w.error(request, exc.status_code, str(exc.detail))
+
+    async def input_error(request: Request, exc: InputError) -> Response:
+        return w.error(request, RULE_STATUS.get(exc.rule, 400), str(exc))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return PlainTextResponse("internal error (the server's log has the details)", status_code=500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        if start_worker:
+            svc.advancer.start()
+            svc.advancer.request()
+        try:
+            yield
+        finally:
+            svc.advancer.stop()
+            svc.close()
+
+    app = Starlette(routes=_routes(w), lifespan=lifespan,
+                    exception_handlers={WebError: web_error, HTTPException: http_error, InputError: input_error,
+                                        Exception: server_error})
+    app.state.service = svc
+    return app
+
+
+class _RedactLoginTokens(logging.Filter):
+    """Access-log lines never show a login token (``/login/<token>`` -> ``/login/...``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(a.split("/login/")[0] + "/login/..." if isinstance(a, str) and "/login/" in a else a
+                                for a in record.args)
+        return True
+
+
+def run_server(app: Starlette, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve ``app`` with uvicorn until interrupted (one process: the store is SQLite, the
+    background runner one thread). Behind a reverse proxy, ``X-Forwarded-Proto`` from loopback
+    is trusted, so cookies are ``Secure`` under https."""
+    import uvicorn  # lazy: only the server needs it (the tests drive the app in-process)
+
+    logging.getLogger("uvicorn.access").addFilter(_RedactLoginTokens())
+    logging.getLogger("qrelkit.web").setLevel(logging.INFO)
+    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=True, forwarded_allow_ips="127.0.0.1")

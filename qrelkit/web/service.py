@@ -1,0 +1,515 @@
+"""What the web app does with a campaign, without HTTP: who sees which topic, the next passage of
+an assessor, a judgment through the store's import path, undo, skip, progress, the organizer's
+figures. Every method raises :class:`WebError` (an HTTP status and a message) for a request it
+refuses; the app turns it into a 4xx answer.
+
+One :class:`CampaignService` per server process; it keeps one store connection per thread (a
+:class:`~qrelkit.campaign.CampaignStore` is one SQLite connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from qrelkit.cal.store import ConflictError
+from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
+from qrelkit.campaign.accounts import token_hash
+from qrelkit.config import load_config
+from qrelkit.errors import InputError
+from qrelkit.io.corpus import lookup_texts
+from qrelkit.io.qrels import write_qrels
+from qrelkit.io.topics import read_topic_details
+from qrelkit.labels.aggregate import assessor_agreement
+from qrelkit.web.worker import Advancer
+
+#: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
+GRADE_NAMES = {0: "Irrelevant", 1: "Related", 2: "Highly relevant", 3: "Perfectly relevant"}
+WEB_SOURCE = "web"
+UNDO_SOURCE = "web-undo"
+_NOT_ASSESSORS = ("encountered", "initial-qrels", "oracle")
+
+
+class WebError(Exception):
+    """A refused request: ``status`` (4xx) and a message for the person who made it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Account:
+    """A logged-in account (re-read from the store on every request)."""
+
+    name: str
+    organizer: bool
+    topics: tuple[str, ...]
+    generation: int
+
+
+class PassageTexts:
+    """Passage texts from the corpus, cached: a miss reads the corpus once for the passage and
+    the next ones of the queue it came from (up to 200), not once per passage."""
+
+    def __init__(self, corpus: str | os.PathLike, limit: int = 200_000) -> None:
+        self.corpus = corpus
+        self.limit = limit
+        self._texts: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def get(self, docid: str, wanted: set[str]) -> str | None:
+        """The text of ``docid`` (None when the corpus lacks it); ``wanted``: fetched with it."""
+        if docid in self._texts:
+            return self._texts[docid]
+        with self._lock:
+            if docid not in self._texts:
+                if len(self._texts) > self.limit:
+                    self._texts.clear()
+                want = {d for d in wanted if d not in self._texts} | {docid}
+                found = lookup_texts(self.corpus, want)
+                for d in want:
+                    self._texts[d] = found[d][0] if d in found else None
+        return self._texts[docid]
+
+
+class CampaignService:
+    """The web app's view of one campaign folder (see the module documentation)."""
+
+    def __init__(self, directory: str | os.PathLike, advancer: Advancer | None = None) -> None:
+        self.dir = Path(directory)
+        Campaign(self.dir)  # [not-a-campaign] before anything else
+        self._local = threading.local()
+        self._stores: list[CampaignStore] = []
+        self._stores_lock = threading.Lock()
+        s = self.store()
+        self.secret = s.web_secret()
+        paths = s.get_state("paths") or {}
+        self.cfg = load_config(paths.get("config"), s.get_state("overrides", {}))
+        tdf = s.topics()
+        self.topic_text = dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str)))
+        self.topic_order = list(self.topic_text)
+        self.details: dict[str, dict[str, str]] = {}
+        if paths.get("topics") and Path(paths["topics"]).is_file():
+            self.details = read_topic_details(paths["topics"])
+        self.texts = PassageTexts(paths.get("corpus", ""))
+        self.scale = [int(g) for g in self.cfg.get_value("labels", "scale")]
+        self.relevant = [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
+        self.free_choice = bool(self.cfg.get_value("web", "free_topic_choice"))
+        self.advancer = advancer or Advancer(self.dir)
+        self.advancer.after = self.apply_claims
+        self._skips: dict[str, list[tuple[str, str]]] = {}
+        self._front: dict[str, tuple[str, str]] = {}
+        self._skip_lock = threading.Lock()
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def store(self) -> CampaignStore:
+        """This thread's store connection (opened on first use)."""
+        s = getattr(self._local, "store", None)
+        if s is None:
+            s = open_campaign_store(self.dir)
+            self._local.store = s
+            with self._stores_lock:
+                self._stores.append(s)
+        return s
+
+    def close(self) -> None:
+        """Close this thread's store connection and let go of the others' (SQLite closes a
+        connection only in the thread that made it; the others close when collected)."""
+        with self._stores_lock:
+            for s in self._stores:
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    s.close()
+            self._stores.clear()
+        self._local = threading.local()
+
+    def grade_names(self) -> list[tuple[int, str]]:
+        return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
+
+    # -- accounts ----------------------------------------------------------------------------------
+
+    def login(self, token: str) -> Account:
+        """The active account of a login token; 403 for an unknown or revoked one."""
+        acc = self.store().account_by_token(token_hash(token))
+        if acc is None:
+            raise WebError(403, "this login link is not valid (mistyped, or revoked): ask the organizer for a new one")
+        return Account(acc["name"], acc["organizer"], tuple(acc["topics"]), acc["generation"])
+
+    def account(self, name: str, generation: int) -> Account | None:
+        """The account of a session, if it is still active and of the same generation."""
+        acc = self.store().account(name)
+        if acc is None or acc["revoked"] is not None or acc["generation"] != generation:
+            return None
+        return Account(acc["name"], acc["organizer"], tuple(acc["topics"]), acc["generation"])
+
+    # -- topics ------------------------------------------------------------------------------------
+
+    def visible_topics(self, acc: Account) -> list[str]:
+        """The topics ``acc`` may open: those of the batches assigned to it (every topic with
+        ``[web] free_topic_choice``), limited to the account's topics when it has some."""
+        seen = set(self.topic_order) if self.free_choice else set(self.store().assigned_topics(acc.name))
+        if acc.topics:
+            seen &= set(acc.topics)
+        return [q for q in self.topic_order if q in seen]
+
+    def check_topic(self, acc: Account, qid: str) -> None:
+        """404 unless ``acc`` may open topic ``qid`` (another's topic is not found, as a topic
+        that does not exist)."""
+        if qid not in self.visible_topics(acc):
+            raise WebError(404, f"no topic {qid} for you")
+
+    def topic_status(self, qid: str) -> dict[str, Any]:
+        """Stage and rule status of a topic: screening, decision (rule, reason), threads, judged,
+        relevant and density over the grades in force."""
+        s = self.store()
+        ct = self._topic_row(qid)
+        th = s.threads(qid)
+        lab = s.labels(qid, "all", combine=str(self.cfg.get_value("campaign", "combine")))
+        n, r = len(lab), int(lab["grade"].isin(self.relevant).sum()) if len(lab) else 0
+        out = {"qid": qid, **{k: ct[k] for k in ("screening", "decision", "rule", "reason")},
+               "threads": [{"thread": t, "state": st} for t, st in zip(th["thread"], th["state"])],
+               "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
+               "accept_density_below": self.cfg.get_value("stopping", "accept_density_below"),
+               "accept_min_judged": self.cfg.get_value("stopping", "accept_min_judged")}
+        return out
+
+    def topics_overview(self, acc: Account) -> list[dict[str, Any]]:
+        """The topic picker's rows: topic, query, items owed by ``acc``, judged by ``acc``, decision."""
+        s = self.store()
+        owed = s.pending(acc.name)
+        by_topic = owed.groupby("qid").size().to_dict() if len(owed) else {}
+        g = s.assessor_grades(acc.name)
+        mine = g.loc[g["source"] == WEB_SOURCE, "qid"].value_counts().to_dict() if len(g) else {}
+        ct = s.campaign_topics()
+        dec = {q: (None if pd.isna(d) else d) for q, d in zip(ct["qid"], ct["decision"])}
+        return [{"qid": q, "query": self.topic_text.get(q, ""), "owed": int(by_topic.get(q, 0)),
+                 "judged": int(mine.get(q, 0)), "decision": dec.get(q)} for q in self.visible_topics(acc)]
+
+    # -- free topic choice: taking over a topic from an assessor without an account ---------------
+
+    def _takeable(self, acc: Account, qid: str) -> list[tuple[str, str]]:
+        """(batch, assessor) places on topic ``qid`` that ``acc`` may take: assessors with no
+        active account who still owe items there, in batches ``acc`` is not an assessor of."""
+        s = self.store()
+        staffed = {a["name"] for a in s.accounts() if a["revoked"] is None}
+        pend = s.pending(None, qid)
+        a = s.assignments()
+        mine = set(a.loc[a["assessor"] == acc.name, "batch_id"])
+        out = []
+        for bid, who in dict.fromkeys(zip(pend["batch_id"], pend["assessor"])):
+            if who not in staffed and bid not in mine and who != acc.name:
+                out.append((str(bid), str(who)))
+                mine.add(bid)
+        return out
+
+    def take(self, acc: Account, qid: str) -> dict[str, Any]:
+        """With ``[web] free_topic_choice``: ``acc`` takes the places on topic ``qid`` of
+        assessors who have no account (their open batches, and the topic's later batches as the
+        runner issues them: the claim is kept in the store). 409 when there is none to take."""
+        if not self.free_choice:
+            raise WebError(404, "topics are assigned in this campaign ([web] free_topic_choice is off)")
+        self.check_topic(acc, qid)
+        with self.advancer.lock:
+            places = self._takeable(acc, qid)
+            if not places:
+                raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
+            s = self.store()
+            claims = s.get_state("web_claims", [])
+            for _, who in places:
+                if [qid, who, acc.name] not in claims:
+                    claims.append([qid, who, acc.name])
+            s.set_state(web_claims=claims)
+            taken = sum(s.reassign(bid, who, acc.name) for bid, who in places)
+        return {"qid": qid, "status": "taken", "batches": int(taken)}
+
+    def apply_claims(self) -> int:
+        """Move the places of claimed topics' new batches to their claimers (after each run of
+        the runner, which assigns batches to the protocol's names); returns how many moved."""
+        s = self.store()
+        claims = s.get_state("web_claims", [])
+        if not claims:
+            return 0
+        a = s.assignments()
+        moved = 0
+        for qid, who, to in claims:
+            for bid in a.loc[(a["qid"] == qid) & (a["assessor"] == who), "batch_id"]:
+                moved += s.reassign(bid, who, to)
+        return moved
+
+    # -- the queue of one assessor on one topic ----------------------------------------------------
+
+    def _queue(self, acc: Account, qid: str, session: str) -> list[tuple[str, str]]:
+        pend = self.store().pending(acc.name, qid)
+        if not len(pend):
+            return []
+        pend = pend.assign(_pool=(pend["kind"] != "pool").astype(int)).sort_values("_pool", kind="stable")
+        items = list(dict.fromkeys(zip(pend["batch_id"].astype(str), pend["docid"].astype(str))))
+        with self._skip_lock:
+            skipped = [k for k in self._skips.get(session, []) if k in set(items)]
+            front = self._front.get(session)
+        rest = [k for k in items if k not in set(skipped)]
+        queue = rest + skipped
+        if front in queue:
+            queue.remove(front)
+            queue.insert(0, front)
+        return queue
+
+    def next_item(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
+        """The page of a topic for ``acc``: query, description/narrative, the next passage (or
+        why there is none: computing, waiting for others, decided), progress and rule status."""
+        self.check_topic(acc, qid)
+        s = self.store()
+        queue = self._queue(acc, qid, session)
+        out: dict[str, Any] = {"qid": qid, "query": self.topic_text.get(qid, ""), **self.details.get(qid, {}),
+                               "status": self.topic_status(qid), "owed": len(queue), "item": None,
+                               "computing": self.advancer.busy, "undo": self.undo_target(acc, qid) is not None,
+                               "can_take": False}
+        if queue:
+            bid, docid = queue[0]
+            wanted = {d for _, d in queue[:200]}
+            b = s.assignment(bid, acc.name)
+            done = len(s.assessor_grades(acc.name, batch=bid))
+            out["item"] = {"batch_id": bid, "docid": docid, "text": self.texts.get(docid, wanted), "kind": b["kind"],
+                           "batch_items": len(b["items"]), "batch_judged": int(done)}
+            out["state"] = "judging"
+        elif out["status"]["decision"]:
+            out["state"] = "decided"
+        elif self.free_choice and self._takeable(acc, qid):
+            out["state"], out["can_take"] = "free", True
+        elif out["computing"]:
+            out["state"] = "computing"
+        else:
+            out["state"] = "waiting"
+        return out
+
+    def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
+        """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
+        self.check_topic(acc, qid)
+        owed = len(self.store().pending(acc.name, qid))
+        state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else
+                                        ("computing" if self.advancer.busy else "waiting"))
+        return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state}
+
+    # -- judging -----------------------------------------------------------------------------------
+
+    def _check_item(self, acc: Account, qid: str, batch_id: str, docid: str) -> None:
+        b = self._my_batch(acc, qid, batch_id)
+        if docid not in b["items"]:
+            raise WebError(404, f"passage {docid} is not in batch {batch_id}")
+
+    def _my_batch(self, acc: Account, qid: str, batch_id: str) -> dict:
+        self.check_topic(acc, qid)
+        b = self.store().assignment(batch_id, acc.name)
+        if b is None or b["qid"] != qid:
+            raise WebError(404, f"no batch {batch_id} of topic {qid} for you")
+        return b
+
+    def _topic_row(self, qid: str) -> dict[str, Any]:
+        ct = self.store().campaign_topics()
+        row = ct[ct["qid"] == qid]
+        cols = ("screening", "decision", "rule", "reason")
+        if not len(row):
+            return dict.fromkeys(cols)
+        return {c: (None if pd.isna(row[c].iat[0]) else str(row[c].iat[0])) for c in cols}
+
+    def parse_grade(self, grade: Any) -> int:
+        """An integer grade of the scale; 400 otherwise."""
+        try:
+            g = int(str(grade).strip())
+        except (TypeError, ValueError):
+            raise WebError(400, f"grade {grade!r} is not an integer of the scale {self.scale}") from None
+        if g not in self.scale:
+            raise WebError(400, f"grade {g} is outside the scale {self.scale}")
+        return g
+
+    def judge(self, acc: Account, qid: str, batch_id: str, docid: str, grade: Any, session: str) -> dict[str, Any]:
+        """Store one judgment through the store's import path (one transaction, idempotent: the
+        same judgment again is ``repeated``, nothing written); answered after the commit. 409
+        for another grade of the same item (undo first) or an item no longer asked for."""
+        self._check_item(acc, qid, batch_id, docid)
+        g = self.parse_grade(grade)
+        s = self.store()
+        owed = s.pending(acc.name, qid)  # read before one's own grades: a judgment by another tab in between is seen
+        if not ((owed["batch_id"] == batch_id) & (owed["docid"] == docid)).any():
+            mine = s.assessor_grades(acc.name, topic=qid, batch=batch_id)
+            if not (mine["docid"] == docid).any():
+                raise WebError(409, f"passage {docid} of batch {batch_id} is no longer asked for (judged in an earlier "
+                                    "batch); reload the page")
+        df = pd.DataFrame({"qid": [qid], "docid": [docid], "assessor": [acc.name], "grade": [g], "batch_id": [batch_id]})
+        try:
+            rep = s.import_judgments(df, source=WEB_SOURCE, scale=self.scale)
+        except ConflictError as exc:
+            stored = exc.report.conflicts["stored_grade"].iat[0]
+            raise WebError(409, f"you gave passage {docid} grade {stored} already: undo it to change it") from None
+        with self._skip_lock:
+            if self._front.get(session) == (batch_id, docid):
+                del self._front[session]
+        left = s.pending(acc.name, qid)
+        batch_done = not (left["batch_id"] == batch_id).any()
+        if batch_done:
+            self.advancer.request()
+        return {"qid": qid, "batch_id": batch_id, "docid": docid, "grade": g,
+                "status": "stored" if rep.imported else "repeated", "batch_done": bool(batch_done)}
+
+    def skip(self, acc: Account, qid: str, batch_id: str, docid: str, session: str) -> dict[str, Any]:
+        """Move an item to the end of this session's queue (nothing is stored)."""
+        self._check_item(acc, qid, batch_id, docid)
+        with self._skip_lock:
+            lst = self._skips.setdefault(session, [])
+            if (batch_id, docid) in lst:
+                lst.remove((batch_id, docid))
+            lst.append((batch_id, docid))
+            if self._front.get(session) == (batch_id, docid):
+                del self._front[session]
+        return {"qid": qid, "batch_id": batch_id, "docid": docid, "status": "skipped"}
+
+    def undo_target(self, acc: Account, qid: str) -> dict | None:
+        """The judgment an undo would retract: ``acc``'s last one on ``qid`` made in the web app."""
+        return self.store().last_judgment(acc.name, qid, source=WEB_SOURCE)
+
+    def _used(self, qid: str, last: dict) -> str | None:
+        """Why the runner has used a judgment already (None when it has not)."""
+        s = self.store()
+        ids = s.batches(qid)["batch_id"].astype(str).tolist()
+        later = ids[ids.index(last["batch_id"]) + 1:] if last["batch_id"] in ids else []
+        ct = self._topic_row(qid)
+        if ct["decision"]:
+            return f"topic {qid} is decided ({ct['decision']})"
+        if later:
+            return f"batch {later[0]} was issued from it"
+        if ct["screening"] and str(last["batch_id"]).endswith("/screen"):
+            return f"topic {qid} was screened on it"
+        if "qrels" in s.stages_done():
+            return "the final qrels were written"
+        return None
+
+    def undo(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
+        """Retract ``acc``'s last judgment on ``qid`` (a retraction row: see
+        :meth:`qrelkit.cal.store.JudgingStore.retract`) and put its passage first in the queue.
+        Refused (409) while the runner works, and once the runner has used the judgment."""
+        self.check_topic(acc, qid)
+        if not self.advancer.lock.acquire(timeout=0.5):
+            raise WebError(409, "the next batch is being computed: try the undo again in a moment")
+        try:  # under the runner's lock: nothing uses the judgment between the check and the retraction
+            last = self.undo_target(acc, qid)
+            if last is None:
+                raise WebError(409, "nothing to undo on this topic")
+            why = self._used(qid, last)
+            if why:
+                raise WebError(409, f"that judgment can no longer be undone: {why}")
+            if self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
+                raise WebError(409, "nothing to undo on this topic")
+        finally:
+            self.advancer.lock.release()
+        with self._skip_lock:
+            self._front[session] = (last["batch_id"], last["docid"])
+        return {"qid": qid, "batch_id": last["batch_id"], "docid": last["docid"], "grade": last["grade"],
+                "status": "retracted"}
+
+    def my_judgments(self, acc: Account, qid: str | None = None) -> list[dict[str, Any]]:
+        """``acc``'s own judgments in force (of ``qid`` when given), in judging order."""
+        log = self.store().judgments(qid, "all")
+        log = log[log["assessor"] == acc.name]
+        if qid is None:
+            log = log[log["qid"].isin(set(self.visible_topics(acc)))]
+        return [{"qid": q, "docid": d, "grade": int(g), "batch_id": b}
+                for q, d, g, b in zip(log["qid"], log["docid"], log["grade"], log["batch_id"])]
+
+    def batch_view(self, acc: Account, qid: str, batch_id: str) -> dict[str, Any]:
+        """One of ``acc``'s batches: its items and ``acc``'s grades (404 for another's batch)."""
+        b = self._my_batch(acc, qid, batch_id)
+        g = self.store().assessor_grades(acc.name, batch=batch_id)
+        grades = {d: int(x) for d, x in zip(g["docid"], g["grade"])}
+        return {"batch_id": batch_id, "qid": qid, "kind": b["kind"], "status": b["status"],
+                "items": [{"docid": d, "grade": grades.get(d)} for d in b["items"]]}
+
+    # -- health and the organizer ------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """The store's state: schema versions, stages done, topics decided, batches out, runner."""
+        s = self.store()
+        pend = s.pending()
+        dec = int(s.campaign_topics()["decision"].notna().sum())
+        return {"status": "ok", "campaign": str(self.dir), **s.schema_versions(),
+                "stages_done": list(s.stages_done()), "topics": len(self.topic_order), "topics_decided": int(dec),
+                "batches_out": int(pend["batch_id"].nunique()) if len(pend) else 0, "runner": self.advancer.state,
+                "runner_error": self.advancer.last_error}
+
+    def assessor_progress(self) -> list[dict[str, Any]]:
+        """Per assessor (accounts and assigned names): judged (in force, copies aside), items owed,
+        batches with items owed."""
+        s = self.store()
+        judged = s.judged_counts(_NOT_ASSESSORS)
+        pend = s.pending()
+        owed = pend.groupby("assessor").size().to_dict() if len(pend) else {}
+        batches = pend.groupby("assessor")["batch_id"].nunique().to_dict() if len(pend) else {}
+        accounts = {a["name"]: a for a in s.accounts()}
+        names = sorted(set(judged) | set(owed) | set(accounts) | set(s.assignments()["assessor"]))
+        return [{"assessor": n, "judged": int(judged.get(n, 0)), "owed": int(owed.get(n, 0)),
+                 "batches_out": int(batches.get(n, 0)),
+                 "account": "none" if n not in accounts else ("revoked" if accounts[n]["revoked"] else
+                                                              ("organizer" if accounts[n]["organizer"] else "assessor"))}
+                for n in names]
+
+    def agreement(self) -> dict[str, Any]:
+        """Inter-assessor agreement so far (:func:`qrelkit.labels.aggregate.assessor_agreement`)
+        over the items two or more assessors judged; ``note`` when there are none yet."""
+        log = self.store().judgments(None, "all")[["qid", "docid", "assessor", "grade"]].drop_duplicates()
+        multi = log.groupby(["qid", "docid"])["assessor"].transform("nunique") >= 2
+        if not multi.any():
+            return {"note": "no passage has been judged by two assessors yet", "summary": {}, "pairs": []}
+        try:
+            summary, pairs = assessor_agreement(log[multi], threshold=min(self.relevant), scale=self.scale,
+                                                level=str(self.cfg.get_value("labels", "agreement_level")))
+        except InputError as exc:
+            return {"note": exc.message, "summary": {}, "pairs": []}
+        return {"note": None, "summary": summary, "pairs": json.loads(pairs.to_json(orient="records"))}
+
+    def status_rows(self) -> list[dict[str, Any]]:
+        """The campaign's status table (:meth:`qrelkit.campaign.Campaign.status`), one row per topic."""
+        df = Campaign(self.dir).status()
+        return json.loads(df.to_json(orient="records"))
+
+    def report(self) -> Path:
+        """Write the campaign's report now (its report function) as ``DIR/report-live.html`` (and
+        ``.md``); returns the HTML file."""
+        out = self.dir / "report-live.html"
+        Campaign(self.dir).report(out)
+        return out
+
+    def qrels(self, kind: str = "passages") -> tuple[str, bytes]:
+        """Qrels to export: the final ones (``qrels-{kind}.txt``) once the qrels stage is done,
+        else the current labels of every judged passage (``[campaign] combine``) as TREC qrels."""
+        if kind not in ("passages", "expanded", "documents"):
+            raise WebError(400, f"qrels kind must be passages, expanded or documents, got {kind!r}")
+        s = self.store()
+        final = self.dir / f"qrels-{kind}.txt"
+        if "qrels" in s.stages_done() and final.is_file():
+            return final.name, final.read_bytes()
+        if kind != "passages":
+            raise WebError(409, f"the {kind} qrels are written by the qrels stage, which is not done yet")
+        table = s.export_qrels(combine=str(self.cfg.get_value("campaign", "combine")))
+        with tempfile.TemporaryDirectory() as tmp:
+            p = Path(tmp) / "qrels.txt"
+            write_qrels(table, p)
+            data = p.read_bytes()
+        return "qrels-current.txt", data
+
+
+def records_csv(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV text (the organizer's tables, downloadable)."""
+    buf = io.StringIO()
+    pd.DataFrame(rows).to_csv(buf, index=False)
+    return buf.getvalue()

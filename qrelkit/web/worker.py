@@ -1,0 +1,143 @@
+"""The background worker of the web app: one thread, one campaign runner at a time, requests
+coalesced (many batches completed while the runner works give one more run, not many).
+
+:class:`RunnerAdvance` is how the web app advances a campaign: one long-lived
+:class:`qrelkit.campaign.Runner` (store open, inputs stat-checked, CAL features kept loaded), so
+the next CAL batch costs one round's computation, not a start-up; :func:`advance_campaign` is the
+one-shot form (a fresh ``Campaign(dir).run()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from qrelkit.campaign import Campaign
+
+log = logging.getLogger("qrelkit.web")
+
+IDLE, COMPUTING = "idle", "computing"
+
+
+def advance_campaign(directory: str | os.PathLike) -> dict:
+    """Advance the campaign as far as the judgments allow (no oracle: assessors judge), once."""
+    return Campaign(directory).run()
+
+
+class RunnerAdvance:
+    """``advance(directory)`` through one :class:`qrelkit.campaign.Runner` kept between calls
+    (opened at the first call; closed and opened again after a failed one). Called by one thread
+    at a time (the :class:`Advancer`'s)."""
+
+    def __init__(self) -> None:
+        self._runner = None
+
+    def __call__(self, directory: str | os.PathLike) -> dict:
+        if self._runner is None:
+            self._runner = Campaign(directory).runner()
+        try:
+            return self._runner.advance()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the runner's store (idempotent)."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
+class Advancer:
+    """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
+    since its last run. ``lock`` is held for the whole of a run: a change that must not race the
+    runner (an undo) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
+    message of the last run that failed (None after a run that did not); ``after``, if set, is
+    called after each successful run, still under the lock."""
+
+    def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
+        self.dir = Path(directory)
+        self.advance = advance if advance is not None else RunnerAdvance()
+        self.after: Callable[[], object] | None = None  # called after each run, under the lock (topic claims)
+        self.lock = threading.Lock()
+        self.state = IDLE
+        self.last_error: str | None = None
+        self.last_result: dict | None = None
+        self.runs = 0
+        self._requested = False
+        self._stop = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="qrelkit-advance", daemon=True)
+            self._thread.start()
+
+    def request(self) -> None:
+        """Ask for a run (returns at once; several requests before the run starts make one)."""
+        with self._cond:
+            self._requested = True
+            self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        """A run is going on or asked for."""
+        return self._requested or self.state == COMPUTING
+
+    def wait_idle(self, timeout: float = 300.0) -> bool:
+        """Block until no run is going on or asked for (False after ``timeout`` seconds)."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while self._requested or self.state == COMPUTING:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the thread after the run going on, if any."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        close = getattr(self.advance, "close", None)
+        if close is not None:
+            with self.lock:
+                close()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._requested and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                self._requested = False
+                self.state = COMPUTING
+                self._cond.notify_all()
+            self._run_once()
+            with self._cond:
+                self.state = IDLE
+                self._cond.notify_all()
+
+    def _run_once(self) -> None:
+        with self.lock:
+            try:
+                self.last_result = self.advance(self.dir)
+                self.last_error = None
+                if self.after is not None:
+                    self.after()
+            except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("advancing the campaign failed")
+            finally:
+                self.runs += 1

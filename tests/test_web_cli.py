@@ -1,0 +1,108 @@
+"""The command line of the web app (issue 14): ``qrelkit campaign assessor add|revoke|list`` and
+``qrelkit serve``'s refusals (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from qrelkit.campaign.store import open_campaign_store
+from qrelkit.cli import run
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"^qrelkit: error: \S[^\n]*: \[(?P<rule>[a-z-]+)\] [^\n]+\n$")
+
+
+@pytest.fixture(scope="module")
+def camp0(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("webcli")
+    sim = root / "sim"
+    assert run(["simulate", "campaign", "-o", str(sim), "--passages", "1500", "--topics", "2", "--groups", "2",
+                "--seed", "3"]) == 0
+    d = root / "camp"
+    assert run(["campaign", "init", str(d), "-c", str(ROOT / "configs" / "trec-dl-2022.toml"), "--corpus",
+                str(sim / "corpus.jsonl"), "-t", str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m",
+                str(sim / "manifest.csv")]) == 0
+    return d
+
+
+@pytest.fixture
+def camp(camp0, tmp_path) -> Path:
+    d = tmp_path / "camp"
+    shutil.copytree(camp0, d)
+    return d
+
+
+def _fails(argv, capsys, rule: str) -> str:
+    capsys.readouterr()
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    m = LINE.match(err)
+    assert m and m["rule"] == rule and "Traceback" not in err, err
+    return err
+
+
+def test_add_prints_a_link_once_and_stores_only_its_hash(camp, capsys):
+    capsys.readouterr()
+    assert run(["campaign", "assessor", "add", str(camp), "ann", "--topics", "1001"]) == 0
+    out, err = capsys.readouterr()
+    m = re.fullmatch(r"http://127\.0\.0\.1:8765/login/(?P<token>[A-Za-z0-9_-]{43})\n", out)
+    assert m and "shown only now" in err and "not among the protocol's assessors" in err  # the DL protocol: A01..A04
+    assert run(["campaign", "assessor", "add", str(camp), "A01"]) == 0
+    assert "not among" not in capsys.readouterr().err
+    with open_campaign_store(camp) as s:
+        dump = "\n".join(s._db.iterdump())
+        assert m["token"] not in dump
+        assert s.account("ann")["topics"] == ["1001"] and not s.account("ann")["organizer"]
+    assert run(["campaign", "assessor", "add", str(camp), "boss", "--organizer", "--base-url",
+                "https://judge.example.org/qk/", "--json"]) == 0
+    acc = json.loads(capsys.readouterr().out)
+    assert acc["organizer"] is True and acc["link"].startswith("https://judge.example.org/qk/login/")
+    assert acc["assessor"] is False and acc["assessors"] == ["A01", "A02", "A03", "A04"]
+
+
+def test_add_refusals(camp, capsys, tmp_path):
+    assert run(["campaign", "assessor", "add", str(camp), "ann"]) == 0
+    _fails(["campaign", "assessor", "add", str(camp), "ann"], capsys, "assessor-exists")
+    _fails(["campaign", "assessor", "add", str(camp), "bob", "--topics", "1001,9999"], capsys, "unknown-topic")
+    _fails(["campaign", "assessor", "add", str(camp), "no spaces"], capsys, "bad-option")
+    _fails(["campaign", "assessor", "add", str(camp), "bob", "--base-url", "ftp://x"], capsys, "bad-option")
+    (tmp_path / "empty").mkdir()
+    _fails(["campaign", "assessor", "add", str(tmp_path / "empty"), "bob"], capsys, "not-a-campaign")
+    _fails(["campaign", "assessor", "list", str(tmp_path / "empty")], capsys, "not-a-store")
+
+
+def test_revoke_and_list(camp, capsys):
+    assert run(["campaign", "assessor", "add", str(camp), "ann"]) == 0
+    assert run(["campaign", "assessor", "add", str(camp), "boss", "--organizer"]) == 0
+    capsys.readouterr()
+    assert run(["campaign", "assessor", "revoke", str(camp), "ann", "--json"]) == 0
+    acc = json.loads(capsys.readouterr().out)
+    assert acc["revoked"] and acc["generation"] == 2
+    _fails(["campaign", "assessor", "revoke", str(camp), "nobody"], capsys, "unknown-assessor")
+    assert run(["campaign", "assessor", "list", str(camp), "--json"]) == 0
+    accs = json.loads(capsys.readouterr().out)["accounts"]
+    assert [(a["name"], a["organizer"], bool(a["revoked"])) for a in accs] == [("ann", False, True), ("boss", True, False)]
+    assert all("token" not in k for a in accs for k in a)
+    assert run(["campaign", "assessor", "list", str(camp)]) == 0
+    assert "boss" in capsys.readouterr().out
+    # a revoked account added again gets a new link
+    assert run(["campaign", "assessor", "add", str(camp), "ann"]) == 0
+    with open_campaign_store(camp) as s:
+        assert s.account("ann")["revoked"] is None and s.account("ann")["generation"] == 3
+
+
+def test_serve_refuses_a_folder_without_a_campaign(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    _fails(["serve", str(tmp_path / "empty")], capsys, "not-a-campaign")
+    _fails(["serve", str(tmp_path / "missing")], capsys, "not-a-campaign")
+
+
+def test_serve_refuses_a_bad_port(camp, capsys):
+    capsys.readouterr()
+    assert run(["serve", str(camp), "--port", "0"]) == 2
+    assert "Traceback" not in capsys.readouterr().err

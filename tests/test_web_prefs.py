@@ -1,0 +1,264 @@
+"""Preference tasks in the web app (issue 14, "Preference view"), through the ASGI test client:
+``qrelkit campaign prefs make`` builds the protocol's crowd tasks (10 real + 3 test pairs) from
+a judged campaign and assigns them; an assessor answers them one comparison at a time (left or
+right), each answer stored once in the campaign store; a task not assigned is 404, bad requests
+4xx; an assessor who fails a test pair is excluded and their tasks go to others, as ``qrelkit
+prefs import`` rules; ``qrelkit campaign prefs export`` writes what ``qrelkit prefs import`` reads.
+
+The campaign is test_web's (three topics, assessors ann, bob, cat; passages carry a script
+payload), judged to the end by the simulator's oracle before the tasks are made.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient  # noqa: E402
+
+from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, make_preference_tasks  # noqa: E402
+from qrelkit.campaign.store import open_campaign_store  # noqa: E402
+from qrelkit.cli import run as cli  # noqa: E402
+from test_web import PAYLOAD, Web, _init, sim, truth  # noqa: E402,F401 - sim and truth are fixtures
+
+NAMES = ["ann", "bob", "cat"]
+
+
+@pytest.fixture(scope="module")
+def judged(sim, tmp_path_factory) -> Path:
+    """test_web's campaign judged to its end by the oracle, with its preference tasks made."""
+    d = _init(sim, tmp_path_factory.mktemp("webprefs") / "camp")
+    assert cli(["campaign", "run", str(d), "--oracle", str(sim / "qrels.txt")]) == 0
+    assert cli(["campaign", "prefs", "make", str(d)]) == 0
+    return d
+
+
+@pytest.fixture
+def camp(judged, tmp_path) -> Path:
+    d = tmp_path / "camp"
+    shutil.copytree(judged, d)
+    return d
+
+
+@pytest.fixture
+def web(camp):
+    with Web(camp) as w:
+        yield w
+
+
+def tasks_of(camp: Path, name: str | None = None) -> pd.DataFrame:
+    with open_campaign_store(camp) as s:
+        t = s.pref_tasks()
+        if name is not None:
+            mine = s.pref_assignments(name)["task_id"]
+            t = t[t["task_id"].isin(set(mine))]
+    return t
+
+
+def good_choice(row, truth) -> str:
+    """A careful assessor: the test pair's relevant side, else the passage of the higher grade."""
+    if row["kind"] == "test":
+        return row["expected"]
+    lg, rg = truth.get((row["qid"], row["left_docid"]), 0), truth.get((row["qid"], row["right_docid"]), 0)
+    return "left" if lg >= rg else "right"
+
+
+def answer_task(p, camp: Path, task_id: str, choose) -> None:
+    """Answer a task through the JSON API, comparison after comparison as the page shows them."""
+    rows = tasks_of(camp).set_index(["task_id", "slot"])
+    while (v := p.c.get(f"/api/prefs/{task_id}").json())["item"]:
+        it = v["item"]
+        r = p.post(f"/api/prefs/{task_id}/answers", slot=it["slot"], choice=choose(rows.loc[(task_id, it["slot"])]))
+        assert r.status_code == 200 and r.json()["status"] == "stored", r.text
+
+
+def test_make_builds_13_comparison_tasks_and_assigns_them_round_robin(camp, capsys):
+    t = tasks_of(camp)
+    size = t.groupby("task_id").size()
+    kinds = t.groupby("task_id")["kind"].value_counts().unstack(fill_value=0)
+    assert (kinds["test"] == 3).all() and (kinds["real"].iloc[:-1] == 10).all() and 1 <= kinds["real"].iloc[-1] <= 10
+    assert (size == kinds["real"] + 3).all() and list(size.index) == sorted(size.index)
+    assert all(tid.startswith("P0") for tid in size.index)
+    assert (camp / "prefs" / "pool-P.parquet").is_file()
+    with open_campaign_store(camp) as s:
+        a = s.pref_assignments()
+    per = a["assessor"].value_counts()
+    assert set(per.index) == set(NAMES) and per.max() - per.min() <= 1 and len(a) == len(size)
+    # passages and queries come with their texts
+    assert t["left_text"].str.endswith(PAYLOAD).all() and (t["query"] != "").all()
+    # a second set gets the next prefix; a prefix in use is refused (one line, exit 2, nothing written)
+    res = make_preference_tasks(camp, topics=["1001"], assessors=["bob"])
+    assert res["prefix"] == "P2-" and set(res["tasks_per_assessor"]) == {"bob"}
+    n = len(tasks_of(camp))
+    capsys.readouterr()
+    assert cli(["campaign", "prefs", "make", str(camp), "--prefix", "P"]) == 2
+    err = capsys.readouterr().err
+    assert "[tasks-exist]" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert len(tasks_of(camp)) == n
+
+
+def test_picker_lists_ones_tasks_and_the_page_shows_the_pair_escaped(web):
+    ann = web.client("ann")
+    mine = list(dict.fromkeys(tasks_of(web.camp, "ann")["task_id"]))
+    page = ann.c.get("/").text
+    assert 'id="pref-tasks"' in page and all(f'data-task="{t}"' in page for t in mine)
+    assert [t["task_id"] for t in ann.c.get("/api/prefs").json()["tasks"]] == mine
+    page = ann.c.get(f"/prefs/{mine[0]}")
+    assert page.status_code == 200
+    html = page.text
+    for side, keys in (("left", "ArrowLeft f 1"), ("right", "ArrowRight j 2")):
+        assert f'id="pref-{side}-text"' in html and f'id="choose-{side}"' in html and f'data-keys="{keys}"' in html
+    assert 'id="pref-question"' in html and "comparison 1 of 13" in html
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    v = ann.c.get(f"/api/prefs/{mine[0]}").json()
+    assert v["state"] == "answering" and v["total"] == 13 and v["answered"] == 0
+    assert set(v["item"]) == {"slot", "position", "qid", "query", "left", "right"}  # nothing tells a test pair
+
+
+def test_answers_are_stored_once_through_the_form_and_the_api(web):
+    bob = web.client("bob")
+    task = tasks_of(web.camp, "bob")["task_id"].iloc[0]
+    first = bob.c.get(f"/api/prefs/{task}").json()["item"]
+    r = bob.c.post(f"/prefs/{task}/answer", data={"csrf": bob.csrf, "slot": str(first["slot"]), "choice": "left"},
+                   follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/prefs/{task}"
+    with open_campaign_store(web.camp) as s:  # acknowledged: committed
+        assert s.pref_answers("bob").values.tolist() == [[task, first["slot"], "bob", "left"]]
+    again = bob.post(f"/api/prefs/{task}/answers", slot=first["slot"], choice="L")
+    assert again.status_code == 200 and again.json()["status"] == "repeated"
+    other = bob.post(f"/api/prefs/{task}/answers", slot=first["slot"], choice="right")
+    assert other.status_code == 409 and "answered left already" in other.json()["error"]
+    v = bob.c.get(f"/api/prefs/{task}").json()
+    assert v["answered"] == 1 and v["item"]["slot"] != first["slot"] and v["item"]["position"] == 2
+    assert "comparison 2 of 13" in bob.c.get(f"/prefs/{task}").text
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers()) == 1
+
+
+def test_a_task_not_assigned_to_one_is_404(web):
+    ann, bob = web.client("ann"), web.client("bob")
+    anns = tasks_of(web.camp, "ann")["task_id"].iloc[0]
+    for url in (f"/prefs/{anns}", f"/api/prefs/{anns}", "/prefs/P99999", "/api/prefs/nothing"):
+        r = bob.c.get(url)
+        assert r.status_code == 404 and "no preference task" in r.text, url
+    r = bob.post(f"/api/prefs/{anns}/answers", slot=1, choice="left")
+    assert r.status_code == 404
+    r = bob.c.post(f"/prefs/{anns}/answer", data={"csrf": bob.csrf, "slot": "1", "choice": "left"})
+    assert r.status_code == 404 and 'id="error-message"' in r.text
+    assert ann.c.get(f"/prefs/{anns}").status_code == 200
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers()) == 0
+
+
+def test_bad_answers_are_4xx_with_a_message(web):
+    ann = web.client("ann")
+    task = tasks_of(web.camp, "ann")["task_id"].iloc[0]
+    url = f"/api/prefs/{task}/answers"
+    cases = [
+        (ann.post(url, slot=1, choice="up"), 400, "neither left nor right"),
+        (ann.post(url, slot="one", choice="left"), 400, "not a number"),
+        (ann.post(url, slot=99, choice="left"), 404, "no comparison 99"),
+        (ann.post(url, choice="left"), 400, "lacks slot"),
+        (ann.post(url, slot=1), 400, "lacks choice"),
+        (ann.c.post(url, json={"slot": 1, "choice": "left"}), 403, "CSRF"),
+        (ann.c.post(f"/prefs/{task}/answer", data={"slot": "1", "choice": "left"}), 403, "CSRF"),
+        (TestClient(web.app).get(f"/prefs/{task}"), 401, "not logged in"),
+        (TestClient(web.app).post(url, json={"slot": 1, "choice": "left"}), 401, "not logged in"),
+        (ann.c.get("/organizer/prefs/answers.csv"), 403, "organizers"),
+    ]
+    for r, status, words in cases:
+        assert r.status_code == status, (r.request.url, r.status_code, r.text)
+        assert "Traceback" not in r.text and words in r.text, r.text
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers()) == 0
+
+
+def test_failing_a_test_pair_excludes_the_assessor_and_their_tasks_go_to_others(web, truth):
+    """As ``prefs import`` rules: none of the failing assessor's answers is used, the task they
+    finished is re-issued (``.r1``, never to them), and their unfinished tasks move to others."""
+    ann, bob = web.client("ann"), web.client("bob")
+    boss = web.client("boss", organizer=True)
+    anns = list(dict.fromkeys(tasks_of(web.camp, "ann")["task_id"]))
+    bobs = tasks_of(web.camp, "bob")["task_id"].iloc[0]
+    answer_task(bob, web.camp, bobs, lambda r: good_choice(r, truth))
+    answer_task(ann, web.camp, anns[0], lambda r: ("right" if r["expected"] == "left" else "left")
+                if r["kind"] == "test" else good_choice(r, truth))
+    v = ann.c.get(f"/api/prefs/{anns[0]}").json()
+    assert v["state"] == "done" and v["next_task"] is None  # nothing open for her any more
+    with open_campaign_store(web.camp) as s:
+        sc = s.get_state("pref_screening")
+        a = s.pref_assignments()
+    assert sc["excluded"] == ["ann"] and sc["reissued"] == [anns[0] + ".r1"] and sc["moved"] == len(anns) - 1
+    assert sc["judgments"] == 10 and sc["test_failed"] == 3  # bob's 10 real answers; ann's are not used
+    assert set(a.loc[a["task_id"] == anns[0] + ".r1", "assessor"]) <= {"bob", "cat"} and len(a[a["task_id"] == anns[0] + ".r1"]) == 1
+    assert set(a.loc[a["task_id"].isin(anns[1:]), "assessor"]) <= {"bob", "cat"}
+    r1 = tasks_of(web.camp)
+    r1 = r1[r1["task_id"] == anns[0] + ".r1"]
+    assert r1["exclude_workers"].iloc[0] == ["ann"] and len(r1) == 13
+    rows = {t["task_id"]: t["state"] for t in ann.c.get("/api/prefs").json()["tasks"]}
+    assert rows == {anns[0]: "done"}
+    assert ann.c.get(f"/prefs/{anns[1]}").status_code == 404  # moved to another assessor
+    page = boss.c.get("/organizer").text
+    assert 'id="prefs-excluded"' in page and "ann" in page and 'id="prefs-answers-link"' in page
+    d = boss.c.get("/api/organizer").json()["prefs"]
+    assert d["reissues"] == 1 and {r["assessor"]: r["excluded"] for r in d["assessors"]}["ann"] is True
+
+
+def test_export_is_what_prefs_import_reads(web, truth, tmp_path, capsys):
+    people = {n: web.client(n) for n in NAMES}
+    boss = web.client("boss", organizer=True)
+    done = []
+    for name, p in people.items():
+        t = tasks_of(web.camp, name)["task_id"].iloc[0]
+        answer_task(p, web.camp, t, lambda r: good_choice(r, truth))
+        done.append(t)
+    # one task half answered: not exported (a task's answers count once it is finished)
+    half = tasks_of(web.camp, "ann")["task_id"].unique()[1]
+    it = people["ann"].c.get(f"/api/prefs/{half}").json()["item"]
+    assert people["ann"].post(f"/api/prefs/{half}/answers", slot=it["slot"], choice="left").status_code == 200
+    capsys.readouterr()
+    ans, tasks = tmp_path / "answers.csv", tmp_path / "tasks.parquet"
+    assert cli(["campaign", "prefs", "export", str(web.camp), "-o", str(ans), "--tasks-out", str(tasks), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["answers"] == 39 and out["tasks"] == len(tasks_of(web.camp)["task_id"].unique())
+    df = pd.read_csv(ans, dtype=str)
+    assert list(df.columns) == ["task_id", "slot", "worker", "choice"] and set(df["task_id"]) == set(done)
+    # the organizer's downloads are the same data
+    web_csv = boss.c.get("/organizer/prefs/answers.csv")
+    assert web_csv.status_code == 200 and web_csv.text == ans.read_text()
+    assert boss.c.get("/organizer/prefs/tasks.parquet").content[:4] == b"PAR1"
+    judg = tmp_path / "judgments.parquet"
+    assert cli(["prefs", "import", str(ans), "--tasks", str(tasks), "-o", str(judg), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["judgments"] == 30 and res["excluded_workers"] == [] and res["test_failed"] == 0
+    with open_campaign_store(web.camp) as s:
+        assert s.get_state("pref_screening")["judgments"] == 30
+
+
+def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
+    with open_campaign_store(camp) as s:
+        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
+            s._db.execute(f"DROP TABLE {t}")
+        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
+    with open_campaign_store(camp) as s:
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 4
+        assert len(s.pref_tasks()) == 0 and s.accounts() == []
+    # a version 2 store (no accounts either) gets both
+    with open_campaign_store(camp) as s:
+        s._db.execute("DROP TABLE campaign_accounts")
+        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
+            s._db.execute(f"DROP TABLE {t}")
+        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
+    with open_campaign_store(camp) as s:
+        assert s.schema_versions()["campaign_schema_version"] == 4 and s.accounts() == []
+    assert make_preference_tasks(camp)["tasks"] > 0
+    db = sqlite3.connect(camp / "campaign.db")
+    assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
+    db.close()
