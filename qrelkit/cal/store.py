@@ -91,6 +91,7 @@ import os
 import socket
 import sqlite3
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -262,6 +263,25 @@ def _default_operation() -> str:
     return " ".join(args)
 
 
+#: connections this process has open, per store file (device, inode): while one is open, the file
+#: is never opened by Python itself. Closing any descriptor of a file drops *every* POSIX lock the
+#: process holds on it (SQLite's shared lock included), after which another process closing its
+#: last connection believes it is alone, checkpoints and deletes the WAL file under this
+#: process's open connections: they would read a stale snapshot from the deleted file, and write
+#: into it. So the header check of :func:`check_store_file` runs only for a file no connection of
+#: this process has open (which has been checked already).
+_OPEN_STORES: dict[tuple[int, int], int] = {}
+_OPEN_STORES_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def check_store_file(path: str | os.PathLike) -> None:
     """``not-a-store`` unless ``path`` is a non-empty file with SQLite's header (checked without
     opening it with SQLite, which would write a header into an empty file)."""
@@ -358,18 +378,12 @@ class JudgingStore:
         self.timeout = float(timeout)
         self.operation = operation or _default_operation()
         self._db = None
+        self._key: tuple[int, int] | None = None
         existed = self.path.is_file() and self.path.stat().st_size > 0
-        if not _create or existed:
-            check_store_file(self.path)  # before SQLite touches it: a 0-byte or foreign file is never written
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
             raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         try:
-            if readonly:
-                self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
-                                           isolation_level=None, check_same_thread=check_same_thread)
-            else:
-                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                           check_same_thread=check_same_thread)
+            self._connect(readonly=readonly, check=not _create or existed, check_same_thread=check_same_thread)
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if existed:
                 self._check_integrity()
@@ -402,6 +416,24 @@ class JudgingStore:
         except InputError:
             self.close()
             raise
+
+    def _connect(self, *, readonly: bool, check: bool, check_same_thread: bool) -> None:
+        """Check the file (:func:`check_store_file`: before SQLite touches it, so a 0-byte or
+        foreign file is never written; skipped while this process has a connection to it, see
+        :data:`_OPEN_STORES`), connect, and count the connection as open."""
+        with _OPEN_STORES_LOCK:
+            key = _file_key(self.path)
+            if check and (key is None or not _OPEN_STORES.get(key)):
+                check_store_file(self.path)
+            if readonly:
+                self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=self.timeout,
+                                           isolation_level=None, check_same_thread=check_same_thread)
+            else:
+                self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                           check_same_thread=check_same_thread)
+            self._key = _file_key(self.path)
+            if self._key is not None:
+                _OPEN_STORES[self._key] = _OPEN_STORES.get(self._key, 0) + 1
 
     def _check_integrity(self) -> None:
         """SQLite's ``PRAGMA quick_check`` (every page and record well formed, O(size); the full
@@ -464,6 +496,12 @@ class JudgingStore:
         if getattr(self, "_db", None) is not None:
             self._db.close()
             self._db = None
+            with _OPEN_STORES_LOCK:
+                key = getattr(self, "_key", None)
+                if key is not None and _OPEN_STORES.get(key):
+                    _OPEN_STORES[key] -= 1
+                    if not _OPEN_STORES[key]:
+                        del _OPEN_STORES[key]
 
     def __enter__(self) -> "JudgingStore":
         return self
