@@ -233,7 +233,10 @@ class Runner:
         self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
 
     def close(self) -> None:
-        """Close the store (idempotent)."""
+        """Close the store and the text index (idempotent)."""
+        texts = self.ctx.cache.pop("texts", None)
+        if texts is not None:
+            texts.close()
         self.ctx.store.close()
 
     def __enter__(self) -> "Runner":

@@ -25,11 +25,11 @@ import pandas as pd
 from qrelkit.cal.store import ConflictError
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
-from qrelkit.campaign.stages import combine_rule
+from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import write_qrels
+from qrelkit.io.textindex import TextIndex, open_text_index
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.web.worker import Advancer
@@ -61,12 +61,12 @@ class Account:
 
 
 class PassageTexts:
-    """Passage texts from the corpus, cached: a miss reads the corpus once for the passage and
-    the next ones of the queue it came from (up to 200), not once per passage."""
+    """Passage texts of a campaign from its text index (:func:`qrelkit.io.textindex.open_text_index`,
+    ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
-    def __init__(self, corpus: str | os.PathLike, limit: int = 200_000) -> None:
-        self.corpus = corpus
-        self.limit = limit
+    def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000) -> None:
+        self.path, self.corpus, self.sha256, self.limit = Path(directory) / TEXT_INDEX, corpus, sha256, limit
+        self._index: TextIndex | None = None
         self._texts: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
@@ -75,14 +75,21 @@ class PassageTexts:
         if docid in self._texts:
             return self._texts[docid]
         with self._lock:
-            if docid not in self._texts:
-                if len(self._texts) > self.limit:
-                    self._texts.clear()
-                want = {d for d in wanted if d not in self._texts} | {docid}
-                found = lookup_texts(self.corpus, want)
-                for d in want:
-                    self._texts[d] = found[d][0] if d in found else None
-        return self._texts[docid]
+            if self._index is None:
+                self._index = open_text_index(self.corpus, self.path, sha256=self.sha256)
+            if len(self._texts) > self.limit:
+                self._texts.clear()
+            want = {d for d in wanted if d not in self._texts} | {docid}
+            found = self._index.texts(want)
+            for d in want:
+                self._texts[d] = found[d][0] if d in found else None
+            return self._texts[docid]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
 
 
 class CampaignService:
@@ -104,7 +111,7 @@ class CampaignService:
         self.details: dict[str, dict[str, str]] = {}
         if paths.get("topics") and Path(paths["topics"]).is_file():
             self.details = read_topic_details(paths["topics"])
-        self.texts = PassageTexts(paths.get("corpus", ""))
+        self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s))
         self.scale = [int(g) for g in self.cfg.get_value("labels", "scale")]
         self.relevant = [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
         self.free_choice = bool(self.cfg.get_value("web", "free_topic_choice"))
@@ -136,6 +143,7 @@ class CampaignService:
                     s.close()
             self._stores.clear()
         self._local = threading.local()
+        self.texts.close()
 
     def grade_names(self) -> list[tuple[int, str]]:
         return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
