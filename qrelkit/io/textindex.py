@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import corpus_format, iter_corpus, jsonl_chunk, tsv_chunk
+from qrelkit.io.corpus import corpus_format, iter_corpus, jsonl_chunk, line_chunks, tsv_chunk
 
 INDEX_FORMAT = "qrelkit-text-index-1"
 _BATCH = 900  # SQLite parameters per lookup query
@@ -50,32 +50,11 @@ def index_mode(corpus: str | os.PathLike) -> str:
     return "texts" if corpus_format(p) == "parquet" or _is_gzip(p) else "offsets"
 
 
-def _line_chunks(path: Path, size: int = 32 << 20) -> Iterator[tuple[int, int, bytes]]:
-    """(byte offset, first line number, bytes) of chunks of an uncompressed file that end at line ends."""
-    offset, line, rest = 0, 1, b""
-    with open(path, "rb") as fh:
-        while True:
-            block = fh.read(size)
-            if not block:
-                break
-            block = rest + block
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                rest = block
-                continue
-            chunk, rest = block[: cut + 1], block[cut + 1:]
-            yield offset, line, chunk
-            offset += len(chunk)
-            line += chunk.count(b"\n")
-    if rest:
-        yield offset, line, rest + b"\n"
-
-
 def _offset_rows(path: Path, fmt: str) -> Iterator[list[tuple[str, int, int]]]:
     """(pid, offset, length) of every passage line of an uncompressed text corpus, chunk by chunk;
     raises ``_Mismatch`` when the parsed rows do not match the non-blank lines one to one."""
     parse = jsonl_chunk if fmt == "jsonl" else tsv_chunk
-    for offset, first_line, chunk in _line_chunks(path):
+    for offset, first_line, chunk in line_chunks(path, 32 << 20):
         buf = np.frombuffer(chunk, np.uint8)
         ends = np.flatnonzero(buf == 10)
         starts = np.concatenate(([0], ends[:-1] + 1))
