@@ -101,7 +101,6 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
-from qrelkit.io.atomic import atomic_open
 from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.qrels import parse_grade
@@ -285,6 +284,10 @@ def _default_operation() -> str:
 #: this process has open (which has been checked already).
 _OPEN_STORES: dict[tuple[int, int], int] = {}
 _OPEN_STORES_LOCK = threading.Lock()
+#: one write transaction per store file at a time among this process's threads: they queue on
+#: this lock (woken at once when it is released) instead of in SQLite's busy handler, which
+#: sleeps up to 100 ms between tries — the tail latency of a web server's concurrent writes
+_WRITE_LOCKS: dict[tuple[int, int], threading.RLock] = {}
 
 
 def _file_key(path: Path) -> tuple[int, int] | None:
@@ -528,29 +531,47 @@ class JudgingStore:
 
         Waits up to ``timeout`` seconds for the write lock, then raises ``store-locked`` naming the
         holder. While the lock is held, ``STORE.lock-holder`` names this writer (pid, host,
-        operation, start time) for the processes that wait."""
+        operation, start time) for the processes that wait. The writers of one process queue
+        on a lock of their own first (:data:`_WRITE_LOCKS`)."""
+        with _OPEN_STORES_LOCK:
+            wlock = _WRITE_LOCKS.setdefault(self._key, threading.RLock()) if self._key is not None else None
+        if wlock is not None and not wlock.acquire(timeout=self.timeout):
+            raise self._locked()
+        try:
+            with self._transaction() as db:
+                yield db
+        finally:
+            if wlock is not None:
+                wlock.release()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if _is_locked(exc):
                 raise self._locked() from None
             raise
+        # the holder file is written and removed while the lock is held (so it is this writer's);
+        # a waiting process that reads it half-written names "another process"
         holder = Path(f"{self.path}{HOLDER_SUFFIX}")
         with contextlib.suppress(OSError):
-            with atomic_open(holder) as fh:
-                fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "operation": self.operation,
-                                     "started": _now()}))
-        try:
+            fd = os.open(holder, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        finally:
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(holder.read_text(encoding="utf-8")).get("pid") == os.getpid():
-                    holder.unlink()
+                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "operation": self.operation,
+                                         "started": _now()}).encode())
+            finally:
+                os.close(fd)
+        try:
+            yield self._db
+        except BaseException:
+            with contextlib.suppress(OSError):
+                holder.unlink()
+            self._db.execute("ROLLBACK")
+            raise
+        with contextlib.suppress(OSError):
+            holder.unlink()
+        self._db.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence = ()) -> pd.DataFrame:
         cur = self._db.execute(sql, params)
