@@ -51,6 +51,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -240,9 +241,13 @@ class Assessor:
             self.errors.append((r.status_code, r.text[:200]))
         return r
 
-    def run(self, n: int, *, think: float = 0.0, seed: int = 0, deadline: float = 3600.0) -> None:
+    def run(self, n: int, *, think: float = 0.0, seed: int = 0, deadline: float = 3600.0,
+            alone: Callable[[], bool] = lambda: False) -> None:
         """Judge ``n`` passages (waiting for the next batch when there is none yet), or stop at
-        ``deadline`` seconds (a bound: the run never hangs) or when the server is gone."""
+        ``deadline`` seconds (a bound: the run never hangs), when the server is gone, or when
+        waiting while ``alone()`` (every other assessor has stopped: nobody will finish the
+        batches this one waits for)."""
+        self.alone = alone
         try:
             self._run(n, think, seed, deadline)
         except httpx.TransportError:
@@ -261,6 +266,8 @@ class Assessor:
                     break
                 state, t0 = v.get("state"), time.perf_counter()
                 while time.monotonic() < end:
+                    if self.alone():
+                        return
                     time.sleep(0.02)
                     s = self.c.get(f"/api/topics/{self.qid}/state")
                     if s.status_code == 200 and s.json()["state"] in ("judging", "decided"):
@@ -303,9 +310,18 @@ def run_load(camp: Path, truth: dict, url: str, *, assessors: int, judgments: in
         qids = s.topics()["qid"].astype(str).tolist()
     people = [Assessor(url, add_account(camp, n)["link"], n, qids[i], truth) for i, n in enumerate(names)]
     start = threading.Barrier(len(people))
-    threads = [threading.Thread(target=lambda p=p, i=i: (start.wait(), p.run(judgments, think=think, seed=i,
-                                                                             deadline=deadline)))
-               for i, p in enumerate(people)]
+    running = [len(people)]
+    lock = threading.Lock()
+
+    def one(p: Assessor, i: int) -> None:
+        start.wait()
+        try:
+            p.run(judgments, think=think, seed=i, deadline=deadline, alone=lambda: running[0] <= 1)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=one, args=(p, i)) for i, p in enumerate(people)]
     t0 = time.perf_counter()
     for t in threads:
         t.start()

@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 import time
 from pathlib import Path
@@ -57,10 +58,26 @@ class RunnerAdvance:
             self._runner = None
 
 
-def _child(conn, directory: str) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when the thread that started it dies (best effort,
+    nothing elsewhere); exit now if the parent is gone already."""
+    try:
+        import ctypes  # lazy: only the runner's child process needs it
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _child(conn, directory: str, parent: int) -> None:
     """The child process of :class:`ProcessAdvance`: one :class:`RunnerAdvance`, one advance per
     ``"advance"`` received; answers ``(True, summary)`` or ``(False, exception)``. Ends on
-    ``"close"`` or when the server's end of the pipe is gone (the server stopped, or was killed)."""
+    ``"close"`` or when the server's end of the pipe is gone (the server stopped); killed with the
+    server (Linux: the parent-death signal), so a killed server leaves no runner behind that could
+    race the next server's."""
+    _die_with_parent(parent)
     adv = RunnerAdvance()
     try:
         while True:
@@ -99,7 +116,8 @@ class ProcessAdvance:
             self.close()
             ctx = multiprocessing.get_context("spawn")  # never fork a threaded server
             self._conn, child = ctx.Pipe()
-            self._proc = ctx.Process(target=_child, args=(child, str(directory)), name="qrelkit-runner", daemon=True)
+            self._proc = ctx.Process(target=_child, args=(child, str(directory), os.getpid()), name="qrelkit-runner",
+                                     daemon=True)
             self._proc.start()
             child.close()
         try:
