@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from qrelkit.campaign import Campaign, open_campaign_store  # noqa: E402
-from qrelkit.campaign.accounts import add_account  # noqa: E402
+from qrelkit.campaign.accounts import add_account, revoke_account  # noqa: E402
 from qrelkit.simulate.campaign import simulate_campaign  # noqa: E402
 
 LOAD_CONFIG = """
@@ -380,7 +380,86 @@ def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, thin
 
 
 def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
-    raise NotImplementedError
+    """(b) of the module documentation: the wait for the next CAL batch at ``passages`` passages."""
+    import bench_campaign  # lazy: its generator and protocol settings, only for this benchmark
+
+    sim = bench_campaign._simulated(out / f"large-sim-{passages}", n_passages=passages, n_topics=50, n_groups=49,
+                                    runs_per_group=(2, 2), seed=0)
+    camp, cfg = out / "large-camp", out / "large-web.toml"
+    # the 'forced' protocol of bench_campaign.py (no screening, stopping out of reach), rounds without end
+    cfg.write_text(bench_campaign._large_config(bench_campaign.CFG.read_text()).replace("max_rounds = 3", "max_rounds = 40"))
+    res: dict = {"benchmark": "web-large", "passages": passages, "load_before": load_avg()}
+    if not (camp / "campaign.db").exists():
+        t0 = time.perf_counter()
+        Campaign.init(camp, config=cfg, corpus=sim / "corpus.jsonl", topics=sim / "topics.tsv", runs=sim / "runs",
+                      manifest=sim / "manifest.csv")
+        Campaign(camp).run(oracle=sim / "qrels.txt", error_rate=0.05, seed=7, until="fractional")
+        res["setup_s"] = round(time.perf_counter() - t0, 1)
+    truth = read_truth(sim)
+    with ServerProcess(camp, out / "large-server.log") as srv:
+        t0 = time.perf_counter()
+        srv.start(timeout=1800)  # features loaded, text index built, first CAL round of every topic issued
+        res["server_ready_s"] = round(time.perf_counter() - t0, 1)
+        res["load_at_start"] = load_avg()
+        with open_campaign_store(camp) as s:
+            qids = s.topics()["qid"].astype(str).tolist()
+            names = {a["name"] for a in s.accounts() if a["revoked"] is None}
+            owners = {q: _owner(s, q) for q in qids}
+        for n in names & set(owners.values()):  # a run before: a new link (only a token's hash is kept)
+            revoke_account(camp, n)
+        links = {n: add_account(camp, n)["link"] for n in sorted(set(owners.values()) - {""})}
+        res["topics"] = [_time_next_batch(srv, links, owners, q, truth) for q in _measured(camp, qids, owners, rounds)]
+        res["load_after"] = load_avg()
+    waits = [t["next_batch_s"] for t in res["topics"] if t["next_batch_s"] is not None]
+    gets = [x for t in res["topics"] for x in t.pop("get_s")]
+    res["next_batch_s"] = {"n": len(waits), **({"median": round(statistics.median(waits), 3), "max": round(max(waits), 3)}
+                                               if waits else {})}
+    res["get_next_ms"] = percentiles(gets)
+    res["target"] = {"next_batch_s_max": 1.0}
+    return res
+
+
+def _owner(store, qid: str) -> str:
+    """The assessor assigned to the topic's open CAL batches (its owner: one assessor per item)."""
+    pend = store.pending(None, qid)
+    return str(pend["assessor"].iat[0]) if len(pend) else ""
+
+
+def _measured(camp: Path, qids: list[str], owners: dict, rounds: int) -> list[str]:
+    """The first ``rounds`` topics with CAL batches out."""
+    return [q for q in qids if owners.get(q)][:rounds]
+
+
+def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, truth: dict) -> dict:
+    """The topic's owner judges its open batches; then the seconds from sending the POST that
+    completed them to the first GET that shows a passage of the next batch (polled every 10 ms)."""
+    name = owners[qid]
+    p = Assessor(srv.url, links[name], name, qid, truth)
+    runs_before = p.c.get("/healthz").json()["runner_runs"]
+    judged, last_post = 0, None
+    while (v := p.next_item()).get("item"):
+        last_post = time.perf_counter()
+        r = p.judge(v["item"])
+        if r.status_code != 200:
+            raise RuntimeError(f"judging {qid}: {r.status_code} {r.text}")
+        judged += 1
+    first_state = v.get("state")
+    seen = None
+    end = time.monotonic() + 600
+    while time.monotonic() < end and v.get("state") != "decided":
+        time.sleep(0.01)
+        v = p.next_item()
+        if v.get("item"):
+            seen = time.perf_counter()
+            break
+    time.sleep(0.5)
+    health = p.c.get("/healthz").json()
+    p.close()
+    runs = health["runner_recent"][-(health["runner_runs"] - runs_before):] if health["runner_runs"] > runs_before else []
+    return {"qid": qid, "assessor": name, "judged": judged, "state_after_last_post": first_state, "runs": runs,
+            "next_batch_s": None if seen is None or last_post is None else round(seen - last_post, 3),
+            "next_batch": None if not v.get("item") else v["item"]["batch_id"], "get_s": p.get_s,
+            "post_ms": percentiles(p.post_s)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1004,11 +1004,14 @@ class JudgingStore:
 
     @staticmethod
     def _order(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+        """Rows in natural topic order, then by the ``extra`` columns (numeric), stably."""
         if len(df) == 0:
             return df.reset_index(drop=True)
-        order = {q: i for i, q in enumerate(qid_order(df["qid"].unique()))}
-        return (df.assign(_q=df["qid"].map(order)).sort_values(["_q", *extra], kind="stable")
-                .drop(columns="_q").reset_index(drop=True))
+        codes, uniques = pd.factorize(df["qid"], sort=False)
+        rank = {q: i for i, q in enumerate(qid_order(uniques.tolist()))}
+        key = np.array([rank[q] for q in uniques.tolist()], np.int64)[codes]
+        order = np.lexsort(tuple(df[c].to_numpy() for c in reversed(list(extra))) + (key,))
+        return df.take(order).reset_index(drop=True)
 
 
 def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa.Table:

@@ -391,8 +391,7 @@ def stage_screening(ctx: Context) -> dict | Waiting:
 
 def kept_topics(ctx: Context) -> list[str]:
     """The campaign's topics (in order) that screening did not discard."""
-    ct = ctx.store.campaign_topics()
-    discarded = set(ct.loc[ct["decision"] == "discarded", "qid"])
+    discarded = ctx.store.decided_topics("discarded")
     return [q for q in ctx.topic_ids if q not in discarded]
 
 

@@ -264,6 +264,16 @@ class CampaignStore(JudgingStore):
                     db.execute(f"UPDATE campaign_topics SET {', '.join(c + ' = ?' for c in sets)} WHERE qid = ?",
                                [r[c] for c in sets] + [str(r["qid"])])
 
+    def decided_topics(self, decision: str | None = None) -> set[str]:
+        """The topics with a decision (that ``decision`` when given): one query, no table."""
+        sql = "SELECT qid FROM campaign_topics WHERE decision IS NOT NULL" + (" AND decision = ?" if decision else "")
+        return {str(r[0]) for r in self._db.execute(sql, (decision,) if decision else ())}
+
+    def thread_rows(self) -> list[tuple[str, str, str, str]]:
+        """``(qid, thread, state, reason)`` of every topic's threads (in no particular order)."""
+        return [(str(q), str(t), str(st), str(r)) for q, t, st, r in
+                self._db.execute("SELECT topic, name, state, reason FROM threads")]
+
     def campaign_topics(self) -> pd.DataFrame:
         df = self._query("SELECT t.qid, c.screening, c.screened, c.screened_relevant, c.decision, c.rule, c.reason"
                          " FROM topics t LEFT JOIN campaign_topics c ON c.qid = t.qid")
@@ -368,6 +378,11 @@ class CampaignStore(JudgingStore):
         return [(str(b), str(k), str(d)) for b, k, d in self._db.execute(
             self._PENDING_SQL.format(columns="b.id, b.kind, i.passage", where=" AND a.assessor = ? AND b.topic = ?")
             + " ORDER BY b.seq, a.position, i.position", (str(assessor), str(topic)))]
+
+    def topic_owed(self, qid: str) -> bool:
+        """Whether any assigned assessor still owes an item of topic ``qid`` (as :meth:`pending`)."""
+        return self._db.execute(self._PENDING_SQL.format(columns="1", where=" AND b.topic = ?") + " LIMIT 1",
+                                (str(qid),)).fetchone() is not None
 
     def topic_row(self, qid: str) -> dict[str, str | None]:
         """``screening, decision, rule, reason`` of a topic (None where unset)."""

@@ -372,8 +372,8 @@ class CampaignService:
             if self._front.get(session) == (batch_id, docid):
                 del self._front[session]
         batch_done = not s.owed_in_batch(acc.name, batch_id)
-        if batch_done:
-            self.advancer.request()
+        if batch_done and not s.topic_owed(qid):  # only then can a run move the topic on (a run asked for
+            self.advancer.request()                # earlier would delay the one that can)
         return {"qid": qid, "batch_id": batch_id, "docid": docid, "grade": g,
                 "status": "stored" if rep.imported else "repeated", "batch_done": bool(batch_done)}
 
@@ -459,7 +459,8 @@ class CampaignService:
         return {"status": "ok", "campaign": str(self.dir), **s.schema_versions(),
                 "stages_done": list(s.stages_done()), "topics": len(self.topic_order), "topics_decided": int(dec),
                 "batches_out": int(pend["batch_id"].nunique()) if len(pend) else 0, "runner": self.advancer.state,
-                "runner_error": self.advancer.last_error}
+                "runner_error": self.advancer.last_error, "runner_runs": self.advancer.runs,
+                "runner_last_s": self.advancer.last_seconds, "runner_recent": self.advancer.recent}
 
     def assessor_progress(self) -> list[dict[str, Any]]:
         """Per assessor (accounts and assigned names): judged (in force, copies aside), items owed,

@@ -43,10 +43,14 @@ class RunnerAdvance:
         self._runner = None
 
     def __call__(self, directory: str | os.PathLike) -> dict:
-        if self._runner is None:
+        first = self._runner is None
+        if first:
             self._runner = Campaign(directory).runner()
         try:
-            return self._runner.advance()
+            out = self._runner.advance()
+            if first:  # the CAL features, candidates and learner loaded now, not at the first next batch
+                self._runner.warm()
+            return out
         except BaseException:
             self.close()
             raise
@@ -162,6 +166,8 @@ class Advancer:
         self.state = IDLE
         self.last_error: str | None = None
         self.last_result: dict | None = None
+        self.last_seconds: float | None = None  # wall seconds of the last run
+        self.recent: list[dict] = []  # the last runs: wall seconds and seconds per stage run
         self.runs = 0
         self._requested = False
         self._stop = False
@@ -226,6 +232,7 @@ class Advancer:
 
     def _run_once(self) -> None:
         with self.lock:
+            t0 = time.perf_counter()
             try:
                 self.last_result = self.advance(self.dir)
                 self.last_error = None
@@ -236,3 +243,8 @@ class Advancer:
                 log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
+                self.last_seconds = round(time.perf_counter() - t0, 3)
+                stages = (self.last_result or {}).get("seconds", {}) if self.last_error is None else {}
+                self.recent = (self.recent + [{"s": self.last_seconds, "stages": stages}])[-20:]
+                log.info("campaign advanced in %.3f s (%s)", self.last_seconds,
+                         self.last_error or ", ".join(f"{k} {v} s" for k, v in stages.items()) or "nothing to do")
