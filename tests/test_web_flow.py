@@ -35,29 +35,12 @@ from bench_web_load import Assessor, free_port, read_truth  # noqa: E402
 
 from qrelkit.campaign import open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
+from test_web import CONFIG  # noqa: E402
 
-PROTOCOL = """
-[pool]
-depth = 3
-[screen]
-first_n = 4
-discard_if_relevant_share_at_least = 1.0
-discard_if_no_relevant = false
-[batch]
-assessors_per_item = 3
-[campaign]
-assessors = ["ann", "bob", "cat"]
-skip = ["dedupe", "fractional", "evaluate", "reuse", "report"]
-max_rounds = 3
-[cal]
-batch_size = 4
-threads = ["all"]
-official_thread = "all"
-[stopping]
-accept_min_judged = 14
-accept_min_relevant = 1
-reject_min_judged = 30
-"""
+# the web tests' protocol (a 4-passage screening, a depth-3 pool, CAL batches of 4 in one thread),
+# every passage judged by all three, stopping needing at least one CAL round
+PROTOCOL = (CONFIG.replace("assessors_per_item = 2", "assessors_per_item = 3").replace("max_rounds = 2", "max_rounds = 3")
+            .replace("accept_min_judged = 10", "accept_min_judged = 14").replace("reject_min_judged = 12", "reject_min_judged = 30"))
 DEADLINE = 300.0  # seconds a phase may take (a bound, never a measurement)
 
 
@@ -105,6 +88,7 @@ def _tokens(out: str) -> list[str]:
 
 def test_organizer_and_three_assessors_judge_a_topic_to_its_decision(shell):
     work, env = shell
+    assert all(k in PROTOCOL for k in ("assessors_per_item = 3", "max_rounds = 3", "accept_min_judged = 14"))
     init, add3, add_boss, serve, report = readme_commands()
     _sh(init, work, env)
     tokens = dict(zip(["ann", "bob", "cat"], _tokens(_sh(add3, work, env))))
