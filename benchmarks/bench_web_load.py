@@ -264,15 +264,21 @@ class Assessor:
             if v.get("item") is None:
                 if v.get("state") == "decided":
                     break
-                state, t0 = v.get("state"), time.perf_counter()
+                state, t0 = str(v.get("state")), time.perf_counter()
+                seen, now = {state}, state
                 while time.monotonic() < end:
-                    if self.alone():
+                    if now == "waiting" and self.alone():  # for others, and there are none
                         return
                     time.sleep(0.02)
                     s = self.c.get(f"/api/topics/{self.qid}/state")
-                    if s.status_code == 200 and s.json()["state"] in ("judging", "decided"):
-                        break
-                self.waits.append((state, time.perf_counter() - t0))
+                    if s.status_code == 200:
+                        now = str(s.json()["state"])
+                        seen.add(now)
+                        if now in ("judging", "decided"):
+                            break
+                # waiting for others (the pool stages end when every topic's pool is judged) or
+                # only for the runner's computation
+                self.waits.append(("waiting" if "waiting" in seen else "computing", time.perf_counter() - t0))
                 continue
             if think:
                 time.sleep(rng.expovariate(1.0 / think))
