@@ -268,6 +268,7 @@ class Runner:
         ctx = self.ctx
         ctx.store.check_inputs(self._seen)
         ctx.say = progress or (lambda _msg: None)
+        ctx.repaired = False
         done = ctx.store.stages_done()
         state, waiting, seconds = "done", [], {}
         t_all = time.perf_counter()

@@ -110,6 +110,7 @@ class Context:
         self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
         self.say = progress or (lambda _msg: None)
         self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, candidates
+        self.repaired = False  # lost copies of encountered passages looked for in this run
 
     # -- inputs ------------------------------------------------------------------------------------
 
@@ -193,7 +194,12 @@ class Context:
 
     def repair_encountered(self) -> int:
         """A CAL batch whose encountered passages lost their copied judgments (a kill between
-        issuing the batch and copying them) gets them now, as the CAL loop would have."""
+        issuing the batch and copying them) gets them now, as the CAL loop would have. Once per
+        run (:attr:`repaired`, reset by the runner at each advance): only a kill loses copies,
+        and a kill ends the run."""
+        if self.repaired:
+            return 0
+        self.repaired = True
         s = self.store
         rows = s.lost_copies()
         if not len(rows):
