@@ -461,6 +461,37 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     return np.sort(rows[rows >= 0])
 
 
+def prepare_candidates(features: Features, threads: Sequence[str], *, fraction: float, fraction_seed: int,
+                       cache: dict) -> list[tuple]:
+    """Fill ``cache`` (the ``cache`` of :func:`issue_next_batches`) with the candidate rows of
+    ``threads`` — computed once per features, fraction and seed: the fractional collection's
+    take a pass over every passage id — and return their keys. A long-lived caller may call it
+    ahead of the first batch (:func:`warm_up`)."""
+    keys = []
+    for thread in threads:
+        key = ("candidates", thread, fraction, fraction_seed)
+        if key not in cache:
+            cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
+                          else candidate_rows(features))
+        keys.append(key)
+    return keys
+
+
+def warm_up(features: Features, threads: Sequence[str], *, fraction: float, fraction_seed: int, cache: dict) -> None:
+    """Make ready, ahead of the first :func:`issue_next_batches` with this ``cache``, what its
+    first call would otherwise spend seconds on at a million passages: the threads' candidate
+    rows (:func:`prepare_candidates`), the pid -> row lookup of ``features``, the scoring kernels
+    (compiled, or loaded from numba's cache) and the learner's library (scikit-learn)."""
+    keys = prepare_candidates(features, threads, fraction=fraction, fraction_seed=fraction_seed, cache=cache)
+    features.rows_of(["-"])
+    if features.n_rows:
+        W, b = np.zeros((features.n_terms, 1), np.float32), np.zeros(1, np.float32)
+        for key in keys:
+            score_many(features, W, b, cache[key])
+        score_many(features, W, b, np.zeros(1, np.int64))
+    from sklearn.linear_model import LogisticRegression  # noqa: F401  (lazy: importing it now is the point)
+
+
 _NO_BATCHES = pd.DataFrame(columns=["batch_id", "qid", "thread", "iteration", "kind", "status"])
 
 
@@ -536,10 +567,7 @@ def issue_next_batches(
     for thread in THREADS:  # thread by thread: a topic's later threads skip what its earlier ones chose
         if thread not in todo:
             continue
-        key = ("candidates", thread, fraction, fraction_seed)
-        if key not in cand_cache:
-            cand_cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
-                               else candidate_rows(features))
+        key = prepare_candidates(features, [thread], fraction=fraction, fraction_seed=fraction_seed, cache=cand_cache)[0]
         rankers, fits, missing_total = _train_all(features, states, todo[thread], thread, cand_cache, key, params,
                                                   combine, missing_total, scorer)
         ks = [batch_size(params, thread, iteration) for _qid, iteration in todo[thread]]

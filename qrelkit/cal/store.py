@@ -91,6 +91,7 @@ import os
 import socket
 import sqlite3
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -100,7 +101,6 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
-from qrelkit.io.atomic import atomic_open
 from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.qrels import parse_grade
@@ -253,6 +253,19 @@ class ConflictError(InputError):
 HOLDER_SUFFIX = ".lock-holder"
 
 
+@dataclass
+class _Rows:
+    """Parsed judgment rows as plain lists (what an import's transaction writes)."""
+
+    qid: list[str]
+    docid: list[str]
+    assessor: list[str]
+    grade: list[int]
+    batch: list[str]
+    file: list[str]
+    line: list[int | None]
+
+
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -260,6 +273,29 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
 def _default_operation() -> str:
     args = [os.path.basename(sys.argv[0])] + [a for a in sys.argv[1:3] if not a.startswith("-")]
     return " ".join(args)
+
+
+#: connections this process has open, per store file (device, inode): while one is open, the file
+#: is never opened by Python itself. Closing any descriptor of a file drops *every* POSIX lock the
+#: process holds on it (SQLite's shared lock included), after which another process closing its
+#: last connection believes it is alone, checkpoints and deletes the WAL file under this
+#: process's open connections: they would read a stale snapshot from the deleted file, and write
+#: into it. So the header check of :func:`check_store_file` runs only for a file no connection of
+#: this process has open (which has been checked already).
+_OPEN_STORES: dict[tuple[int, int], int] = {}
+_OPEN_STORES_LOCK = threading.Lock()
+#: one write transaction per store file at a time among this process's threads: they queue on
+#: this lock (woken at once when it is released) instead of in SQLite's busy handler, which
+#: sleeps up to 100 ms between tries — the tail latency of a web server's concurrent writes
+_WRITE_LOCKS: dict[tuple[int, int], threading.RLock] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def check_store_file(path: str | os.PathLike) -> None:
@@ -358,18 +394,12 @@ class JudgingStore:
         self.timeout = float(timeout)
         self.operation = operation or _default_operation()
         self._db = None
+        self._key: tuple[int, int] | None = None
         existed = self.path.is_file() and self.path.stat().st_size > 0
-        if not _create or existed:
-            check_store_file(self.path)  # before SQLite touches it: a 0-byte or foreign file is never written
         if synchronous.upper() not in ("FULL", "NORMAL", "OFF", "EXTRA"):
             raise InputError("bad-option", f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         try:
-            if readonly:
-                self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=timeout,
-                                           isolation_level=None, check_same_thread=check_same_thread)
-            else:
-                self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                           check_same_thread=check_same_thread)
+            self._connect(readonly=readonly, check=not _create or existed, check_same_thread=check_same_thread)
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if existed:
                 self._check_integrity()
@@ -402,6 +432,24 @@ class JudgingStore:
         except InputError:
             self.close()
             raise
+
+    def _connect(self, *, readonly: bool, check: bool, check_same_thread: bool) -> None:
+        """Check the file (:func:`check_store_file`: before SQLite touches it, so a 0-byte or
+        foreign file is never written; skipped while this process has a connection to it, see
+        :data:`_OPEN_STORES`), connect, and count the connection as open."""
+        with _OPEN_STORES_LOCK:
+            key = _file_key(self.path)
+            if check and (key is None or not _OPEN_STORES.get(key)):
+                check_store_file(self.path)
+            if readonly:
+                self._db = sqlite3.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=self.timeout,
+                                           isolation_level=None, check_same_thread=check_same_thread)
+            else:
+                self._db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                           check_same_thread=check_same_thread)
+            self._key = _file_key(self.path)
+            if self._key is not None:
+                _OPEN_STORES[self._key] = _OPEN_STORES.get(self._key, 0) + 1
 
     def _check_integrity(self) -> None:
         """SQLite's ``PRAGMA quick_check`` (every page and record well formed, O(size); the full
@@ -464,6 +512,12 @@ class JudgingStore:
         if getattr(self, "_db", None) is not None:
             self._db.close()
             self._db = None
+            with _OPEN_STORES_LOCK:
+                key = getattr(self, "_key", None)
+                if key is not None and _OPEN_STORES.get(key):
+                    _OPEN_STORES[key] -= 1
+                    if not _OPEN_STORES[key]:
+                        del _OPEN_STORES[key]
 
     def __enter__(self) -> "JudgingStore":
         return self
@@ -477,29 +531,47 @@ class JudgingStore:
 
         Waits up to ``timeout`` seconds for the write lock, then raises ``store-locked`` naming the
         holder. While the lock is held, ``STORE.lock-holder`` names this writer (pid, host,
-        operation, start time) for the processes that wait."""
+        operation, start time) for the processes that wait. The writers of one process queue
+        on a lock of their own first (:data:`_WRITE_LOCKS`)."""
+        with _OPEN_STORES_LOCK:
+            wlock = _WRITE_LOCKS.setdefault(self._key, threading.RLock()) if self._key is not None else None
+        if wlock is not None and not wlock.acquire(timeout=self.timeout):
+            raise self._locked()
+        try:
+            with self._transaction() as db:
+                yield db
+        finally:
+            if wlock is not None:
+                wlock.release()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if _is_locked(exc):
                 raise self._locked() from None
             raise
+        # the holder file is written and removed while the lock is held (so it is this writer's);
+        # a waiting process that reads it half-written names "another process"
         holder = Path(f"{self.path}{HOLDER_SUFFIX}")
         with contextlib.suppress(OSError):
-            with atomic_open(holder) as fh:
-                fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "operation": self.operation,
-                                     "started": _now()}))
-        try:
+            fd = os.open(holder, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-        finally:
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(holder.read_text(encoding="utf-8")).get("pid") == os.getpid():
-                    holder.unlink()
+                os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "operation": self.operation,
+                                         "started": _now()}).encode())
+            finally:
+                os.close(fd)
+        try:
+            yield self._db
+        except BaseException:
+            with contextlib.suppress(OSError):
+                holder.unlink()
+            self._db.execute("ROLLBACK")
+            raise
+        with contextlib.suppress(OSError):
+            holder.unlink()
+        self._db.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence = ()) -> pd.DataFrame:
         cur = self._db.execute(sql, params)
@@ -646,6 +718,34 @@ class JudgingStore:
         return self._import_rows(rows, counts, source=None, lenient=lenient, scale=None, on_transaction=on_transaction,
                                  default_source=source)
 
+    def import_judgment(self, qid: str, docid: str, assessor: str, grade: int, batch_id: str, *,
+                        source: str = "api", scale: Iterable[int] | None = (0, 1, 2, 3)) -> ImportReport:
+        """One judgment through the import path: the rules and the one transaction of
+        :meth:`import_judgments` (strict), without building tables — what a web request writes.
+
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from qrelkit import JudgingStore, init_store
+        >>> path = Path(tempfile.mkdtemp(), "one.db")
+        >>> init_store(path, ["1"]).close()
+        >>> with JudgingStore(path) as store:
+        ...     b = store.issue_batch("1", None, ["p1"], kind="pool")
+        ...     first = store.import_judgment("1", "p1", "ann", 2, b).imported
+        ...     again = store.import_judgment("1", "p1", "ann", 2, b).counts["repeated"]
+        >>> first, again
+        (1, 1)
+        """
+        rows = _Rows([str(qid)], [str(docid)], [str(assessor)], [_grade(grade)], [str(batch_id)], [source], [1])
+        if rows.grade[0] is None:
+            raise InputError("grade-outside-scale", f"grade {grade!r} is not an integer", file=source, line=1)
+        if scale is not None and rows.grade[0] not in {int(s) for s in scale}:
+            raise InputError("grade-outside-scale", f"grade {rows.grade[0]} is outside the scale {sorted(scale)}",
+                             file=source, line=1)
+        for col in ("qid", "docid", "assessor", "batch"):
+            if getattr(rows, col)[0] == "":
+                raise InputError("missing-value", f"empty {col if col != 'batch' else 'batch_id'}", file=source, line=1)
+        return self._write_rows(rows, [False], {"repeated": 0}, source=source, lenient=False, on_transaction=None)
+
     def _import_rows(self, rows: pd.DataFrame, counts: dict[str, int], *, source: str | None, lenient: bool,
                      scale: Iterable[int] | None, on_transaction, default_source: str = "api") -> ImportReport:
         def fail(rule: str, msg: str, i: int) -> None:
@@ -686,9 +786,24 @@ class JudgingStore:
         counts["repeated"] = counts.get("repeated", 0) + n0 - len(rows)
         # conflicts within the input: one assessor, one item, two grades
         g = rows.groupby(["qid", "docid", "assessor"], sort=False)["grade"].transform("nunique")
-        inner = (g > 1).to_numpy()
-        src = source or default_source
+        inner = (g > 1).tolist()
+        lines = [None if pd.isna(x) else x for x in rows["line"].tolist()]
+        plain = _Rows(rows["qid"].tolist(), rows["docid"].tolist(), rows["assessor"].tolist(),
+                      rows["grade"].astype(int).tolist(), rows["batch_id"].tolist(), rows["file"].tolist(), lines)
+        return self._write_rows(plain, inner, counts, source=source or default_source, per_row_source=source is None,
+                                lenient=lenient, on_transaction=on_transaction)
 
+    def _write_rows(self, rows: "_Rows", inner: list[bool], counts: dict[str, int], *, source: str,
+                    lenient: bool, on_transaction, per_row_source: bool = False) -> ImportReport:
+        """The transaction of every import: checked, parsed rows (``inner``: conflicting within
+        the input) against the store — unknown topics and items, conflicts with the grades in
+        force, repeats, re-judgments of retracted judgments — then written, batches completed."""
+        def fail(rule: str, msg: str, i: int) -> None:
+            if not lenient:
+                raise InputError(rule, msg, file=str(rows.file[i]), line=None if rows.line[i] is None else int(rows.line[i]))
+            counts[rule] = counts.get(rule, 0) + 1
+
+        n = len(rows.qid)
         with self.transaction() as db:
             if on_transaction is not None:
                 on_transaction("begin")
@@ -696,8 +811,7 @@ class JudgingStore:
                        " assessor TEXT, grade INTEGER, batch TEXT)")
             db.execute("DELETE FROM temp._in")
             db.executemany("INSERT INTO temp._in VALUES (?, ?, ?, ?, ?, ?)",
-                           zip(range(len(rows)), rows["qid"].tolist(), rows["docid"].tolist(), rows["assessor"].tolist(),
-                               rows["grade"].astype(int).tolist(), rows["batch_id"].tolist()))
+                           zip(range(n), rows.qid, rows.docid, rows.assessor, rows.grade, rows.batch))
             # topics and batches
             unknown_topic = {r[0] for r in db.execute("SELECT DISTINCT i FROM temp._in WHERE topic NOT IN (SELECT qid FROM topics)")}
             issued = {r[0]: (r[1], r[2]) for r in db.execute(
@@ -716,55 +830,57 @@ class JudgingStore:
             already = {r[0] for r in db.execute(
                 "SELECT n.i FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}
-            ok = np.ones(len(rows), bool)
-            for i in range(len(rows)):
+            ok = [True] * n
+            for i in range(n):
                 if i in unknown_topic:
-                    fail("unknown-topic", f"topic {rows['qid'].iat[i]} is not in the store", i)
+                    fail("unknown-topic", f"topic {rows.qid[i]} is not in the store", i)
                     ok[i] = False
                 elif i in not_item:
-                    fail("unknown-item", f"topic {rows['qid'].iat[i]} passage {rows['docid'].iat[i]} was not issued in batch "
-                         f"{rows['batch_id'].iat[i]}", i)
+                    fail("unknown-item", f"topic {rows.qid[i]} passage {rows.docid[i]} was not issued in batch "
+                         f"{rows.batch[i]}", i)
                     ok[i] = False
-            conflict = ok & (inner | np.isin(np.arange(len(rows)), list(stored)))
-            conflicts = rows[conflict].assign(
-                stored_grade=[stored.get(i) for i in np.flatnonzero(conflict)])[CONFLICT_COLUMNS]
-            conflicts = conflicts.astype({"stored_grade": "Int64"}).reset_index(drop=True)
-            if len(conflicts):
-                counts["conflict"] = counts.get("conflict", 0) + len(conflicts)
+            conflict = [ok[i] and (inner[i] or i in stored) for i in range(n)]
+            ci = [i for i in range(n) if conflict[i]]
+            conflicts = pd.DataFrame({"qid": [rows.qid[i] for i in ci], "docid": [rows.docid[i] for i in ci],
+                                      "assessor": [rows.assessor[i] for i in ci], "grade": [rows.grade[i] for i in ci],
+                                      "stored_grade": pd.array([stored.get(i) for i in ci], dtype="Int64"),
+                                      "batch_id": [rows.batch[i] for i in ci], "file": [rows.file[i] for i in ci],
+                                      "line": [rows.line[i] for i in ci]}, columns=CONFLICT_COLUMNS)
+            if ci:
+                counts["conflict"] = counts.get("conflict", 0) + len(ci)
                 if not lenient:
                     raise ConflictError(ImportReport(0, dict(counts), conflicts))
-            rep = ok & ~conflict & np.isin(np.arange(len(rows)), list(already))
-            counts["repeated"] += int(rep.sum())
-            write = ok & ~conflict & ~rep
-            new = rows[write]
-            # register unknown batches (shared pool batches), in order of first appearance
-            reg = [b for b in dict.fromkeys(new["batch_id"]) if b not in issued]
+            rep = [ok[i] and not conflict[i] and i in already for i in range(n)]
+            counts["repeated"] = counts.get("repeated", 0) + sum(rep)
+            write = [i for i in range(n) if ok[i] and not conflict[i] and not rep[i]]
+            # register unknown batches (shared pool batches), in order of first appearance: a
+            # batch's topic when it has exactly one
+            tops: dict[str, set[str]] = {}
+            for i in write:
+                if rows.batch[i] not in issued:
+                    tops.setdefault(rows.batch[i], set()).add(rows.qid[i])
             now = _now()
-            if reg:  # one pass over their rows (not one per batch): a batch's topic when it has exactly one
-                tops = (new.loc[new["batch_id"].isin(reg), ["batch_id", "qid"]].drop_duplicates()
-                        .groupby("batch_id", sort=False)["qid"].agg(["first", "size"]))
-                one_topic = dict(zip(tops.index, tops["first"].where(tops["size"] == 1, None)))
+            if tops:
                 db.executemany("INSERT INTO batches (id, topic, thread, iteration, kind, created, status)"
-                               " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')", [(b, one_topic[b], now) for b in reg])
-            sources = new["file"].astype(str).tolist() if source is None else [src] * len(new)
-            again = [retracted.get(i) for i in np.flatnonzero(write)]  # a retracted judgment judged again
+                               " VALUES (?, ?, NULL, NULL, 'pool', ?, 'complete')",
+                               [(b, next(iter(t)) if len(t) == 1 else None, now) for b, t in tops.items()])
+            src = [str(rows.file[i]) if per_row_source else source for i in write]
+            again = [retracted.get(i) for i in write]  # a retracted judgment judged again
             db.executemany("INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [r for r, j in zip(zip(new["qid"].tolist(), new["docid"].tolist(), new["grade"].astype(int).tolist(),
-                                                  new["assessor"].tolist(), [now] * len(new), new["batch_id"].tolist(),
-                                                  sources), again) if j is None])
+                           [(rows.qid[i], rows.docid[i], rows.grade[i], rows.assessor[i], now, rows.batch[i], so)
+                            for i, so, j in zip(write, src, again) if j is None])
             db.executemany("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, ?, ?, ?)",
-                           [(j, g, now, so) for j, g, so in zip(again, new["grade"].astype(int).tolist(), sources)
-                            if j is not None])
+                           [(j, rows.grade[i], now, so) for i, so, j in zip(write, src, again) if j is not None])
             # batches whose every item is judged are complete
-            touched = [b for b in dict.fromkeys(new["batch_id"]) if b in issued and issued[b][1] > 0]
+            touched = [b for b in dict.fromkeys(rows.batch[i] for i in write) if b in issued and issued[b][1] > 0]
             db.executemany("UPDATE batches SET status = 'complete' WHERE id = ? AND status = 'open' AND NOT EXISTS"
                            " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id AND NOT EXISTS"
                            " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", [(b,) for b in touched])
             db.execute("DELETE FROM temp._in")
             if on_transaction is not None:
                 on_transaction("commit")
-        counts["imported"] = int(len(new))
-        return ImportReport(int(len(new)), dict(sorted(counts.items())), conflicts, len(reg))
+        counts["imported"] = len(write)
+        return ImportReport(len(write), dict(sorted(counts.items())), conflicts, len(tops))
 
     # -- retraction (undo) -----------------------------------------------------------------------
 
@@ -888,11 +1004,14 @@ class JudgingStore:
 
     @staticmethod
     def _order(df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+        """Rows in natural topic order, then by the ``extra`` columns (numeric), stably."""
         if len(df) == 0:
             return df.reset_index(drop=True)
-        order = {q: i for i, q in enumerate(qid_order(df["qid"].unique()))}
-        return (df.assign(_q=df["qid"].map(order)).sort_values(["_q", *extra], kind="stable")
-                .drop(columns="_q").reset_index(drop=True))
+        codes, uniques = pd.factorize(df["qid"], sort=False)
+        rank = {q: i for i, q in enumerate(qid_order(uniques.tolist()))}
+        key = np.array([rank[q] for q in uniques.tolist()], np.int64)[codes]
+        order = np.lexsort(tuple(df[c].to_numpy() for c in reversed(list(extra))) + (key,))
+        return df.take(order).reset_index(drop=True)
 
 
 def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa.Table:

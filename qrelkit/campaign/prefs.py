@@ -26,11 +26,10 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.campaign.runner import Campaign
-from qrelkit.campaign.stages import Context
+from qrelkit.campaign.stages import Context, combine_rule, text_index
 from qrelkit.campaign.store import CampaignStore, open_campaign_store
 from qrelkit.config import Config, load_config
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import top1_pool
 from qrelkit.prefs import TASK_SCHEMA, make_tasks, pool_pairs, read_answers, reissue_tasks, screen_answers
@@ -106,12 +105,16 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
             raise InputError("no-pairs", "no pair to judge (every topic's pool holds one item, or --topics left none)")
         tdf = store.topics()
         s = int(cfg.get_value("prefs", "seed", seed))
-        tasks = make_tasks(pairs, store.export_qrels(combine=str(cfg.get_value("campaign", "combine"))),
+        tasks = make_tasks(pairs, store.export_qrels(combine=combine_rule(cfg)),
                            pairs_per_task=int(cfg.get_value("prefs", "pairs_per_task", pairs_per_task)),
                            test_pairs=int(cfg.get_value("prefs", "test_pairs", test_pairs)),
                            test_min_rel=int(cfg.get_value("prefs", "test_min_rel", test_min_rel)), seed=s, prefix=prefix,
                            queries=dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str))))
-        texts = lookup_texts((store.get_state("paths") or {})["corpus"], set(tasks["left_docid"]) | set(tasks["right_docid"]))
+        index = text_index(directory, store)
+        try:
+            texts = index.texts(set(tasks["left_docid"]) | set(tasks["right_docid"]))
+        finally:
+            index.close()
         tasks["left_text"] = [texts.get(d, ("", None))[0] for d in tasks["left_docid"]]
         tasks["right_text"] = [texts.get(d, ("", None))[0] for d in tasks["right_docid"]]
         ids = list(dict.fromkeys(tasks["task_id"]))

@@ -38,20 +38,22 @@ def sync_decisions(ctx: Context) -> None:
     """A kept topic whose official thread is no longer active is decided: its action, rule and
     reason are the thread's (its state, and its reason ``"rule: why"``); its other threads stop.
     Derived from the stored thread states, so a kill between two writes loses nothing."""
-    ct = ctx.store.campaign_topics()
-    decided = set(ct.loc[ct["decision"].notna(), "qid"])
-    th = ctx.store.threads()
+    decided = ctx.store.decided_topics()
     kept = set(kept_topics(ctx))
-    for qid, mine in th.groupby("qid", sort=False):
-        off = mine[mine["thread"] == ctx.official_thread]
-        if qid not in kept or not len(off) or off["state"].iat[0] == "active":
+    threads: dict[str, list[tuple[str, str, str]]] = {}
+    for qid, thread, state, reason in ctx.store.thread_rows():
+        threads.setdefault(qid, []).append((thread, state, reason))
+    for qid in ctx.topic_ids:
+        mine = threads.get(qid, [])
+        off = [(state, reason) for thread, state, reason in mine if thread == ctx.official_thread]
+        if qid not in kept or not off or off[0][0] == "active":
             continue
         if qid not in decided:
-            rule, _, why = str(off["reason"].iat[0]).partition(": ")
-            ctx.store.set_topics([{"qid": qid, "decision": _ACTION.get(off["state"].iat[0], "stop"), "rule": rule,
-                                   "reason": why}])
-        for t in mine.loc[mine["state"] == "active", "thread"]:
-            ctx.store.set_thread_state(qid, t, "stopped", f"topic decided by thread {ctx.official_thread}")
+            rule, _, why = str(off[0][1]).partition(": ")
+            ctx.store.set_topics([{"qid": qid, "decision": _ACTION.get(off[0][0], "stop"), "rule": rule, "reason": why}])
+        for thread, state, _ in mine:
+            if state == "active":
+                ctx.store.set_thread_state(qid, thread, "stopped", f"topic decided by thread {ctx.official_thread}")
 
 
 def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from qrelkit.cal.loop import warm_up
 from qrelkit.campaign import outputs, rounds, stages
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
@@ -233,7 +234,10 @@ class Runner:
         self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
 
     def close(self) -> None:
-        """Close the store (idempotent)."""
+        """Close the store and the text index (idempotent)."""
+        texts = self.ctx.cache.pop("texts", None)
+        if texts is not None:
+            texts.close()
         self.ctx.store.close()
 
     def __enter__(self) -> "Runner":
@@ -241,6 +245,18 @@ class Runner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def warm(self) -> None:
+        """Load now what the next CAL batches need — the CAL features, the threads' candidate
+        sets, the scoring kernels, the learner (:func:`qrelkit.cal.loop.warm_up`) — once the pool is made (the features depend on the near-duplicate
+        classes) and while CAL is to come: a web app's first next batch then waits only for its
+        round's computation. Nothing when CAL is skipped or done."""
+        ctx = self.ctx
+        done = ctx.store.stages_done()
+        if not ctx.enabled("cal") or "cal" in done or "pool" not in done:
+            return
+        warm_up(stages.features(ctx), ctx.threads, fraction=float(ctx.cfg.get_value("fractional", "fraction")),
+                fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), cache=ctx.cache)
 
     def advance(self, progress: Callable[[str], None] | None = None, *, until: str | None = None) -> dict:
         """Advance every topic as far as the judgments allow; the same summary as
@@ -252,6 +268,7 @@ class Runner:
         ctx = self.ctx
         ctx.store.check_inputs(self._seen)
         ctx.say = progress or (lambda _msg: None)
+        ctx.repaired = False
         done = ctx.store.stages_done()
         state, waiting, seconds = "done", [], {}
         t_all = time.perf_counter()

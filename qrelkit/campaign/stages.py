@@ -29,11 +29,11 @@ from qrelkit.config import Config
 from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
+from qrelkit.io.textindex import TextIndex, open_text_index
 from qrelkit.labels.aggregate import VoteRule
 from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
                             pooled_flag, restrict_runs)
@@ -78,6 +78,25 @@ def combine_rule(cfg: Config) -> Any:
     return rule
 
 
+TEXT_INDEX = "text-index.sqlite"
+
+
+def corpus_sha256(store: CampaignStore) -> str:
+    """The SHA-256 of the campaign's corpus recorded at init ("" when none is recorded)."""
+    rec = store.inputs()
+    sha = rec.loc[rec["name"] == "corpus", "sha256"]
+    return str(sha.iat[0]) if len(sha) else ""
+
+
+def text_index(directory: str | os.PathLike, store: CampaignStore) -> TextIndex:
+    """The campaign's passage text index, ``DIR/text-index.sqlite``
+    (:func:`qrelkit.io.textindex.open_text_index`): built at its first need from the corpus,
+    recorded with the corpus's SHA-256 of init, built again when missing or not the corpus's.
+    The batch files and the web app's pages read passage texts there, never scanning the corpus."""
+    corpus = (store.get_state("paths") or {})["corpus"]
+    return open_text_index(corpus, Path(directory) / TEXT_INDEX, sha256=corpus_sha256(store))
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -91,6 +110,7 @@ class Context:
         self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
         self.say = progress or (lambda _msg: None)
         self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, candidates
+        self.repaired = False  # lost copies of encountered passages looked for in this run
 
     # -- inputs ------------------------------------------------------------------------------------
 
@@ -174,7 +194,12 @@ class Context:
 
     def repair_encountered(self) -> int:
         """A CAL batch whose encountered passages lost their copied judgments (a kill between
-        issuing the batch and copying them) gets them now, as the CAL loop would have."""
+        issuing the batch and copying them) gets them now, as the CAL loop would have. Once per
+        run (:attr:`repaired`, reset by the runner at each advance): only a kill loses copies,
+        and a kill ends the run."""
+        if self.repaired:
+            return 0
+        self.repaired = True
         s = self.store
         rows = s.lost_copies()
         if not len(rows):
@@ -226,24 +251,41 @@ class Context:
     def _oracle_truth(self) -> dict:
         return truth_map(read_qrels(self.oracle["path"]))
 
+    def texts(self) -> TextIndex:
+        """The campaign's passage text index (:func:`text_index`), opened once per context."""
+        if "texts" not in self.cache:
+            self.cache["texts"] = text_index(self.dir, self.store)
+        return self.cache["texts"]
+
     def _waiting(self, stage: str, pend: pd.DataFrame) -> Waiting:
+        """What is out, each batch's file for its assessor written (again only when the items
+        it lists changed since this context wrote it: a long-lived runner rewrites no file
+        that is already right)."""
+        written = self.cache.setdefault("batch_files", {})
+        out, todo = [], []
+        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
+            f = self.dir / "batches" / _safe(assessor) / f"{_safe(bid)}.csv"
+            out.append({"batch_id": bid, "qid": str(g["qid"].iat[0]), "assessor": assessor, "items": int(len(g)),
+                        "kind": str(g["kind"].iat[0]), "file": str(f)})
+            key = (tuple(g["docid"]), tuple(g["position"]))
+            if written.get(f) != key or not f.is_file():
+                todo.append((f, bid, assessor, g, key))
+        if not todo:
+            return Waiting(stage, out)
         texts: dict[str, str] = {}
         try:
-            texts = {k: v[0] for k, v in lookup_texts(self.paths["corpus"], set(pend["docid"])).items()}
+            texts = {k: v[0] for k, v in self.texts().texts({d for *_, g, _ in todo for d in g["docid"]}).items()}
         except InputError:
             pass
         tdf = self.store.topics()
         topics = dict(zip(tdf["qid"], tdf["text"]))
-        out = []
-        for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
-            f = self.dir / "batches" / _safe(assessor) / f"{_safe(bid)}.csv"
+        for f, bid, assessor, g, key in todo:
             t = pa.table({"batch_id": [bid] * len(g), "qid": g["qid"].tolist(), "query": [topics.get(q, "") for q in g["qid"]],
                           "position": g["position"].astype("int32").tolist(), "docid": g["docid"].tolist(),
                           "text": [texts.get(d, "") for d in g["docid"]], "assessor": [assessor] * len(g),
                           "grade": pa.nulls(len(g), pa.int32())})
             write_table(t, f, kind="campaign-batch", params={})
-            out.append({"batch_id": bid, "qid": str(g["qid"].iat[0]), "assessor": assessor, "items": int(len(g)),
-                        "kind": str(g["kind"].iat[0]), "file": str(f)})
+            written[f] = key
         return Waiting(stage, out)
 
     def write(self, table: pa.Table | pd.DataFrame, name: str, kind: str, **params: Any) -> Path:
@@ -355,8 +397,7 @@ def stage_screening(ctx: Context) -> dict | Waiting:
 
 def kept_topics(ctx: Context) -> list[str]:
     """The campaign's topics (in order) that screening did not discard."""
-    ct = ctx.store.campaign_topics()
-    discarded = set(ct.loc[ct["decision"] == "discarded", "qid"])
+    discarded = ctx.store.decided_topics("discarded")
     return [q for q in ctx.topic_ids if q not in discarded]
 
 

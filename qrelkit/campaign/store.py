@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from qrelkit.cal.store import JudgingStore, sql_filters
+from qrelkit.cal.store import THREADS, JudgingStore, sql_filters
 from qrelkit.errors import InputError
 
 CAMPAIGN_SCHEMA_VERSION = 4  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers
@@ -264,6 +264,16 @@ class CampaignStore(JudgingStore):
                     db.execute(f"UPDATE campaign_topics SET {', '.join(c + ' = ?' for c in sets)} WHERE qid = ?",
                                [r[c] for c in sets] + [str(r["qid"])])
 
+    def decided_topics(self, decision: str | None = None) -> set[str]:
+        """The topics with a decision (that ``decision`` when given): one query, no table."""
+        sql = "SELECT qid FROM campaign_topics WHERE decision IS NOT NULL" + (" AND decision = ?" if decision else "")
+        return {str(r[0]) for r in self._db.execute(sql, (decision,) if decision else ())}
+
+    def thread_rows(self) -> list[tuple[str, str, str, str]]:
+        """``(qid, thread, state, reason)`` of every topic's threads (in no particular order)."""
+        return [(str(q), str(t), str(st), str(r)) for q, t, st, r in
+                self._db.execute("SELECT topic, name, state, reason FROM threads")]
+
     def campaign_topics(self) -> pd.DataFrame:
         df = self._query("SELECT t.qid, c.screening, c.screened, c.screened_relevant, c.decision, c.rule, c.reason"
                          " FROM topics t LEFT JOIN campaign_topics c ON c.qid = t.qid")
@@ -294,21 +304,31 @@ class CampaignStore(JudgingStore):
         return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"
                            " campaign_assignments a JOIN batches b ON b.id = a.batch ORDER BY b.seq, a.position")
 
+    #: items an assigned assessor still owes (see :meth:`pending`); ``{where}``: more conditions
+    _PENDING_SQL = (
+        "SELECT {columns} FROM campaign_assignments a JOIN batches b ON b.id = a.batch JOIN batch_items i ON i.batch = b.id"
+        " WHERE NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+        "                   AND j.assessor = a.assessor AND j.batch = b.id)"
+        " AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
+        "                 AND j.batch <> b.id AND j.source <> 'encountered'"
+        "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq){where}")
+
     def pending(self, assessor: str | None = None, topic: str | None = None) -> pd.DataFrame:
         """Items an assigned assessor still owes: ``batch_id, qid, thread, kind, assessor,
         position, docid`` in issue order (of one ``assessor`` and one ``topic`` when given). An
         item judged in another batch of the topic (a CAL batch's encountered passages) is owed by
         nobody; a retracted judgment is owed again."""
         where, params = sql_filters({"a.assessor": assessor, "b.topic": topic}, prefix=" AND ")
-        return self._query(
-            "SELECT b.id AS batch_id, b.topic AS qid, b.thread, b.kind, a.assessor, i.position, i.passage AS docid"
-            " FROM campaign_assignments a JOIN batches b ON b.id = a.batch JOIN batch_items i ON i.batch = b.id"
-            " WHERE NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
-            "                   AND j.assessor = a.assessor AND j.batch = b.id)"
-            " AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.topic = b.topic AND j.passage = i.passage"
-            "                 AND j.batch <> b.id AND j.source <> 'encountered'"
-            "                 AND (SELECT seq FROM batches x WHERE x.id = j.batch) < b.seq)"
-            + "".join(where) + " ORDER BY b.seq, a.position, i.position", params)
+        cols = "b.id AS batch_id, b.topic AS qid, b.thread, b.kind, a.assessor, i.position, i.passage AS docid"
+        return self._query(self._PENDING_SQL.format(columns=cols, where="".join(where))
+                           + " ORDER BY b.seq, a.position, i.position", params)
+
+    def owed_in_batch(self, assessor: str, batch_id: str, docid: str | None = None) -> list[str]:
+        """The passages of batch ``batch_id`` that ``assessor`` still owes (as :meth:`pending`),
+        in position order; only ``docid`` when given (a cheap check for one item, no table)."""
+        where, params = sql_filters({"a.assessor": assessor, "b.id": batch_id, "i.passage": docid}, prefix=" AND ")
+        return [str(r[0]) for r in self._db.execute(
+            self._PENDING_SQL.format(columns="i.passage", where="".join(where)) + " ORDER BY i.position", params)]
 
     def campaign_items(self) -> pd.DataFrame:
         """``batch_id, qid, docid`` of every issued batch item (samples included), in issue order.
@@ -330,10 +350,14 @@ class CampaignStore(JudgingStore):
 
     def assigned_topics(self, assessor: str) -> list[str]:
         """The topics of the batches assigned to ``assessor``, in topic order."""
+        found = self.assigned_topic_set(assessor)
+        return [q for q in self.topics()["qid"] if q in found]
+
+    def assigned_topic_set(self, assessor: str) -> set[str]:
+        """The topics of the batches assigned to ``assessor`` (unordered: one query, no table)."""
         rows = self._db.execute("SELECT DISTINCT b.topic FROM campaign_assignments a JOIN batches b ON b.id = a.batch"
                                 " WHERE a.assessor = ?", (str(assessor),)).fetchall()
-        found = {str(r[0]) for r in rows}
-        return [q for q in self.topics()["qid"] if q in found]
+        return {str(r[0]) for r in rows}
 
     def assignment(self, batch_id: str, assessor: str) -> dict | None:
         """Batch ``batch_id`` if it is assigned to ``assessor``: ``qid, kind, status, items``
@@ -345,6 +369,43 @@ class CampaignStore(JudgingStore):
         items = [r[0] for r in self._db.execute("SELECT passage FROM batch_items WHERE batch = ? ORDER BY position",
                                                 (str(batch_id),))]
         return {"qid": str(row[0]), "kind": row[1], "status": row[2], "items": items}
+
+    # lean readers for one web request (plain rows, no tables)
+
+    def owed_items(self, assessor: str, topic: str) -> list[tuple[str, str, str]]:
+        """``(batch_id, kind, docid)`` of the items ``assessor`` owes on ``topic`` (as
+        :meth:`pending`), in issue order."""
+        return [(str(b), str(k), str(d)) for b, k, d in self._db.execute(
+            self._PENDING_SQL.format(columns="b.id, b.kind, i.passage", where=" AND a.assessor = ? AND b.topic = ?")
+            + " ORDER BY b.seq, a.position, i.position", (str(assessor), str(topic)))]
+
+    def topic_owed(self, qid: str) -> bool:
+        """Whether any assigned assessor still owes an item of topic ``qid`` (as :meth:`pending`)."""
+        return self._db.execute(self._PENDING_SQL.format(columns="1", where=" AND b.topic = ?") + " LIMIT 1",
+                                (str(qid),)).fetchone() is not None
+
+    def topic_row(self, qid: str) -> dict[str, str | None]:
+        """``screening, decision, rule, reason`` of a topic (None where unset)."""
+        row = self._db.execute("SELECT screening, decision, rule, reason FROM campaign_topics WHERE qid = ?",
+                               (str(qid),)).fetchone()
+        return dict(zip(("screening", "decision", "rule", "reason"), row or (None,) * 4))
+
+    def thread_states(self, qid: str) -> list[tuple[str, str]]:
+        """``(thread, state)`` of a topic's CAL threads, in thread order."""
+        rows = self._db.execute("SELECT name, state FROM threads WHERE topic = ?", (str(qid),)).fetchall()
+        return sorted(((str(t), str(st)) for t, st in rows), key=lambda r: THREADS.index(r[0]) if r[0] in THREADS else 99)
+
+    def topic_grades(self, qid: str) -> list[tuple[str, str, int]]:
+        """``(docid, assessor, grade)`` of the judgments in force of a topic (pool and CAL
+        batches, as :meth:`judgments` with ``"all"``)."""
+        return [(str(d), str(a), int(g)) for d, a, g in self._db.execute(
+            "SELECT j.passage, j.assessor, j.grade FROM live_judgments j JOIN batches b ON b.id = j.batch"
+            " WHERE j.topic = ? AND b.kind <> 'sample'", (str(qid),))]
+
+    def judged_in_batch(self, assessor: str, batch_id: str) -> int:
+        """How many judgments in force ``assessor`` has in batch ``batch_id``."""
+        return int(self._db.execute("SELECT COUNT(*) FROM live_judgments WHERE assessor = ? AND batch = ?",
+                                    (str(assessor), str(batch_id))).fetchone()[0])
 
     def assessor_grades(self, assessor: str, *, topic: str | None = None, batch: str | None = None) -> pd.DataFrame:
         """The judgments in force of ``assessor`` (of ``topic``/``batch`` when given), in log

@@ -45,9 +45,10 @@ def open_bytes(path: Path):
     return fh
 
 
-def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, bytes) chunks that end at line boundaries."""
-    line = 1
+def line_chunks(path: Path, size: int) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (byte offset, first line number, bytes) chunks of a file (gunzipped when it is
+    gzip: offsets in the uncompressed stream) that end at line boundaries."""
+    offset, line = 0, 1
     rest = b""
     with open_bytes(path) as fh:
         while True:
@@ -60,10 +61,17 @@ def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
                 rest = block
                 continue
             chunk, rest = block[: cut + 1], block[cut + 1 :]
-            yield line, chunk
+            yield offset, line, chunk
+            offset += len(chunk)
             line += chunk.count(b"\n")
     if rest.strip():
-        yield line, rest + b"\n"
+        yield offset, line, rest + b"\n"
+
+
+def _byte_chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
+    """Yield (first line number, bytes) chunks that end at line boundaries."""
+    for _, line, chunk in line_chunks(path, size):
+        yield line, chunk
 
 
 def _nonblank_line(chunk: bytes, first_line: int, row: int) -> int:

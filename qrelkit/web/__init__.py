@@ -10,6 +10,6 @@ uvicorn, Jinja2, itsdangerous) are the optional extra ``qrelkit[web]``.
 
 from qrelkit.web.app import create_app, run_server
 from qrelkit.web.service import GRADE_NAMES, CampaignService, WebError
-from qrelkit.web.worker import Advancer, RunnerAdvance, advance_campaign
+from qrelkit.web.worker import Advancer, ProcessAdvance, RunnerAdvance, advance_campaign
 
-__all__ = ["Advancer", "CampaignService", "GRADE_NAMES", "RunnerAdvance", "WebError", "advance_campaign", "create_app", "run_server"]
+__all__ = ["Advancer", "CampaignService", "GRADE_NAMES", "ProcessAdvance", "RunnerAdvance", "WebError", "advance_campaign", "create_app", "run_server"]

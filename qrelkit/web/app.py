@@ -73,7 +73,9 @@ class _Web:
         session is refused at once), its data (form or JSON) and, for a POST, the CSRF check
         (403). ``organizer``: 403 for other accounts."""
         sess = self.sessions.read(request.cookies.get(COOKIE))
-        acc = None if sess is None else await run_in_threadpool(self.svc.account, sess.name, sess.generation)
+        # one primary-key read of a small table (WAL: never blocked by a writer), in the event
+        # loop's thread: a hop to the thread pool and back costs more, on a busy machine much more
+        acc = None if sess is None else self.svc.account(sess.name, sess.generation)
         if acc is None or sess is None:
             raise WebError(401, "you are not logged in: open the login link your organizer gave you")
         data: dict[str, Any] = {}

@@ -25,10 +25,11 @@ import pandas as pd
 from qrelkit.cal.store import ConflictError
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
+from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import write_qrels
+from qrelkit.io.textindex import TextIndex, open_text_index
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.web.worker import Advancer
@@ -60,12 +61,12 @@ class Account:
 
 
 class PassageTexts:
-    """Passage texts from the corpus, cached: a miss reads the corpus once for the passage and
-    the next ones of the queue it came from (up to 200), not once per passage."""
+    """Passage texts of a campaign from its text index (:func:`qrelkit.io.textindex.open_text_index`,
+    ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
-    def __init__(self, corpus: str | os.PathLike, limit: int = 200_000) -> None:
-        self.corpus = corpus
-        self.limit = limit
+    def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000) -> None:
+        self.path, self.corpus, self.sha256, self.limit = Path(directory) / TEXT_INDEX, corpus, sha256, limit
+        self._index: TextIndex | None = None
         self._texts: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
@@ -74,14 +75,21 @@ class PassageTexts:
         if docid in self._texts:
             return self._texts[docid]
         with self._lock:
-            if docid not in self._texts:
-                if len(self._texts) > self.limit:
-                    self._texts.clear()
-                want = {d for d in wanted if d not in self._texts} | {docid}
-                found = lookup_texts(self.corpus, want)
-                for d in want:
-                    self._texts[d] = found[d][0] if d in found else None
-        return self._texts[docid]
+            if self._index is None:
+                self._index = open_text_index(self.corpus, self.path, sha256=self.sha256)
+            if len(self._texts) > self.limit:
+                self._texts.clear()
+            want = {d for d in wanted if d not in self._texts} | {docid}
+            found = self._index.texts(want)
+            for d in want:
+                self._texts[d] = found[d][0] if d in found else None
+            return self._texts[docid]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
 
 
 class CampaignService:
@@ -103,10 +111,11 @@ class CampaignService:
         self.details: dict[str, dict[str, str]] = {}
         if paths.get("topics") and Path(paths["topics"]).is_file():
             self.details = read_topic_details(paths["topics"])
-        self.texts = PassageTexts(paths.get("corpus", ""))
+        self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s))
         self.scale = [int(g) for g in self.cfg.get_value("labels", "scale")]
         self.relevant = [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
         self.free_choice = bool(self.cfg.get_value("web", "free_topic_choice"))
+        self.combine = combine_rule(self.cfg)
         self.advancer = advancer or Advancer(self.dir)
         self.advancer.after = self.apply_claims
         self._skips: dict[str, list[tuple[str, str]]] = {}
@@ -134,6 +143,7 @@ class CampaignService:
                     s.close()
             self._stores.clear()
         self._local = threading.local()
+        self.texts.close()
 
     def grade_names(self) -> list[tuple[int, str]]:
         return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
@@ -159,7 +169,7 @@ class CampaignService:
     def visible_topics(self, acc: Account) -> list[str]:
         """The topics ``acc`` may open: those of the batches assigned to it (every topic with
         ``[web] free_topic_choice``), limited to the account's topics when it has some."""
-        seen = set(self.topic_order) if self.free_choice else set(self.store().assigned_topics(acc.name))
+        seen = set(self.topic_order) if self.free_choice else self.store().assigned_topic_set(acc.name)
         if acc.topics:
             seen &= set(acc.topics)
         return [q for q in self.topic_order if q in seen]
@@ -175,15 +185,26 @@ class CampaignService:
         relevant and density over the grades in force."""
         s = self.store()
         ct = self._topic_row(qid)
-        th = s.threads(qid)
-        lab = s.labels(qid, "all", combine=str(self.cfg.get_value("campaign", "combine")))
-        n, r = len(lab), int(lab["grade"].isin(self.relevant).sum()) if len(lab) else 0
+        n, r = self._label_counts(qid)
         out = {"qid": qid, **{k: ct[k] for k in ("screening", "decision", "rule", "reason")},
-               "threads": [{"thread": t, "state": st} for t, st in zip(th["thread"], th["state"])],
+               "threads": [{"thread": t, "state": st} for t, st in s.thread_states(qid)],
                "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
                "accept_density_below": self.cfg.get_value("stopping", "accept_density_below"),
                "accept_min_judged": self.cfg.get_value("stopping", "accept_min_judged")}
         return out
+
+    def _label_counts(self, qid: str) -> tuple[int, int]:
+        """Judged passages of a topic and how many are relevant, one grade per passage by
+        ``[campaign] combine``: read as plain rows; combined by the store's rule
+        (:meth:`~qrelkit.cal.store.JudgingStore.labels`) only when some passage has several assessors."""
+        rows = self.store().topic_grades(qid)
+        by: dict[str, dict[str, int]] = {}
+        for d, a, g in rows:
+            by.setdefault(d, {})[a] = g
+        if all(len(v) == 1 for v in by.values()):  # one assessor per passage: every rule gives that grade
+            return len(by), sum(1 for v in by.values() if next(iter(v.values())) in self.relevant)
+        lab = self.store().labels(qid, "all", combine=self.combine)
+        return len(lab), int(lab["grade"].isin(self.relevant).sum()) if len(lab) else 0
 
     def topics_overview(self, acc: Account) -> list[dict[str, Any]]:
         """The topic picker's rows: topic, query, items owed by ``acc``, judged by ``acc``, decision."""
@@ -251,11 +272,11 @@ class CampaignService:
     # -- the queue of one assessor on one topic ----------------------------------------------------
 
     def _queue(self, acc: Account, qid: str, session: str) -> list[tuple[str, str]]:
-        pend = self.store().pending(acc.name, qid)
-        if not len(pend):
+        owed = self.store().owed_items(acc.name, qid)
+        if not owed:
             return []
-        pend = pend.assign(_pool=(pend["kind"] != "pool").astype(int)).sort_values("_pool", kind="stable")
-        items = list(dict.fromkeys(zip(pend["batch_id"].astype(str), pend["docid"].astype(str))))
+        owed = sorted(owed, key=lambda r: r[1] != "pool")  # stable: pool batches first, then CAL, each in issue order
+        items = list(dict.fromkeys((b, d) for b, _, d in owed))
         with self._skip_lock:
             skipped = [k for k in self._skips.get(session, []) if k in set(items)]
             front = self._front.get(session)
@@ -280,7 +301,7 @@ class CampaignService:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
             b = s.assignment(bid, acc.name)
-            done = len(s.assessor_grades(acc.name, batch=bid))
+            done = s.judged_in_batch(acc.name, bid)
             out["item"] = {"batch_id": bid, "docid": docid, "text": self.texts.get(docid, wanted), "kind": b["kind"],
                            "batch_items": len(b["items"]), "batch_judged": int(done)}
             out["state"] = "judging"
@@ -297,7 +318,7 @@ class CampaignService:
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
         self.check_topic(acc, qid)
-        owed = len(self.store().pending(acc.name, qid))
+        owed = len(self.store().owed_items(acc.name, qid))
         state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else
                                         ("computing" if self.advancer.busy else "waiting"))
         return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state}
@@ -317,12 +338,7 @@ class CampaignService:
         return b
 
     def _topic_row(self, qid: str) -> dict[str, Any]:
-        ct = self.store().campaign_topics()
-        row = ct[ct["qid"] == qid]
-        cols = ("screening", "decision", "rule", "reason")
-        if not len(row):
-            return dict.fromkeys(cols)
-        return {c: (None if pd.isna(row[c].iat[0]) else str(row[c].iat[0])) for c in cols}
+        return {k: (None if v is None else str(v)) for k, v in self.store().topic_row(qid).items()}
 
     def parse_grade(self, grade: Any) -> int:
         """An integer grade of the scale; 400 otherwise."""
@@ -341,25 +357,23 @@ class CampaignService:
         self._check_item(acc, qid, batch_id, docid)
         g = self.parse_grade(grade)
         s = self.store()
-        owed = s.pending(acc.name, qid)  # read before one's own grades: a judgment by another tab in between is seen
-        if not ((owed["batch_id"] == batch_id) & (owed["docid"] == docid)).any():
+        # read before one's own grades: a judgment by another tab in between is seen
+        if not s.owed_in_batch(acc.name, batch_id, docid):
             mine = s.assessor_grades(acc.name, topic=qid, batch=batch_id)
             if not (mine["docid"] == docid).any():
                 raise WebError(409, f"passage {docid} of batch {batch_id} is no longer asked for (judged in an earlier "
                                     "batch); reload the page")
-        df = pd.DataFrame({"qid": [qid], "docid": [docid], "assessor": [acc.name], "grade": [g], "batch_id": [batch_id]})
         try:
-            rep = s.import_judgments(df, source=WEB_SOURCE, scale=self.scale)
+            rep = s.import_judgment(qid, docid, acc.name, g, batch_id, source=WEB_SOURCE, scale=self.scale)
         except ConflictError as exc:
             stored = exc.report.conflicts["stored_grade"].iat[0]
             raise WebError(409, f"you gave passage {docid} grade {stored} already: undo it to change it") from None
         with self._skip_lock:
             if self._front.get(session) == (batch_id, docid):
                 del self._front[session]
-        left = s.pending(acc.name, qid)
-        batch_done = not (left["batch_id"] == batch_id).any()
-        if batch_done:
-            self.advancer.request()
+        batch_done = not s.owed_in_batch(acc.name, batch_id)
+        if batch_done and not s.topic_owed(qid):  # only then can a run move the topic on (a run asked for
+            self.advancer.request()                # earlier would delay the one that can)
         return {"qid": qid, "batch_id": batch_id, "docid": docid, "grade": g,
                 "status": "stored" if rep.imported else "repeated", "batch_done": bool(batch_done)}
 
@@ -445,7 +459,8 @@ class CampaignService:
         return {"status": "ok", "campaign": str(self.dir), **s.schema_versions(),
                 "stages_done": list(s.stages_done()), "topics": len(self.topic_order), "topics_decided": int(dec),
                 "batches_out": int(pend["batch_id"].nunique()) if len(pend) else 0, "runner": self.advancer.state,
-                "runner_error": self.advancer.last_error}
+                "runner_error": self.advancer.last_error, "runner_runs": self.advancer.runs,
+                "runner_last_s": self.advancer.last_seconds, "runner_recent": self.advancer.recent}
 
     def assessor_progress(self) -> list[dict[str, Any]]:
         """Per assessor (accounts and assigned names): judged (in force, copies aside), items owed,
@@ -500,7 +515,7 @@ class CampaignService:
             return final.name, final.read_bytes()
         if kind != "passages":
             raise WebError(409, f"the {kind} qrels are written by the qrels stage, which is not done yet")
-        table = s.export_qrels(combine=str(self.cfg.get_value("campaign", "combine")))
+        table = s.export_qrels(combine=self.combine)
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / "qrels.txt"
             write_qrels(table, p)

@@ -1,16 +1,22 @@
 """The background worker of the web app: one thread, one campaign runner at a time, requests
 coalesced (many batches completed while the runner works give one more run, not many).
 
-:class:`RunnerAdvance` is how the web app advances a campaign: one long-lived
+:class:`RunnerAdvance` advances a campaign through one long-lived
 :class:`qrelkit.campaign.Runner` (store open, inputs stat-checked, CAL features kept loaded), so
-the next CAL batch costs one round's computation, not a start-up; :func:`advance_campaign` is the
-one-shot form (a fresh ``Campaign(dir).run()``).
+the next CAL batch costs one round's computation, not a start-up. :class:`ProcessAdvance` (the
+server's default) keeps that runner in a child process: a CAL round is CPU work in Python, and in
+the server's process it would hold the interpreter lock while requests wait; in its own process
+the requests never wait for it (they share only the store, whose writes are short transactions).
+:func:`advance_campaign` is the one-shot form (a fresh ``Campaign(dir).run()``).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import pickle
+import signal
 import threading
 import time
 from pathlib import Path
@@ -37,10 +43,14 @@ class RunnerAdvance:
         self._runner = None
 
     def __call__(self, directory: str | os.PathLike) -> dict:
-        if self._runner is None:
+        first = self._runner is None
+        if first:
             self._runner = Campaign(directory).runner()
         try:
-            return self._runner.advance()
+            out = self._runner.advance()
+            if first:  # the CAL features, candidates and learner loaded now, not at the first next batch
+                self._runner.warm()
+            return out
         except BaseException:
             self.close()
             raise
@@ -52,6 +62,95 @@ class RunnerAdvance:
             self._runner = None
 
 
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when the thread that started it dies (best effort,
+    nothing elsewhere); exit now if the parent is gone already."""
+    try:
+        import ctypes  # lazy: only the runner's child process needs it
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _child(conn, directory: str, parent: int) -> None:
+    """The child process of :class:`ProcessAdvance`: one :class:`RunnerAdvance`, one advance per
+    ``"advance"`` received; answers ``(True, summary)`` or ``(False, exception)``. Ends on
+    ``"close"`` or when the server's end of the pipe is gone (the server stopped); killed with the
+    server (Linux: the parent-death signal), so a killed server leaves no runner behind that could
+    race the next server's."""
+    _die_with_parent(parent)
+    adv = RunnerAdvance()
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg != "advance":
+                return
+            try:
+                out: tuple = (True, adv(directory))
+            except Exception as exc:  # sent to the server, which records it (healthz, organizer page)
+                out = (False, exc)
+            try:
+                try:
+                    conn.send(out)
+                except (pickle.PicklingError, TypeError, AttributeError):
+                    conn.send((False, RuntimeError(f"{type(out[1]).__name__}: {out[1]}")))
+            except (BrokenPipeError, EOFError, OSError):
+                return
+    finally:
+        adv.close()
+
+
+class ProcessAdvance:
+    """``advance(directory)`` through a :class:`RunnerAdvance` kept in a child process (spawned at
+    the first call, spawned again if it died): the CAL rounds never hold the server's interpreter
+    lock. A failed advance raises the child's exception here. Called by one thread at a time."""
+
+    def __init__(self) -> None:
+        self._proc = None
+        self._conn = None
+
+    def __call__(self, directory: str | os.PathLike) -> dict:
+        if self._proc is None or not self._proc.is_alive():
+            self.close()
+            ctx = multiprocessing.get_context("spawn")  # never fork a threaded server
+            self._conn, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_child, args=(child, str(directory), os.getpid()), name="qrelkit-runner",
+                                     daemon=True)
+            self._proc.start()
+            child.close()
+        try:
+            self._conn.send("advance")
+            ok, payload = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            self.close()
+            raise RuntimeError(f"the runner process stopped ({exc or 'no answer'})") from None
+        if not ok:
+            raise payload
+        return payload
+
+    def close(self) -> None:
+        """Stop the child process (idempotent)."""
+        if self._conn is not None:
+            try:
+                self._conn.send("close")
+            except OSError:
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self._proc.join(30)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(5)
+            self._proc = None
+
+
 class Advancer:
     """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
@@ -61,12 +160,14 @@ class Advancer:
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
-        self.advance = advance if advance is not None else RunnerAdvance()
+        self.advance = advance if advance is not None else ProcessAdvance()
         self.after: Callable[[], object] | None = None  # called after each run, under the lock (topic claims)
         self.lock = threading.Lock()
         self.state = IDLE
         self.last_error: str | None = None
         self.last_result: dict | None = None
+        self.last_seconds: float | None = None  # wall seconds of the last run
+        self.recent: list[dict] = []  # the last runs: wall seconds and seconds per stage run
         self.runs = 0
         self._requested = False
         self._stop = False
@@ -131,6 +232,7 @@ class Advancer:
 
     def _run_once(self) -> None:
         with self.lock:
+            t0 = time.perf_counter()
             try:
                 self.last_result = self.advance(self.dir)
                 self.last_error = None
@@ -141,3 +243,8 @@ class Advancer:
                 log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
+                self.last_seconds = round(time.perf_counter() - t0, 3)
+                stages = (self.last_result or {}).get("seconds", {}) if self.last_error is None else {}
+                self.recent = (self.recent + [{"s": self.last_seconds, "stages": stages}])[-20:]
+                log.info("campaign advanced in %.3f s (%s)", self.last_seconds,
+                         self.last_error or ", ".join(f"{k} {v} s" for k, v in stages.items()) or "nothing to do")

@@ -29,12 +29,15 @@
   var state = topic && topic.getAttribute("data-state");
   if (state === "computing" || state === "waiting") {
     var url = "/api/topics/" + encodeURIComponent(topic.getAttribute("data-qid")) + "/state";
+    // the next batch is usually there within a second: look often while it is computed (the
+    // poll is one cheap read), seldom while other assessors finish theirs
+    var every = state === "computing" ? 200 : 1500;
     var poll = function () {
       fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" })
         .then(function (r) { return r.json(); })
-        .then(function (s) { if (s.state !== state) { window.location.reload(); } else { setTimeout(poll, 1500); } })
+        .then(function (s) { if (s.state !== state) { window.location.reload(); } else { setTimeout(poll, every); } })
         .catch(function () { setTimeout(poll, 5000); });
     };
-    setTimeout(poll, 1000);
+    setTimeout(poll, every);
   }
 })();

@@ -1,0 +1,493 @@
+"""Benchmark: the assessor web app under load, and the wait for the next CAL batch at 1M passages.
+
+    python benchmarks/bench_web_load.py load  [--assessors 20 --judgments 200 --think 0]
+    python benchmarks/bench_web_load.py large [--passages 1000000]
+
+(a) **load**: ``--assessors`` simulated assessors (default 20) judge ``--judgments`` passages
+each (default 200: 4,000 judgments) through the JSON API of a real uvicorn server — ``qrelkit
+serve`` started as a separate process, so that the clients and the server do not share a GIL —
+over loopback, while the server's background runner computes the CAL rounds. The campaign
+(:func:`build_campaign`): a simulated collection of ``--passages`` passages (default 20,000) with
+one topic per assessor; the protocol's ``[campaign] assessors`` are the simulated assessors'
+names, one assessor per item, topic *i* owned by assessor *i* (``owner_judges_cal``), no
+screening, the depth-10 pool of the pooled runs as each topic's first batch, then CAL batches of
+25 in one thread (``all``) with the stopping thresholds out of reach: each assessor judges the pool
+of their topic, then CAL batch after CAL batch, computed in the background as soon as the
+previous one is judged (an assessor who finishes a batch before the next one is there polls
+``/api/topics/QID/state``, as a waiting page does; those waits are counted).
+
+Each simulated assessor is one thread with its own HTTP connection: ``GET /api/topics/QID`` (the
+next passage and its text), ``--think`` seconds (default 0: a stress test, every assessor as
+fast as the server answers; people take seconds per passage), then ``POST
+/api/topics/QID/judgments`` with the hidden qrels' grade. Printed: the latency of the judgment
+POSTs (p50, p95, p99, max, ms) and of the next-item GETs, throughput (judgments/s), errors (non-2xx
+answers, 5xx apart), the waits for a next batch, and **the store check**: every acknowledged
+judgment is in the store exactly once, nothing else was stored (source ``web``), no duplicate
+(topic, passage, assessor, batch) row. The machine's load average is recorded before and after.
+
+(b) **large**: a campaign of 1M passages (``bench_campaign.py large``'s generator and seed,
+``[campaign] skip = ["screening"]``, stopping out of reach), judged by the simulated oracle up to
+its first CAL batches (3 threads per topic, 50 topics: 150 batches out), then served by ``qrelkit
+serve`` (one long-lived runner, features loaded once at its start). For ``--rounds`` topics one
+after the other, the topic's owner judges its three CAL batches through the API; measured: the
+time from sending the POST that completes the topic's round to the first ``GET /api/topics/QID``
+that shows a passage of the next batch (polled every 10 ms; target <= 1 s), the next-item GET
+latency meanwhile, and the runner's own seconds for that advance (from the server's log).
+
+Both write ``OUT/bench-web-{load,large}.json`` and print it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from qrelkit.campaign import Campaign, open_campaign_store  # noqa: E402
+from qrelkit.campaign.accounts import add_account, revoke_account  # noqa: E402
+from qrelkit.simulate.campaign import simulate_campaign  # noqa: E402
+
+LOAD_CONFIG = """
+[pool]
+depth = {depth}
+[batch]
+assessors_per_item = 1
+[campaign]
+assessors = [{names}]
+owner_judges_cal = true
+skip = ["screening", "dedupe", "fractional", "evaluate", "reuse", "report"]
+max_rounds = 40
+[cal]
+batch_size = {batch}
+threads = ["all"]
+official_thread = "all"
+[stopping]
+accept_min_judged = 1000000
+reject_min_judged = 1000000
+"""
+
+
+def load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentiles(xs: list[float]) -> dict:
+    """p50, p95, p99, max and mean of ``xs`` (seconds) in milliseconds."""
+    if not xs:
+        return {"n": 0}
+    s = sorted(xs)
+
+    def q(p: float) -> float:
+        return round(1000 * s[min(len(s) - 1, max(0, int(round(p * len(s) + 0.5)) - 1))], 2)
+    return {"n": len(s), "p50": q(0.50), "p95": q(0.95), "p99": q(0.99), "max": round(1000 * s[-1], 2),
+            "mean": round(1000 * statistics.fmean(s), 2)}
+
+
+# -- the campaign ------------------------------------------------------------------------------------
+
+
+def names_of(n: int) -> list[str]:
+    return [f"a{i:02d}" for i in range(1, n + 1)]
+
+
+def build_campaign(out: Path, *, assessors: int, passages: int, seed: int = 3, depth: int = 10,
+                   batch: int = 25) -> tuple[Path, Path]:
+    """A simulated collection (one topic per assessor) and an initialized campaign over it
+    (see the module documentation); returns (campaign folder, simulation folder)."""
+    sim = out / "sim"
+    if not (sim / "summary.json").exists():
+        simulate_campaign(sim, n_passages=passages, n_topics=assessors, n_groups=6, seed=seed)
+    camp = out / "camp"
+    cfg = out / "load.toml"
+    cfg.write_text(LOAD_CONFIG.format(depth=depth, batch=batch, names=", ".join(f'"{a}"' for a in names_of(assessors))))
+    Campaign.init(camp, config=cfg, corpus=sim / "corpus.jsonl", topics=sim / "topics.tsv", runs=sim / "runs",
+                  manifest=sim / "manifest.csv")
+    return camp, sim
+
+
+def read_truth(sim: Path) -> dict[tuple[str, str], int]:
+    rows = [ln.split() for ln in (sim / "qrels.txt").read_text().splitlines() if ln.strip()]
+    return {(q, d): int(g) for q, _, d, g in rows}
+
+
+# -- the server, as a separate process ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``qrelkit serve DIR`` in a child process on a free loopback port (its log in ``log``).
+    :meth:`start` waits for ``/healthz`` (and, with ``ready``, for the runner to be idle with
+    batches out); :meth:`kill` sends SIGKILL, :meth:`stop` SIGTERM (uvicorn's graceful stop)."""
+
+    def __init__(self, camp: Path, log: Path, port: int | None = None) -> None:
+        self.camp, self.log_path = Path(camp), Path(log)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *, ready: bool = True, timeout: float = 600.0) -> "ServerProcess":
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        code = "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, "serve", str(self.camp), "--port", str(self.port)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+        end = time.monotonic() + timeout
+        with httpx.Client(base_url=self.url, timeout=10) as c:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"the server exited ({self.proc.returncode}); see {self.log_path}")
+                if time.monotonic() > end:
+                    self.kill()
+                    raise RuntimeError(f"the server was not ready in {timeout} s; see {self.log_path}")
+                try:
+                    h = c.get("/healthz").json()
+                    if not ready or (h["runner"] == "idle" and h["batches_out"] > 0):
+                        self.health = h
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+        self._close_log()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# -- a simulated assessor ----------------------------------------------------------------------------
+
+
+class Assessor:
+    """One simulated assessor: an HTTP client logged in with the account's link, judging the
+    topic ``qid`` with the hidden qrels' grades through the JSON API."""
+
+    def __init__(self, url: str, link: str, name: str, qid: str, truth: dict, *, timeout: float = 60.0) -> None:
+        self.name, self.qid, self.truth = name, qid, truth
+        self.c = httpx.Client(base_url=url, timeout=timeout)
+        r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+        if r.status_code != 303:
+            raise RuntimeError(f"login of {name} failed: {r.status_code} {r.text}")
+        self.c.headers["X-CSRF-Token"] = self.c.get("/api/session").json()["csrf"]
+        self.acked: list[tuple[str, str, str, str]] = []  # (qid, docid, assessor, batch_id) acknowledged
+        self.unacked: list[dict] = []  # judgments sent whose answer never came (the server died)
+        self.post_s: list[float] = []
+        self.get_s: list[float] = []
+        self.waits: list[tuple[str, float]] = []  # (state when the wait began: computing | waiting, seconds)
+        self.errors: list[tuple[int, str]] = []
+
+    def next_item(self) -> dict:
+        t0 = time.perf_counter()
+        r = self.c.get(f"/api/topics/{self.qid}")
+        self.get_s.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            self.errors.append((r.status_code, r.text[:200]))
+            return {}
+        return r.json()
+
+    def judge(self, item: dict) -> httpx.Response:
+        body = {"batch_id": item["batch_id"], "docid": item["docid"],
+                "grade": self.truth.get((self.qid, item["docid"]), 0)}
+        t0 = time.perf_counter()
+        try:
+            r = self.c.post(f"/api/topics/{self.qid}/judgments", json=body)
+        except httpx.TransportError:
+            self.unacked.append(body)
+            raise
+        self.post_s.append(time.perf_counter() - t0)
+        if r.status_code == 200:
+            self.acked.append((self.qid, item["docid"], self.name, item["batch_id"]))
+        else:
+            self.errors.append((r.status_code, r.text[:200]))
+        return r
+
+    def run(self, n: int, *, think: float = 0.0, seed: int = 0, deadline: float = 3600.0,
+            alone: Callable[[], bool] = lambda: False) -> None:
+        """Judge ``n`` passages (waiting for the next batch when there is none yet), or stop at
+        ``deadline`` seconds (a bound: the run never hangs), when the server is gone, or when
+        waiting while ``alone()`` (every other assessor has stopped: nobody will finish the
+        batches this one waits for)."""
+        self.alone = alone
+        try:
+            self._run(n, think, seed, deadline)
+        except httpx.TransportError:
+            self.gone = True
+
+    def _run(self, n: int, think: float, seed: int, deadline: float) -> None:
+        rng = random.Random(seed)
+        end = time.monotonic() + deadline
+        while len(self.acked) < n and time.monotonic() < end:
+            v = self.next_item()
+            if not v:
+                time.sleep(0.1)
+                continue
+            if v.get("item") is None:
+                if v.get("state") == "decided":
+                    break
+                state, t0 = str(v.get("state")), time.perf_counter()
+                seen, now = {state}, state
+                while time.monotonic() < end:
+                    if now == "waiting" and self.alone():  # for others, and there are none
+                        return
+                    time.sleep(0.02)
+                    s = self.c.get(f"/api/topics/{self.qid}/state")
+                    if s.status_code == 200:
+                        now = str(s.json()["state"])
+                        seen.add(now)
+                        if now in ("judging", "decided"):
+                            break
+                # waiting for others (the pool stages end when every topic's pool is judged) or
+                # only for the runner's computation
+                self.waits.append(("waiting" if "waiting" in seen else "computing", time.perf_counter() - t0))
+                continue
+            if think:
+                time.sleep(rng.expovariate(1.0 / think))
+            self.judge(v["item"])
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def check_store(camp: Path, acked: list[tuple[str, str, str, str]], source: str = "web") -> dict:
+    """Every acknowledged judgment stored exactly once, nothing else of ``source`` stored."""
+    with open_campaign_store(camp) as s:
+        rows = s._db.execute("SELECT topic, passage, assessor, batch FROM judgments WHERE source = ?",
+                             (source,)).fetchall()
+    stored = [tuple(map(str, r)) for r in rows]
+    ack = set(acked)
+    counts: dict[tuple, int] = {}
+    for r in stored:
+        counts[r] = counts.get(r, 0) + 1
+    return {"acknowledged": len(acked), "acknowledged_distinct": len(ack), "stored_rows": len(stored),
+            "duplicates": sum(c - 1 for c in counts.values() if c > 1),
+            "lost": len(ack - set(counts)), "unacknowledged_stored": len(set(counts) - ack),
+            "exactly_once": len(stored) == len(ack) == len(acked) and set(counts) == ack}
+
+
+# -- (a) the load ------------------------------------------------------------------------------------
+
+
+def run_load(camp: Path, truth: dict, url: str, *, assessors: int, judgments: int, think: float = 0.0,
+             deadline: float = 1800.0) -> dict:
+    """The simulated assessors (one thread each) against the server at ``url``; returns their
+    figures (see the module documentation) without the store check."""
+    names = names_of(assessors)
+    with open_campaign_store(camp) as s:
+        qids = s.topics()["qid"].astype(str).tolist()
+    people = [Assessor(url, add_account(camp, n)["link"], n, qids[i], truth) for i, n in enumerate(names)]
+    start = threading.Barrier(len(people))
+    running = [len(people)]
+    lock = threading.Lock()
+
+    def one(p: Assessor, i: int) -> None:
+        start.wait()
+        try:
+            p.run(judgments, think=think, seed=i, deadline=deadline, alone=lambda: running[0] <= 1)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=one, args=(p, i)) for i, p in enumerate(people)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    for p in people:
+        p.close()
+    posts = [x for p in people for x in p.post_s]
+    errors = [e for p in people for e in p.errors]
+    waits = [x for p in people for x in p.waits]
+    computing = [x for st, x in waits if st == "computing"]
+    others = [x for st, x in waits if st != "computing"]
+    return {"assessors": assessors, "judgments_each": judgments, "think_s": think, "wall_s": round(wall, 2),
+            "judged": {p.name: len(p.acked) for p in people}, "post_ms": percentiles(posts),
+            "get_next_ms": percentiles([x for p in people for x in p.get_s]),
+            "throughput_per_s": round(len(posts) / wall, 1) if wall else None,
+            "errors": len(errors), "errors_5xx": sum(1 for c, _ in errors if c >= 500), "error_samples": errors[:5],
+            "waits_computing": _wait_figures(computing), "waits_for_others": _wait_figures(others),
+            "acked": [a for p in people for a in p.acked]}
+
+
+def _wait_figures(xs: list[float]) -> dict:
+    """Count, median and max seconds of waits for a next batch."""
+    return {"n": len(xs), **({"median_s": round(statistics.median(xs), 3), "max_s": round(max(xs), 3)} if xs else {})}
+
+
+def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, think: float) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    camp = out / "camp"
+    if camp.exists():
+        import shutil  # lazy: only a re-run clears the old campaign
+
+        shutil.rmtree(camp)
+    camp, sim = build_campaign(out, assessors=assessors, passages=passages)
+    truth = read_truth(sim)
+    res: dict = {"benchmark": "web-load", "passages": passages, "load_before": load_avg()}
+    with ServerProcess(camp, out / "server.log") as srv:
+        srv.start()
+        res["load_at_start"] = load_avg()
+        r = run_load(camp, truth, srv.url, assessors=assessors, judgments=judgments, think=think)
+        res["load_after"] = load_avg()
+        with httpx.Client(base_url=srv.url, timeout=60) as c:
+            res["health_after"] = c.get("/healthz").json()
+    acked = r.pop("acked")
+    res.update(r)
+    res["store"] = check_store(camp, acked)
+    with open_campaign_store(camp) as s:
+        b = s.batches(counts=False)
+        res["batches_issued"] = {k: int(v) for k, v in b["kind"].value_counts().items()}
+    res["target"] = {"post_p95_ms_max": 50}
+    return res
+
+
+# -- (b) 1M passages: the wait for the next batch ------------------------------------------------------
+
+
+def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
+    """(b) of the module documentation: the wait for the next CAL batch at ``passages`` passages."""
+    import bench_campaign  # lazy: its generator and protocol settings, only for this benchmark
+
+    sim = bench_campaign._simulated(out / f"large-sim-{passages}", n_passages=passages, n_topics=50, n_groups=49,
+                                    runs_per_group=(2, 2), seed=0)
+    camp, cfg = out / "large-camp", out / "large-web.toml"
+    # the 'forced' protocol of bench_campaign.py (no screening, stopping out of reach), rounds without end
+    cfg.write_text(bench_campaign._large_config(bench_campaign.CFG.read_text()).replace("max_rounds = 3", "max_rounds = 40"))
+    res: dict = {"benchmark": "web-large", "passages": passages, "load_before": load_avg()}
+    if not (camp / "campaign.db").exists():
+        t0 = time.perf_counter()
+        Campaign.init(camp, config=cfg, corpus=sim / "corpus.jsonl", topics=sim / "topics.tsv", runs=sim / "runs",
+                      manifest=sim / "manifest.csv")
+        Campaign(camp).run(oracle=sim / "qrels.txt", error_rate=0.05, seed=7, until="fractional")
+        res["setup_s"] = round(time.perf_counter() - t0, 1)
+    truth = read_truth(sim)
+    with ServerProcess(camp, out / "large-server.log") as srv:
+        t0 = time.perf_counter()
+        srv.start(timeout=1800)  # features loaded, text index built, first CAL round of every topic issued
+        res["server_ready_s"] = round(time.perf_counter() - t0, 1)
+        res["load_at_start"] = load_avg()
+        with open_campaign_store(camp) as s:
+            qids = s.topics()["qid"].astype(str).tolist()
+            names = {a["name"] for a in s.accounts() if a["revoked"] is None}
+            owners = {q: _owner(s, q) for q in qids}
+        for n in names & set(owners.values()):  # a run before: a new link (only a token's hash is kept)
+            revoke_account(camp, n)
+        links = {n: add_account(camp, n)["link"] for n in sorted(set(owners.values()) - {""})}
+        res["topics"] = [_time_next_batch(srv, links, owners, q, truth) for q in _measured(camp, qids, owners, rounds)]
+        res["load_after"] = load_avg()
+    waits = [t["next_batch_s"] for t in res["topics"] if t["next_batch_s"] is not None]
+    gets = [x for t in res["topics"] for x in t.pop("get_s")]
+    res["next_batch_s"] = {"n": len(waits), **({"median": round(statistics.median(waits), 3), "max": round(max(waits), 3)}
+                                               if waits else {})}
+    res["get_next_ms"] = percentiles(gets)
+    res["target"] = {"next_batch_s_max": 1.0}
+    return res
+
+
+def _owner(store, qid: str) -> str:
+    """The assessor assigned to the topic's open CAL batches (its owner: one assessor per item)."""
+    pend = store.pending(None, qid)
+    return str(pend["assessor"].iat[0]) if len(pend) else ""
+
+
+def _measured(camp: Path, qids: list[str], owners: dict, rounds: int) -> list[str]:
+    """The first ``rounds`` topics with CAL batches out."""
+    return [q for q in qids if owners.get(q)][:rounds]
+
+
+def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, truth: dict) -> dict:
+    """The topic's owner judges its open batches; then the seconds from sending the POST that
+    completed them to the first GET that shows a passage of the next batch (polled every 10 ms)."""
+    name = owners[qid]
+    p = Assessor(srv.url, links[name], name, qid, truth)
+    runs_before = p.c.get("/healthz").json()["runner_runs"]
+    judged, last_post = 0, None
+    while (v := p.next_item()).get("item"):
+        last_post = time.perf_counter()
+        r = p.judge(v["item"])
+        if r.status_code != 200:
+            raise RuntimeError(f"judging {qid}: {r.status_code} {r.text}")
+        judged += 1
+    first_state = v.get("state")
+    seen = None
+    end = time.monotonic() + 600
+    while time.monotonic() < end and v.get("state") != "decided":
+        time.sleep(0.01)
+        v = p.next_item()
+        if v.get("item"):
+            seen = time.perf_counter()
+            break
+    time.sleep(0.5)
+    health = p.c.get("/healthz").json()
+    p.close()
+    runs = health["runner_recent"][-(health["runner_runs"] - runs_before):] if health["runner_runs"] > runs_before else []
+    return {"qid": qid, "assessor": name, "judged": judged, "state_after_last_post": first_state, "runs": runs,
+            "next_batch_s": None if seen is None or last_post is None else round(seen - last_post, 3),
+            "next_batch": None if not v.get("item") else v["item"]["batch_id"], "get_s": p.get_s,
+            "post_ms": percentiles(p.post_s)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("which", choices=("load", "large"))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "web")
+    ap.add_argument("--assessors", type=int, default=20)
+    ap.add_argument("--judgments", type=int, default=200, help="load: judgments per assessor")
+    ap.add_argument("--passages", type=int, default=None, help="corpus size (load: 20,000; large: 1,000,000)")
+    ap.add_argument("--think", type=float, default=0.0, help="load: mean seconds an assessor thinks per passage")
+    ap.add_argument("--rounds", type=int, default=5, help="large: topics whose next CAL batch is timed")
+    args = ap.parse_args(argv)
+    if args.which == "load":
+        res = bench_load(args.out / "load", assessors=args.assessors, judgments=args.judgments,
+                         passages=args.passages or 20_000, think=args.think)
+    else:
+        res = bench_large(args.out, passages=args.passages or 1_000_000, rounds=args.rounds)
+    res["command"] = "python benchmarks/bench_web_load.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    (args.out / f"bench-web-{args.which}.json").write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
