@@ -66,3 +66,35 @@ def test_a_process_with_open_connections_sees_another_process_writes(small, tmp_
         assert {a["name"] for a in held.accounts()} - before == {"late1", "late2"}
     finally:
         held.close()
+
+
+def test_the_runner_process_reports_a_failed_run_and_is_started_again(small, tmp_path):
+    """ProcessAdvance: the child's error comes back as the library's exception (the server
+    records it); a child that died is started again at the next call."""
+    import shutil
+
+    from qrelkit.errors import InputError
+    from qrelkit.web import ProcessAdvance
+
+    camp = tmp_path / "camp"
+    shutil.copytree(small[0], camp)
+    adv = ProcessAdvance()
+    try:
+        assert adv(camp)["state"] == "waiting for judgments"
+        first = adv._proc.pid
+        adv._proc.kill()
+        adv._proc.join(30)
+        assert adv(camp)["state"] == "waiting for judgments" and adv._proc.pid != first
+        with open_campaign_store(camp) as s:
+            corpus = Path(s.get_state("paths")["corpus"])
+        saved = corpus.read_bytes()
+        try:
+            corpus.write_bytes(saved + b'{"pid": "extra", "text": "changed"}\n')
+            with pytest.raises(InputError) as err:
+                adv(camp)
+            assert err.value.rule == "input-changed"
+        finally:
+            corpus.write_bytes(saved)
+    finally:
+        adv.close()
+    assert adv._proc is None
