@@ -83,6 +83,17 @@ def emit_result(res: dict) -> None:
     print(RESULT_TAG + json.dumps(res), flush=True)
 
 
+def record_result(res: dict, out_file, script: str, argv: list[str] | None) -> int:
+    """A benchmark's end: ``res`` gets the exact ``command`` (``python benchmarks/SCRIPT ARGS``),
+    is written to ``out_file`` as JSON and printed; returns 0 (the exit status)."""
+    res["command"] = f"python benchmarks/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = json.dumps(res, indent=2)
+    with open(out_file, "w") as fh:
+        fh.write(text)
+    print(text)
+    return 0
+
+
 class ChildFailed(RuntimeError):
     """A benchmark child exited with an error or printed no result."""
 

@@ -44,6 +44,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _machine import record_result  # noqa: E402
 
 from qrelkit.campaign import Campaign, open_campaign_store  # noqa: E402
 from qrelkit.campaign import rounds, stages  # noqa: E402
@@ -211,10 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     res = bench_demo(args.out, args.repeat) if args.which == "demo" else bench_large(args.out, args.passages, args.topics)
-    res["command"] = "python benchmarks/bench_campaign.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    (args.out / f"bench-campaign-{args.which}.json").write_text(json.dumps(res, indent=2))
-    print(json.dumps(res, indent=2))
-    return 0
+    return record_result(res, args.out / f"bench-campaign-{args.which}.json", "bench_campaign.py", argv)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _machine import record_result  # noqa: E402
 
 import httpx  # noqa: E402
 
@@ -486,10 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                          passages=args.passages or 20_000, think=args.think)
     else:
         res = bench_large(args.out, passages=args.passages or 1_000_000, rounds=args.rounds)
-    res["command"] = "python benchmarks/bench_web_load.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    (args.out / f"bench-web-{args.which}.json").write_text(json.dumps(res, indent=2))
-    print(json.dumps(res, indent=2))
-    return 0
+    return record_result(res, args.out / f"bench-web-{args.which}.json", "bench_web_load.py", argv)
 
 
 if __name__ == "__main__":
