@@ -142,3 +142,52 @@ def test_top_many_on_dask_same_as_local(feats, scorer):
         assert a.pids == b.pids and a.scores.tobytes() == b.scores.tobytes() and np.array_equal(a.rows, b.rows)
     last = scorer.stats["per_iteration"][-1]
     assert last is not (before[0] if before else None) and last["models"] == 5 and last["tasks"] == 2
+
+
+class _LateFuture:
+    """A task that finishes between the client's scans: 'pending' at the first look, then done."""
+
+    def __init__(self, result, late=True):
+        self.looks, self.result_, self.cancelled = 0 if late else 1, result, False
+
+    @property
+    def status(self):
+        self.looks += 1
+        return "pending" if self.looks == 1 else "finished"
+
+    def done(self):
+        return self.looks >= 1
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class _FakeClient:
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args, **kw):
+        fut = _LateFuture([(args[1][0], "ok")], late=not self.submitted)  # a resubmission is prompt
+        self.submitted.append(fut)
+        return fut
+
+    def gather(self, futs):
+        return [f.result_ for f in futs]
+
+    def nthreads(self):
+        return {"tcp://w0": 1}
+
+
+def test_a_task_finishing_between_scans_is_not_taken_for_lost(monkeypatch):
+    """A result that arrives while the client looks at its tasks is gathered, never cancelled and
+    resubmitted (the false retry CI saw under load)."""
+    import distributed
+
+    monkeypatch.setattr(distributed, "wait", lambda futs, timeout=None: None)
+    sc = DaskScorer.__new__(DaskScorer)
+    sc.client, sc.path, sc._owner = _FakeClient(), "x", {0: "tcp://w0"}
+    sc.features = type("F", (), {"shards": [object()]})()
+    it = {"sent": 0, "received": 0, "retries": 0, "tasks": 0}
+    assert sc._run(("all",), [np.zeros(0, np.int64)], it) == [(0, "ok")]
+    assert it["retries"] == 0 and it["tasks"] == 1
+    assert len(sc.client.submitted) == 1 and not sc.client.submitted[0].cancelled

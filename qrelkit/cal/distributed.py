@@ -367,15 +367,20 @@ class DaskScorer:
                     pending.pop(fut)
                     it["received"] += len(pickle.dumps(res, protocol=5))
                     results += res
-            failed = [f for f in pending if f.done()]
+            # a task may finish between the scans: a finished one is gathered on the next pass,
+            # never taken for lost (that would cancel a good result and count a false retry)
+            failed = [f for f in pending if f.done() and f.status != "finished"]
             if not failed and not waited_out:
                 continue
             live = set(self._live())
             orphans: list[int] = []
             for fut, (addr, mine) in list(pending.items()):
-                if addr in live and fut.status == "error":
+                status = fut.status
+                if status == "finished":
+                    continue
+                if addr in live and status == "error":
                     fut.result()  # the task itself failed, not its worker: raise its error
-                if addr not in live or fut.done():  # its worker left (or the task was lost): run it elsewhere
+                if addr not in live or status in ("error", "cancelled", "lost"):  # run it elsewhere
                     fut.cancel()
                     del pending[fut]
                     orphans += mine
