@@ -14,7 +14,7 @@ import pytest
 
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import (
-    CalParams, CalRanker, batch_size, batches_table, candidate_rows, fit_weights, fractional_candidates,
+    CalParams, CandidateCache, CalRanker, batch_size, batches_table, candidate_rows, fit_weights, fractional_candidates,
     issue_next_batches, score, score_many, select_top,
 )
 from qrelkit.cal.store import open_store
@@ -172,6 +172,37 @@ def test_candidates_classes_and_fraction():
     rows = fractional_candidates(f, 0.25, 11)
     expect = set(fractional_ids(t["pid"].combine_chunks(), 0.25, 11, classes=cls).to_pylist())
     assert set(f.pid_list(rows)) == expect and len(rows) == round(197 * 0.25)
+
+
+def test_candidate_cache_computes_once_per_features_fraction_and_seed(monkeypatch, tmp_path):
+    import qrelkit.cal.loop as loop
+
+    calls = []
+    real = loop.fractional_candidates
+    monkeypatch.setattr(loop, "fractional_candidates", lambda f, fr, sd: calls.append((fr, sd)) or real(f, fr, sd))
+    f, store, t, rel = _store_setup(tmp_path, 300)
+    cache = CandidateCache()
+    c1 = cache.candidates(f, "fractional", 0.5, 3)
+    assert cache.candidates(f, "fractional", 0.5, 3) is c1 and calls == [(0.5, 3)]
+    assert np.array_equal(c1.rows, fractional_candidates(f, 0.5, 3))
+    cache.candidates(f, "fractional", 0.5, 4)
+    cache.candidates(f, "fractional", 0.25, 3)
+    assert calls[1:] == [(0.5, 4), (0.25, 3)]
+    # the other threads do not depend on the fraction: one entry for them
+    assert cache.candidates(f, "local", 0.5, 3) is cache.candidates(f, "local", 0.1, 9)
+    # issuing batches twice with the cache: the fractional rows computed once, the same batches as without it
+    calls.clear()
+    b1, _ = issue_next_batches(store, f, params=CalParams(seed=1), fraction=0.5, fraction_seed=3, dry_run=True,
+                               cache=cache)
+    issue_next_batches(store, f, params=CalParams(seed=1), fraction=0.5, fraction_seed=3, dry_run=True, cache=cache)
+    assert calls == []
+    b0, _ = issue_next_batches(store, f, params=CalParams(seed=1), fraction=0.5, fraction_seed=3, dry_run=True)
+    assert [x.pids for x in b1] == [x.pids for x in b0] and calls == [(0.5, 3)]
+    # other features (rebuilt, reloaded): computed afresh
+    f2 = load_features(tmp_path / "camp.db.features")
+    cache.candidates(f2, "fractional", 0.5, 3)
+    assert calls == [(0.5, 3), (0.5, 3)]
+    store.close()
 
 
 def _store_setup(tmp_path, n=600):

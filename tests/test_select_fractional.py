@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -9,7 +10,11 @@ import pytest
 from qrelkit.errors import InputError
 from qrelkit.io.runs import canonicalize
 from qrelkit.pooler import select_pool_runs
-from qrelkit.pooler.fractional import fractional_ids, random_keys, restrict_runs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qrelkit.pooler.fractional as fr
+from qrelkit.pooler.fractional import fractional_ids, fractional_masks, random_keys, restrict_runs
 from qrelkit.pooler.pools import depth_pool
 
 
@@ -69,6 +74,36 @@ def test_fraction_streamed_equals_in_memory():
             yield pa.array(ids[s:s + 64])
 
     assert fractional_ids(chunks, 0.25, 3).to_pylist() == fractional_ids(ids, 0.25, 3).to_pylist()
+
+
+def _by_sort(ids, fraction, keys):
+    """The definition: sort by (key, id), keep the first round(n * fraction)."""
+    return [i for _, i in sorted(zip(keys, ids))][: int(round(len(ids) * fraction))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.text(min_size=1, max_size=4), max_size=60), fraction=st.floats(0.01, 1.0),
+       chunk=st.integers(1, 9), buckets=st.sampled_from([None, 1, 3]))
+def test_masks_and_ids_are_the_definition_even_when_keys_tie(ids, fraction, chunk, buckets):
+    """fractional_masks (per chunk) and fractional_ids (in the random order) keep the first
+    round(n * fraction) ids by (key, id), streamed in chunks of any size; with keys folded into
+    a few buckets (ties at the cut everywhere) the ids decide."""
+    real = fr.random_keys
+    keyf = real if buckets is None else (lambda c, seed: real(c, seed) % np.uint64(buckets))
+    old, fr.random_keys = fr.random_keys, keyf
+    try:
+        def chunks():
+            for s in range(0, len(ids), chunk):
+                yield pa.array(ids[s:s + chunk], pa.string())
+
+        expect = _by_sort(ids, fraction, keyf(ids, 5).tolist() if ids else [])
+        got = fractional_ids(chunks, fraction, 5).to_pylist()
+        masks = fractional_masks(chunks, fraction, 5)
+    finally:
+        fr.random_keys = old
+    assert got == expect
+    kept = [i for c, m in zip(chunks(), masks) for i, k in zip(c.to_pylist(), m) if k]
+    assert sorted(kept) == sorted(expect)
 
 
 def test_fraction_over_deduplicated_corpus():

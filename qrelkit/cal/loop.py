@@ -64,7 +64,7 @@ from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.cal.store import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
-from qrelkit.pooler.fractional import fractional_ids
+from qrelkit.pooler.fractional import fractional_masks
 
 THREADS = ("fractional", "local", "all")
 SCHEDULES = ("fixed", "bmi")
@@ -452,42 +452,67 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
     """Rows of the fractional collection: the first ``fraction`` of the canonical passages in the
     seeded random order of :func:`qrelkit.pooler.fractional.fractional_ids` (the same passages as
     ``qrelkit pool fractional`` with the same classes, fraction and seed)."""
+    def local_rows(s) -> np.ndarray:  # a shard's canonical rows
+        return np.arange(len(s.pids), dtype=np.int64) if s.canonical is None else np.flatnonzero(s.canonical)
+
     def ids():  # shard by shard: the ids are never all in memory at once
         for s in features.shards:
-            yield s.pids if s.canonical is None else s.pids.filter(pa.array(np.asarray(s.canonical, bool)))
+            yield s.pids if s.canonical is None else s.pids.take(pa.array(local_rows(s)))
 
-    kept = fractional_ids(ids, fraction, seed)
-    rows = features.rows_of(kept)
-    return np.sort(rows[rows >= 0])
-
-
-def prepare_candidates(features: Features, threads: Sequence[str], *, fraction: float, fraction_seed: int,
-                       cache: dict) -> list[tuple]:
-    """Fill ``cache`` (the ``cache`` of :func:`issue_next_batches`) with the candidate rows of
-    ``threads`` — computed once per features, fraction and seed: the fractional collection's
-    take a pass over every passage id — and return their keys. A long-lived caller may call it
-    ahead of the first batch (:func:`warm_up`)."""
-    keys = []
-    for thread in threads:
-        key = ("candidates", thread, fraction, fraction_seed)
-        if key not in cache:
-            cache[key] = (fractional_candidates(features, fraction, fraction_seed) if thread == "fractional"
-                          else candidate_rows(features))
-        keys.append(key)
-    return keys
+    masks = fractional_masks(ids, fraction, seed)  # no lookup of the kept ids: their rows are known
+    parts = [start + local_rows(s)[m] for s, start, m in zip(features.shards, features.starts, masks)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def warm_up(features: Features, threads: Sequence[str], *, fraction: float, fraction_seed: int, cache: dict) -> None:
+class CandidateCache:
+    """The candidate rows of the CAL threads, and their positions, computed once per features,
+    fraction and seed: what a caller that issues batches again and again (a campaign runner, the
+    judging app) keeps between :func:`issue_next_batches` calls. The fractional collection's rows
+    take a pass over every passage id (seconds at millions of passages).
+
+    A cache serves one :class:`~qrelkit.cal.features.Features` object: given another (features
+    rebuilt, a store reloaded) it starts afresh."""
+
+    def __init__(self) -> None:
+        self._features: Features | None = None
+        self._rows: dict[tuple[str, float, int], np.ndarray | None] = {}
+        self._cands: dict[tuple[str, float, int], Candidates] = {}
+
+    def _key(self, features: Features, thread: str, fraction: float, seed: int) -> tuple[str, float, int]:
+        if features is not self._features:
+            self._features, self._rows, self._cands = features, {}, {}
+        # only the fractional thread depends on the fraction and its seed
+        return (thread, float(fraction), int(seed)) if thread == "fractional" else (thread, 0.0, 0)
+
+    def rows(self, features: Features, thread: str, fraction: float, seed: int) -> np.ndarray | None:
+        """The rows ``thread`` may select (None: every row)."""
+        key = self._key(features, thread, fraction, seed)
+        if key not in self._rows:
+            self._rows[key] = (fractional_candidates(features, fraction, seed) if thread == "fractional"
+                               else candidate_rows(features))
+        return self._rows[key]
+
+    def candidates(self, features: Features, thread: str, fraction: float, seed: int) -> Candidates:
+        """:meth:`rows` with their positions and per-shard bounds, shared by the thread's topics."""
+        rows = self.rows(features, thread, fraction, seed)
+        key = self._key(features, thread, fraction, seed)
+        if key not in self._cands:
+            self._cands[key] = Candidates(features, rows)
+        return self._cands[key]
+
+
+def warm_up(features: Features, threads: Sequence[str], *, fraction: float, fraction_seed: int,
+            cache: CandidateCache) -> None:
     """Make ready, ahead of the first :func:`issue_next_batches` with this ``cache``, what its
-    first call would otherwise spend seconds on at a million passages: the threads' candidate
-    rows (:func:`prepare_candidates`), the pid -> row lookup of ``features``, the scoring kernels
+    first call would otherwise spend seconds on at a million passages: the threads' candidates
+    (:class:`CandidateCache`), the pid -> row lookup of ``features``, the scoring kernels
     (compiled, or loaded from numba's cache) and the learner's library (scikit-learn)."""
-    keys = prepare_candidates(features, threads, fraction=fraction, fraction_seed=fraction_seed, cache=cache)
+    rows = [cache.candidates(features, t, fraction, fraction_seed).rows for t in threads]
     features.rows_of(["-"])
     if features.n_rows:
         W, b = np.zeros((features.n_terms, 1), np.float32), np.zeros(1, np.float32)
-        for key in keys:
-            score_many(features, W, b, cache[key])
+        for r in rows:
+            score_many(features, W, b, r)
         score_many(features, W, b, np.zeros(1, np.int64))
     from sklearn.linear_model import LogisticRegression  # noqa: F401  (lazy: importing it now is the point)
 
@@ -508,7 +533,7 @@ def issue_next_batches(
     allow_open: bool = False,
     dry_run: bool = False,
     scorer=None,
-    cache: dict | None = None,
+    cache: CandidateCache | None = None,
 ) -> tuple[list[Batch], pd.DataFrame]:
     """Compute and issue the next CAL batch of every active thread of ``store``.
 
@@ -533,13 +558,13 @@ def issue_next_batches(
     (``issued``, ``waiting``, ``exhausted``, or the thread's state) with the number of new items
     and of encountered passages.
 
-    ``cache``: a dict kept by a caller that issues batches again and again with the same
-    features (a campaign runner): the threads' candidate rows are computed once into it, not on
-    every call (the fractional collection's rows take a pass over every passage id).
+    ``cache``: a :class:`CandidateCache` kept by a caller that issues batches again and again
+    with the same features (a campaign runner): the threads' candidates are computed once, not
+    on every call (the fractional collection's rows take a pass over every passage id).
     """
     tdf = store.topics()
     want_topics = None if topics is None else {str(t) for t in topics}
-    cand_cache: dict = cache if cache is not None else {}
+    cand_cache = cache if cache is not None else CandidateCache()
     scorer = scorer if scorer is not None else LocalScorer(features)
     # every topic's threads and CAL batches in one read each (not a query per topic)
     all_threads = dict(tuple(store.threads().groupby("qid", sort=False)))
@@ -567,8 +592,8 @@ def issue_next_batches(
     for thread in THREADS:  # thread by thread: a topic's later threads skip what its earlier ones chose
         if thread not in todo:
             continue
-        key = prepare_candidates(features, [thread], fraction=fraction, fraction_seed=fraction_seed, cache=cand_cache)[0]
-        rankers, fits, missing_total = _train_all(features, states, todo[thread], thread, cand_cache, key, params,
+        cands = cand_cache.candidates(features, thread, fraction, fraction_seed)
+        rankers, fits, missing_total = _train_all(features, states, todo[thread], thread, cands, params,
                                                   combine, missing_total, scorer)
         ks = [batch_size(params, thread, iteration) for _qid, iteration in todo[thread]]
         for (qid, _it), ranker, fit, k, top in zip(todo[thread], rankers, fits, ks, _tops(scorer, rankers, fits, ks)):
@@ -642,10 +667,9 @@ class _TopicState:
         return lab, set(lab["docid"]) | set(self.items["passage"][mine])
 
 
-def _train_all(features: Features, states: dict, todo: list, thread: str, cand_cache: dict, key: tuple,
+def _train_all(features: Features, states: dict, todo: list, thread: str, cands: Candidates,
                params: CalParams, combine: Any, missing_total: int, scorer=None) -> tuple[list, list, int]:
     """The ranker and trained model of ``thread`` for every (topic, iteration) of ``todo``."""
-    cand = cand_cache[key]
     rankers, fits = [], []
     for qid, iteration in todo:
         st = states[qid]
@@ -656,11 +680,9 @@ def _train_all(features: Features, states: dict, todo: list, thread: str, cand_c
         rel = binarize(lab["grade"].to_numpy(), params.relevant)
         keep = rows >= 0
         missing_total += int((~keep).sum())
-        if ("shared",) + key[1:] not in cand_cache:  # the candidates' positions, built once per thread
-            cand_cache[("shared",) + key[1:]] = Candidates(features, cand)
-        ranker = CalRanker(features, st.text, topic=qid, thread=thread, candidates=cand_cache[("shared",) + key[1:]],
-                           params=params, scorer=scorer)
-        if cand is not None:
+        ranker = CalRanker(features, st.text, topic=qid, thread=thread, candidates=cands, params=params,
+                           scorer=scorer)
+        if cands.rows is not None:
             keep &= ranker.positions(np.maximum(rows, 0)) >= 0
         rankers.append(ranker)
         fits.append(ranker.train(rows[keep], rel[keep], skip[skip >= 0], iteration, known_rows=known[known >= 0]))

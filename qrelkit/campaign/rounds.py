@@ -98,7 +98,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
         _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params,
                                        fraction=float(ctx.cfg.get_value("fractional", "fraction")),
                                        fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), combine=ctx.combine,
-                                       allow_open=True, cache=ctx.cache)
+                                       allow_open=True, cache=ctx.candidates)
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
                 s.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")

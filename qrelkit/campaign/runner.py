@@ -248,15 +248,16 @@ class Runner:
 
     def warm(self) -> None:
         """Load now what the next CAL batches need — the CAL features, the threads' candidate
-        sets, the scoring kernels, the learner (:func:`qrelkit.cal.loop.warm_up`) — once the pool is made (the features depend on the near-duplicate
-        classes) and while CAL is to come: a web app's first next batch then waits only for its
-        round's computation. Nothing when CAL is skipped or done."""
+        sets, the scoring kernels, the learner (:func:`qrelkit.cal.loop.warm_up`) — once the pool
+        is made (the features depend on the near-duplicate classes) and while CAL is to come: a
+        web app's first next batch then waits only for its round's computation. Nothing when CAL
+        is skipped or done."""
         ctx = self.ctx
         done = ctx.store.stages_done()
         if not ctx.enabled("cal") or "cal" in done or "pool" not in done:
             return
         warm_up(stages.features(ctx), ctx.threads, fraction=float(ctx.cfg.get_value("fractional", "fraction")),
-                fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), cache=ctx.cache)
+                fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), cache=ctx.candidates)
 
     def advance(self, progress: Callable[[str], None] | None = None, *, until: str | None = None) -> dict:
         """Advance every topic as far as the judgments allow; the same summary as

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.cal.features import build_features, load_features
+from qrelkit.cal.loop import CandidateCache
 from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
@@ -109,7 +110,8 @@ class Context:
                  oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.dir, self.store, self.cfg, self.paths, self.oracle = directory, store, cfg, paths, oracle
         self.say = progress or (lambda _msg: None)
-        self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, candidates
+        self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, texts, batch files
+        self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
         self.repaired = False  # lost copies of encountered passages looked for in this run
 
     # -- inputs ------------------------------------------------------------------------------------

@@ -45,6 +45,55 @@ def _canonical_only(ids: pa.Array, classes: pa.Table | None) -> pa.Array:
     return ids.filter(pc.equal(map_to_classes(ids, classes), ids))
 
 
+def _as_chunks(chunks: Callable[[], Iterator[pa.Array]] | pa.Array | list[str]) -> Callable[[], Iterator[pa.Array]]:
+    if callable(chunks):
+        return chunks
+    arr = chunks if isinstance(chunks, (pa.Array, pa.ChunkedArray)) else pa.array(list(chunks), pa.string())
+    fixed = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+    def one() -> Iterator[pa.Array]:
+        yield fixed
+
+    return one
+
+
+def _cut(keys: list[np.ndarray], fraction: float, ids_again: Callable[[], Iterator[pa.Array]]) -> list[np.ndarray]:
+    """Per chunk, which ids are among the first ``round(n * fraction)`` by (key, id)."""
+    allk = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
+    want = int(round(len(allk) * fraction))
+    if want == 0:
+        return [np.zeros(len(k), bool) for k in keys]
+    threshold = np.partition(allk, want - 1)[want - 1]
+    below, tied = int((allk < threshold).sum()), int((allk == threshold).sum())
+    if below + tied == want:
+        return [k <= threshold for k in keys]
+    # 64-bit keys tie at the cut (practically never): the smallest ids among the tied ones
+    masks = [k < threshold for k in keys]
+    at_cut: list[tuple[str, int, int]] = []  # (id, chunk, position)
+    for ci, (c, k) in enumerate(zip(ids_again(), keys)):
+        pos = np.flatnonzero(k == threshold)
+        at_cut += [(pid, ci, int(p)) for pid, p in zip(c.take(pa.array(pos)).to_pylist(), pos)]
+    for _pid, ci, p in sorted(at_cut)[: want - below]:
+        masks[ci][p] = True
+    return masks
+
+
+def fractional_masks(
+    chunks: Callable[[], Iterator[pa.Array]] | pa.Array | list[str],
+    fraction: float,
+    seed: int,
+) -> list[np.ndarray]:
+    """For each chunk of ids, a boolean mask of the ids in the fractional collection (the same
+    ids as :func:`fractional_ids`: the first ``round(n * fraction)`` in the seeded random order,
+    ties of keys broken by id). One pass over the ids computes their keys (8 bytes per id are
+    held; the ids are not); a second pass reads ids only if keys tie at the cut."""
+    if not 0 < fraction <= 1:
+        raise InputError("bad-option", f"fraction must be in (0, 1], got {fraction}")
+    chunks = _as_chunks(chunks)
+    keys = [random_keys(c, seed) for c in chunks()]
+    return _cut(keys, fraction, chunks)
+
+
 def fractional_ids(
     chunks: Callable[[], Iterator[pa.Array]] | pa.Array | list[str],
     fraction: float,
@@ -60,34 +109,19 @@ def fractional_ids(
     """
     if not 0 < fraction <= 1:
         raise InputError("bad-option", f"fraction must be in (0, 1], got {fraction}")
-    if not callable(chunks):
-        arr = chunks if isinstance(chunks, (pa.Array, pa.ChunkedArray)) else pa.array(list(chunks), pa.string())
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        fixed = arr
+    source = _as_chunks(chunks)
 
-        def chunks() -> Iterator[pa.Array]:  # noqa: F811 - one code path for both inputs
-            yield fixed
+    def canonical() -> Iterator[pa.Array]:
+        for c in source():
+            yield _canonical_only(c, classes)
 
-    keys = [random_keys(_canonical_only(c, classes), seed) for c in chunks()]
-    allk = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
-    n = len(allk)
-    want = int(round(n * fraction))
-    if want == 0:
+    keys = [random_keys(c, seed) for c in canonical()]
+    masks = _cut(keys, fraction, canonical)
+    if not any(m.any() for m in masks):
         return pa.array([], pa.string())
-    threshold = np.partition(allk, want - 1)[want - 1]
-    picked_ids, picked_keys = [], []
-    for c in chunks():
-        c = _canonical_only(c, classes)
-        k = random_keys(c, seed)
-        m = k <= threshold
-        picked_ids.append(c.filter(pa.array(m)))
-        picked_keys.append(k[m])
-    ids = pa.concat_arrays(picked_ids) if picked_ids else pa.array([], pa.string())
-    ks = np.concatenate(picked_keys)
-    t = pa.table({"k": ks, "id": ids})
-    idx = pc.sort_indices(t, sort_keys=[("k", "ascending"), ("id", "ascending")])
-    return ids.take(idx).slice(0, want)
+    ids = pa.concat_arrays([c.filter(pa.array(m)) for c, m in zip(canonical(), masks)])
+    t = pa.table({"k": np.concatenate([k[m] for k, m in zip(keys, masks)]), "id": ids})
+    return ids.take(pc.sort_indices(t, sort_keys=[("k", "ascending"), ("id", "ascending")]))
 
 
 def fractional_ids_from_corpus(path: str | os.PathLike, fraction: float, seed: int, *,
