@@ -91,7 +91,7 @@ def test_vocabulary_grows_past_initial_table():
 
 def test_save_load_mmap_roundtrip(tmp_path):
     f = build_features(_table(), tmp_path / "feats", params={"corpus": "x"})
-    g = load_features(tmp_path / "feats")
+    g = load_features(tmp_path / "feats", mmap=True)
     assert isinstance(g.data, np.memmap)
     for name in ("indptr", "indices", "data", "terms", "df", "idf"):
         assert np.array_equal(np.asarray(getattr(f, name)), np.asarray(getattr(g, name))), name

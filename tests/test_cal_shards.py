@@ -59,7 +59,7 @@ def _same_rows(a, b):
         assert np.array_equal(a.canonical, b.canonical)
 
 
-def test_rows_do_not_depend_on_the_shard_size(tmp_path):
+def test_rows_do_not_depend_on_the_shard_size(tmp_path, monkeypatch):
     t, cls = corpus(), classes_of(corpus())
     one = build_features(t, tmp_path / "one", classes=cls)
     many = build_features(t, tmp_path / "many", classes=cls, shard_size=250)
@@ -76,9 +76,22 @@ def test_rows_do_not_depend_on_the_shard_size(tmp_path):
                  "pid_hash_rows.npy", "canonical.npy"):
         assert (tmp_path / "many" / "shard-00003" / name).is_file(), name
     # memory-mapped on read, ids read on first use
-    g = load_features(tmp_path / "many")
+    g = load_features(tmp_path / "many", mmap=True)
     assert isinstance(g.shards[0].data, np.memmap) and g.shards[0].pid_array is None
     _same_rows(one, g)
+    # by default, what scoring reads is in memory when it fits RESIDENT_BYTES, the rest mapped;
+    # mapped beyond it
+    from qrelkit.cal import features as fmod
+
+    assert fmod.scoring_bytes(tmp_path / "many") == 10 * 8 + 2400 * 8 + one.nnz * 6 <= fmod.RESIDENT_BYTES
+    r = load_features(tmp_path / "many")
+    for sh in r.shards:
+        assert not isinstance(sh.data, np.memmap) and not isinstance(sh.indptr, np.memmap)
+        assert not isinstance(sh.indices16, np.memmap) and isinstance(sh.indices, np.memmap)
+    _same_rows(one, r)
+    monkeypatch.setattr(fmod, "RESIDENT_BYTES", fmod.scoring_bytes(tmp_path / "many") - 1)
+    assert all(isinstance(sh.data, np.memmap) for sh in load_features(tmp_path / "many").shards)
+    assert all(not isinstance(sh.indices, np.memmap) for sh in load_features(tmp_path / "many", mmap=False).shards)
     probe = t["pid"].to_pylist()[::7] + ["nope", "p00007x", ""]
     assert g.rows_of(probe).tolist() == one.rows_of(probe).tolist() == mem.rows_of(probe).tolist()
     assert g.rows_of(probe).tolist()[:3] == [0, 7, 14] and g.rows_of(probe).tolist()[-3:] == [-1, -1, -1]

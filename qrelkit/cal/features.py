@@ -773,7 +773,7 @@ def build_features(
             _write_store(feats, tmp, builder.entries)
             install_folder(tmp, out)
             tmp = None
-            feats = load_features(out)
+            feats = load_features(out, mmap=True)  # mapped: the build's memory stays its own
     except BaseException:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -833,13 +833,36 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
     return out
 
 
-def load_features(path: str | os.PathLike, *, mmap: bool = True) -> Features:
-    """Open stored features (memory-mapped by default; passage ids are read on first use).
+#: :func:`load_features` reads the scoring arrays of a store (row pointers, 2-byte column ids,
+#: weights) into memory when they take at most this many bytes (1 GiB: about 3.5M passages of 55
+#: words), and memory-maps them beyond: numpy gives large arrays huge pages, which scoring reads
+#: about 20% faster than the 4 KB pages of a mapped file (30 vs 38 ms at 1M, docs/benchmarks.md).
+RESIDENT_BYTES = 1 << 30
 
-    A folder written before stores were sharded (format version 2) is read as one shard."""
+
+def scoring_bytes(path: str | os.PathLike) -> int:
+    """Bytes of the arrays a scoring pass reads, over every shard of the store at ``path``."""
+    p, total = Path(path), 0
+    for e in read_manifest(p)["shards"]:
+        folder = p / e["dir"]
+        rows, nnz = int(e["rows"]), int(e["nnz"])
+        wide = (folder / "indices16.npy").exists()
+        total += (rows + 1) * 8 + nnz * (4 + (2 if wide else 4))
+    return total
+
+
+def load_features(path: str | os.PathLike, *, mmap: bool | None = None) -> Features:
+    """Open stored features (passage ids are read on first use).
+
+    ``mmap``: True maps every array (memory bounded by the page cache, which processes share);
+    False reads every array into memory; None (the default) reads the scoring arrays into
+    memory when they take at most :data:`RESIDENT_BYTES` (:func:`scoring_bytes`) and maps the
+    rest. A folder written before stores were sharded (format version 2) is read as one shard."""
     p = Path(path)
     meta = read_manifest(p)
-    shards = [open_shard(p, e, mmap=mmap) for e in meta["shards"]]
+    resident = mmap is False or (mmap is None and scoring_bytes(p) <= RESIDENT_BYTES)
+    mmap = mmap is not False
+    shards = [open_shard(p, e, mmap=mmap, resident=resident) for e in meta["shards"]]
     if meta["version"] != FORMAT_VERSION and shards:
         shards[0].canonical = single_folder_canonical(p, mmap)
     feats = Features(shards=shards, terms=np.asarray(np.load(p / "terms.npy")), df=np.load(p / "df.npy"),

@@ -253,14 +253,17 @@ def _load(path: Path, mmap: bool) -> np.ndarray:
         return np.load(path)
 
 
-def open_shard(store: Path, entry: dict, *, mmap: bool = True) -> Shard:
-    """The shard described by a manifest ``entry`` (``dir``, ``rows``, ``nnz``, ``first_row``)."""
+def open_shard(store: Path, entry: dict, *, mmap: bool = True, resident: bool = False) -> Shard:
+    """The shard described by a manifest ``entry`` (``dir``, ``rows``, ``nnz``, ``first_row``):
+    its arrays memory-mapped (``mmap``), but the ones scoring reads (``indptr``, ``indices16``,
+    ``data``) read into memory when ``resident``."""
     folder = store / entry["dir"]
     if not (folder / "indptr.npy").exists():
         raise InputError("not-features", f"shard {entry['dir']} listed in {MANIFEST} is missing", file=str(folder))
-    sh = Shard(indptr=_load(folder / "indptr.npy", mmap), indices=_load(folder / "indices.npy", mmap),
-               data=_load(folder / "data.npy", mmap), first_row=int(entry["first_row"]), folder=folder,
-               indices16=_load(folder / "indices16.npy", mmap) if (folder / "indices16.npy").exists() else None)
+    hot = mmap and not resident
+    sh = Shard(indptr=_load(folder / "indptr.npy", hot), indices=_load(folder / "indices.npy", mmap),
+               data=_load(folder / "data.npy", hot), first_row=int(entry["first_row"]), folder=folder,
+               indices16=_load(folder / "indices16.npy", hot) if (folder / "indices16.npy").exists() else None)
     if (folder / "canonical.npy").exists():
         sh.canonical = _load(folder / "canonical.npy", mmap)
     if (folder / "pid_hash.npy").exists():
