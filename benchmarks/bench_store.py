@@ -6,7 +6,11 @@
   same rows again (every row repeated, nothing written);
 * import, many calls: the same rows in 1,000 imports of 100 rows (one transaction each);
 * status: a store of 200 topics x 3 threads (a pool batch of 100 and 3 judged cal batches of 25
-  per thread, one open batch), the density rule: ``status_table``.
+  per thread, one open batch), the density rule: ``status_table``;
+* reading a changed log (``--log``): 300,000 judgments of which 3,000 were undone and 1,500 of
+  those judged again (``retract``, then the import path), read whole (``judgments()``,
+  ``export_qrels()``), then 200 single judgments through ``import_judgment`` (the web app's
+  write) and 200 undos (medians in ms).
 
 In-process timings (SQLite runs in this process): wall and CPU seconds, and the cores other
 processes used meanwhile. Run: ``python benchmarks/bench_store.py`` (the qrelkit on the path).
@@ -61,11 +65,42 @@ def status_store(path: Path) -> None:
         s.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
 
 
+def changed_log(path: Path) -> dict:
+    n = 300_000
+    df = judgments(n, per_batch=100)
+    with init_store(path, [f"q{x:03d}" for x in range(TOPICS)], synchronous="OFF") as s:
+        s.import_judgments(df)
+        undone = df.iloc[::100]
+        for r in undone.itertuples(index=False):
+            s.retract(r.qid, r.docid, r.assessor, r.batch_id)
+        s.import_judgments(undone.iloc[::2].assign(grade=lambda d: (d["grade"] + 1) % 4))
+    out = {}
+    with open_store(path) as s:
+        out["judgments_300k"] = timed(lambda: len(s.judgments()))
+        out["export_qrels_300k"] = timed(lambda: s.export_qrels().num_rows)
+        one, undo = [], []
+        for k in range(200):
+            t0 = time.perf_counter()
+            s.import_judgment(f"q{k % TOPICS:03d}", f"new{k}", "A2", k % 4, f"b{k}")
+            one.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            s.retract(f"q{k % TOPICS:03d}", f"new{k}", "A2", f"b{k}")
+            undo.append(time.perf_counter() - t0)
+        out["import_judgment_ms"] = round(float(np.median(one)) * 1000, 2)
+        out["retract_ms"] = round(float(np.median(undo)) * 1000, 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--idle-wait", type=float, default=120.0, help="Wait up to this long for a quiet machine.")
+    ap.add_argument("--log", action="store_true", help="only the reading of a changed log")
     args = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    if args.log:
+        wait_idle(args.idle_wait)
+        print(json.dumps(changed_log(d / "log.db"), indent=2))
+        return
     df = judgments()
     topics = [f"q{x:03d}" for x in range(TOPICS)]
     out = {}

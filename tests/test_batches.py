@@ -130,3 +130,26 @@ def test_judgments_to_qrels():
     assert judgments_to_qrels(j, combine="min")["rel"].to_pylist() == [0, 1]
     with pytest.raises(InputError):
         judgments_to_qrels(j, combine="mean")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["1", "2", "10"]), st.sampled_from(["a", "b", "c", "d"]),
+                          st.integers(0, 3)), min_size=1, max_size=40),
+       st.sampled_from(["median_high", "max", "min"]))
+def test_combined_grade_is_the_rule_per_topic_and_passage(rows, combine):
+    """One grade per (topic, passage): the higher middle grade (statistics.median_high), the max or
+    the min of its grades, whatever the order of the rows."""
+    import statistics
+
+    from qrelkit.pooler.batches import judgments_to_qrels
+
+    df = pd.DataFrame(rows, columns=["qid", "docid", "grade"])
+    rule = {"median_high": statistics.median_high, "max": max, "min": min}[combine]
+    expect = {k: rule(list(g["grade"])) for k, g in df.groupby(["qid", "docid"])}
+    got = judgments_to_qrels(df, combine=combine).to_pandas()
+    assert {(q, d): r for q, d, r in zip(got["qid"], got["docid"], got["rel"])} == expect
+    assert judgments_to_qrels(df.iloc[::-1], combine=combine).equals(judgments_to_qrels(df, combine=combine))

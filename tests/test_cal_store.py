@@ -397,3 +397,95 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path, capsys):
         assert run(args) == 2, args
         assert capsys.readouterr().err.count("\n") == 1
         assert not out.exists() and not (tmp_path / "new.db").exists()
+
+
+# -- schema 3: the grades in force kept by a trigger ---------------------------------------------
+
+#: the version-2 view and conflict triggers, as stores written before version 3 hold them
+_V2_LIVE = """
+CREATE VIEW live_judgments AS
+    SELECT j.seq, j.topic, j.passage, j.assessor, j.time, j.batch, j.source,
+           CASE WHEN EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+                THEN (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1)
+                ELSE j.grade END AS grade
+    FROM judgments j
+    WHERE NOT EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
+       OR (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1) IS NOT NULL;
+CREATE TRIGGER judgments_no_conflict BEFORE INSERT ON judgments
+    WHEN EXISTS (SELECT 1 FROM live_judgments WHERE topic = NEW.topic AND passage = NEW.passage
+                 AND assessor = NEW.assessor AND grade <> NEW.grade)
+    BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END;
+"""
+
+
+def _changed_store(path: Path) -> None:
+    """Judgments, some retracted, some retracted and judged again with another grade, one
+    retracted twice over (undo, judge, undo)."""
+    with open_store(path) as s:
+        s.import_judgments(judgments(40))
+        for i in (1, 5, 9, 13):
+            s.retract("1", f"p{i:05d}", "A1", "1-1")
+        again = judgments(40).iloc[[5, 9]].assign(grade=[3, 0])
+        s.import_judgments(again)
+        s.retract("1", "p00009", "A1", "1-1")
+
+
+def _readings(path: Path) -> tuple:
+    with open_store(path, readonly=True) as s:
+        return (s.judgments().to_dict("records"), s.export_qrels().to_pylist(), s.export_log().to_pylist(),
+                s.batches().to_dict("records"), s.last_judgment("A1"))
+
+
+def test_a_version_2_store_is_migrated_with_its_grades_in_force(tmp_path):
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    init_store(new, {"1": "t"}, collection_size=100).close()
+    _changed_store(new)
+    import shutil
+
+    shutil.copy(new, old)  # the same rows, times included
+    with sqlite3.connect(old) as db:  # the same store as version 2 wrote it
+        db.executescript("DROP TRIGGER judgments_no_conflict; DROP TRIGGER judgment_changes_no_conflict;"
+                         " DROP TRIGGER judgment_changes_state; DROP VIEW live_judgments; DROP TABLE judgment_state;"
+                         + _V2_LIVE + "UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    v2_reading = _readings(old)  # read-only: the store's own version-2 view, nothing migrated
+    with sqlite3.connect(old) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert v2_reading == _readings(new)
+    with open_store(old) as s:  # migrated in place
+        live = {(r["docid"], r["grade"]) for r in s.judgments().to_dict("records")}
+    assert ("p00005", 3) in live and not {d for d, _ in live} & {"p00001", "p00009", "p00013"} and len(live) == 37
+    with sqlite3.connect(old) as db, sqlite3.connect(new) as db2:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
+        state = db.execute("SELECT judgment, grade FROM judgment_state ORDER BY 1").fetchall()
+        assert state == db2.execute("SELECT judgment, grade FROM judgment_state ORDER BY 1").fetchall()
+        assert len(state) == 4 and sum(g is None for _, g in state) == 3
+    assert _readings(old) == _readings(new)
+    # the migrated store goes on: undo and conflict rules on the grades in force
+    with open_store(old) as s:
+        assert s.retract("1", "p00005", "A1", "1-1") == 3
+        with pytest.raises(ConflictError):
+            s.import_judgments(judgments(40).iloc[[2]].assign(grade=1, batch_id="other"))
+        assert s.import_judgments(judgments(40).iloc[[5]].assign(grade=2)).imported == 1
+
+
+def test_the_state_of_changed_judgments_is_the_last_change(tmp_path):
+    """judgment_state holds, for every changed judgment, the grade of its last change: the same
+    as reading the changes log, after any sequence of undo and re-judging."""
+    p = tmp_path / "s.db"
+    init_store(p, {"1": "t"}, collection_size=100).close()
+    rng = random.Random(4)
+    with open_store(p) as s:
+        s.import_judgments(judgments(30))
+        for _ in range(200):
+            i = rng.randrange(30)
+            if rng.random() < 0.5:
+                s.retract("1", f"p{i:05d}", "A1", "1-1")
+            else:
+                s.import_judgments(judgments(30).iloc[[i]].assign(grade=rng.randrange(4)), lenient=True)
+    with sqlite3.connect(p) as db:
+        last = db.execute("SELECT c.judgment, c.grade FROM judgment_changes c WHERE c.seq ="
+                          " (SELECT MAX(seq) FROM judgment_changes d WHERE d.judgment = c.judgment) ORDER BY 1").fetchall()
+        assert last and last == db.execute("SELECT judgment, grade FROM judgment_state ORDER BY 1").fetchall()
+        live = db.execute("SELECT seq, grade FROM live_judgments ORDER BY 1").fetchall()
+        by_log = [(seq, dict(last).get(seq, g)) for seq, g in db.execute("SELECT seq, grade FROM judgments ORDER BY 1")]
+        assert live == [(seq, g) for seq, g in by_log if g is not None]

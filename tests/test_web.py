@@ -413,7 +413,7 @@ def test_healthz(web):
     h = web.main.get("/healthz")
     assert h.status_code == 200
     d = h.json()
-    assert d["status"] == "ok" and d["schema_version"] == 2 and d["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
+    assert d["status"] == "ok" and d["schema_version"] == 3 and d["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
     assert d["stages_done"] == ["validate", "select", "pool"] and d["topics"] == 3 and d["topics_decided"] == 0
     assert d["batches_out"] == 3 and d["runner"] == "idle"
 
@@ -516,7 +516,7 @@ def test_a_version_1_judging_store_is_migrated_and_undo_works(camp):
         it = p.topic("1001")["item"]
         assert p.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=2).status_code == 200
         assert p.post("/api/topics/1001/undo").status_code == 200
-        assert w.main.get("/healthz").json()["schema_version"] == 2
+        assert w.main.get("/healthz").json()["schema_version"] == 3
 
 
 def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):

@@ -36,6 +36,8 @@ judgments       seq, topic, passage, grade, assessor, time (UTC, ISO 8601), batc
                 unique (topic, passage, assessor, batch)
 judgment_changes  seq, judgment (a judgments seq), grade (NULL: retracted), time, source: the
                 append-only log of retractions and re-judgments (schema version 2)
+judgment_state  judgment (a judgments seq), grade (NULL: retracted): the grade in force of each
+                changed judgment, its last change, kept by a trigger on judgment_changes (3)
 live_judgments  a view: every judgment not retracted, with its grade in force (what every
                 reader of the log reads)
 ==============  ==================================================================================
@@ -108,7 +110,7 @@ from qrelkit.io.tables import read_answer_table
 from qrelkit.pooler.batches import judgments_to_qrels
 
 STORE_FORMAT = "qrelkit-judging-store"
-SCHEMA_VERSION = 2  # 2: judgment_changes (retractions, re-judgments) and the live_judgments view
+SCHEMA_VERSION = 3  # 2: judgment_changes (retractions, re-judgments) and the live_judgments view; 3: judgment_state
 THREADS = ("fractional", "local", "all")
 THREAD_STATES = ("active", "accepted", "rejected", "stopped")
 BATCH_KINDS = ("cal", "pool", "sample")
@@ -165,9 +167,10 @@ CREATE TRIGGER IF NOT EXISTS judgments_no_delete BEFORE DELETE ON judgments
     BEGIN SELECT RAISE(ABORT, 'the judgments log is append-only'); END;
 """
 
-#: schema version 2: retractions and re-judgments (an append-only log of changes), the view every
-#: reader uses, and the conflict trigger on the grades in force (created by both a new store and
-#: the migration of a version-1 store, which drops the version-1 trigger first)
+#: schema version 2: retractions and re-judgments (an append-only log of changes); version 3: the
+#: grade in force of every changed judgment, kept by a trigger on that log (``judgment_state``),
+#: so that the view every reader uses is a join on a primary key, not correlated subqueries on
+#: the changes (created by a new store and by the migrations, which drop older triggers first)
 _CHANGES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS judgment_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -181,14 +184,21 @@ CREATE TRIGGER IF NOT EXISTS judgment_changes_no_update BEFORE UPDATE ON judgmen
     BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS judgment_changes_no_delete BEFORE DELETE ON judgment_changes
     BEGIN SELECT RAISE(ABORT, 'the judgment changes log is append-only'); END;
+CREATE TABLE IF NOT EXISTS judgment_state (
+    judgment INTEGER PRIMARY KEY REFERENCES judgments(seq),
+    grade INTEGER
+);
+CREATE TRIGGER IF NOT EXISTS judgment_changes_state AFTER INSERT ON judgment_changes
+    BEGIN INSERT OR REPLACE INTO judgment_state (judgment, grade) VALUES (NEW.judgment, NEW.grade); END
+"""
+
+#: the view of the judgments in force and the conflict triggers on them (version 3)
+_LIVE_SCHEMA = """
 CREATE VIEW IF NOT EXISTS live_judgments AS
     SELECT j.seq, j.topic, j.passage, j.assessor, j.time, j.batch, j.source,
-           CASE WHEN EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
-                THEN (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1)
-                ELSE j.grade END AS grade
-    FROM judgments j
-    WHERE NOT EXISTS (SELECT 1 FROM judgment_changes c WHERE c.judgment = j.seq)
-       OR (SELECT c.grade FROM judgment_changes c WHERE c.judgment = j.seq ORDER BY c.seq DESC LIMIT 1) IS NOT NULL;
+           CASE WHEN s.judgment IS NULL THEN j.grade ELSE s.grade END AS grade
+    FROM judgments j LEFT JOIN judgment_state s ON s.judgment = j.seq
+    WHERE s.judgment IS NULL OR s.grade IS NOT NULL;
 CREATE TRIGGER IF NOT EXISTS judgments_no_conflict BEFORE INSERT ON judgments
     WHEN EXISTS (SELECT 1 FROM live_judgments WHERE topic = NEW.topic AND passage = NEW.passage
                  AND assessor = NEW.assessor AND grade <> NEW.grade)
@@ -199,6 +209,15 @@ CREATE TRIGGER IF NOT EXISTS judgment_changes_no_conflict BEFORE INSERT ON judgm
          WHERE j.seq = NEW.judgment)
     BEGIN SELECT RAISE(ABORT, 'conflict: another grade from this assessor is stored'); END
 """
+
+#: what a migration to version 3 replaces: the version-1 or -2 conflict triggers and view
+_OLD_LIVE = ("DROP TRIGGER IF EXISTS judgments_no_conflict", "DROP TRIGGER IF EXISTS judgment_changes_no_conflict",
+             "DROP VIEW IF EXISTS live_judgments")
+
+#: the grade in force of every changed judgment: its last change
+_FILL_STATE = """INSERT OR REPLACE INTO judgment_state (judgment, grade)
+    SELECT c.judgment, c.grade FROM judgment_changes c
+    WHERE c.seq = (SELECT MAX(d.seq) FROM judgment_changes d WHERE d.judgment = c.judgment)"""
 
 #: a version-1 store opened read-only: the same view, over a log that has no changes
 _V1_READONLY_VIEW = """CREATE TEMP VIEW IF NOT EXISTS live_judgments AS
@@ -415,7 +434,7 @@ class JudgingStore:
                         self._db.execute(stmt)
                     new = self._db.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone() is None
                     if new:
-                        for stmt in _statements(_CHANGES_SCHEMA):
+                        for stmt in _statements(_CHANGES_SCHEMA) + _statements(_LIVE_SCHEMA):
                             self._db.execute(stmt)
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema_version', ?)",
                                      (STORE_FORMAT, str(SCHEMA_VERSION)))
@@ -489,19 +508,25 @@ class JudgingStore:
                              f"({SCHEMA_VERSION})", file=str(self.path))
 
     def _upgrade(self, readonly: bool) -> None:
-        """Bring a version-1 store to version 2 (the changes log, the view, the conflict trigger on
-        the grades in force), in one transaction; read-only, give the connection a temporary view
-        of the log instead (a version-1 store has no changes)."""
+        """Bring a version-1 or -2 store to version 3 in one transaction: the changes log (version
+        2), the grades in force kept by a trigger (3), the view and the conflict triggers on
+        them. Read-only, a version-2 store's own view serves; a version-1 store gets a temporary
+        view of its log (it has no changes)."""
         version = int(self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
         if version >= SCHEMA_VERSION:
             return
         if readonly:
-            self._db.execute(_V1_READONLY_VIEW)
+            if version < 2:
+                self._db.execute(_V1_READONLY_VIEW)
             return
         with self.transaction() as db:
-            if int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) < 2:
-                db.execute("DROP TRIGGER IF EXISTS judgments_no_conflict")
+            if int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]) < SCHEMA_VERSION:
+                for stmt in _OLD_LIVE:
+                    db.execute(stmt)
                 for stmt in _statements(_CHANGES_SCHEMA):
+                    db.execute(stmt)
+                db.execute(_FILL_STATE)
+                for stmt in _statements(_LIVE_SCHEMA):
                     db.execute(stmt)
                 db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
@@ -826,7 +851,8 @@ class JudgingStore:
                 " AND j.assessor = n.assessor AND j.grade <> n.grade GROUP BY n.i")}
             retracted = {r[0]: r[1] for r in db.execute(
                 "SELECT n.i, j.seq FROM temp._in n JOIN judgments j ON j.topic = n.topic AND j.passage = n.passage"
-                " AND j.assessor = n.assessor AND j.batch = n.batch WHERE j.seq NOT IN (SELECT seq FROM live_judgments)")}
+                " AND j.assessor = n.assessor AND j.batch = n.batch JOIN judgment_state s ON s.judgment = j.seq"
+                " WHERE s.grade IS NULL")}
             already = {r[0] for r in db.execute(
                 "SELECT n.i FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}

@@ -245,12 +245,18 @@ def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high")
         return QRELS_SCHEMA.empty_table()
     g = judgments.groupby(["qid", "docid"], sort=False)["grade"]
     if combine == "max":
-        agg = g.max()
+        agg = g.max().reset_index()
     elif combine == "min":
-        agg = g.min()
-    else:
-        agg = g.agg(lambda s: int(np.sort(s.to_numpy())[len(s) // 2]))
-    agg = agg.reset_index()
+        agg = g.min().reset_index()
+    else:  # the higher middle grade of each group, for every group at once (no Python call per group)
+        codes, grades = g.ngroup().to_numpy(), judgments["grade"].to_numpy().astype(np.int64)
+        order = np.lexsort((grades, codes))
+        sc = codes[order]
+        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+        sizes = np.diff(np.r_[starts, len(order)])
+        first = judgments.iloc[order[starts]]
+        agg = pd.DataFrame({"qid": first["qid"].to_numpy(), "docid": first["docid"].to_numpy(),
+                            "grade": grades[order][starts + sizes // 2]})
     t = pa.table({"qid": agg["qid"].astype(str).tolist(), "docid": agg["docid"].astype(str).tolist(),
                   "rel": pa.array(agg["grade"].astype(int).tolist(), pa.int32())})
     return sort_qrels(t.cast(QRELS_SCHEMA))
