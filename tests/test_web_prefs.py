@@ -23,6 +23,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, make_preference_tasks  # noqa: E402
+from qrelkit.campaign.prefs import export_preferences  # noqa: E402
 from qrelkit.campaign.store import open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from test_web import PAYLOAD, Web, _init, sim, truth  # noqa: E402,F401 - sim and truth are fixtures
@@ -242,23 +243,115 @@ def test_export_is_what_prefs_import_reads(web, truth, tmp_path, capsys):
         assert s.get_state("pref_screening")["judgments"] == 30
 
 
+PREF_TABLES = ("campaign_pref_retractions", "campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks")
+
+
+def _drop_pref_tables(s) -> None:
+    s._db.execute("DROP VIEW live_pref_answers")
+    for t in PREF_TABLES:
+        s._db.execute(f"DROP TABLE {t}")
+
+
 def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
     with open_campaign_store(camp) as s:
-        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
-            s._db.execute(f"DROP TABLE {t}")
+        _drop_pref_tables(s)
         s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 4
-        assert len(s.pref_tasks()) == 0 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 5
+        assert len(s.pref_tasks()) == 0 and s.accounts() == [] and len(s.pref_answer_log()) == 0
     # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:
         s._db.execute("DROP TABLE campaign_accounts")
-        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
-            s._db.execute(f"DROP TABLE {t}")
+        _drop_pref_tables(s)
         s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 4 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == 5 and s.accounts() == []
     assert make_preference_tasks(camp)["tasks"] > 0
     db = sqlite3.connect(camp / "campaign.db")
     assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
     db.close()
+
+
+#: the answers table as schema 4 made it (one answer per task, slot and assessor, for ever)
+V4_ANSWERS = """CREATE TABLE campaign_pref_answers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, slot INTEGER NOT NULL, assessor TEXT NOT NULL,
+    choice TEXT NOT NULL CHECK (choice IN ('left', 'right')), answered TEXT NOT NULL,
+    UNIQUE (task_id, slot, assessor), FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))"""
+
+
+def _as_version_4(camp: Path, answers: list[tuple]) -> None:
+    """Make the store a schema-4 one, as that code wrote it: no retractions, no view, the answers
+    table with its UNIQUE constraint, holding ``answers`` (seq, task_id, slot, assessor, choice, answered)."""
+    db = sqlite3.connect(camp / "campaign.db")
+    with db:
+        db.execute("DROP VIEW live_pref_answers")
+        db.execute("DROP TABLE campaign_pref_retractions")
+        db.execute("DROP TABLE campaign_pref_answers")  # its triggers and index go with it
+        db.execute(V4_ANSWERS)
+        db.executemany("INSERT INTO campaign_pref_answers VALUES (?, ?, ?, ?, ?, ?)", answers)
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'campaign_schema_version'")
+    db.close()
+
+
+def test_a_version_4_store_opens_read_only_as_it_is_and_migrates_for_writing(camp, tmp_path):
+    t, n_tasks = tasks_of(camp, "ann"), len(tasks_of(camp))
+    task, slots = t["task_id"].iloc[0], t["slot"].astype(int).tolist()
+    old = [(7, task, slots[0], "ann", "left", "2024-01-02T03:04:05+00:00"),
+           (9, task, slots[1], "ann", "right", "2024-01-02T03:04:09+00:00")]
+    _as_version_4(camp, old)
+    f = camp / "campaign.db"
+    before = f.read_bytes()
+    with open_campaign_store(camp, readonly=True) as s:  # read-only: nothing migrated, nothing written
+        assert s.schema_versions()["campaign_schema_version"] == 4
+        assert s.pref_answers("ann").values.tolist() == [[task, slots[0], "ann", "left"], [task, slots[1], "ann", "right"]]
+        assert len(s.pref_tasks()) == n_tasks
+        with pytest.raises(sqlite3.OperationalError):
+            s.answer_pref(task, slots[2], "ann", "left")
+    tasks, answers = export_preferences(camp)  # a reader: opens the store read-only
+    assert len(answers) == 0 and tasks.num_rows == n_tasks
+    assert f.read_bytes() == before
+    with open_campaign_store(camp) as s:  # for writing: migrated to schema 5 in the opening transaction
+        assert s.schema_versions()["campaign_schema_version"] == 5
+        log = s.pref_answer_log()
+        assert log[["seq", "task_id", "slot", "worker", "choice", "answered"]].values.tolist() == [list(r) for r in old]
+        assert log["retracted"].isna().all()
+        sql = s._db.execute("SELECT sql FROM sqlite_master WHERE name = 'campaign_pref_answers'").fetchone()[0]
+        assert "UNIQUE" not in sql
+        # undo works on the migrated store; the slot answered again gets the next seq
+        assert s.retract_pref(task, "ann", slots[1])["choice"] == "right"
+        assert s.answer_pref(task, slots[1], "ann", "left") is True
+        log = s.pref_answer_log()
+        assert log["seq"].tolist() == [7, 9, 10] and log["retracted"].notna().tolist() == [False, True, False]
+        assert s.pref_answers("ann")["choice"].tolist() == ["left", "left"]
+    # a read-only open of an older store still (schema 3: no preference tables at all)
+    with open_campaign_store(camp) as s:
+        _drop_pref_tables(s)
+        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
+    with open_campaign_store(camp, readonly=True) as s:
+        assert len(s.pref_tasks()) == 0 and len(s.pref_answers()) == 0 and len(s.pref_answer_log()) == 0
+        assert s.schema_versions()["campaign_schema_version"] == 3
+
+
+def test_the_answers_and_retractions_logs_are_append_only(camp):
+    t = tasks_of(camp, "bob")
+    task, slot = t["task_id"].iloc[0], int(t["slot"].iloc[0])
+    with open_campaign_store(camp) as s:
+        assert s.answer_pref(task, slot, "bob", "left") and s.retract_pref(task, "bob", slot)["status"] == "retracted"
+        assert s.answer_pref(task, slot, "bob", "right")
+        db = s._db
+        for sql in ("UPDATE campaign_pref_answers SET choice = 'left'", "DELETE FROM campaign_pref_answers",
+                    "UPDATE campaign_pref_retractions SET retracted_by = 'x'", "DELETE FROM campaign_pref_retractions"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(sql)
+        # whatever the code path: one answer in force per comparison and assessor, one retraction per answer
+        with pytest.raises(sqlite3.IntegrityError, match="conflict"):
+            db.execute("INSERT INTO campaign_pref_answers (task_id, slot, assessor, choice, answered)"
+                       " VALUES (?, ?, 'bob', 'left', 'now')", (task, slot))
+        first = int(s.pref_answer_log()["seq"].iloc[0])
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute("INSERT INTO campaign_pref_retractions (answer, retracted_by, retracted, source)"
+                       " VALUES (?, 'bob', 'now', 'x')", (first,))
+        log = s.pref_answer_log(task)
+    assert log[["slot", "worker", "choice"]].values.tolist() == [[slot, "bob", "left"], [slot, "bob", "right"]]
+    assert log["retracted_by"].tolist()[0] == "bob" and log["source"].tolist()[0] == "web-undo"
+    assert pd.isna(log["retracted"].iloc[1])
