@@ -163,8 +163,9 @@ def _as_version_1(d: Path, phase: str, round_: int) -> None:
     phase for every topic in campaign_state."""
     db = sqlite3.connect(d / "campaign.db")
     with db:
-        for table in ("campaign_cal", "campaign_accounts", "campaign_pref_answers", "campaign_pref_assign",
-                      "campaign_pref_tasks"):  # the tables of versions 2, 3 and 4
+        db.execute("DROP VIEW live_pref_answers")
+        for table in ("campaign_cal", "campaign_accounts", "campaign_pref_retractions", "campaign_pref_answers",
+                      "campaign_pref_assign", "campaign_pref_tasks"):  # the tables of versions 2, 3, 4 and 5
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
         db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
@@ -183,9 +184,12 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
         assert s.cal_rounds() == {q: (0, "judge") for q in s.topics()["qid"]}
     # a version 1 store in the middle of round 2's issue phase
     _as_version_1(d, "issue", 2)
+    with open_campaign_store(d, readonly=True) as s:  # read-only: read as it is, not migrated
+        assert set(s.cal_rounds().values()) == {(2, "issue")} and s.accounts() == [] and len(s.pref_answers()) == 0
+        assert s.schema_versions()["campaign_schema_version"] == 1 and s.get_state("cal_round") == 2
     with open_campaign_store(d) as s:
         version = s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
-        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 4
+        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 5
         assert s.accounts() == []
         assert set(s.cal_rounds().values()) == {(2, "issue")}
         assert s.get_state("cal_round") is None and s.get_state("cal_phase") is None

@@ -6,11 +6,12 @@ used) against a real uvicorn server on a free loopback port, in a thread of this
   (``u``), reload and find the progress kept, finish the batch while the background runner is
   held — the page says *computing* — then let it go and receive the first CAL batch; judge on to
   the topic's decision;
-* a preference task answered with the left/right keys (ArrowLeft/ArrowRight, f/j, 1/2);
+* a preference task answered with the left/right keys (ArrowLeft/ArrowRight, f/j, 1/2), one
+  answer undone with the key u and answered the other way;
 * passages carrying ``<script>`` and ``onerror=`` show as text and no script runs (no dialog, no
   global set, no request for the ``<img>``);
 * a screenshot of each view (picker, topic, computing, next batch, decision, organizer,
-  preference) goes to the test's ``tmp_path`` and, when ``QRELKIT_SCREENSHOTS`` names a folder,
+  preference, its undo button) goes to the test's ``tmp_path`` and, when ``QRELKIT_SCREENSHOTS`` names a folder,
   there too.
 
 Two small simulated campaigns (3 topics, assessors ann, bob, cat, pool depth 3 of 10 runs, no
@@ -313,12 +314,25 @@ def test_a_preference_task_with_the_left_and_right_keys(prefs, watched):
         slot = int(w.attr("#pref-item", "data-slot"))
         given[slot] = sides[keys[i % len(keys)]]
         w.key(keys[i % len(keys)])
+        if i == 2:  # a misclick: undone with the key u, then answered the other way
+            assert w.attr("#pref-undo-button", "data-slot") == str(slot)
+            assert w.attr("#pref-undo-button", "data-choice") == given[slot]
+            w.shot("preference-undo")
+            w.key("u")
+            assert w.page.inner_text("#pref-progress").strip() == "comparison 3 of 13"
+            assert int(w.attr("#pref-item", "data-slot")) == slot
+            other = "ArrowRight" if given[slot] == "left" else "ArrowLeft"
+            given[slot] = sides[other]
+            w.key(other)
     assert w.attr("#pref-task", "data-state") == "done" and w.page.query_selector("#pref-done")
+    assert w.page.query_selector("#pref-undo-button") is None  # a finished task's answers stay
     assert w.page.query_selector("#next-task")  # ann has more tasks
     w.shot("preference-done")
     with open_campaign_store(srv.camp) as s:
         ans = s.pref_answers("ann", task)
+        log = s.pref_answer_log(task)
     assert dict(zip(ans["slot"].astype(int), ans["choice"])) == given
+    assert len(log) == 14 and log["retracted"].notna().sum() == 1  # the undone answer stays in the log
     w.no_script_ran()
 
 

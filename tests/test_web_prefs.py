@@ -23,6 +23,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, make_preference_tasks  # noqa: E402
+from qrelkit.campaign.prefs import export_preferences  # noqa: E402
 from qrelkit.campaign.store import open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from test_web import PAYLOAD, Web, _init, sim, truth  # noqa: E402,F401 - sim and truth are fixtures
@@ -242,23 +243,243 @@ def test_export_is_what_prefs_import_reads(web, truth, tmp_path, capsys):
         assert s.get_state("pref_screening")["judgments"] == 30
 
 
+def test_undo_the_last_answer_then_answer_it_the_other_way(web, tmp_path):
+    """Undo is a retraction row: the answer leaves every reading (the page, the export), the
+    comparison is asked again and may be answered the other way; the log keeps both answers."""
+    bob = web.client("bob")
+    task = tasks_of(web.camp, "bob")["task_id"].iloc[0]
+    url = f"/api/prefs/{task}"
+    v0 = bob.c.get(url).json()
+    assert v0["last"] is None and 'id="pref-undo-button"' not in bob.c.get(f"/prefs/{task}").text
+    s1 = v0["item"]["slot"]
+    assert bob.post(f"{url}/answers", slot=s1, choice="left").json()["status"] == "stored"
+    s2 = bob.c.get(url).json()["item"]["slot"]
+    assert bob.post(f"{url}/answers", slot=s2, choice="left").json()["status"] == "stored"
+    v = bob.c.get(url).json()
+    assert v["last"] == {"slot": s2, "choice": "left"} and v["answered"] == 2
+    html = bob.c.get(f"/prefs/{task}").text
+    assert 'id="pref-undo-button" data-key="u"' in html and "Undo last answer" in html
+    assert f'name="slot" value="{s2}"' in html.split('id="pref-undo-form"')[1]
+    # the page's form (CSRF in the form, as the other forms)
+    r = bob.c.post(f"/prefs/{task}/undo", data={"csrf": bob.csrf, "slot": str(s2)}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/prefs/{task}"
+    v = bob.c.get(url).json()
+    assert v["answered"] == 1 and v["item"]["slot"] == s2 and v["item"]["position"] == 2
+    assert v["last"] == {"slot": s1, "choice": "left"}
+    # answered again, the other way: a new answer in force, stored
+    again = bob.post(f"{url}/answers", slot=s2, choice="right")
+    assert again.status_code == 200 and again.json()["status"] == "stored" and again.json()["answered"] == 2
+    assert bob.post(f"{url}/answers", slot=s2, choice="right").json()["status"] == "repeated"
+    assert bob.post(f"{url}/answers", slot=s2, choice="left").status_code == 409
+    # the JSON undo says what it undid and the new progress
+    r = bob.post(f"{url}/undo", slot=s2)
+    assert r.status_code == 200
+    assert r.json() == {"task_id": task, "slot": s2, "choice": "right", "status": "retracted", "answered": 1,
+                        "total": 13, "done": False}
+    assert bob.post(f"{url}/answers", slot=s2, choice="right").json()["status"] == "stored"
+    with open_campaign_store(web.camp) as s:
+        assert s.pref_answers("bob").values.tolist() == [[task, s1, "bob", "left"], [task, s2, "bob", "right"]]
+        log = s.pref_answer_log(task)
+    assert log["choice"].tolist() == ["left", "left", "right", "right"] and log["slot"].tolist() == [s1, s2, s2, s2]
+    assert log["retracted"].notna().tolist() == [False, True, True, False]
+    assert set(log["retracted_by"].dropna()) == {"bob"} and set(log["source"].dropna()) == {"web-undo"}
+    # the rest of the task, then the export: the answer in force only
+    rows = tasks_of(web.camp).set_index(["task_id", "slot"])
+    answer_task(bob, web.camp, task, lambda r: "left")
+    ans = tmp_path / "answers.csv"
+    assert cli(["campaign", "prefs", "export", str(web.camp), "-o", str(ans), "--tasks-out",
+                str(tmp_path / "tasks.parquet")]) == 0
+    df = pd.read_csv(ans, dtype={"task_id": str, "worker": str})
+    assert len(df) == 13 and len(rows.loc[task]) == 13 and not df.duplicated(["task_id", "slot", "worker"]).any()
+    assert df.loc[df["slot"] == s2, "choice"].tolist() == ["right"] and df.loc[df["slot"] == s1, "choice"].tolist() == ["left"]
+
+
+def test_undo_is_refused_once_the_task_is_done_and_with_nothing_to_undo(web, truth):
+    ann, bob = web.client("ann"), web.client("bob")
+    task = tasks_of(web.camp, "ann")["task_id"].iloc[0]
+    url = f"/api/prefs/{task}/undo"
+    r = ann.post(url, slot=1)
+    assert r.status_code == 409 and "no answer to undo" in r.json()["error"]
+    first = ann.c.get(f"/api/prefs/{task}").json()["item"]["slot"]
+    assert ann.post(f"/api/prefs/{task}/answers", slot=first, choice="left").status_code == 200
+    # another assessor cannot undo ann's answer: the task is not theirs (404), and their own undo touches only theirs
+    r = bob.post(url, slot=first)
+    assert r.status_code == 404 and "no preference task" in r.json()["error"]
+    bobs = tasks_of(web.camp, "bob")["task_id"].iloc[0]
+    assert bob.post(f"/api/prefs/{bobs}/undo", slot=first).status_code == 409
+    # refused requests: CSRF missing (JSON and form), no slot, a slot not a number, not logged in
+    cases = [(ann.c.post(url, json={"slot": first}), 403, "CSRF"),
+             (ann.c.post(f"/prefs/{task}/undo", data={"slot": str(first)}), 403, "CSRF"),
+             (ann.post(url), 400, "lacks slot"), (ann.post(url, slot="x"), 400, "not a number"),
+             (TestClient(web.app).post(url, json={"slot": first}), 401, "not logged in")]
+    for r, status, words in cases:
+        assert r.status_code == status and words in r.text and "Traceback" not in r.text, (r.status_code, r.text)
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers("ann")) == 1 and s.pref_answer_log()["retracted"].isna().all()
+    # the task finished: the screening ran on it, undo is refused (the page offers none)
+    answer_task(ann, web.camp, task, lambda r: good_choice(r, truth))
+    last = tasks_of(web.camp, "ann")
+    r = ann.post(url, slot=int(last.loc[last["task_id"] == task, "slot"].iloc[-1]))
+    assert r.status_code == 409 and "finished" in r.json()["error"] and "no longer be undone" in r.json()["error"]
+    assert 'id="pref-undo-button"' not in ann.c.get(f"/prefs/{task}").text
+    assert ann.c.get(f"/api/prefs/{task}").json()["last"] is None
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers("ann", task)) == 13 and s.pref_answer_log()["retracted"].isna().all()
+        assert s.get_state("pref_screening")["excluded"] == []
+
+
+def test_a_retried_undo_undoes_one_answer_only(web):
+    """The undo names the comparison it undoes: a retry of an undo that went through is
+    ``repeated`` (nothing written) and never undoes the answer before; an undo naming another
+    comparison than the last answered is 409."""
+    cat = web.client("cat")
+    task = tasks_of(web.camp, "cat")["task_id"].iloc[0]
+    slots = []
+    for _ in range(3):
+        k = cat.c.get(f"/api/prefs/{task}").json()["item"]["slot"]
+        assert cat.post(f"/api/prefs/{task}/answers", slot=k, choice="left").status_code == 200
+        slots.append(k)
+    url = f"/api/prefs/{task}/undo"
+    r = cat.post(url, slot=slots[0])
+    assert r.status_code == 409 and f"comparison {slots[2]}, not {slots[0]}" in r.json()["error"]
+    assert cat.post(url, slot=slots[2]).json()["status"] == "retracted"
+    for _ in range(2):  # the client's retries
+        r = cat.post(url, slot=slots[2])
+        assert r.status_code == 200 and r.json()["status"] == "repeated" and r.json()["answered"] == 2
+        assert r.json()["choice"] == "left" and r.json()["slot"] == slots[2]
+    with open_campaign_store(web.camp) as s:
+        assert s.pref_answers("cat")["slot"].tolist() == slots[:2] and s.pref_answer_log()["retracted"].notna().sum() == 1
+    # a second undo (naming the answer before) undoes it: undo can be repeated down the task
+    assert cat.post(url, slot=slots[1]).json()["status"] == "retracted"
+    assert cat.post(url, slot=slots[0]).json()["status"] == "retracted"
+    r = cat.post(url, slot=slots[0])
+    assert r.json()["status"] == "repeated" and r.json()["answered"] == 0
+    with open_campaign_store(web.camp) as s:
+        assert len(s.pref_answers("cat")) == 0 and len(s.pref_answer_log()) == 3
+
+
+def test_an_excluded_assessor_cannot_undo(web, truth):
+    ann = web.client("ann")
+    anns = list(dict.fromkeys(tasks_of(web.camp, "ann")["task_id"]))
+    answer_task(ann, web.camp, anns[0], lambda r: ("right" if r["expected"] == "left" else "left")
+                if r["kind"] == "test" else good_choice(r, truth))
+    with open_campaign_store(web.camp) as s:
+        assert s.get_state("pref_screening")["excluded"] == ["ann"]
+        s.assign_pref(anns[1], "ann")  # one of the tasks moved from her, given back by hand
+        first = s.pref_tasks(anns[1])["slot"].iloc[0]
+    r = ann.post(f"/api/prefs/{anns[1]}/undo", slot=int(first))
+    assert r.status_code == 409 and "closed for you" in r.json()["error"]
+
+
+PREF_TABLES = ("campaign_pref_retractions", "campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks")
+
+
+def _drop_pref_tables(s) -> None:
+    s._db.execute("DROP VIEW live_pref_answers")
+    for t in PREF_TABLES:
+        s._db.execute(f"DROP TABLE {t}")
+
+
 def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
     with open_campaign_store(camp) as s:
-        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
-            s._db.execute(f"DROP TABLE {t}")
+        _drop_pref_tables(s)
         s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 4
-        assert len(s.pref_tasks()) == 0 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 5
+        assert len(s.pref_tasks()) == 0 and s.accounts() == [] and len(s.pref_answer_log()) == 0
     # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:
         s._db.execute("DROP TABLE campaign_accounts")
-        for t in ("campaign_pref_answers", "campaign_pref_assign", "campaign_pref_tasks"):
-            s._db.execute(f"DROP TABLE {t}")
+        _drop_pref_tables(s)
         s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 4 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == 5 and s.accounts() == []
     assert make_preference_tasks(camp)["tasks"] > 0
     db = sqlite3.connect(camp / "campaign.db")
     assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
     db.close()
+
+
+#: the answers table as schema 4 made it (one answer per task, slot and assessor, for ever)
+V4_ANSWERS = """CREATE TABLE campaign_pref_answers (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, slot INTEGER NOT NULL, assessor TEXT NOT NULL,
+    choice TEXT NOT NULL CHECK (choice IN ('left', 'right')), answered TEXT NOT NULL,
+    UNIQUE (task_id, slot, assessor), FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))"""
+
+
+def _as_version_4(camp: Path, answers: list[tuple]) -> None:
+    """Make the store a schema-4 one, as that code wrote it: no retractions, no view, the answers
+    table with its UNIQUE constraint, holding ``answers`` (seq, task_id, slot, assessor, choice, answered)."""
+    db = sqlite3.connect(camp / "campaign.db")
+    with db:
+        db.execute("DROP VIEW live_pref_answers")
+        db.execute("DROP TABLE campaign_pref_retractions")
+        db.execute("DROP TABLE campaign_pref_answers")  # its triggers and index go with it
+        db.execute(V4_ANSWERS)
+        db.executemany("INSERT INTO campaign_pref_answers VALUES (?, ?, ?, ?, ?, ?)", answers)
+        db.execute("UPDATE meta SET value = '4' WHERE key = 'campaign_schema_version'")
+    db.close()
+
+
+def test_a_version_4_store_opens_read_only_as_it_is_and_migrates_for_writing(camp, tmp_path):
+    t, n_tasks = tasks_of(camp, "ann"), len(tasks_of(camp))
+    task, slots = t["task_id"].iloc[0], t["slot"].astype(int).tolist()
+    old = [(7, task, slots[0], "ann", "left", "2024-01-02T03:04:05+00:00"),
+           (9, task, slots[1], "ann", "right", "2024-01-02T03:04:09+00:00")]
+    _as_version_4(camp, old)
+    f = camp / "campaign.db"
+    before = f.read_bytes()
+    with open_campaign_store(camp, readonly=True) as s:  # read-only: nothing migrated, nothing written
+        assert s.schema_versions()["campaign_schema_version"] == 4
+        assert s.pref_answers("ann").values.tolist() == [[task, slots[0], "ann", "left"], [task, slots[1], "ann", "right"]]
+        assert len(s.pref_tasks()) == n_tasks
+        with pytest.raises(sqlite3.OperationalError):
+            s.answer_pref(task, slots[2], "ann", "left")
+    tasks, answers = export_preferences(camp)  # a reader: opens the store read-only
+    assert len(answers) == 0 and tasks.num_rows == n_tasks
+    assert f.read_bytes() == before
+    with open_campaign_store(camp) as s:  # for writing: migrated to schema 5 in the opening transaction
+        assert s.schema_versions()["campaign_schema_version"] == 5
+        log = s.pref_answer_log()
+        assert log[["seq", "task_id", "slot", "worker", "choice", "answered"]].values.tolist() == [list(r) for r in old]
+        assert log["retracted"].isna().all()
+        sql = s._db.execute("SELECT sql FROM sqlite_master WHERE name = 'campaign_pref_answers'").fetchone()[0]
+        assert "UNIQUE" not in sql
+        # undo works on the migrated store; the slot answered again gets the next seq
+        assert s.retract_pref(task, "ann", slots[1])["choice"] == "right"
+        assert s.answer_pref(task, slots[1], "ann", "left") is True
+        log = s.pref_answer_log()
+        assert log["seq"].tolist() == [7, 9, 10] and log["retracted"].notna().tolist() == [False, True, False]
+        assert s.pref_answers("ann")["choice"].tolist() == ["left", "left"]
+    # a read-only open of an older store still (schema 3: no preference tables at all)
+    with open_campaign_store(camp) as s:
+        _drop_pref_tables(s)
+        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
+    with open_campaign_store(camp, readonly=True) as s:
+        assert len(s.pref_tasks()) == 0 and len(s.pref_answers()) == 0 and len(s.pref_answer_log()) == 0
+        assert s.schema_versions()["campaign_schema_version"] == 3
+
+
+def test_the_answers_and_retractions_logs_are_append_only(camp):
+    t = tasks_of(camp, "bob")
+    task, slot = t["task_id"].iloc[0], int(t["slot"].iloc[0])
+    with open_campaign_store(camp) as s:
+        assert s.answer_pref(task, slot, "bob", "left") and s.retract_pref(task, "bob", slot)["status"] == "retracted"
+        assert s.answer_pref(task, slot, "bob", "right")
+        db = s._db
+        for sql in ("UPDATE campaign_pref_answers SET choice = 'left'", "DELETE FROM campaign_pref_answers",
+                    "UPDATE campaign_pref_retractions SET retracted_by = 'x'", "DELETE FROM campaign_pref_retractions"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(sql)
+        # whatever the code path: one answer in force per comparison and assessor, one retraction per answer
+        with pytest.raises(sqlite3.IntegrityError, match="conflict"):
+            db.execute("INSERT INTO campaign_pref_answers (task_id, slot, assessor, choice, answered)"
+                       " VALUES (?, ?, 'bob', 'left', 'now')", (task, slot))
+        first = int(s.pref_answer_log()["seq"].iloc[0])
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute("INSERT INTO campaign_pref_retractions (answer, retracted_by, retracted, source)"
+                       " VALUES (?, 'bob', 'now', 'x')", (first,))
+        log = s.pref_answer_log(task)
+    assert log[["slot", "worker", "choice"]].values.tolist() == [[slot, "bob", "left"], [slot, "bob", "right"]]
+    assert log["retracted_by"].tolist()[0] == "bob" and log["source"].tolist()[0] == "web-undo"
+    assert pd.isna(log["retracted"].iloc[1])

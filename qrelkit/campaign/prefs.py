@@ -241,8 +241,9 @@ def screen_preferences(store: CampaignStore) -> dict[str, Any]:
 def export_preferences(directory: str | os.PathLike) -> tuple[pa.Table, pd.DataFrame]:
     """The campaign's preference tasks (the task table, :data:`qrelkit.prefs.TASK_SCHEMA`:
     originals and re-issues) and the answers of finished tasks (``task_id, slot, worker,
-    choice``): ``qrelkit prefs import ANSWERS --tasks TASKS`` reads them."""
-    with open_campaign_store(directory) as store:
+    choice``; answers undone in the web app left out): ``qrelkit prefs import ANSWERS --tasks
+    TASKS`` reads them. The store is opened read-only (an older one is read as it is)."""
+    with open_campaign_store(directory, readonly=True) as store:
         tasks = normalize_tasks(store.pref_tasks())
         answers = finished_answers(store)
     return to_arrow(tasks, TASK_SCHEMA), answers.reset_index(drop=True)

@@ -22,13 +22,27 @@ campaign_pref_tasks   task_id, slot and the other columns of the preference prot
                       the crowd tasks answered in the web app (schema 4)
 campaign_pref_assign  task_id, assessor, position: who answers a preference task (schema 4)
 campaign_pref_answers seq, task_id, slot, assessor, choice (left|right), answered (UTC time):
-                      one row per answer, never updated (schema 4)
+                      the append-only log of answers, one row per answer, never updated nor
+                      deleted (triggers refuse both); at most one answer *in force* per
+                      (task, slot, assessor), whatever the code path (a trigger) (schema 4)
+campaign_pref_retractions  seq, answer (a ``campaign_pref_answers`` seq, at most once),
+                      retracted_by, retracted (UTC time), source (``web-undo``): the append-only
+                      log of undone answers (schema 5)
+live_pref_answers     a view: the answers not retracted — the answers *in force*, what every
+                      reader of the answers reads (:meth:`CampaignStore.pref_answers`) (schema 5)
 ====================  ===========================================================================
 
 Schema history: 1 (first); 2 adds ``campaign_cal`` (CAL rounds per topic instead of one round
 for every topic in ``campaign_state``; a version 1 store's round and phase become every topic's);
-3 adds ``campaign_accounts``; 4 the preference tables. Steps 3 and 4 create only what is missing
-(``CREATE TABLE IF NOT EXISTS``).
+3 adds ``campaign_accounts``; 4 the preference tables; 5 the retractions of preference answers
+(undo in the web app): the table, the view, the triggers, and ``campaign_pref_answers`` rebuilt
+without its version-4 ``UNIQUE (task_id, slot, assessor)`` (an undone comparison may be
+answered again: a second row), its rows copied as they were (same seq, same times). Steps 3, 4
+and 5 create only what is missing (``CREATE ... IF NOT EXISTS``). A store of an older version is
+migrated when opened for writing, in the opening transaction; opened read-only
+(``readonly=True``) it is left as it is and the connection gets temporary stand-ins instead:
+empty tables for those the version lacks, and a ``live_pref_answers`` view over the answers
+(an older store has no retraction).
 
 Every write is one transaction (``BEGIN IMMEDIATE``): a kill leaves the previous state.
 """
@@ -48,7 +62,8 @@ import pandas as pd
 from qrelkit.cal.store import THREADS, JudgingStore, sql_filters
 from qrelkit.errors import InputError
 
-CAMPAIGN_SCHEMA_VERSION = 4  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers
+CAMPAIGN_SCHEMA_VERSION = 5  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
+#                             5: campaign_pref_retractions, live_pref_answers
 STORE_NAME = "campaign.db"
 
 #: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
@@ -58,7 +73,8 @@ CREATE TABLE IF NOT EXISTS campaign_accounts (
     created TEXT NOT NULL, revoked TEXT, generation INTEGER NOT NULL DEFAULT 1)
 """
 
-#: version 3: the preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md)
+#: version 4: the preference tasks answered in the web app (qrelkit.campaign.prefs, docs/web.md); the
+#: answers table as version 5 has it (version 4's held UNIQUE (task_id, slot, assessor))
 _PREFS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign_pref_tasks (
     task_id TEXT NOT NULL, slot INTEGER NOT NULL, qid TEXT NOT NULL, query TEXT NOT NULL, kind TEXT NOT NULL,
@@ -70,8 +86,37 @@ CREATE TABLE IF NOT EXISTS campaign_pref_assign (
 CREATE TABLE IF NOT EXISTS campaign_pref_answers (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, slot INTEGER NOT NULL, assessor TEXT NOT NULL,
     choice TEXT NOT NULL CHECK (choice IN ('left', 'right')), answered TEXT NOT NULL,
-    UNIQUE (task_id, slot, assessor), FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))
+    FOREIGN KEY (task_id, slot) REFERENCES campaign_pref_tasks (task_id, slot))
 """
+_PREF_ANSWERS_TABLE = next(s for s in _PREFS_SCHEMA.split(";\n") if "campaign_pref_answers (" in s)
+
+#: version 5: undo of preference answers — an append-only log of retractions, the view of the
+#: answers in force every reader uses, and triggers keeping both logs append-only and one answer
+#: in force per (task, slot, assessor)
+_PREF_RETRACTIONS_SCHEMA = """
+CREATE INDEX IF NOT EXISTS campaign_pref_answers_key ON campaign_pref_answers (task_id, assessor, slot);
+CREATE TABLE IF NOT EXISTS campaign_pref_retractions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, answer INTEGER NOT NULL UNIQUE REFERENCES campaign_pref_answers (seq),
+    retracted_by TEXT NOT NULL, retracted TEXT NOT NULL, source TEXT NOT NULL);
+CREATE VIEW IF NOT EXISTS live_pref_answers AS
+    SELECT a.seq, a.task_id, a.slot, a.assessor, a.choice, a.answered FROM campaign_pref_answers a
+    WHERE NOT EXISTS (SELECT 1 FROM campaign_pref_retractions r WHERE r.answer = a.seq);
+CREATE TRIGGER IF NOT EXISTS campaign_pref_answers_no_update BEFORE UPDATE ON campaign_pref_answers
+    BEGIN SELECT RAISE(ABORT, 'the preference answers log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS campaign_pref_answers_no_delete BEFORE DELETE ON campaign_pref_answers
+    BEGIN SELECT RAISE(ABORT, 'the preference answers log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS campaign_pref_answers_no_conflict BEFORE INSERT ON campaign_pref_answers
+    WHEN EXISTS (SELECT 1 FROM live_pref_answers WHERE task_id = NEW.task_id AND slot = NEW.slot
+                 AND assessor = NEW.assessor)
+    BEGIN SELECT RAISE(ABORT, 'conflict: this assessor has an answer in force to this comparison'); END;
+CREATE TRIGGER IF NOT EXISTS campaign_pref_retractions_no_update BEFORE UPDATE ON campaign_pref_retractions
+    BEGIN SELECT RAISE(ABORT, 'the preference retractions log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS campaign_pref_retractions_no_delete BEFORE DELETE ON campaign_pref_retractions
+    BEGIN SELECT RAISE(ABORT, 'the preference retractions log is append-only'); END
+"""
+
+_PREF_RETRACTIONS_TABLE = next(s for s in _PREF_RETRACTIONS_SCHEMA.split(";\n") if "campaign_pref_retractions (" in s)
+_LIVE_PREF_VIEW = next(s for s in _PREF_RETRACTIONS_SCHEMA.split(";\n") if "VIEW IF NOT EXISTS live_pref_answers" in s)
 
 _CAMPAIGN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign_inputs (
@@ -94,9 +139,13 @@ CREATE TABLE IF NOT EXISTS campaign_warnings (
 CREATE TABLE IF NOT EXISTS campaign_cal (
     qid TEXT PRIMARY KEY REFERENCES topics(qid), round INTEGER NOT NULL,
     phase TEXT NOT NULL CHECK (phase IN ('issue', 'judge')));
-""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA
+""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA + ";\n" + _PREF_RETRACTIONS_SCHEMA
 _CAL_TABLE = next(s for s in _CAMPAIGN_SCHEMA.split(";\n") if "campaign_cal (" in s)
 CAL_PHASES = ("issue", "judge")
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -115,55 +164,105 @@ def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int
     return name, str(p), int(st.st_size), int(st.st_mtime_ns), sha256_file(p)
 
 
+def _v1_cal_rounds(db) -> None:
+    """Version 1's one CAL round and phase (``campaign_state`` ``cal_round``, ``cal_phase``) as
+    every topic's row of ``campaign_cal`` (version 1 advanced every topic in step)."""
+    state = {k: json.loads(v) for k, v in db.execute(
+        "SELECT key, value FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")}
+    round_, phase = int(state.get("cal_round", 0) or 0), str(state.get("cal_phase", "judge") or "judge")
+    if round_ or phase != "judge":
+        db.execute("INSERT OR IGNORE INTO campaign_cal SELECT qid, ?, ? FROM topics", (round_, phase))
+
+
+def _rebuild_pref_answers(db) -> None:
+    """4 -> 5: ``campaign_pref_answers`` without version 4's ``UNIQUE (task_id, slot, assessor)``
+    (SQLite drops a constraint only by rebuilding the table): every row copied as it is (same
+    seq, same times; the AUTOINCREMENT counter goes on from the last seq)."""
+    db.execute("DROP VIEW IF EXISTS live_pref_answers")  # a view over the old table goes before the rename
+    db.execute(_PREF_ANSWERS_TABLE.replace("campaign_pref_answers (", "campaign_pref_answers_v5 (", 1))
+    db.execute("INSERT INTO campaign_pref_answers_v5 (seq, task_id, slot, assessor, choice, answered)"
+               " SELECT seq, task_id, slot, assessor, choice, answered FROM campaign_pref_answers ORDER BY seq")
+    db.execute("DROP TABLE campaign_pref_answers")
+    db.execute("ALTER TABLE campaign_pref_answers_v5 RENAME TO campaign_pref_answers")
+
+
 def _migrate(db, version: int) -> None:
     """Bring a campaign store written by an older schema up to :data:`CAMPAIGN_SCHEMA_VERSION`,
     inside the opening transaction. 1 -> 2: the table ``campaign_cal``; the one CAL round and
     phase of version 1 (``campaign_state`` ``cal_round``, ``cal_phase``) become every topic's
     (version 1 advanced every topic in step), and leave ``campaign_state``. 2 -> 3 adds
-    ``campaign_accounts``, 3 -> 4 the preference tables (each creates only what is missing)."""
+    ``campaign_accounts``, 3 -> 4 the preference tables (each creates only what is missing),
+    4 -> 5 rebuilds ``campaign_pref_answers`` (:func:`_rebuild_pref_answers`) and adds the
+    retractions, the view of the answers in force and the triggers."""
     if version < 2:
         db.execute(_CAL_TABLE)
-        state = {k: json.loads(v) for k, v in db.execute(
-            "SELECT key, value FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")}
-        round_, phase = int(state.get("cal_round", 0) or 0), str(state.get("cal_phase", "judge") or "judge")
-        if round_ or phase != "judge":
-            db.execute("INSERT OR IGNORE INTO campaign_cal SELECT qid, ?, ? FROM topics", (round_, phase))
+        _v1_cal_rounds(db)
         db.execute("DELETE FROM campaign_state WHERE key IN ('cal_round', 'cal_phase')")
     if version < 3:
         db.execute(_ACCOUNTS_SCHEMA)
     if version < 4:
         for stmt in _PREFS_SCHEMA.split(";\n"):
             db.execute(stmt)
+    elif version == 4:
+        _rebuild_pref_answers(db)
+    if version < 5:
+        for stmt in _PREF_RETRACTIONS_SCHEMA.split(";\n"):
+            db.execute(stmt)
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
+
+
+def _readonly_stand_ins(db, version: int) -> None:
+    """A store of an older ``version`` opened read-only (nothing may be written): the tables it
+    lacks as empty temporary ones (``campaign_cal`` filled as the migration would fill it; no
+    retraction before version 5), and the view of the answers in force over them."""
+    if version < 2:
+        db.execute(_CAL_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE").replace(" REFERENCES topics(qid)", ""))
+        _v1_cal_rounds(db)
+    if version < 3:
+        db.execute(_ACCOUNTS_SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+    if version < 4:
+        for stmt in _PREFS_SCHEMA.split(";\n"):
+            db.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+    db.execute(_PREF_RETRACTIONS_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE")
+               .replace(" REFERENCES campaign_pref_answers (seq)", ""))
+    db.execute(_LIVE_PREF_VIEW.replace("CREATE VIEW", "CREATE TEMP VIEW"))
 
 
 class CampaignStore(JudgingStore):
     """A judging store with the campaign's tables (see the module documentation)."""
 
     def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0,
-                 synchronous: str = "FULL", check_same_thread: bool = True) -> None:
+                 synchronous: str = "FULL", check_same_thread: bool = True, readonly: bool = False) -> None:
         super().__init__(path, timeout=timeout, synchronous=synchronous, check_same_thread=check_same_thread,
-                         _create=create)
+                         readonly=readonly and not create, _create=create)
         try:
-            with self.transaction() as db:
-                if create:
-                    for stmt in _CAMPAIGN_SCHEMA.split(";\n"):
-                        if stmt.strip():
-                            db.execute(stmt)
-                    db.execute("INSERT OR IGNORE INTO meta VALUES ('campaign_schema_version', ?)",
-                               (str(CAMPAIGN_SCHEMA_VERSION),))
-                row = db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()
-                if row is None:
-                    raise InputError("not-a-campaign", "a judging store, but not a campaign store", file=str(self.path))
-                version = int(row[0])
-                if version > CAMPAIGN_SCHEMA_VERSION:
-                    raise InputError("not-a-campaign", f"campaign schema {version} is newer than this qrelkit "
-                                     f"({CAMPAIGN_SCHEMA_VERSION})", file=str(self.path))
-                if version < CAMPAIGN_SCHEMA_VERSION:
-                    _migrate(db, version)
+            if readonly and not create:
+                self._check_campaign_version(self._db, readonly=True)
+            else:
+                with self.transaction() as db:
+                    if create:
+                        for stmt in _CAMPAIGN_SCHEMA.split(";\n"):
+                            if stmt.strip():
+                                db.execute(stmt)
+                        db.execute("INSERT OR IGNORE INTO meta VALUES ('campaign_schema_version', ?)",
+                                   (str(CAMPAIGN_SCHEMA_VERSION),))
+                    self._check_campaign_version(db, readonly=False)
         except BaseException:
             self.close()
             raise
+
+    def _check_campaign_version(self, db, *, readonly: bool) -> None:
+        """``[not-a-campaign]`` for a judging store without the campaign's tables or of a newer
+        campaign schema; an older one is migrated (or, read-only, given stand-ins)."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()
+        if row is None:
+            raise InputError("not-a-campaign", "a judging store, but not a campaign store", file=str(self.path))
+        version = int(row[0])
+        if version > CAMPAIGN_SCHEMA_VERSION:
+            raise InputError("not-a-campaign", f"campaign schema {version} is newer than this qrelkit "
+                             f"({CAMPAIGN_SCHEMA_VERSION})", file=str(self.path))
+        if version < CAMPAIGN_SCHEMA_VERSION:
+            (_readonly_stand_ins if readonly else _migrate)(db, version)
 
     # -- inputs and configuration ------------------------------------------------------------------
 
@@ -458,7 +557,7 @@ class CampaignStore(JudgingStore):
             if row is not None and row[0] is None:
                 raise InputError("assessor-exists", f"account {name!r} exists; revoke it first to issue a new link",
                                  file=str(self.path))
-            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            now = _now_utc()
             if row is None:
                 db.execute("INSERT INTO campaign_accounts VALUES (?, ?, ?, ?, ?, NULL, 1)",
                            (name, token_hash, int(organizer), json.dumps(tops), now))
@@ -473,7 +572,7 @@ class CampaignStore(JudgingStore):
         (``[unknown-assessor]`` when there is no such account)."""
         with self.transaction() as db:
             cur = db.execute("UPDATE campaign_accounts SET revoked = COALESCE(revoked, ?), generation = generation + 1"
-                             " WHERE name = ?", (_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), name))
+                             " WHERE name = ?", (_now_utc(), name))
             if cur.rowcount == 0:
                 raise InputError("unknown-assessor", f"no account {name!r} in this campaign", file=str(self.path))
         return self.account(name)
@@ -560,14 +659,15 @@ class CampaignStore(JudgingStore):
 
     def answer_pref(self, task_id: str, slot: int, assessor: str, choice: str) -> bool:
         """Record one answer (``left``/``right``) in one transaction; True when stored, False
-        when the same answer is there already (a retry: nothing written). Another answer to the
-        same slot by the same assessor is ``[conflict]``; a slot that was not issued ``[unknown-item]``."""
-        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        when the same answer is in force already (a retry: nothing written). Another answer to
+        the same slot by the same assessor while one is in force is ``[conflict]`` (undo it
+        first: :meth:`retract_pref`); a slot that was not issued ``[unknown-item]``."""
+        now = _now_utc()
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM campaign_pref_tasks WHERE task_id = ? AND slot = ?",
                           (task_id, int(slot))).fetchone() is None:
                 raise InputError("unknown-item", f"task {task_id} has no comparison {slot}")
-            old = db.execute("SELECT choice FROM campaign_pref_answers WHERE task_id = ? AND slot = ? AND assessor = ?",
+            old = db.execute("SELECT choice FROM live_pref_answers WHERE task_id = ? AND slot = ? AND assessor = ?",
                              (task_id, int(slot), assessor)).fetchone()
             if old is not None:
                 if old[0] != choice:
@@ -577,12 +677,59 @@ class CampaignStore(JudgingStore):
                        (task_id, int(slot), assessor, choice, now))
             return True
 
+    def retract_pref(self, task_id: str, assessor: str, slot: int, *, source: str = "web-undo") -> dict[str, Any]:
+        """Undo ``assessor``'s most recent answer in force of task ``task_id``, which must be
+        the answer to comparison ``slot`` (the undo names what it undoes: a retried undo never
+        undoes a second answer), by appending a row to ``campaign_pref_retractions`` (one
+        transaction; the answer's row stays in the log). Returns ``task_id, slot, choice,
+        answer`` (its log seq) and ``status``: ``retracted``, or ``repeated`` when that answer
+        was undone already and nothing was answered in the task since (a retry: nothing
+        written). Refused: ``[task-finished]`` once every comparison of the task is answered (the
+        screening has used the answers), ``[nothing-to-undo]`` without an answer in force,
+        ``[conflict]`` when the last answer in force is to another comparison, ``[unknown-item]``
+        for a task that does not exist."""
+        slot = int(slot)
+        with self.transaction() as db:
+            size = db.execute("SELECT COUNT(*) FROM campaign_pref_tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
+            if not size:
+                raise InputError("unknown-item", f"no preference task {task_id}")
+            live = db.execute("SELECT seq, slot, choice FROM live_pref_answers WHERE task_id = ? AND assessor = ?"
+                              " ORDER BY seq DESC", (task_id, assessor)).fetchall()
+            if len(live) >= size:
+                raise InputError("task-finished", f"task {task_id} is finished (every comparison answered, the "
+                                 "screening has run on it): its answers can no longer be undone")
+            if live and int(live[0][1]) == slot:
+                db.execute("INSERT INTO campaign_pref_retractions (answer, retracted_by, retracted, source)"
+                           " VALUES (?, ?, ?, ?)", (live[0][0], assessor, _now_utc(), source))
+                return {"task_id": task_id, "slot": slot, "choice": live[0][2], "answer": int(live[0][0]),
+                        "status": "retracted"}
+            last = db.execute("SELECT a.seq, a.slot, a.choice FROM campaign_pref_retractions r JOIN campaign_pref_answers"
+                              " a ON a.seq = r.answer WHERE a.task_id = ? AND a.assessor = ? ORDER BY r.seq DESC LIMIT 1",
+                              (task_id, assessor)).fetchone()
+            if last is not None and int(last[1]) == slot and (not live or live[0][0] < last[0]):
+                return {"task_id": task_id, "slot": slot, "choice": last[2], "answer": int(last[0]), "status": "repeated"}
+            if not live:
+                raise InputError("nothing-to-undo", f"you have no answer to undo in task {task_id}")
+            raise InputError("conflict", f"your last answer in task {task_id} is to comparison {live[0][1]}, "
+                             f"not {slot}: reload the page")
+
     def pref_answers(self, assessor: str | None = None, task_id: str | None = None) -> pd.DataFrame:
-        """The answers (``task_id, slot, worker, choice``: the columns ``qrelkit prefs import``
-        reads) of one assessor and/or task when given, in answering order."""
+        """The answers in force (``task_id, slot, worker, choice``: the columns ``qrelkit prefs
+        import`` reads; undone answers left out) of one assessor and/or task when given, in
+        answering order."""
         where, params = sql_filters({"assessor": assessor, "task_id": task_id})
-        return self._query("SELECT task_id, slot, assessor AS worker, choice FROM campaign_pref_answers"
+        return self._query("SELECT task_id, slot, assessor AS worker, choice FROM live_pref_answers"
                            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq", params)
+
+    def pref_answer_log(self, task_id: str | None = None) -> pd.DataFrame:
+        """The audit trail: every answer ever given (of ``task_id`` when given), in log order —
+        ``seq, task_id, slot, worker, choice, answered`` and, for an undone one, ``retracted``
+        (time), ``retracted_by`` and ``source`` (None for an answer in force)."""
+        where, params = sql_filters({"a.task_id": task_id})
+        return self._query("SELECT a.seq, a.task_id, a.slot, a.assessor AS worker, a.choice, a.answered, r.retracted,"
+                           " r.retracted_by, r.source FROM campaign_pref_answers a LEFT JOIN campaign_pref_retractions r"
+                           " ON r.answer = a.seq" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY a.seq",
+                           params)
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:
@@ -591,12 +738,13 @@ def campaign_path(directory: str | os.PathLike) -> Path:
 
 
 def open_campaign_store(directory: str | os.PathLike, *, timeout: float = 60.0,
-                        check_same_thread: bool = True) -> CampaignStore:
+                        check_same_thread: bool = True, readonly: bool = False) -> CampaignStore:
     """Open the :class:`CampaignStore` of the campaign folder ``directory`` (``timeout``: seconds to
     wait for the write lock; ``check_same_thread=False``: the connection may be used from another
-    thread than the one that opened it, one thread at a time); no store there is ``[not-a-campaign]``."""
+    thread than the one that opened it, one thread at a time; ``readonly``: nothing can be
+    written, an older store is not migrated); no store there is ``[not-a-campaign]``."""
     p = campaign_path(directory)
     if not p.is_file():
         raise InputError("not-a-campaign", "no campaign here (create one with 'qrelkit campaign init')",
                          file=str(directory))
-    return CampaignStore(p, timeout=timeout, check_same_thread=check_same_thread)
+    return CampaignStore(p, timeout=timeout, check_same_thread=check_same_thread, readonly=readonly)

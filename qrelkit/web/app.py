@@ -38,7 +38,8 @@ log = logging.getLogger("qrelkit.web")
 
 #: HTTP status of the library's input errors met while serving a request
 RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unknown-assessor": 404,
-               "store-locked": 503, "input-changed": 409, "input-missing": 409}
+               "store-locked": 503, "input-changed": 409, "input-missing": 409, "task-finished": 409,
+               "nothing-to-undo": 409}
 
 
 def wants_json(request: Request) -> bool:
@@ -178,6 +179,16 @@ class _Web:
             return JSONResponse(res)
         return RedirectResponse(f"/prefs/{quote(task_id, safe='')}", status_code=303)
 
+    async def pref_undo(self, request: Request) -> Response:
+        """POST /prefs/{task_id}/undo (form) and /api/prefs/{task_id}/undo (JSON): ``slot``, the
+        comparison whose answer (the last one in force) is undone."""
+        acc, _, data = await self.auth(request, post=True)
+        task_id = request.path_params["task_id"]
+        res = await run_in_threadpool(self.prefs.undo, acc, task_id, self.field(data, "slot"))
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse(f"/prefs/{quote(task_id, safe='')}", status_code=303)
+
     async def api_prefs(self, request: Request) -> Response:
         acc, _, _ = await self.auth(request)
         return JSONResponse({"tasks": await run_in_threadpool(self.prefs.overview, acc)})
@@ -287,9 +298,11 @@ def _routes(w: _Web) -> list:
         Route("/api/topics/{qid}/{action}", w.act, methods=["POST"]),
         Route("/prefs/{task_id}", w.pref_task),
         Route("/prefs/{task_id}/answer", w.pref_answer, methods=["POST"]),
+        Route("/prefs/{task_id}/undo", w.pref_undo, methods=["POST"]),
         Route("/api/prefs", w.api_prefs),
         Route("/api/prefs/{task_id}", w.pref_task),
         Route("/api/prefs/{task_id}/answers", w.pref_answer, methods=["POST"]),
+        Route("/api/prefs/{task_id}/undo", w.pref_undo, methods=["POST"]),
         Route("/organizer", w.organizer),
         Route("/api/organizer", w.organizer),
         Route("/organizer/report", w.report),

@@ -2,7 +2,9 @@
 crowd tasks of the preference protocol assigned to them (:mod:`qrelkit.campaign.prefs`), one
 comparison at a time — the question, two passages side by side, left or right. Answers are
 kept in the campaign store (one transaction each, idempotent); when an assessor finishes a
-task the protocol's screening runs (:func:`qrelkit.campaign.prefs.screen_preferences`).
+task the protocol's screening runs (:func:`qrelkit.campaign.prefs.screen_preferences`). Until
+then the assessor may undo their last answer (a retraction row in the store, never a deletion:
+:meth:`qrelkit.campaign.store.CampaignStore.retract_pref`) and answer that comparison again.
 """
 
 from __future__ import annotations
@@ -58,15 +60,18 @@ class PreferenceViews:
 
     def view(self, acc: Account, task_id: str) -> dict[str, Any]:
         """The page of a task: the next comparison ``acc`` has not answered (question, left and
-        right passages), progress, and the next open task once this one is done."""
+        right passages), progress, ``last`` (``slot, choice`` of the answer an undo would undo,
+        while the task is being answered; else None), and the next open task once this one is
+        done."""
         rows = self._task(acc, task_id)
         s = self.svc.store()
         ans = s.pref_answers(acc.name, task_id)
         answered = dict(zip(ans["slot"].astype(int), ans["choice"]))
         total = len(rows)
         out: dict[str, Any] = {"task_id": task_id, "total": total, "answered": len(answered), "item": None,
-                               "next_task": None}
+                               "next_task": None, "last": None}
         todo = rows[~rows["slot"].astype(int).isin(set(answered))]
+        last = None if not len(ans) else {"slot": int(ans["slot"].iloc[-1]), "choice": str(ans["choice"].iloc[-1])}
         if not len(todo):
             out["state"] = "done"
         elif acc.name in excluded_assessors(s):
@@ -74,6 +79,7 @@ class PreferenceViews:
         else:
             r = todo.iloc[0]
             out["state"] = "answering"
+            out["last"] = last  # what "Undo last answer" undoes (None before the first answer)
             out["item"] = {"slot": int(r["slot"]), "position": len(answered) + 1, "qid": r["qid"], "query": r["query"],
                            "left": {"docid": r["left_docid"], "text": r["left_text"]},
                            "right": {"docid": r["right_docid"], "text": r["right_text"]}}
@@ -107,6 +113,25 @@ class PreferenceViews:
             self.screen()
         return {"task_id": task_id, "slot": k, "choice": side, "status": "stored" if stored else "repeated",
                 "answered": n, "total": len(rows), "done": done}
+
+    def undo(self, acc: Account, task_id: str, slot: Any) -> dict[str, Any]:
+        """Undo ``acc``'s last answer in force of task ``task_id``, named by its comparison
+        ``slot`` (a retried undo is ``repeated`` and undoes nothing more; a stale one, naming
+        another comparison than the last answered, is 409). Refused (409) once the task is
+        finished (the screening has run on it), with nothing to undo, and for an assessor the
+        screening excluded. Answers ``slot, choice`` undone, ``status`` and the new progress."""
+        rows = self._task(acc, task_id)
+        try:
+            k = int(str(slot).strip())
+        except ValueError:
+            raise WebError(400, f"comparison {slot!r} is not a number") from None
+        s = self.svc.store()
+        if acc.name in excluded_assessors(s) and len(s.pref_answers(acc.name, task_id)) < len(rows):
+            raise WebError(409, f"task {task_id} is closed for you: your answers can no longer be undone")
+        res = s.retract_pref(task_id, acc.name, k)  # a finished task: [task-finished], 409
+        n = len(s.pref_answers(acc.name, task_id))
+        return {"task_id": task_id, "slot": res["slot"], "choice": res["choice"], "status": res["status"],
+                "answered": n, "total": len(rows), "done": n >= len(rows)}
 
     def screen(self) -> dict | None:
         """Run the screening now (one at a time); a failure is logged and kept in

@@ -1,7 +1,7 @@
 // qrelkit's pages: keyboard keys and, while the next batch is computed or other assessors finish,
 // a poll of /api/topics/<qid>/state that reloads the page when its state changes. A button with
 // data-key="K" (or data-keys="K1 K2 ...") is pressed by those keys: 0-9 a grade, s skip, u undo
-// on a topic; ArrowLeft, f, 1 (left) and ArrowRight, j, 2 (right) on a preference task. Every
+// on a topic; ArrowLeft, f, 1 (left), ArrowRight, j, 2 (right) and u undo on a preference task. Every
 // control is a plain form: without this script the pages still work.
 (function () {
   "use strict";
