@@ -256,7 +256,7 @@ def test_undo_the_last_answer_then_answer_it_the_other_way(web, tmp_path):
     s2 = bob.c.get(url).json()["item"]["slot"]
     assert bob.post(f"{url}/answers", slot=s2, choice="left").json()["status"] == "stored"
     v = bob.c.get(url).json()
-    assert v["last"] == {"slot": s2, "choice": "left"} and v["answered"] == 2
+    assert {k: v["last"][k] for k in ("slot", "choice")} == {"slot": s2, "choice": "left"} and v["answered"] == 2
     html = bob.c.get(f"/prefs/{task}").text
     assert 'id="pref-undo-button" data-key="u"' in html and "Undo last answer" in html
     assert f'name="slot" value="{s2}"' in html.split('id="pref-undo-form"')[1]
@@ -265,7 +265,7 @@ def test_undo_the_last_answer_then_answer_it_the_other_way(web, tmp_path):
     assert r.status_code == 303 and r.headers["location"] == f"/prefs/{task}"
     v = bob.c.get(url).json()
     assert v["answered"] == 1 and v["item"]["slot"] == s2 and v["item"]["position"] == 2
-    assert v["last"] == {"slot": s1, "choice": "left"}
+    assert {k: v["last"][k] for k in ("slot", "choice")} == {"slot": s1, "choice": "left"}
     # answered again, the other way: a new answer in force, stored
     again = bob.post(f"{url}/answers", slot=s2, choice="right")
     assert again.status_code == 200 and again.json()["status"] == "stored" and again.json()["answered"] == 2
@@ -483,3 +483,30 @@ def test_the_answers_and_retractions_logs_are_append_only(camp):
     assert log[["slot", "worker", "choice"]].values.tolist() == [[slot, "bob", "left"], [slot, "bob", "right"]]
     assert log["retracted_by"].tolist()[0] == "bob" and log["source"].tolist()[0] == "web-undo"
     assert pd.isna(log["retracted"].iloc[1])
+
+
+def test_an_undo_replayed_after_the_comparison_was_answered_again_undoes_nothing(web):
+    """The page sends the answer's number with the undo: replayed after the comparison was
+    answered again (a resent form, a retry arriving late), it is ``repeated`` and the new answer
+    stays; without the number the undo names the comparison only (the API's minimum)."""
+    cat = web.client("cat")
+    task = tasks_of(web.camp, "cat")["task_id"].iloc[0]
+    k = cat.c.get(f"/api/prefs/{task}").json()["item"]["slot"]
+    assert cat.post(f"/api/prefs/{task}/answers", slot=k, choice="left").status_code == 200
+    last = cat.c.get(f"/api/prefs/{task}").json()["last"]
+    assert last["slot"] == k and last["choice"] == "left" and isinstance(last["answer"], int)
+    page = cat.c.get(f"/prefs/{task}").text
+    assert f'name="answer" value="{last["answer"]}"' in page
+    url = f"/api/prefs/{task}/undo"
+    assert cat.post(url, slot=k, answer=last["answer"]).json()["status"] == "retracted"
+    assert cat.post(f"/api/prefs/{task}/answers", slot=k, choice="right").status_code == 200
+    r = cat.post(url, slot=k, answer=last["answer"])  # the old undo again
+    assert r.status_code == 200 and r.json()["status"] == "repeated" and r.json()["answered"] == 1
+    with open_campaign_store(web.camp) as s:
+        assert s.pref_answers("cat")["choice"].tolist() == ["right"]
+    # an undo naming an answer that is neither the one in force nor an undone one: 409; not a number: 400
+    assert cat.post(url, slot=k, answer=last["answer"] + 999).status_code == 409
+    assert cat.post(url, slot=k, answer="x").status_code == 400
+    new = cat.c.get(f"/api/prefs/{task}").json()["last"]
+    assert new["choice"] == "right" and new["answer"] != last["answer"]
+    assert cat.post(url, slot=k, answer=new["answer"]).json()["status"] == "retracted"

@@ -677,7 +677,8 @@ class CampaignStore(JudgingStore):
                        (task_id, int(slot), assessor, choice, now))
             return True
 
-    def retract_pref(self, task_id: str, assessor: str, slot: int, *, source: str = "web-undo") -> dict[str, Any]:
+    def retract_pref(self, task_id: str, assessor: str, slot: int, *, answer: int | None = None,
+                     source: str = "web-undo") -> dict[str, Any]:
         """Undo ``assessor``'s most recent answer in force of task ``task_id``, which must be
         the answer to comparison ``slot`` (the undo names what it undoes: a retried undo never
         undoes a second answer), by appending a row to ``campaign_pref_retractions`` (one
@@ -687,9 +688,18 @@ class CampaignStore(JudgingStore):
         written). Refused: ``[task-finished]`` once every comparison of the task is answered (the
         screening has used the answers), ``[nothing-to-undo]`` without an answer in force,
         ``[conflict]`` when the last answer in force is to another comparison, ``[unknown-item]``
-        for a task that does not exist."""
+        for a task that does not exist. ``answer``, when given, is the log seq of the answer the
+        undo means (what the page showed): an undo replayed after that comparison was answered
+        again is then ``repeated``, never an undo of the new answer."""
         slot = int(slot)
         with self.transaction() as db:
+            if answer is not None:
+                done = db.execute("SELECT a.slot, a.choice FROM campaign_pref_retractions r JOIN campaign_pref_answers a"
+                                  " ON a.seq = r.answer WHERE r.answer = ? AND a.task_id = ? AND a.assessor = ?",
+                                  (int(answer), task_id, assessor)).fetchone()
+                if done is not None and int(done[0]) == slot:
+                    return {"task_id": task_id, "slot": slot, "choice": done[1], "answer": int(answer),
+                            "status": "repeated"}
             size = db.execute("SELECT COUNT(*) FROM campaign_pref_tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
             if not size:
                 raise InputError("unknown-item", f"no preference task {task_id}")
@@ -698,6 +708,9 @@ class CampaignStore(JudgingStore):
             if len(live) >= size:
                 raise InputError("task-finished", f"task {task_id} is finished (every comparison answered, the "
                                  "screening has run on it): its answers can no longer be undone")
+            if live and int(live[0][1]) == slot and answer is not None and int(live[0][0]) != int(answer):
+                raise InputError("conflict", f"your last answer to comparison {slot} of task {task_id} is not the "
+                                 "one this undo names: reload the page")
             if live and int(live[0][1]) == slot:
                 db.execute("INSERT INTO campaign_pref_retractions (answer, retracted_by, retracted, source)"
                            " VALUES (?, ?, ?, ?)", (live[0][0], assessor, _now_utc(), source))

@@ -181,10 +181,11 @@ class _Web:
 
     async def pref_undo(self, request: Request) -> Response:
         """POST /prefs/{task_id}/undo (form) and /api/prefs/{task_id}/undo (JSON): ``slot``, the
-        comparison whose answer (the last one in force) is undone."""
+        comparison whose answer (the last one in force) is undone, and optionally ``answer``, that
+        answer's number (the page sends it: a replayed undo then never takes back a newer answer)."""
         acc, _, data = await self.auth(request, post=True)
         task_id = request.path_params["task_id"]
-        res = await run_in_threadpool(self.prefs.undo, acc, task_id, self.field(data, "slot"))
+        res = await run_in_threadpool(self.prefs.undo, acc, task_id, self.field(data, "slot"), data.get("answer"))
         if wants_json(request):
             return JSONResponse(res)
         return RedirectResponse(f"/prefs/{quote(task_id, safe='')}", status_code=303)

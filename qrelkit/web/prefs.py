@@ -71,7 +71,10 @@ class PreferenceViews:
         out: dict[str, Any] = {"task_id": task_id, "total": total, "answered": len(answered), "item": None,
                                "next_task": None, "last": None}
         todo = rows[~rows["slot"].astype(int).isin(set(answered))]
-        last = None if not len(ans) else {"slot": int(ans["slot"].iloc[-1]), "choice": str(ans["choice"].iloc[-1])}
+        log = s.pref_answer_log(task_id) if len(ans) else None
+        mine = None if log is None else log[(log["worker"] == acc.name) & log["retracted"].isna()]
+        last = None if mine is None or not len(mine) else {
+            "slot": int(mine["slot"].iloc[-1]), "choice": str(mine["choice"].iloc[-1]), "answer": int(mine["seq"].iloc[-1])}
         if not len(todo):
             out["state"] = "done"
         elif acc.name in excluded_assessors(s):
@@ -114,9 +117,10 @@ class PreferenceViews:
         return {"task_id": task_id, "slot": k, "choice": side, "status": "stored" if stored else "repeated",
                 "answered": n, "total": len(rows), "done": done}
 
-    def undo(self, acc: Account, task_id: str, slot: Any) -> dict[str, Any]:
+    def undo(self, acc: Account, task_id: str, slot: Any, answer: Any = None) -> dict[str, Any]:
         """Undo ``acc``'s last answer in force of task ``task_id``, named by its comparison
-        ``slot`` (a retried undo is ``repeated`` and undoes nothing more; a stale one, naming
+        ``slot`` and, when given, its number ``answer`` (a retried undo is ``repeated`` and
+        undoes nothing more, even after the comparison was answered again; a stale one, naming
         another comparison than the last answered, is 409). Refused (409) once the task is
         finished (the screening has run on it), with nothing to undo, and for an assessor the
         screening excluded. Answers ``slot, choice`` undone, ``status`` and the new progress."""
@@ -128,7 +132,11 @@ class PreferenceViews:
         s = self.svc.store()
         if acc.name in excluded_assessors(s) and len(s.pref_answers(acc.name, task_id)) < len(rows):
             raise WebError(409, f"task {task_id} is closed for you: your answers can no longer be undone")
-        res = s.retract_pref(task_id, acc.name, k)  # a finished task: [task-finished], 409
+        try:
+            seq = None if answer is None or str(answer).strip() == "" else int(str(answer).strip())
+        except ValueError:
+            raise WebError(400, f"answer {answer!r} is not a number") from None
+        res = s.retract_pref(task_id, acc.name, k, answer=seq)  # a finished task: [task-finished], 409
         n = len(s.pref_answers(acc.name, task_id))
         return {"task_id": task_id, "slot": res["slot"], "choice": res["choice"], "status": res["status"],
                 "answered": n, "total": len(rows), "done": n >= len(rows)}
