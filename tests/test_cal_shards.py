@@ -59,7 +59,7 @@ def _same_rows(a, b):
         assert np.array_equal(a.canonical, b.canonical)
 
 
-def test_rows_do_not_depend_on_the_shard_size(tmp_path, monkeypatch):
+def test_rows_do_not_depend_on_the_shard_size(tmp_path):
     t, cls = corpus(), classes_of(corpus())
     one = build_features(t, tmp_path / "one", classes=cls)
     many = build_features(t, tmp_path / "many", classes=cls, shard_size=250)
@@ -79,18 +79,26 @@ def test_rows_do_not_depend_on_the_shard_size(tmp_path, monkeypatch):
     g = load_features(tmp_path / "many", mmap=True)
     assert isinstance(g.shards[0].data, np.memmap) and g.shards[0].pid_array is None
     _same_rows(one, g)
-    # by default, what scoring reads is in memory when it fits RESIDENT_BYTES, the rest mapped;
-    # mapped beyond it
-    from qrelkit.cal import features as fmod
+    # by default, each shard reads what scoring reads into memory when first scored, while the
+    # store's budget holds it; the rest stays mapped; the scores are the same
+    from qrelkit.cal.loop import score
 
-    assert fmod.scoring_bytes(tmp_path / "many") == 10 * 8 + 2400 * 8 + one.nnz * 6 <= fmod.RESIDENT_BYTES
+    w = np.linspace(-1, 1, one.n_terms).astype(np.float32)
+    expect = score(g, w, 0.5)
     r = load_features(tmp_path / "many")
+    assert all(isinstance(sh.data, np.memmap) for sh in r.shards)
+    assert np.array_equal(score(r, w, 0.5), expect)
     for sh in r.shards:
         assert not isinstance(sh.data, np.memmap) and not isinstance(sh.indptr, np.memmap)
         assert not isinstance(sh.indices16, np.memmap) and isinstance(sh.indices, np.memmap)
     _same_rows(one, r)
-    monkeypatch.setattr(fmod, "RESIDENT_BYTES", fmod.scoring_bytes(tmp_path / "many") - 1)
-    assert all(isinstance(sh.data, np.memmap) for sh in load_features(tmp_path / "many").shards)
+    s0 = r.shards[0]
+    per_shard = s0.indptr.nbytes + s0.indices16.nbytes + s0.data.nbytes
+    few = load_features(tmp_path / "many", resident=per_shard)  # room for one shard only
+    assert np.array_equal(score(few, w, 0.5), expect)
+    assert [isinstance(sh.data, np.memmap) for sh in few.shards] == [False] + [True] * (len(few.shards) - 1)
+    mapped = load_features(tmp_path / "many", mmap=True)
+    assert np.array_equal(score(mapped, w, 0.5), expect) and all(isinstance(sh.data, np.memmap) for sh in mapped.shards)
     assert all(not isinstance(sh.indices, np.memmap) for sh in load_features(tmp_path / "many", mmap=False).shards)
     probe = t["pid"].to_pylist()[::7] + ["nope", "p00007x", ""]
     assert g.rows_of(probe).tolist() == one.rows_of(probe).tolist() == mem.rows_of(probe).tolist()

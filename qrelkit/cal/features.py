@@ -43,7 +43,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from qrelkit.cal.shards import (
-    FORMAT, FORMAT_VERSION, WIDE, Shard, duplicate_pid, install_folder, narrow, open_shard, pid_hashes,
+    FORMAT, FORMAT_VERSION, WIDE, ResidentBudget, Shard, duplicate_pid, install_folder, memory_available, narrow,
+    open_shard, pid_hashes,
     read_manifest, save_shard, save_shard_ids, shard_dir, single_folder_canonical, temporary_folder, write_manifest,
 )
 from qrelkit.config import default as config_default
@@ -833,38 +834,35 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
     return out
 
 
-#: :func:`load_features` reads the scoring arrays of a store (row pointers, 2-byte column ids,
-#: weights) into memory when they take at most this many bytes (1 GiB: about 3.5M passages of 55
-#: words), and memory-maps them beyond: numpy gives large arrays huge pages, which scoring reads
-#: about 20% faster than the 4 KB pages of a mapped file (30 vs 38 ms at 1M, docs/benchmarks.md).
+#: the least :func:`load_features` lets a store's shards read into memory by default (1 GiB:
+#: about 3.5M passages of 55 words), where the memory available is unknown or small
 RESIDENT_BYTES = 1 << 30
 
 
-def scoring_bytes(path: str | os.PathLike) -> int:
-    """Bytes of the arrays a scoring pass reads, over every shard of the store at ``path``."""
-    p, total = Path(path), 0
-    for e in read_manifest(p)["shards"]:
-        folder = p / e["dir"]
-        rows, nnz = int(e["rows"]), int(e["nnz"])
-        wide = (folder / "indices16.npy").exists()
-        total += (rows + 1) * 8 + nnz * (4 + (2 if wide else 4))
-    return total
+def resident_default() -> int:
+    """The default :class:`~qrelkit.cal.shards.ResidentBudget` of a loaded store: a quarter of
+    the memory available now (``/proc/meminfo``), at least :data:`RESIDENT_BYTES`."""
+    avail = memory_available()
+    return RESIDENT_BYTES if avail is None else max(RESIDENT_BYTES, avail // 4)
 
 
-def load_features(path: str | os.PathLike, *, mmap: bool | None = None) -> Features:
+def load_features(path: str | os.PathLike, *, mmap: bool | None = None, resident: int | None = None) -> Features:
     """Open stored features (passage ids are read on first use).
 
     ``mmap``: True maps every array (memory bounded by the page cache, which processes share);
-    False reads every array into memory; None (the default) reads the scoring arrays into
-    memory when they take at most :data:`RESIDENT_BYTES` (:func:`scoring_bytes`) and maps the
-    rest. A folder written before stores were sharded (format version 2) is read as one shard."""
+    False reads every array into memory now; None (the default) maps them, and each shard reads
+    the arrays scoring reads (row pointers, 2-byte column ids, weights) into memory when it is
+    first scored, while their sizes fit ``resident`` bytes in all (default
+    :func:`resident_default`): numpy gives large arrays huge pages, which a scoring pass reads
+    about 20% faster than the 4 KB pages of a mapped file (30 vs 38 ms at 1M,
+    docs/benchmarks.md); shards never scored (a Dask client's, other workers') stay mapped. A
+    folder written before stores were sharded (format version 2) is read as one shard."""
     p = Path(path)
     meta = read_manifest(p)
-    resident = mmap is False or (mmap is None and scoring_bytes(p) <= RESIDENT_BYTES)
-    mmap = mmap is not False
-    shards = [open_shard(p, e, mmap=mmap, resident=resident) for e in meta["shards"]]
+    budget = None if mmap is not None else ResidentBudget(resident_default() if resident is None else resident)
+    shards = [open_shard(p, e, mmap=mmap is not False, budget=budget) for e in meta["shards"]]
     if meta["version"] != FORMAT_VERSION and shards:
-        shards[0].canonical = single_folder_canonical(p, mmap)
+        shards[0].canonical = single_folder_canonical(p, mmap is not False)
     feats = Features(shards=shards, terms=np.asarray(np.load(p / "terms.npy")), df=np.load(p / "df.npy"),
                      idf=np.asarray(np.load(p / "idf.npy")), norm=Normalization(**meta["normalization"]),
                      hashing=meta.get("hashing"), shard_size=meta.get("shard_size"), params=meta.get("params", {}),

@@ -147,6 +147,7 @@ def score_shard(shard: Shard, w: np.ndarray, b: float = 0.0, rows: np.ndarray | 
     """float32 scores of a shard's rows ``X[rows] @ w + b`` (local rows; all when None): one pass
     over the rows' non-zeros, parallel over rows when there are at least
     :data:`PARALLEL_MIN_NNZ` of them."""
+    shard.hot()
     n = shard.n_rows if rows is None else len(rows)
     if out is None:
         out = np.empty(n, np.float32)
@@ -217,6 +218,7 @@ def score_shard_many(shard: Shard, W: np.ndarray, b: np.ndarray, rows: np.ndarra
     """float32 scores of several linear models over a shard's rows (local; all when None):
     ``X[rows] @ W + b`` as (rows, models), column ``t`` equal to :func:`score_shard` of
     ``W[:, t]`` and ``b[t]`` bit for bit, in one pass over the rows' non-zeros."""
+    shard.hot()
     W = np.ascontiguousarray(W, np.float32)
     b = np.ascontiguousarray(b, np.float32)
     rows = np.arange(shard.n_rows, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)

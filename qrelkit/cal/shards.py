@@ -36,7 +36,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba as nb
@@ -131,6 +132,35 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- one shard
 
 
+class ResidentBudget:
+    """Bytes of a store's scoring arrays that its shards may still read into memory (see
+    :meth:`Shard.hot`): shared by the shards of one :class:`~qrelkit.cal.features.Features`."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.left = int(nbytes)
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> bool:
+        """Take ``nbytes`` if that many are left."""
+        with self._lock:
+            if nbytes > self.left:
+                return False
+            self.left -= nbytes
+            return True
+
+
+def memory_available() -> int | None:
+    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 @dataclass
 class Shard:
     """Rows ``[first_row, first_row + n_rows)`` of a feature matrix as CSR arrays (memory-mapped
@@ -148,6 +178,7 @@ class Shard:
     pid_file: str = "pids.arrow"
     pid_hash: np.ndarray | None = None
     pid_hash_rows: np.ndarray | None = None
+    budget: ResidentBudget | None = field(default=None, repr=False)
 
     @property
     def n_rows(self) -> int:
@@ -173,6 +204,23 @@ class Shard:
                                  file=str(self.folder))
             self.pid_array = pids
         return self.pid_array
+
+    def hot(self) -> "Shard":
+        """Before scoring: read the arrays scoring reads (``indptr``, ``indices16``, ``data``)
+        from their mapped files into memory, once, when the store's :class:`ResidentBudget`
+        still holds their size (numpy gives large arrays huge pages: a scoring pass is about
+        20% faster than over the 4 KB pages of a mapped file). Returns the shard."""
+        b = self.budget
+        if b is None:
+            return self
+        self.budget = None  # decided once
+        arrays = (self.indptr, self.indices16, self.data)
+        mapped = sum(a.nbytes for a in arrays if isinstance(a, np.memmap))
+        if mapped and b.take(mapped):
+            self.indptr, self.data = np.array(self.indptr), np.array(self.data)
+            if self.indices16 is not None:
+                self.indices16 = np.array(self.indices16)
+        return self
 
     def compact_indices(self) -> np.ndarray:
         """The scoring layout's column ids (uint16; built on first use when not stored)."""
@@ -253,17 +301,17 @@ def _load(path: Path, mmap: bool) -> np.ndarray:
         return np.load(path)
 
 
-def open_shard(store: Path, entry: dict, *, mmap: bool = True, resident: bool = False) -> Shard:
+def open_shard(store: Path, entry: dict, *, mmap: bool = True, budget: ResidentBudget | None = None) -> Shard:
     """The shard described by a manifest ``entry`` (``dir``, ``rows``, ``nnz``, ``first_row``):
-    its arrays memory-mapped (``mmap``), but the ones scoring reads (``indptr``, ``indices16``,
-    ``data``) read into memory when ``resident``."""
+    its arrays memory-mapped (``mmap``); with a ``budget``, the ones scoring reads are read into
+    memory at the first scoring (:meth:`Shard.hot`) if the budget holds them."""
     folder = store / entry["dir"]
     if not (folder / "indptr.npy").exists():
         raise InputError("not-features", f"shard {entry['dir']} listed in {MANIFEST} is missing", file=str(folder))
-    hot = mmap and not resident
-    sh = Shard(indptr=_load(folder / "indptr.npy", hot), indices=_load(folder / "indices.npy", mmap),
-               data=_load(folder / "data.npy", hot), first_row=int(entry["first_row"]), folder=folder,
-               indices16=_load(folder / "indices16.npy", hot) if (folder / "indices16.npy").exists() else None)
+    sh = Shard(indptr=_load(folder / "indptr.npy", mmap), indices=_load(folder / "indices.npy", mmap),
+               data=_load(folder / "data.npy", mmap), first_row=int(entry["first_row"]), folder=folder,
+               indices16=_load(folder / "indices16.npy", mmap) if (folder / "indices16.npy").exists() else None,
+               budget=budget if mmap else None)
     if (folder / "canonical.npy").exists():
         sh.canonical = _load(folder / "canonical.npy", mmap)
     if (folder / "pid_hash.npy").exists():
