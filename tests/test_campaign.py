@@ -369,3 +369,30 @@ def test_unwritable_outputs_refused_before_the_work(sim, tmp_path, capsys):
     finally:
         if ro.is_dir():
             ro.chmod(0o755)
+
+
+def test_one_advance_at_a_time_across_processes(sim, oracle, tmp_path, capsys, monkeypatch):
+    """While another process advances the campaign (it holds DIR/advance.lock), `campaign run`
+    waits, then stops with one line ([campaign-busy]) and changes nothing; once the lock is free
+    it runs. The lock is the operating system's: a killed holder frees it."""
+    import qrelkit.campaign.lock as lock
+
+    d = tmp_path / "c"
+    assert cli(_init_args(sim, d)) == 0
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from qrelkit.campaign.lock import advance_lock\n"
+        f"with advance_lock({str(d)!r}):\n    print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(lock, "ADVANCE_WAIT_S", 0.3)
+        before = sqlite3.connect(d / "campaign.db").execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+        capsys.readouterr()
+        assert cli(["campaign", "run", str(d), "--oracle", str(oracle)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "[campaign-busy]" in err[0] and str(d) in err[0]
+        assert sqlite3.connect(d / "campaign.db").execute("SELECT COUNT(*) FROM batches").fetchone()[0] == before
+    finally:
+        holder.kill()  # killed while holding it: the lock is free at once
+        holder.wait()
+    assert Campaign(d).run(oracle=oracle, error_rate=0.1, seed=7, until="pool")["state"] == "until pool"

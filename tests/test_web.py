@@ -316,6 +316,31 @@ def test_undo_retracts_the_last_judgment_and_the_passage_comes_back(web):
     assert p.topic("1002")["item"]["docid"] == a["docid"]
 
 
+def test_undo_waits_for_no_runner_of_another_process(web):
+    """A `campaign run` in another process holds the campaign's advance lock: an undo then is
+    409 (it would race the other runner's use of the judgment), and goes through once it is free."""
+    import os
+    import subprocess
+    import sys
+
+    p = web.client("cat")
+    a = p.topic("1002")["item"]
+    assert p.post("/api/topics/1002/judgments", batch_id=a["batch_id"], docid=a["docid"], grade=0).status_code == 200
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from qrelkit.campaign.lock import advance_lock\n"
+        f"with advance_lock({str(web.camp)!r}):\n    print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = p.post("/api/topics/1002/undo")
+        assert r.status_code == 409 and "another process" in r.json()["error"]
+    finally:
+        holder.kill()
+        holder.wait()
+    r = p.post("/api/topics/1002/undo")
+    assert r.status_code == 200 and r.json()["docid"] == a["docid"]
+
+
 def test_undo_is_refused_once_the_runner_used_the_judgment(web, truth):
     people = {n: web.client(n) for n in TOPICS}
     for name, p in people.items():

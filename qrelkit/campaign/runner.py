@@ -18,6 +18,7 @@ import pandas as pd
 
 from qrelkit.cal.loop import warm_up
 from qrelkit.campaign import outputs, rounds, stages
+from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
 from qrelkit.config import CAMPAIGN_STAGES, load_config
@@ -166,8 +167,9 @@ class Campaign:
         ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions)."""
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
-        with self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
-            return r.advance(progress, until=until)
+        writable(self.dir)
+        with advance_lock(self.dir), self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
+            return r.advance(progress, until=until)  # the lock before the runner: a busy campaign is left as it is
 
     # -- import, status, report --------------------------------------------------------------------
 
@@ -266,6 +268,10 @@ class Runner:
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         writable(self.campaign.dir)
+        with advance_lock(self.campaign.dir):  # one advance at a time, across processes
+            return self._advance(progress, until)
+
+    def _advance(self, progress: Callable[[str], None] | None, until: str | None) -> dict:
         ctx = self.ctx
         ctx.store.check_inputs(self._seen)
         ctx.say = progress or (lambda _msg: None)

@@ -25,6 +25,7 @@ import pandas as pd
 from qrelkit.cal.store import ConflictError
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
+from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
@@ -409,6 +410,17 @@ class CampaignService:
             return "the final qrels were written"
         return None
 
+    def _retract_last(self, acc: Account, qid: str) -> dict:
+        last = self.undo_target(acc, qid)
+        if last is None:
+            raise WebError(409, "nothing to undo on this topic")
+        why = self._used(qid, last)
+        if why:
+            raise WebError(409, f"that judgment can no longer be undone: {why}")
+        if self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
+            raise WebError(409, "nothing to undo on this topic")
+        return last
+
     def undo(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """Retract ``acc``'s last judgment on ``qid`` (a retraction row: see
         :meth:`qrelkit.cal.store.JudgingStore.retract`) and put its passage first in the queue.
@@ -417,14 +429,12 @@ class CampaignService:
         if not self.advancer.lock.acquire(timeout=0.5):
             raise WebError(409, "the next batch is being computed: try the undo again in a moment")
         try:  # under the runner's lock: nothing uses the judgment between the check and the retraction
-            last = self.undo_target(acc, qid)
-            if last is None:
-                raise WebError(409, "nothing to undo on this topic")
-            why = self._used(qid, last)
-            if why:
-                raise WebError(409, f"that judgment can no longer be undone: {why}")
-            if self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
-                raise WebError(409, "nothing to undo on this topic")
+            with advance_lock(self.dir, wait=0.5):  # nor a runner of another process (a 'campaign run')
+                last = self._retract_last(acc, qid)
+        except InputError as exc:
+            if exc.rule != "campaign-busy":
+                raise
+            raise WebError(409, "the campaign is being advanced by another process: try the undo again in a moment") from None
         finally:
             self.advancer.lock.release()
         with self._skip_lock:
