@@ -153,3 +153,19 @@ def test_combined_grade_is_the_rule_per_topic_and_passage(rows, combine):
     got = judgments_to_qrels(df, combine=combine).to_pandas()
     assert {(q, d): r for q, d, r in zip(got["qid"], got["docid"], got["rel"])} == expect
     assert judgments_to_qrels(df.iloc[::-1], combine=combine).equals(judgments_to_qrels(df, combine=combine))
+
+
+def test_combined_grade_rejects_missing_grades_and_skips_missing_keys():
+    from qrelkit.pooler.batches import judgments_to_qrels
+
+    with pytest.raises(InputError, match="missing-value"):
+        judgments_to_qrels(pd.DataFrame({"qid": ["1", "1"], "docid": ["a", "a"], "grade": [float("nan"), 1.0]}))
+    with pytest.raises(InputError, match="missing-value"):
+        judgments_to_qrels(pd.DataFrame({"qid": ["1"], "docid": ["a"], "grade": pd.array([None], "Int64")}))
+    with pytest.raises(InputError, match="not a number"):
+        judgments_to_qrels(pd.DataFrame({"qid": ["1"], "docid": ["a"], "grade": ["high"]}))
+    # numbers written as text compare as numbers; a row without a topic is no group's, as with max
+    df = pd.DataFrame({"qid": ["1", "1", None], "docid": ["a", "a", "a"], "grade": ["10", "2", "3"]})
+    for rule, rel in (("median_high", 10), ("max", 10), ("min", 2)):
+        got = judgments_to_qrels(df, combine=rule)
+        assert got["qid"].to_pylist() == ["1"] and got["docid"].to_pylist() == ["a"] and got["rel"].to_pylist() == [rel]

@@ -191,3 +191,31 @@ def test_a_task_finishing_between_scans_is_not_taken_for_lost(monkeypatch):
     assert sc._run(("all",), [np.zeros(0, np.int64)], it) == [(0, "ok")]
     assert it["retries"] == 0 and it["tasks"] == 1
     assert len(sc.client.submitted) == 1 and not sc.client.submitted[0].cancelled
+
+
+class _LostFuture:
+    status = "lost"
+
+    def done(self):
+        return True
+
+    def cancel(self):
+        pass
+
+
+def test_an_iteration_whose_workers_are_always_lost_fails_instead_of_looping(monkeypatch):
+    import distributed
+
+    class Client(_FakeClient):
+        def submit(self, fn, *args, **kw):
+            self.submitted.append(_LostFuture())
+            return self.submitted[-1]
+
+    monkeypatch.setattr(distributed, "wait", lambda futs, timeout=None: None)
+    sc = DaskScorer.__new__(DaskScorer)
+    sc.client, sc.path, sc._owner, sc.worker_timeout = Client(), "x", {0: "tcp://w0"}, 1.0
+    sc.features = type("F", (), {"shards": [object()]})()
+    it = {"sent": 0, "received": 0, "retries": 0, "tasks": 0}
+    with pytest.raises(InputError, match="dask-worker-lost"):
+        sc._run(("all",), [np.zeros(0, np.int64)], it)
+    assert len(sc.client.submitted) == 4  # the first attempt and 3 retries

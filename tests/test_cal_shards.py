@@ -97,6 +97,10 @@ def test_rows_do_not_depend_on_the_shard_size(tmp_path):
     few = load_features(tmp_path / "many", resident=per_shard)  # room for one shard only
     assert np.array_equal(score(few, w, 0.5), expect)
     assert [isinstance(sh.data, np.memmap) for sh in few.shards] == [False] + [True] * (len(few.shards) - 1)
+    import pickle
+
+    again = pickle.loads(pickle.dumps(load_features(tmp_path / "many")))  # a budget's lock does not travel
+    assert np.array_equal(score(again, w, 0.5), expect)
     mapped = load_features(tmp_path / "many", mmap=True)
     assert np.array_equal(score(mapped, w, 0.5), expect) and all(isinstance(sh.data, np.memmap) for sh in mapped.shards)
     assert all(not isinstance(sh.indices, np.memmap) for sh in load_features(tmp_path / "many", mmap=False).shards)

@@ -489,3 +489,19 @@ def test_the_state_of_changed_judgments_is_the_last_change(tmp_path):
         live = db.execute("SELECT seq, grade FROM live_judgments ORDER BY 1").fetchall()
         by_log = [(seq, dict(last).get(seq, g)) for seq, g in db.execute("SELECT seq, grade FROM judgments ORDER BY 1")]
         assert live == [(seq, g) for seq, g in by_log if g is not None]
+
+
+def test_the_state_follows_a_change_written_with_any_conflict_clause(tmp_path):
+    """judgment_state is kept by an upsert: an outer INSERT OR IGNORE / OR REPLACE on the
+    changes log (another tool writing to the file) still moves the grade in force."""
+    p = tmp_path / "s.db"
+    init_store(p, {"1": "t"}, collection_size=100).close()
+    with open_store(p) as s:
+        s.import_judgments(judgments(3))
+        s.retract("1", "p00001", "A1", "1-1")
+    with sqlite3.connect(p) as db:
+        seq = db.execute("SELECT seq FROM judgments WHERE passage = 'p00001'").fetchone()[0]
+        for clause, grade in (("OR IGNORE", 3), ("OR REPLACE", 2)):
+            db.execute(f"INSERT {clause} INTO judgment_changes (judgment, grade, time, source) VALUES (?, ?, 't', 'x')",
+                       (seq, grade))
+            assert db.execute("SELECT grade FROM live_judgments WHERE seq = ?", (seq,)).fetchone() == (grade,)

@@ -396,3 +396,12 @@ def test_one_advance_at_a_time_across_processes(sim, oracle, tmp_path, capsys, m
         holder.kill()  # killed while holding it: the lock is free at once
         holder.wait()
     assert Campaign(d).run(oracle=oracle, error_rate=0.1, seed=7, until="pool")["state"] == "until pool"
+    # the lock file is created as the umask allows (a group sharing the campaign shares its lock)
+    old = os.umask(0o002)
+    try:
+        (d / "advance.lock").unlink()
+        with lock.advance_lock(d, wait=0):
+            pass
+    finally:
+        os.umask(old)
+    assert (d / "advance.lock").stat().st_mode & 0o777 == 0o664

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qrelkit.cal.features import Features, load_features
+from qrelkit.cal.features import Features, load_features, resident_default
 from qrelkit.cal.loop import candidate_rows
 from qrelkit.cal.scoring import (
     SCORE_GROUP, Candidates, LocalScorer, TopRows, merge_tops, shard_top, shard_top_many, split_rows,
@@ -56,6 +56,7 @@ from qrelkit.errors import InputError
 
 SPILL_ENV = "QRELKIT_DASK_SPILL"
 POLL_S = 0.25  # how often the client looks for lost workers while it waits
+MAX_RETRIES = 3  # lost workers an iteration recovers from before it fails
 
 __all__ = ["DaskScorer", "scorer_for"]
 
@@ -76,9 +77,20 @@ def _store_visible(path: str) -> str | None:
 
 
 def _worker_features(path: str) -> Features:
+    """The store, once per worker process; its shards read into memory within a quarter of the
+    worker's memory limit (Dask's nanny restarts a worker beyond it), else of what is free."""
     f = _cache.get(("features", path))
     if f is None:
-        f = _cache[("features", path)] = load_features(path)
+        budget = resident_default()
+        try:
+            from distributed import get_worker  # lazy: only inside a Dask worker
+
+            limit = getattr(get_worker(), "memory_limit", None)
+            if limit:
+                budget = min(budget, int(limit) // 4)
+        except (ImportError, ValueError):  # not in a worker (a test calling the task directly)
+            pass
+        f = _cache[("features", path)] = load_features(path, resident=budget)
     return f
 
 
@@ -386,6 +398,9 @@ class DaskScorer:
                     orphans += mine
             if orphans:
                 it["retries"] += 1
+                if it["retries"] > MAX_RETRIES:  # workers that die on every attempt: stop, not loop
+                    raise InputError("dask-worker-lost", f"the workers scoring shards {sorted(set(orphans))} were lost "
+                                     f"{it['retries']} times in one iteration (out of memory?)")
                 self._assign(orphans, self._live(wait=True))
                 self._submit(pending, orphans, common, per_shard, it)
         return results

@@ -834,16 +834,17 @@ def save_features(feats: Features, output: str | os.PathLike) -> Path:
     return out
 
 
-#: the least :func:`load_features` lets a store's shards read into memory by default (1 GiB:
-#: about 3.5M passages of 55 words), where the memory available is unknown or small
+#: what :func:`load_features` lets a store's shards read into memory by default where the memory
+#: available is unknown (1 GiB: about 3.5M passages of 55 words)
 RESIDENT_BYTES = 1 << 30
 
 
 def resident_default() -> int:
     """The default :class:`~qrelkit.cal.shards.ResidentBudget` of a loaded store: a quarter of
-    the memory available now (``/proc/meminfo``), at least :data:`RESIDENT_BYTES`."""
+    the memory this process may still use (:func:`~qrelkit.cal.shards.memory_available`: a
+    container's limit counts), or :data:`RESIDENT_BYTES` where that is unknown."""
     avail = memory_available()
-    return RESIDENT_BYTES if avail is None else max(RESIDENT_BYTES, avail // 4)
+    return RESIDENT_BYTES if avail is None else avail // 4
 
 
 def load_features(path: str | os.PathLike, *, mmap: bool | None = None, resident: int | None = None) -> Features:

@@ -148,17 +148,43 @@ class ResidentBudget:
             self.left -= nbytes
             return True
 
+    def __getstate__(self) -> dict:  # a lock does not pickle: features loaded by default still do
+        return {"left": self.left}
+
+    def __setstate__(self, state: dict) -> None:
+        self.left, self._lock = int(state["left"]), threading.Lock()
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read().strip()
+        return int(text) if text.isdigit() else None
+    except (OSError, ValueError):
+        return None
+
 
 def memory_available() -> int | None:
-    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo), or None where unknown."""
+    """Bytes of memory this process may still use: ``MemAvailable`` of /proc/meminfo, or less
+    when a cgroup (a container, a pod) limits it (v2 ``memory.max`` - ``memory.current``, v1
+    ``memory.limit_in_bytes`` - ``memory.usage_in_bytes``); None where unknown."""
+    avail = None
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    avail = int(line.split()[1]) * 1024
+                    break
     except (OSError, ValueError, IndexError):
-        return None
-    return None
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        cap, cur = _read_int(limit), _read_int(used)
+        if cap is not None and cur is not None and cap < (1 << 60):  # "max" or a huge number: no limit
+            left = max(cap - cur, 0)
+            avail = left if avail is None else min(avail, left)
+            break
+    return avail
 
 
 @dataclass

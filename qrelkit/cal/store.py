@@ -189,7 +189,8 @@ CREATE TABLE IF NOT EXISTS judgment_state (
     grade INTEGER
 );
 CREATE TRIGGER IF NOT EXISTS judgment_changes_state AFTER INSERT ON judgment_changes
-    BEGIN INSERT OR REPLACE INTO judgment_state (judgment, grade) VALUES (NEW.judgment, NEW.grade); END
+    BEGIN INSERT INTO judgment_state (judgment, grade) VALUES (NEW.judgment, NEW.grade)
+          ON CONFLICT (judgment) DO UPDATE SET grade = excluded.grade; END
 """
 
 #: the view of the judgments in force and the conflict triggers on them (version 3)

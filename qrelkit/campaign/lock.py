@@ -32,6 +32,19 @@ _HELD = threading.local()  # the lock files this thread holds (re-entering is fr
 ADVANCE_WAIT_S = 600.0
 
 
+def _open(path: Path) -> int:
+    """A descriptor of the lock file: created as the umask allows (0o666 before it: a group that
+    shares the campaign shares its lock), or opened read-only (flock needs no write access)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise InputError("unwritable-output", f"cannot open the campaign's lock file: {exc.strerror}",
+                             file=str(path)) from None
+
+
 @contextlib.contextmanager
 def advance_lock(directory: str | os.PathLike, *, wait: float | None = None) -> Iterator[None]:
     """Hold the campaign's advance lock while the block runs; wait up to ``wait`` seconds
@@ -44,7 +57,7 @@ def advance_lock(directory: str | os.PathLike, *, wait: float | None = None) -> 
     if fcntl is None or path in held:  # this thread holds it already (a run around an advance)
         yield
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(path)
     try:
         limit = time.monotonic() + (ADVANCE_WAIT_S if wait is None else float(wait))
         while True:

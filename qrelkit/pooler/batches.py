@@ -243,14 +243,21 @@ def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high")
         raise InputError("bad-option", f"combine must be median_high, max or min, got {combine!r}")
     if len(judgments) == 0:
         return QRELS_SCHEMA.empty_table()
-    g = judgments.groupby(["qid", "docid"], sort=False)["grade"]
+    try:  # grades compare as numbers, whatever their dtype (text "10" > "2")
+        grades = pd.to_numeric(judgments["grade"], errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
+    except (ValueError, TypeError):
+        raise InputError("grade-outside-scale", "a grade is not a number") from None
+    g = judgments.assign(grade=grades).groupby(["qid", "docid"], sort=False)["grade"]
+    codes = g.ngroup().to_numpy()  # -1: a row with a missing qid or docid, no group's
+    if not np.isfinite(grades[codes >= 0]).all():
+        raise InputError("missing-value", "a judgment has no grade (NaN or missing)")
     if combine == "max":
         agg = g.max().reset_index()
     elif combine == "min":
         agg = g.min().reset_index()
     else:  # the higher middle grade of each group, for every group at once (no Python call per group)
-        codes, grades = g.ngroup().to_numpy(), judgments["grade"].to_numpy().astype(np.int64)
-        order = np.lexsort((grades, codes))
+        keep = np.flatnonzero(codes >= 0)
+        order = keep[np.lexsort((grades[keep], codes[keep]))]
         sc = codes[order]
         starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
         sizes = np.diff(np.r_[starts, len(order)])

@@ -243,17 +243,25 @@ class CampaignService:
         if not self.free_choice:
             raise WebError(404, "topics are assigned in this campaign ([web] free_topic_choice is off)")
         self.check_topic(acc, qid)
-        with self.advancer.lock:
-            places = self._takeable(acc, qid)
-            if not places:
-                raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
-            s = self.store()
-            claims = s.get_state("web_claims", [])
-            for _, who in places:
-                if [qid, who, acc.name] not in claims:
-                    claims.append([qid, who, acc.name])
-            s.set_state(web_claims=claims)
-            taken = sum(s.reassign(bid, who, acc.name) for bid, who in places)
+        if not self.advancer.lock.acquire(timeout=5):  # a long run (or another process's) holds it
+            raise WebError(409, "the next batch is being computed: try again in a moment")
+        try:
+            return self._take(acc, qid)
+        finally:
+            self.advancer.lock.release()
+
+    def _take(self, acc: Account, qid: str) -> dict[str, Any]:
+        """:meth:`take` under the runner's lock."""
+        places = self._takeable(acc, qid)
+        if not places:
+            raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
+        s = self.store()
+        claims = s.get_state("web_claims", [])
+        for _, who in places:
+            if [qid, who, acc.name] not in claims:
+                claims.append([qid, who, acc.name])
+        s.set_state(web_claims=claims)
+        taken = sum(s.reassign(bid, who, acc.name) for bid, who in places)
         return {"qid": qid, "status": "taken", "batches": int(taken)}
 
     def apply_claims(self) -> int:
