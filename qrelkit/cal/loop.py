@@ -465,38 +465,27 @@ def fractional_candidates(features: Features, fraction: float, seed: int) -> np.
 
 
 class CandidateCache:
-    """The candidate rows of the CAL threads, and their positions, computed once per features,
-    fraction and seed: what a caller that issues batches again and again (a campaign runner, the
-    judging app) keeps between :func:`issue_next_batches` calls. The fractional collection's rows
-    take a pass over every passage id (seconds at millions of passages).
+    """The candidates of the CAL threads (rows, positions, per-shard bounds), computed once per
+    features, fraction and seed: what a caller that issues batches again and again (a campaign
+    runner, the judging app) keeps between :func:`issue_next_batches` calls. The fractional
+    collection's rows take a pass over every passage id (seconds at millions of passages); the
+    other threads share the canonical rows.
 
     A cache serves one :class:`~qrelkit.cal.features.Features` object: given another (features
     rebuilt, a store reloaded) it starts afresh."""
 
     def __init__(self) -> None:
         self._features: Features | None = None
-        self._rows: dict[tuple[str, float, int], np.ndarray | None] = {}
         self._cands: dict[tuple[str, float, int], Candidates] = {}
 
-    def _key(self, features: Features, thread: str, fraction: float, seed: int) -> tuple[str, float, int]:
-        if features is not self._features:
-            self._features, self._rows, self._cands = features, {}, {}
-        # only the fractional thread depends on the fraction and its seed
-        return (thread, float(fraction), int(seed)) if thread == "fractional" else (thread, 0.0, 0)
-
-    def rows(self, features: Features, thread: str, fraction: float, seed: int) -> np.ndarray | None:
-        """The rows ``thread`` may select (None: every row)."""
-        key = self._key(features, thread, fraction, seed)
-        if key not in self._rows:
-            self._rows[key] = (fractional_candidates(features, fraction, seed) if thread == "fractional"
-                               else candidate_rows(features))
-        return self._rows[key]
-
     def candidates(self, features: Features, thread: str, fraction: float, seed: int) -> Candidates:
-        """:meth:`rows` with their positions and per-shard bounds, shared by the thread's topics."""
-        rows = self.rows(features, thread, fraction, seed)
-        key = self._key(features, thread, fraction, seed)
+        """The candidates ``thread`` may select (``rows`` None: every row)."""
+        if features is not self._features:
+            self._features, self._cands = features, {}
+        # only the fractional thread depends on the fraction and its seed
+        key = ("fractional", float(fraction), int(seed)) if thread == "fractional" else ("canonical", 0.0, 0)
         if key not in self._cands:
+            rows = fractional_candidates(features, fraction, seed) if thread == "fractional" else candidate_rows(features)
             self._cands[key] = Candidates(features, rows)
         return self._cands[key]
 
@@ -507,12 +496,12 @@ def warm_up(features: Features, threads: Sequence[str], *, fraction: float, frac
     first call would otherwise spend seconds on at a million passages: the threads' candidates
     (:class:`CandidateCache`), the pid -> row lookup of ``features``, the scoring kernels
     (compiled, or loaded from numba's cache) and the learner's library (scikit-learn)."""
-    rows = [cache.candidates(features, t, fraction, fraction_seed).rows for t in threads]
+    cands = {id(c): c for c in (cache.candidates(features, t, fraction, fraction_seed) for t in threads)}
     features.rows_of(["-"])
     if features.n_rows:
         W, b = np.zeros((features.n_terms, 1), np.float32), np.zeros(1, np.float32)
-        for r in rows:
-            score_many(features, W, b, r)
+        for c in cands.values():  # each distinct set of candidates once (local and all share theirs)
+            score_many(features, W, b, c.rows)
         score_many(features, W, b, np.zeros(1, np.int64))
     from sklearn.linear_model import LogisticRegression  # noqa: F401  (lazy: importing it now is the point)
 

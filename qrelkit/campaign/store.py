@@ -447,11 +447,6 @@ class CampaignStore(JudgingStore):
 
     # -- what the web app reads (qrelkit/web) --------------------------------------------------------
 
-    def assigned_topics(self, assessor: str) -> list[str]:
-        """The topics of the batches assigned to ``assessor``, in topic order."""
-        found = self.assigned_topic_set(assessor)
-        return [q for q in self.topics()["qid"] if q in found]
-
     def assigned_topic_set(self, assessor: str) -> set[str]:
         """The topics of the batches assigned to ``assessor`` (unordered: one query, no table)."""
         rows = self._db.execute("SELECT DISTINCT b.topic FROM campaign_assignments a JOIN batches b ON b.id = a.batch"

@@ -39,7 +39,7 @@ log = logging.getLogger("qrelkit.web")
 #: HTTP status of the library's input errors met while serving a request
 RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unknown-assessor": 404,
                "store-locked": 503, "input-changed": 409, "input-missing": 409, "task-finished": 409,
-               "nothing-to-undo": 409}
+               "nothing-to-undo": 409, "campaign-busy": 409}
 
 
 def wants_json(request: Request) -> bool:

@@ -243,10 +243,18 @@ class CampaignService:
         if not self.free_choice:
             raise WebError(404, "topics are assigned in this campaign ([web] free_topic_choice is off)")
         self.check_topic(acc, qid)
-        if not self.advancer.lock.acquire(timeout=5):  # a long run (or another process's) holds it
+        with self._runner_quiet(5.0):
+            return self._take(acc, qid)
+
+    @contextlib.contextmanager
+    def _runner_quiet(self, wait: float) -> Iterator[None]:
+        """No runner works while the block runs: this server's (its lock, 409 after ``wait``
+        seconds) nor another process's (the campaign's advance lock: ``[campaign-busy]``, 409)."""
+        if not self.advancer.lock.acquire(timeout=wait):
             raise WebError(409, "the next batch is being computed: try again in a moment")
         try:
-            return self._take(acc, qid)
+            with advance_lock(self.dir, wait=wait):
+                yield
         finally:
             self.advancer.lock.release()
 
@@ -286,10 +294,12 @@ class CampaignService:
             return []
         owed = sorted(owed, key=lambda r: r[1] != "pool")  # stable: pool batches first, then CAL, each in issue order
         items = list(dict.fromkeys((b, d) for b, _, d in owed))
+        present = set(items)
         with self._skip_lock:
-            skipped = [k for k in self._skips.get(session, []) if k in set(items)]
+            skipped = [k for k in self._skips.get(session, []) if k in present]
             front = self._front.get(session)
-        rest = [k for k in items if k not in set(skipped)]
+        skipped_set = set(skipped)
+        rest = [k for k in items if k not in skipped_set]
         queue = rest + skipped
         if front in queue:
             queue.remove(front)
@@ -434,17 +444,8 @@ class CampaignService:
         :meth:`qrelkit.cal.store.JudgingStore.retract`) and put its passage first in the queue.
         Refused (409) while the runner works, and once the runner has used the judgment."""
         self.check_topic(acc, qid)
-        if not self.advancer.lock.acquire(timeout=0.5):
-            raise WebError(409, "the next batch is being computed: try the undo again in a moment")
-        try:  # under the runner's lock: nothing uses the judgment between the check and the retraction
-            with advance_lock(self.dir, wait=0.5):  # nor a runner of another process (a 'campaign run')
-                last = self._retract_last(acc, qid)
-        except InputError as exc:
-            if exc.rule != "campaign-busy":
-                raise
-            raise WebError(409, "the campaign is being advanced by another process: try the undo again in a moment") from None
-        finally:
-            self.advancer.lock.release()
+        with self._runner_quiet(0.5):  # nothing uses the judgment between the check and the retraction
+            last = self._retract_last(acc, qid)
         with self._skip_lock:
             self._front[session] = (last["batch_id"], last["docid"])
         return {"qid": qid, "batch_id": last["batch_id"], "docid": last["docid"], "grade": last["grade"],
