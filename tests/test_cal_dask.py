@@ -138,6 +138,7 @@ def test_top_many_on_dask_same_as_local(feats, scorer):
     before = scorer.stats["per_iteration"][-1:] if scorer.stats["per_iteration"] else []
     got = scorer.top_many(models, cands, skips, ks)
     ref = LocalScorer(feats).top_many(models, cands, skips, ks)
+    assert len(got) == len(ref) == 5
     for a, b in zip(got, ref):
         assert a.pids == b.pids and a.scores.tobytes() == b.scores.tobytes() and np.array_equal(a.rows, b.rows)
     last = scorer.stats["per_iteration"][-1]

@@ -343,6 +343,7 @@ def test_rows_of_a_few_pids_and_many_agree(feats):
     assert np.array_equal(feats.rows_of(pa.array(ids)), few)
     many = [f"d{i:04d}" for i in range(0, 600, 3)] + ["x"]
     assert np.array_equal(feats.rows_of(many), feats.rows_of(pa.array(many)))
+    assert feats.rows_of(many).tolist() == list(range(0, 600, 3)) + [-1]
 
 
 def test_topics_computed_together_as_one_by_one(tmp_path):

@@ -408,6 +408,7 @@ def test_top_many_is_top_model_by_model(shard_size):
     ks = [5 + 7 * (t % 4) for t in range(n)]
     sc = LocalScorer(f)
     many = sc.top_many(models, cands, skips, ks)
+    assert len(many) == n
     for (w, b, cols), skip, k, got in zip(models, skips, ks, many):
         one = sc.top(w, b, cols, cands, skip, k)
         assert got.pids == one.pids and np.array_equal(got.rows, one.rows)

@@ -514,7 +514,8 @@ def test_free_topic_choice_lists_every_topic_and_one_takes_an_unstaffed_one(sim,
 
 def test_take_needs_free_topic_choice(web):
     ann = web.client("ann")
-    assert ann.post("/api/topics/1001/take").status_code == 404
+    r = ann.post("/api/topics/1001/take")
+    assert r.status_code == 404 and "free_topic_choice is off" in r.json()["error"]
 
 
 def test_a_version_2_campaign_store_gets_the_accounts_table(camp):

@@ -105,4 +105,5 @@ def test_serve_refuses_a_folder_without_a_campaign(tmp_path, capsys):
 def test_serve_refuses_a_bad_port(camp, capsys):
     capsys.readouterr()
     assert run(["serve", str(camp), "--port", "0"]) == 2
-    assert "Traceback" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--port" in err and "greater than or equal to 1" in err, err

@@ -61,6 +61,7 @@ def _load_then_kill(srv: ServerProcess, people: list[Assessor], acks_before_kill
         assert time.monotonic() < end, "the load did not reach the kill point"
         time.sleep(0.005)
     children = _runner_children(srv.proc.pid)
+    assert children  # the runner process exists: "it outlived its server" below is a real check
     srv.kill()
     for t in threads:
         t.join(DEADLINE)
