@@ -16,7 +16,6 @@ import secrets
 from urllib.parse import urlsplit
 
 from qrelkit.campaign.store import open_campaign_store
-from qrelkit.config import load_config
 from qrelkit.errors import InputError
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
@@ -61,8 +60,7 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
         if missing:
             raise InputError("unknown-topic", f"topic(s) {', '.join(missing)} are not in this campaign",
                              file=str(directory))
-        paths = store.get_state("paths") or {}
-        cfg = load_config(paths.get("config"), store.get_state("overrides", {}))
+        cfg = store.config()
         token = secrets.token_urlsafe(32)
         acc = store.add_account(name, token_hash(token), organizer=organizer, topics=wanted)
     assessors = list(cfg.get_value("campaign", "assessors"))

@@ -28,7 +28,7 @@ import pyarrow as pa
 from qrelkit.campaign.runner import Campaign
 from qrelkit.campaign.stages import Context, combine_rule, text_index
 from qrelkit.campaign.store import CampaignStore, open_campaign_store
-from qrelkit.config import Config, load_config
+from qrelkit.config import Config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import top1_pool
@@ -38,11 +38,6 @@ from qrelkit.prefs.tasks import base_task, normalize_tasks
 
 PREFS_DIR = "prefs"
 ANSWER_COLUMNS = ["task_id", "slot", "worker", "choice"]
-
-
-def _config(store: CampaignStore) -> Config:
-    paths = store.get_state("paths") or {}
-    return load_config(paths.get("config"), store.get_state("overrides", {}))
 
 
 def _campaign_pool(directory: Path, store: CampaignStore, cfg: Config) -> pa.Table:
@@ -85,7 +80,7 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
     Campaign(directory)  # [not-a-campaign]
     with open_campaign_store(directory) as store:
         store.check_inputs()
-        cfg = _config(store)
+        cfg = store.config()
         state = store.get_state("prefs") or {}
         sets = list(state.get("sets", []))
         prefix = prefix if prefix else ("P" if not sets else f"P{len(sets) + 1}-")

@@ -145,7 +145,7 @@ class Campaign:
         try:
             store.check_inputs()
             paths = store.get_state("paths")
-            cfg = load_config(paths["config"], store.get_state("overrides", {}))
+            cfg = store.config()
         except BaseException:
             store.close()
             raise
@@ -228,7 +228,7 @@ class Runner:
         try:
             store.check_inputs(self._seen)
             paths = store.get_state("paths")
-            cfg = load_config(paths["config"], store.get_state("overrides", {}))
+            cfg = store.config()
             orc = None if oracle is None else _oracle_record(store, oracle, error_rate, seed)
         except BaseException:
             store.close()

@@ -60,6 +60,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from qrelkit.cal.store import THREADS, JudgingStore, sql_filters
+from qrelkit.config import Config, load_config
 from qrelkit.errors import InputError
 
 CAMPAIGN_SCHEMA_VERSION = 5  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
@@ -315,6 +316,12 @@ class CampaignStore(JudgingStore):
     def stage_seconds(self) -> dict[str, float]:
         """Seconds of each completed stage's last attempt (kept apart from every output)."""
         return {n: s for n, s in self._db.execute("SELECT name, seconds FROM campaign_stages ORDER BY seq")}
+
+    def config(self) -> Config:
+        """The campaign's effective configuration: its protocol file with the overrides given at
+        ``campaign init`` (both recorded in the store)."""
+        paths = self.get_state("paths") or {}
+        return load_config(paths.get("config"), self.get_state("overrides", {}))
 
     def get_state(self, key: str, default: Any = None) -> Any:
         row = self._db.execute("SELECT value FROM campaign_state WHERE key = ?", (key,)).fetchone()

@@ -27,7 +27,6 @@ from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
-from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.textindex import TextIndex, open_text_index
@@ -104,8 +103,8 @@ class CampaignService:
         self._stores_lock = threading.Lock()
         s = self.store()
         self.secret = s.web_secret()
+        self.cfg = s.config()
         paths = s.get_state("paths") or {}
-        self.cfg = load_config(paths.get("config"), s.get_state("overrides", {}))
         tdf = s.topics()
         self.topic_text = dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str)))
         self.topic_order = list(self.topic_text)
