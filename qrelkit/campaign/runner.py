@@ -9,6 +9,7 @@ every stage done, every batch out and every judgment in (docs/campaign.md).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ import pandas as pd
 
 from qrelkit.cal.loop import warm_up
 from qrelkit.campaign import outputs, rounds, stages
+from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
@@ -90,13 +92,13 @@ class Campaign:
     @classmethod
     def init(cls, directory: str | os.PathLike, *, config: str | os.PathLike | None, corpus: str | os.PathLike,
              topics: str | os.PathLike, runs: str | os.PathLike, manifest: str | os.PathLike,
-             qrels: str | os.PathLike | None = None, lenient: bool | None = None) -> "Campaign":
+             qrels: str | os.PathLike | None = None, lenient: bool | None = None, force: bool = False) -> "Campaign":
         """Validate every input (runs against manifest and topics, strict unless ``lenient``),
         then create the store recording each input (path, size, sha256) and the effective
-        configuration. An existing campaign is ``[campaign-exists]``."""
+        configuration. An existing campaign is ``[campaign-exists]``; a folder with files in it
+        is ``[folder-not-empty]`` unless ``force`` adopts it (:func:`qrelkit.campaign.door.check_folder`)."""
         d = Path(directory)
-        if campaign_path(d).exists():
-            raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
+        check_folder(d, force=force)
         writable(d)
         cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
         stages.combine_rule(cfg)  # a vote that contradicts [labels] passage_relevant: refused before any work
@@ -119,23 +121,14 @@ class Campaign:
         records += [input_record("run", p) for p in run_files]
         if config is not None:
             records.append(input_record("config", config))
-        d.mkdir(parents=True, exist_ok=True)
-        store = CampaignStore(campaign_path(d), create=True)
-        try:
-            store.add_topics(tdf, threads=list(cfg.get_value("cal", "threads")))
-            store.record_inputs(records, cfg.effective())
-            store.set_state(paths={"config": str(Path(config).resolve()) if config else None,
-                                   "corpus": str(paths["corpus"].resolve()), "topics": str(paths["topics"].resolve()),
-                                   "manifest": str(paths["manifest"].resolve()),
-                                   "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
-                                   "runs": [str(p.resolve()) for p in run_files]},
-                            overrides={"runs.lenient": lenient} if lenient is not None else {})
-        except BaseException:
-            store.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(campaign_path(d)) + suffix).unlink(missing_ok=True)
-            raise
-        store.close()
+        _create_store(d, tdf, cfg, records,
+                      paths={"config": str(Path(config).resolve()) if config else None,
+                             "corpus": str(paths["corpus"].resolve()), "topics": str(paths["topics"].resolve()),
+                             "manifest": str(paths["manifest"].resolve()),
+                             "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
+                             "runs": [str(p.resolve()) for p in run_files],
+                             "runs_dir": str(paths["runs"].resolve()) if paths["runs"].is_dir() else None},
+                      overrides={"runs.lenient": lenient} if lenient is not None else {})
         return cls(d)
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -190,14 +183,39 @@ class Campaign:
         finally:
             store.close()
 
-    def report(self, output: str | os.PathLike) -> list[Path]:
-        """Write the report (``.html`` with embedded figures, and its ``.md`` twin)."""
+    def report(self, output: str | os.PathLike, *, force: bool = False) -> list[Path]:
+        """Write the report (``.html`` with embedded figures, and its ``.md`` twin). The twin
+        never replaces a file that is not a campaign report (``[output-exists]``) unless ``force``."""
         writable(output)
+        if Path(output).suffix.lower() != ".md":
+            check_twin(Path(output).with_suffix(".md"), force=force)
         store, cfg, _ = self._open()
         try:
             return write_report(self, Path(output), store=store, cfg=cfg)
         finally:
             store.close()
+
+
+def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: Any) -> None:
+    """Create the campaign store in ``d`` (the folder too, when missing) with its topics, the
+    records of its inputs, the effective configuration and ``state``; on any failure nothing is
+    left: the store's files are removed, and the folder when this call made it."""
+    made = not d.exists()
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        store = CampaignStore(campaign_path(d), create=True)
+        try:
+            store.add_topics(topics, threads=list(cfg.get_value("cal", "threads")))
+            store.record_inputs(records, cfg.effective())
+            store.set_state(**state)
+        finally:
+            store.close()
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(str(campaign_path(d)) + suffix).unlink(missing_ok=True)
+        if made:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
 
 
 class Runner:

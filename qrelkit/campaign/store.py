@@ -62,10 +62,11 @@ import pandas as pd
 from qrelkit.cal.store import THREADS, JudgingStore, sql_filters
 from qrelkit.config import Config, load_config
 from qrelkit.errors import InputError
+from qrelkit.io.paths import CAMPAIGN_STORE
 
 CAMPAIGN_SCHEMA_VERSION = 5  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
 #                             5: campaign_pref_retractions, live_pref_answers
-STORE_NAME = "campaign.db"
+STORE_NAME = CAMPAIGN_STORE  # qrelkit.io.paths: any command refuses to write in a folder holding it
 
 #: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
 _ACCOUNTS_SCHEMA = """

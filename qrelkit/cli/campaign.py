@@ -34,17 +34,20 @@ def init(
     manifest: Path = typer.Option(..., "--manifest", "-m", help="Manifest of the runs (CSV/TOML)."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", "-q", help="Judgments made before the campaign."),
     lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing (default: config)."),
+    force: bool = typer.Option(False, "--force", help="Adopt an existing folder that holds other files (they are kept; "
+                               "none may have a name the campaign writes)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Validate every input and create the campaign: its store records each input (path, size,
-    sha256) and the effective configuration. An existing campaign is never re-initialized."""
+    sha256) and the effective configuration. An existing campaign is never re-initialized; the
+    folder must be new or empty (--force adopts one that is not)."""
     common.check_io(inputs=[corpus, topics, runs, manifest, qrels, config], folders=[directory])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     with common.progress("validating inputs", None):
         c = Campaign.init(directory, config=config, corpus=corpus, topics=topics, runs=runs, manifest=manifest,
-                          qrels=qrels, lenient=lenient)
+                          qrels=qrels, lenient=lenient, force=force)
     st = c.status()
     common.emit({"campaign": str(directory), "topics": len(st)}, as_json,
                 f"campaign of {len(st)} topics created in {directory}")
@@ -127,8 +130,9 @@ def status(
     """Per topic: stage, judged, relevant, density, screening decision, CAL thread states,
     stopping decision and rule, batches out."""
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
+    from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
+    check_outputs(directory, [output])
     df = Campaign(directory).status()
     if output is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
@@ -142,15 +146,18 @@ def status(
 def report(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="The report (.html; its Markdown twin .md is written beside it)."),
+    force: bool = typer.Option(False, "--force", help="Let the Markdown twin replace a file that is not a campaign report."),
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """One self-contained HTML report (figures embedded) and its Markdown twin."""
+    """One self-contained HTML report (figures embedded) and its Markdown twin (which never
+    replaces a file that is not a campaign report, unless --force)."""
     common.check_io(outputs=[output, output.with_suffix(".md")], read_stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
+    from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     if output.suffix.lower() not in (".html", ".htm", ".md"):
         raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))
-    written = Campaign(directory).report(output)
+    check_outputs(directory, [output, output.with_suffix(".md")])
+    written = Campaign(directory).report(output, force=force)
     common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))
 
 
@@ -270,8 +277,9 @@ def prefs_export(
     """Export the preference answers of finished tasks and the task table, the files
     'qrelkit prefs import ANSWERS --tasks TASKS' reads (then 'prefs tournament')."""
     common.check_io(outputs=[output, tasks_out], read_stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign.prefs import export_preferences  # lazy: qrelkit.campaign loads numba; `--help` stays fast
+    from qrelkit.campaign import check_outputs, export_preferences  # lazy: it loads numba; `--help` stays fast
 
+    check_outputs(directory, [output, tasks_out])
     tasks, answers = export_preferences(directory)
     write_table(tasks, tasks_out, kind="pref-tasks", params={"campaign": str(directory)})
     write_table(pa.Table.from_pandas(answers, preserve_index=False), output, kind="pref-answers",

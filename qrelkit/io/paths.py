@@ -11,6 +11,11 @@ folders it writes and the judging stores it writes into. It raises
   ``output-is-input``;
 * a file output is an existing SQLite file (a judging store is never replaced by a non-store
   output, whatever its name): ``output-is-store``;
+* an output is, lies inside or holds one of the ``protect`` paths (files a command does not read
+  but must never replace, such as a campaign's recorded inputs and its folder):
+  ``output-is-input``;
+* an output lies in a campaign folder (a folder with a ``campaign.db`` store, or below one):
+  ``output-in-campaign`` (a campaign's folder holds only what the campaign writes);
 * two outputs of one command are the same file: ``duplicate-output``;
 * an output cannot be written: its folder (or the nearest existing ancestor, since missing
   folders are created) is not a writable folder, checked with a real probe file because the
@@ -24,11 +29,13 @@ import errno
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Mapping, Union
 
 from qrelkit.errors import InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: the store of a campaign folder (qrelkit.campaign): a folder holding it is the campaign's own
+CAMPAIGN_STORE = "campaign.db"
 
 PathLike = Union[str, os.PathLike]
 Paths = Union[PathLike, None, Iterable[Union[PathLike, None]]]
@@ -102,24 +109,56 @@ def check_writable(path: PathLike, *, folder: bool = False) -> None:
         raise InputError("unwritable-output", f"cannot write in {here}: {reason}", file=str(p))
 
 
+def campaign_folder_of(path: PathLike) -> Path | None:
+    """The campaign folder ``path`` lies in (the nearest ancestor holding a ``campaign.db`` that
+    is a SQLite file), or None."""
+    for parent in Path(os.path.realpath(path)).parents:
+        if is_sqlite_file(parent / CAMPAIGN_STORE):
+            return parent
+    return None
+
+
+def _check_protected(outs: list[Path], dirs: list[Path], protect: Mapping[PathLike, str]) -> None:
+    """``output-is-input`` when an output is, lies in or holds a protected path."""
+    for out, is_dir in [(o, False) for o in outs] + [(d, True) for d in dirs]:
+        for src, what in protect.items():
+            src = Path(src)
+            if same_file(out, src):
+                raise InputError("output-is-input", f"is {what}; it would be destroyed, write elsewhere", file=str(out))
+            if _inside(out, src):
+                raise InputError("output-is-input", f"is inside {what}; write elsewhere", file=str(out))
+            if is_dir and _inside(src, out):
+                raise InputError("output-is-input", f"is a folder that holds {what}; write elsewhere", file=str(out))
+
+
 def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), stores: Paths = (),
-             read_stores: Paths = ()) -> None:
+             read_stores: Paths = (), protect: Paths | Mapping[PathLike, str] = ()) -> None:
     """Refuse, before any work, paths that would destroy an input or fail after the work.
 
     ``inputs``: files and folders the command reads (must exist). ``outputs``: files it writes.
     ``folders``: folders it writes into. ``stores``: judging stores it writes into (read too: an
     output is never one of them; their folder must be writable for SQLite's journal files).
     ``read_stores``: judging stores it only reads (``not-a-store`` when missing).
+    ``protect``: files and folders no output may be, lie in or hold, whether they exist or not
+    (a campaign's recorded inputs and its own folder: :func:`qrelkit.campaign.protected_paths`);
+    a mapping gives each one's description for the message (``{path: "the campaign's manifest"}``).
     ``None`` entries are skipped and lists are flattened, so options can be passed as they are.
     Raises :class:`InputError` (see the module documentation for the rules).
     """
     ins, outs, dirs, sts, rsts = _flat(inputs), _flat(outputs), _flat(folders), _flat(stores), _flat(read_stores)
+    prot = dict(protect) if isinstance(protect, Mapping) else {p: str(p) for p in _flat(protect)}
     for p in rsts:
         if not p.is_file():
             raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(p))
     for p in ins:
         if not p.exists():
             raise InputError("unreadable", "no such file or folder", file=str(p))
+    _check_protected(outs, dirs, prot)
+    for out in outs + dirs:
+        home = campaign_folder_of(out)
+        if home is not None:
+            raise InputError("output-in-campaign", f"lies in the campaign folder {home}, which holds only what the "
+                             "campaign writes; write elsewhere", file=str(out))
     read = ins + sts + rsts
     for out, is_dir in [(o, False) for o in outs] + [(d, True) for d in dirs]:
         for src in read:

@@ -1,0 +1,111 @@
+"""A campaign's door (issue 19, "silent loss must be impossible"): no command's output replaces
+what the campaign depends on, a campaign never writes over a file it did not create, and the
+report's twin never replaces a user's file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from qrelkit.cli import run as cli
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = ROOT / "configs" / "trec-dl-2022.toml"
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sim") / "c"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "2000", "--topics", "3", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d
+
+
+def _init(sim: Path, d: Path, *extra: str) -> int:
+    return cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(sim / "corpus.jsonl"), "-t",
+                str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv"), *extra])
+
+
+@pytest.fixture(scope="module")
+def camp(sim, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("camp") / "c"
+    assert _init(sim, d) == 0
+    return d
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _err(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("target", ["manifest.csv", "topics.tsv", "corpus.jsonl", "runs/new.csv"])
+def test_status_output_never_replaces_a_recorded_input(sim, camp, target, capsys):
+    """``campaign status -o simd/manifest.csv`` replaced the campaign's own manifest (exit 0), and
+    the campaign was then blocked by [input-changed]; a file inside the folder of runs would join
+    the runs of the next command that reads the folder."""
+    out = sim / target
+    before = _digest(out) if out.exists() else None
+    assert cli(["campaign", "status", str(camp), "-o", str(out)]) == 2
+    assert "[output-is-input]" in _err(capsys)
+    assert (_digest(out) if out.exists() else None) == before
+    assert cli(["campaign", "status", str(camp)]) == 0
+
+
+def test_outputs_never_land_in_a_campaign_folder(sim, camp, tmp_path, capsys):
+    """Any command: the campaign folder holds only what the campaign writes."""
+    before = {p.name: _digest(p) for p in camp.iterdir() if p.is_file()}
+    for args in (["campaign", "status", str(camp), "-o", str(camp / "pool.parquet")],
+                 ["campaign", "report", str(camp), "-o", str(camp / "report.html")],
+                 ["pool", "depth", str(sim / "runs"), "-o", str(camp / "pool.parquet")],
+                 ["campaign", "status", str(camp), "-o", str(camp / "sub" / "status.csv")]):
+        assert cli(args) == 2, args
+        assert "[output-in-campaign]" in _err(capsys)
+    assert {p.name: _digest(p) for p in camp.iterdir() if p.is_file()} == before
+    assert not (camp / "sub").exists()
+
+
+def test_init_refuses_a_folder_with_files_unless_forced(sim, tmp_path, capsys):
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "pool.parquet").write_text("my own pool\n")
+    (d / "notes.txt").write_text("my notes\n")
+    assert _init(sim, d) == 2
+    assert "[folder-not-empty]" in _err(capsys)
+    assert _init(sim, d, "--force") == 2  # adopted, but a name the campaign writes is there
+    assert "[folder-has-campaign-names]" in _err(capsys)
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt", "pool.parquet"]
+    (d / "pool.parquet").unlink()
+    assert _init(sim, d, "--force") == 0
+    assert cli(["campaign", "run", str(d), "--until", "pool"]) == 0
+    assert (d / "notes.txt").read_text() == "my notes\n"
+
+
+def test_a_failed_init_leaves_no_folder_it_made(sim, tmp_path, capsys):
+    d = tmp_path / "new" / "camp"
+    bad = tmp_path / "topics.tsv"
+    bad.write_text("1001\n")
+    args = ["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(sim / "corpus.jsonl"), "-t", str(bad),
+            "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]
+    assert cli(args) == 2
+    capsys.readouterr()
+    assert not d.exists()
+
+
+def test_report_twin_never_replaces_a_users_file(camp, tmp_path, capsys):
+    """``campaign report -o NOTES.html`` overwrote an existing NOTES.md."""
+    notes = tmp_path / "NOTES.md"
+    notes.write_text("my notes\n")
+    assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "NOTES.html")]) == 2
+    assert "[output-exists]" in _err(capsys) and notes.read_text() == "my notes\n"
+    assert not (tmp_path / "NOTES.html").exists()
+    assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "report.html")]) == 0
+    assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "report.html")]) == 0  # its own twin: replaced
+    assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "NOTES.html"), "--force"]) == 0
+    assert notes.read_text().startswith("# Campaign report")
