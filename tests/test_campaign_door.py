@@ -5,11 +5,16 @@ report's twin never replaces a user's file."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.cli import run as cli
+from qrelkit.io.qrels import read_qrels
+from qrelkit.simulate.oracle import judge_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = ROOT / "configs" / "trec-dl-2022.toml"
@@ -109,3 +114,55 @@ def test_report_twin_never_replaces_a_users_file(camp, tmp_path, capsys):
     assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "report.html")]) == 0  # its own twin: replaced
     assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "NOTES.html"), "--force"]) == 0
     assert notes.read_text().startswith("# Campaign report")
+
+
+@pytest.fixture(scope="module")
+def waiting(sim, tmp_path_factory) -> tuple[Path, Path]:
+    """A campaign waiting for its screening batches, and their files filled in by the hidden qrels."""
+    d = tmp_path_factory.mktemp("wait") / "c"
+    assert _init(sim, d) == 0
+    res = Campaign(d).run()
+    assert res["state"] == "waiting for judgments"
+    df = pd.concat([pd.read_csv(w["file"], dtype=str, keep_default_na=False) for w in res["waiting"]], ignore_index=True)
+    done = judge_batches(df, read_qrels(sim / "qrels.txt"))[["batch_id", "qid", "docid", "assessor", "grade"]]
+    out = d.parent / "done.csv"
+    done.to_csv(out, index=False)
+    return d, out
+
+
+def _judged(d: Path) -> int:
+    with open_campaign_store(d, readonly=True) as s:
+        return len(s.judgments(None, "all"))
+
+
+@pytest.mark.parametrize("change,rule", [
+    ("typo", "not-assigned"), ("stranger", "not-assigned"), ("other", "not-assigned"), ("batch", "unknown-batch")])
+def test_import_refuses_rows_of_assessors_a_batch_was_not_issued_to(waiting, change, rule, tmp_path, capsys):
+    """A row from an assessor the batch was never issued to (a typo 'Ann' for 'ann', a stranger,
+    the other topic's assessor) was counted in the vote; a row of an unknown batch was imported and
+    the campaign then waited with no explanation."""
+    d, done = waiting
+    df = pd.read_csv(done, dtype=str)
+    owner = df["assessor"].iat[0]
+    bad = df.head(3).copy()
+    if change == "typo":
+        bad["assessor"] = owner.lower() if owner != owner.lower() else owner.upper()
+    elif change == "stranger":
+        bad["assessor"] = "mallory"
+    elif change == "other":
+        bad["assessor"] = next(a for a in df["assessor"] if a != owner)
+    else:
+        bad["batch_id"] = "1001/scren"
+    f = tmp_path / "bad.csv"
+    pd.concat([df.tail(2), bad]).to_csv(f, index=False)
+    n0 = _judged(d)
+    assert cli(["campaign", "import", str(d), str(f)]) == 2
+    err = _err(capsys)
+    assert f"[{rule}]" in err and f"{f}:4:" in err, err  # the first bad row: line 4 (header, two good rows)
+    if change == "typo":
+        assert f"did you mean {owner!r}" in err
+    assert _judged(d) == n0  # nothing imported
+    assert cli(["campaign", "import", str(d), str(f), "--lenient", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["counts"][rule] == 3 and rep["imported"] <= 2
+

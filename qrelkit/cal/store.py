@@ -245,6 +245,13 @@ class ImportReport:
 CONFLICT_COLUMNS = ["qid", "docid", "assessor", "grade", "stored_grade", "batch_id", "file", "line"]
 
 
+#: further rules of an import (:meth:`JudgingStore.import_files`): called in the import's
+#: transaction, where the rows are the temporary table ``temp._in (i, topic, passage, assessor,
+#: grade, batch)``, it returns ``{i: (rule, message)}`` for the rows it refuses (strict: the
+#: first one is raised with its file and line; lenient: they are skipped and counted by rule)
+Vet = Callable[[sqlite3.Connection], dict[int, tuple[str, str]]]
+
+
 class ConflictError(InputError):
     """A strict import found conflicting grades; nothing was written. ``report`` lists them."""
 
@@ -730,10 +737,11 @@ class JudgingStore:
     def import_files(self, files: Sequence[str | os.PathLike], *, lenient: bool = False,
                      scale: Iterable[int] | None = (0, 1, 2, 3),
                      on_transaction: Callable[[str], None] | None = None,
-                     progress: Callable[[int], None] | None = None) -> ImportReport:
+                     progress: Callable[[int], None] | None = None, vet: Vet | None = None) -> ImportReport:
         """Import judgments tables / completed batch files (CSV, TSV, JSONL, Parquet), every
         file in one transaction: all of them or nothing. ``progress(1)`` is called after each
-        file is read (before the write lock is taken)."""
+        file is read (before the write lock is taken). ``vet``: further rules a row must meet,
+        checked in the transaction (:data:`Vet`)."""
         frames, counts = [], {}
         for f in files:
             frames.append(read_judgment_file(f, counts=counts, lenient=lenient, scale=scale))
@@ -742,7 +750,7 @@ class JudgingStore:
         rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=INPUT_COLUMNS + ["file", "line"])
         source = ",".join(str(f) for f in files)
         return self._import_rows(rows, counts, source=None, lenient=lenient, scale=None, on_transaction=on_transaction,
-                                 default_source=source)
+                                 default_source=source, vet=vet)
 
     def import_judgment(self, qid: str, docid: str, assessor: str, grade: int, batch_id: str, *,
                         source: str = "api", scale: Iterable[int] | None = (0, 1, 2, 3)) -> ImportReport:
@@ -773,7 +781,8 @@ class JudgingStore:
         return self._write_rows(rows, [False], {"repeated": 0}, source=source, lenient=False, on_transaction=None)
 
     def _import_rows(self, rows: pd.DataFrame, counts: dict[str, int], *, source: str | None, lenient: bool,
-                     scale: Iterable[int] | None, on_transaction, default_source: str = "api") -> ImportReport:
+                     scale: Iterable[int] | None, on_transaction, default_source: str = "api",
+                     vet: Vet | None = None) -> ImportReport:
         def fail(rule: str, msg: str, i: int) -> None:
             if not lenient:
                 ln = rows["line"].iat[i]
@@ -817,10 +826,10 @@ class JudgingStore:
         plain = _Rows(rows["qid"].tolist(), rows["docid"].tolist(), rows["assessor"].tolist(),
                       rows["grade"].astype(int).tolist(), rows["batch_id"].tolist(), rows["file"].tolist(), lines)
         return self._write_rows(plain, inner, counts, source=source or default_source, per_row_source=source is None,
-                                lenient=lenient, on_transaction=on_transaction)
+                                lenient=lenient, on_transaction=on_transaction, vet=vet)
 
     def _write_rows(self, rows: "_Rows", inner: list[bool], counts: dict[str, int], *, source: str,
-                    lenient: bool, on_transaction, per_row_source: bool = False) -> ImportReport:
+                    lenient: bool, on_transaction, per_row_source: bool = False, vet: Vet | None = None) -> ImportReport:
         """The transaction of every import: checked, parsed rows (``inner``: conflicting within
         the input) against the store — unknown topics and items, conflicts with the grades in
         force, repeats, re-judgments of retracted judgments — then written, batches completed."""
@@ -857,9 +866,13 @@ class JudgingStore:
             already = {r[0] for r in db.execute(
                 "SELECT n.i FROM temp._in n JOIN live_judgments j ON j.topic = n.topic AND j.passage = n.passage"
                 " AND j.assessor = n.assessor AND j.batch = n.batch AND j.grade = n.grade")}
+            vetted = vet(db) if vet is not None else {}
             ok = [True] * n
             for i in range(n):
-                if i in unknown_topic:
+                if i in vetted:
+                    fail(*vetted[i], i)
+                    ok[i] = False
+                elif i in unknown_topic:
                     fail("unknown-topic", f"topic {rows.qid[i]} is not in the store", i)
                     ok[i] = False
                 elif i in not_item:

@@ -168,10 +168,12 @@ class Campaign:
 
     def import_judgments(self, files: Sequence[str | os.PathLike], *, lenient: bool = False):
         """Judgments from assessors (the judging store's import: one transaction, idempotent,
-        conflicts reported — strict: :class:`~qrelkit.cal.store.ConflictError`)."""
+        conflicts reported — strict: :class:`~qrelkit.cal.store.ConflictError`). Every row must
+        name a batch the campaign issued and an assessor it was issued to
+        (:meth:`CampaignStore.import_assigned`: ``[unknown-batch]``, ``[not-assigned]``)."""
         store, cfg, _ = self._open()
         try:
-            return store.import_files(list(files), lenient=lenient, scale=cfg.get_value("labels", "scale"))
+            return store.import_assigned(files, lenient=lenient, scale=cfg.get_value("labels", "scale"))
         finally:
             store.close()
 

@@ -386,6 +386,17 @@ class CampaignStore(JudgingStore):
                          " FROM topics t LEFT JOIN campaign_topics c ON c.qid = t.qid")
         return self._order(df)
 
+    # -- assessors' files in ------------------------------------------------------------------------
+
+    def import_assigned(self, files: Iterable[str | os.PathLike], *, lenient: bool = False,
+                        scale: Iterable[int] | None = (0, 1, 2, 3)) -> Any:
+        """Import assessors' files (:meth:`JudgingStore.import_files`: one transaction, idempotent,
+        conflicts reported) where every row must name a batch the campaign issued
+        (``[unknown-batch]``) and an assessor it was issued to (``[not-assigned]``: a typo
+        ``Ann`` for ``ann``, a stranger, the topic's other assessor); strict: nothing imported,
+        the first such row named by file and line; ``lenient``: those rows skipped and counted."""
+        return self.import_files(list(files), lenient=lenient, scale=scale, vet=_vet_assigned)
+
     # -- batches and their assessors ---------------------------------------------------------------
 
     def issue_assigned(self, topic: str, passages: list[str], batch_id: str, assessors: list[str], *,
@@ -746,6 +757,26 @@ class CampaignStore(JudgingStore):
                            " r.retracted_by, r.source FROM campaign_pref_answers a LEFT JOIN campaign_pref_retractions r"
                            " ON r.answer = a.seq" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY a.seq",
                            params)
+
+
+def _vet_assigned(db) -> dict[int, tuple[str, str]]:
+    """The rows of an import (``temp._in``) whose batch the campaign never issued, or whose
+    assessor the batch was not issued to: ``{row: (rule, message)}``."""
+    out: dict[int, tuple[str, str]] = {}
+    for i, batch in db.execute("SELECT n.i, n.batch FROM temp._in n WHERE n.batch NOT IN (SELECT id FROM batches)"):
+        out[i] = ("unknown-batch", f"batch {batch!r} was never issued in this campaign ('qrelkit campaign status' "
+                  "lists the batches out)")
+    rows = db.execute("SELECT n.i, n.batch, n.assessor, (SELECT group_concat(a.assessor, char(31)) FROM"
+                      " campaign_assignments a WHERE a.batch = n.batch) FROM temp._in n JOIN batches b ON b.id = n.batch"
+                      " WHERE NOT EXISTS (SELECT 1 FROM campaign_assignments a WHERE a.batch = n.batch"
+                      " AND a.assessor = n.assessor)").fetchall()
+    for i, batch, assessor, names in rows:
+        names = sorted((names or "").split("\x1f")) if names else []
+        close = [n for n in names if n.casefold() == str(assessor).casefold()]
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        whom = f"to {', '.join(repr(n) for n in names)}" if names else "to no assessor (it is not an assessors' batch)"
+        out[i] = ("not-assigned", f"batch {batch!r} was issued {whom}, not to {assessor!r}{hint}")
+    return out
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:
