@@ -390,7 +390,10 @@ def test_one_advance_at_a_time_across_processes(sim, oracle, tmp_path, capsys, m
         capsys.readouterr()
         assert cli(["campaign", "run", str(d), "--oracle", str(oracle)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "[campaign-busy]" in err[0] and str(d) in err[0]
+        # said at once: who holds it, since when, and how long this run waits (issue 19)
+        assert len(err) == 2 and err[0].startswith("another process holds the campaign: a campaign run since ")
+        assert f"pid {holder.pid}; waiting up to 0.3 s" in err[0]
+        assert "[campaign-busy]" in err[1] and str(d) in err[1] and f"pid {holder.pid}" in err[1]
         assert sqlite3.connect(d / "campaign.db").execute("SELECT COUNT(*) FROM batches").fetchone()[0] == before
     finally:
         holder.kill()  # killed while holding it: the lock is free at once

@@ -13,11 +13,13 @@ with ``[campaign-busy]``.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from qrelkit.errors import InputError
 
@@ -45,11 +47,41 @@ def _open(path: Path) -> int:
                              file=str(path)) from None
 
 
+def holder(directory: str | os.PathLike) -> dict | None:
+    """Who holds (or last held) the campaign's advance lock: ``pid``, ``since`` (local time,
+    ISO) and ``what`` — written into the lock file by its holder; None when unknown."""
+    try:
+        return json.loads((Path(directory) / LOCK_NAME).read_text(encoding="utf-8") or "null")
+    except (OSError, ValueError):
+        return None
+
+
+def _holder_text(directory: Path) -> str:
+    """``"a campaign run since 10:42, pid 123"`` (what the lock file says), or ``"another process"``."""
+    h = holder(directory)
+    if not h:
+        return "another process"
+    return f"{h.get('what') or 'another process'} since {str(h.get('since', ''))[11:16]}, pid {h.get('pid')}"
+
+
+def _claim(fd: int, what: str) -> None:
+    """Say in the lock file who holds it now (best effort: a read-only lock file stays silent)."""
+    data = json.dumps({"pid": os.getpid(), "since": _dt.datetime.now().isoformat(timespec="seconds"),
+                       "what": what}).encode()
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+
+
 @contextlib.contextmanager
-def advance_lock(directory: str | os.PathLike, *, wait: float | None = None) -> Iterator[None]:
+def advance_lock(directory: str | os.PathLike, *, wait: float | None = None, what: str = "a campaign run",
+                 on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the campaign's advance lock while the block runs; wait up to ``wait`` seconds
     (default :data:`ADVANCE_WAIT_S`; 0: not at all) for another holder, then raise
-    ``[campaign-busy]``."""
+    ``[campaign-busy]``. ``what`` names the holder for others (``"a campaign run"``, ``"the
+    runner of qrelkit serve"``); ``on_wait`` is told once, at once, when this call has to wait
+    and for whom (``"another process holds the campaign: a campaign run since 10:42, pid 123;
+    waiting up to 10 min"``)."""
     path = Path(directory).resolve() / LOCK_NAME
     held = getattr(_HELD, "paths", None)
     if held is None:
@@ -59,17 +91,24 @@ def advance_lock(directory: str | os.PathLike, *, wait: float | None = None) -> 
         return
     fd = _open(path)
     try:
-        limit = time.monotonic() + (ADVANCE_WAIT_S if wait is None else float(wait))
+        budget = ADVANCE_WAIT_S if wait is None else float(wait)
+        limit = time.monotonic() + budget
+        told = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not told and on_wait is not None and budget > 0:
+                    told = True
+                    on_wait(f"another process holds the campaign: {_holder_text(path.parent)}; waiting up to "
+                            f"{_duration(budget)}")
                 if time.monotonic() >= limit:
-                    raise InputError("campaign-busy", "another process is advancing this campaign (the runner of "
-                                     "'qrelkit serve', or another 'campaign run'): try again when it is done",
+                    raise InputError("campaign-busy", f"another process advances this campaign "
+                                     f"({_holder_text(path.parent)}): try again when it is done",
                                      file=str(Path(directory))) from None
                 time.sleep(0.05)
+        _claim(fd, what)
         held.add(path)
         try:
             yield
@@ -77,3 +116,7 @@ def advance_lock(directory: str | os.PathLike, *, wait: float | None = None) -> 
             held.discard(path)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"

@@ -147,21 +147,24 @@ class Campaign:
     # -- run ---------------------------------------------------------------------------------------
 
     def runner(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
-               seed: int | None = None) -> "Runner":
+               seed: int | None = None, what: str = "a campaign runner") -> "Runner":
         """A long-lived :class:`Runner` of this campaign: the store kept open, the inputs checked
         once, the CAL features loaded once; call :meth:`Runner.advance` whenever judgments came
         in (cheap when nothing can move). Close it (or use it in a ``with`` block)."""
-        return Runner(self, oracle=oracle, error_rate=error_rate, seed=seed)
+        return Runner(self, oracle=oracle, error_rate=error_rate, seed=seed, what=what)
 
     def run(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0, seed: int | None = None,
-            until: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
+            until: str | None = None, progress: Callable[[str], None] | None = None,
+            on_wait: Callable[[str], None] | None = None) -> dict:
         """Advance every topic as far as the judgments allow (see docs/campaign.md). Returns a
         summary: ``stages_done``, ``state`` (``done``, ``waiting for judgments``, or ``until``),
-        ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions)."""
+        ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions).
+        ``on_wait`` is told at once when another process holds the campaign and this run waits
+        for it (:func:`qrelkit.campaign.lock.advance_lock`)."""
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         writable(self.dir)
-        with advance_lock(self.dir), self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
+        with advance_lock(self.dir, what="a campaign run", on_wait=on_wait), self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
             return r.advance(progress, until=until)  # the lock before the runner: a busy campaign is left as it is
 
     # -- import, status, report --------------------------------------------------------------------
@@ -238,10 +241,11 @@ class Runner:
     """
 
     def __init__(self, campaign: Campaign, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, what: str = "a campaign runner") -> None:
         if not 0 <= error_rate <= 1:
             raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
         self.campaign = campaign
+        self.what = what  # who holds the advance lock, for those who wait on it
         self._seen: dict[str, tuple[int, int]] = {}
         writable(campaign.dir)
         store = open_campaign_store(campaign.dir, check_same_thread=False)
@@ -288,7 +292,7 @@ class Runner:
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         writable(self.campaign.dir)
-        with advance_lock(self.campaign.dir):  # one advance at a time, across processes
+        with advance_lock(self.campaign.dir, what=self.what):  # one advance at a time, across processes
             return self._advance(progress, until)
 
     def _advance(self, progress: Callable[[str], None] | None, until: str | None) -> dict:

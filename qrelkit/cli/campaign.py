@@ -68,7 +68,8 @@ def run(
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
-        res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say)
+        res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
+                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
     if as_json:
         common.emit(res, True)
         return

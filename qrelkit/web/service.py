@@ -252,7 +252,7 @@ class CampaignService:
         if not self.advancer.lock.acquire(timeout=wait):
             raise WebError(409, "the next batch is being computed: try again in a moment")
         try:
-            with advance_lock(self.dir, wait=wait):
+            with advance_lock(self.dir, wait=wait, what="the web app (an undo or a topic taken)"):
                 yield
         finally:
             self.advancer.lock.release()

@@ -45,7 +45,7 @@ class RunnerAdvance:
     def __call__(self, directory: str | os.PathLike) -> dict:
         first = self._runner is None
         if first:
-            self._runner = Campaign(directory).runner()
+            self._runner = Campaign(directory).runner(what="the runner of 'qrelkit serve'")
         try:
             out = self._runner.advance()
             if first:  # the CAL features, candidates and learner loaded now, not at the first next batch
