@@ -7,6 +7,7 @@ prints ``str(error)`` as one line and exits with code 2.
 
 from __future__ import annotations
 
+import errno
 from typing import Mapping
 
 #: counters an import reports besides its repairs (rows imported, already there, not yet graded)
@@ -79,3 +80,30 @@ def fail_or_count(counts: dict[str, int], lenient: bool, rule: str, message: str
     if not lenient:
         raise InputError(rule, message, file=file, line=line)
     counts[rule] = counts.get(rule, 0) + 1
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
+
+
+def disk_full(exc: BaseException, where: str | None = None) -> InputError | None:
+    """``[disk-full]`` when ``exc`` says the disk (or the quota) is full — an ``OSError`` with
+    ``ENOSPC``/``EDQUOT``, or a message that says so (pyarrow's writers, SQLite's ``database or
+    disk is full``) — else None. ``where``: the file or folder to name when the error names none.
+    Every output is written to a temporary file and renamed, and the stores write in
+    transactions, so a full disk corrupts nothing: free space and run the command again.
+
+    >>> print(disk_full(OSError(28, "No space left on device", "out.csv")))
+    out.csv: [disk-full] no space left on the device while writing out.csv; nothing was changed by the failed write: free some space and run the command again
+    >>> disk_full(OSError(2, "No such file or directory")) is None
+    True
+    """
+    if isinstance(exc, InputError):
+        return exc if exc.rule == "disk-full" else None
+    code = getattr(exc, "errno", None)
+    if code not in _FULL and not any(w in str(exc).lower() for w in _FULL_WORDS):
+        return None
+    name = getattr(exc, "filename2", None) or getattr(exc, "filename", None)
+    what = f" while writing {name}" if name else ""
+    return InputError("disk-full", f"no space left on the device{what}; nothing was changed by the failed write: free "
+                      "some space and run the command again", file=str(name or where) if (name or where) else None)

@@ -60,3 +60,35 @@ def sim6(tmp_path_factory) -> Path:
     assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "6", "--groups", "3",
                 "--seed", "1"]) == 0
     return d
+
+
+@pytest.fixture(scope="session")
+def sim3(tmp_path_factory) -> Path:
+    """A small simulated campaign (2000 passages, three topics, three groups, seed 1): with the
+    trec-dl-2022 protocol and its hidden qrels as the oracle (seed 7), topic 1001 is accepted and
+    the two others are discarded at screening."""
+    from qrelkit.cli import run as cli  # lazy: the CLI (and numba) only for the tests that use it
+
+    d = tmp_path_factory.mktemp("sim3") / "s"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "2000", "--topics", "3", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d
+
+
+def campaign_init_args(sim: Path, d: Path, *extra: str) -> list[str]:
+    """``qrelkit campaign init D`` on a simulated campaign's inputs, with the trec-dl-2022 protocol."""
+    return ["campaign", "init", str(d), "-c", str(ROOT / "configs" / "trec-dl-2022.toml"), "--corpus",
+            str(sim / "corpus.jsonl"), "-t", str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m",
+            str(sim / "manifest.csv"), *extra]
+
+
+@pytest.fixture(scope="session")
+def finished3(sim3, tmp_path_factory) -> Path:
+    """``sim3`` as a finished campaign (every stage, the oracle with seed 7): copy it before changing it."""
+    from qrelkit.campaign import Campaign  # lazy: numba only for the tests that use it
+    from qrelkit.cli import run as cli  # lazy: as above
+
+    d = tmp_path_factory.mktemp("fin3") / "c"
+    assert cli(campaign_init_args(sim3, d)) == 0
+    assert Campaign(d).run(oracle=sim3 / "qrels.txt", seed=7)["state"] == "done"
+    return d

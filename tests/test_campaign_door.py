@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -15,22 +16,22 @@ from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.cli import run as cli
 from qrelkit.io.qrels import read_qrels
 from qrelkit.simulate.oracle import judge_batches
+from conftest import campaign_init_args
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = ROOT / "configs" / "trec-dl-2022.toml"
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory) -> Path:
+def sim(sim3, tmp_path_factory) -> Path:
+    """A copy of ``sim3``: these tests try to write over its files."""
     d = tmp_path_factory.mktemp("sim") / "c"
-    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "2000", "--topics", "3", "--groups", "3",
-                "--seed", "1"]) == 0
+    shutil.copytree(sim3, d)
     return d
 
 
 def _init(sim: Path, d: Path, *extra: str) -> int:
-    return cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(sim / "corpus.jsonl"), "-t",
-                str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv"), *extra])
+    return cli(campaign_init_args(sim, d, *extra))
 
 
 @pytest.fixture(scope="module")

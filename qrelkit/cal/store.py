@@ -941,6 +941,67 @@ class JudgingStore:
                        " (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND j.passage = i.passage))", (str(batch),))
         return int(row[1])
 
+    def change_judgments(self, items: Iterable[tuple], *, source: str,
+                         then: Callable[[sqlite3.Connection], None] | None = None) -> dict[str, int]:
+        """Change the grade in force of items, in one transaction: ``items`` are ``(topic, passage,
+        assessor, grade, file, line)`` (``grade`` None: retract). Every judgment in force of the
+        item (its copies in other batches too) takes the new grade — a retracted one is brought
+        back — or is retracted, by rows appended to ``judgment_changes`` (source ``source``);
+        batches are marked open or complete again as their items are. ``[unknown-judgment]``
+        (strict: nothing changed) when the assessor never judged the item. ``then(db)`` runs in
+        the transaction when anything changed. Returns ``changed`` and ``unchanged`` (judgments)."""
+        now, changed, unchanged, touched = _now(), 0, 0, set()
+        with self.transaction() as db:
+            for topic, passage, assessor, grade, file, line in items:
+                key = (str(topic), str(passage), str(assessor))
+                rows = db.execute("SELECT j.seq, j.batch, CASE WHEN s.judgment IS NULL THEN j.grade ELSE s.grade END"
+                                  " FROM judgments j LEFT JOIN judgment_state s ON s.judgment = j.seq WHERE j.topic = ?"
+                                  " AND j.passage = ? AND j.assessor = ? ORDER BY j.seq", key).fetchall()
+                if not rows:
+                    raise InputError("unknown-judgment", f"{assessor} never judged passage {passage} of topic {topic}"
+                                     " ('qrelkit campaign judgments list' shows the judgments)", file=file, line=line)
+                live = [r for r in rows if r[2] is not None]
+                todo = (live if live else rows) if grade is not None else live  # a retracted item is set back
+                if all(r[2] == grade for r in todo):
+                    unchanged += len(todo)
+                    continue
+                if grade is not None:  # retract first: two grades of one item are never in force at once
+                    db.executemany("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, NULL, ?, ?)",
+                                   [(r[0], now, source) for r in todo if r[2] is not None])
+                db.executemany("INSERT INTO judgment_changes (judgment, grade, time, source) VALUES (?, ?, ?, ?)",
+                               [(r[0], grade, now, source) for r in todo if grade is not None or r[2] is not None])
+                changed += len(todo)
+                touched.update(r[1] for r in todo)
+            for b in sorted(touched):
+                db.execute("UPDATE batches SET status = CASE WHEN EXISTS (SELECT 1 FROM batch_items i WHERE i.batch ="
+                           " batches.id AND NOT EXISTS (SELECT 1 FROM live_judgments j WHERE j.batch = i.batch AND"
+                           " j.passage = i.passage)) THEN 'open' ELSE 'complete' END WHERE id = ? AND EXISTS"
+                           " (SELECT 1 FROM batch_items i WHERE i.batch = batches.id)", (b,))
+            if changed and then is not None:
+                then(db)
+        return {"changed": changed, "unchanged": unchanged}
+
+    def judgment_log(self, *, topic: str | None = None, assessor: str | None = None, batch: str | None = None,
+                     history: bool = False) -> pd.DataFrame:
+        """The judgments in force (``seq, qid, docid, assessor, grade, batch_id, source, time``) of
+        ``topic``/``assessor``/``batch`` when given, in log order; with ``history``, every judgment
+        and each of its changes (``change``: 0 for the judgment, then 1, 2, ...; ``grade`` None for
+        a retraction), in log order."""
+        where, params = sql_filters({"j.topic": topic, "j.assessor": assessor, "j.batch": batch}, prefix=" AND ")
+        cols = ("j.seq, j.topic AS qid, j.passage AS docid, j.assessor, {grade} AS grade, j.batch AS batch_id, "
+                "{source} AS source, {time} AS time")
+        if not history:
+            return self._query(f"SELECT {cols.format(grade='j.grade', source='j.source', time='j.time')} FROM"
+                               " live_judgments j WHERE 1 = 1" + "".join(where) + " ORDER BY j.seq", params)
+        base = cols.format(grade="j.grade", source="j.source", time="j.time") + ", 0 AS change"
+        chg = (cols.format(grade="c.grade", source="c.source", time="c.time")
+               + ", ROW_NUMBER() OVER (PARTITION BY c.judgment ORDER BY c.seq) AS change")
+        df = self._query(f"SELECT * FROM (SELECT {base} FROM judgments j WHERE 1 = 1{''.join(where)} UNION ALL"
+                         f" SELECT {chg} FROM judgment_changes c JOIN judgments j ON j.seq = c.judgment"
+                         f" WHERE 1 = 1{''.join(where)}) ORDER BY seq, change", params + params)
+        df["grade"] = df["grade"].astype("Int64")
+        return df
+
     def last_judgment(self, assessor: str, topic: str | None = None, *, source: str | None = None) -> dict | None:
         """The judgment in force that ``assessor`` made (or made again) last, of ``topic`` when
         given and from ``source`` when given: ``qid, docid, grade, batch_id, time`` — or None."""

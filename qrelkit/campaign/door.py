@@ -28,7 +28,7 @@ from qrelkit.io.paths import check_io
 
 #: every name the campaign writes in its folder (files, folders, patterns of temporary files)
 OWNED_NAMES = (
-    STORE_NAME, f"{STORE_NAME}-wal", f"{STORE_NAME}-shm", f"{STORE_NAME}-journal", "advance.lock",
+    f"{STORE_NAME}*", "advance.lock",
     "selection.csv", "classes.parquet", "pool.parquet", "pool-fractional.parquet", "features", ".features.tmp*",
     "batches", "text-index.sqlite*", "qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt",
     "expansion.csv", "eval-per-query.csv", "eval-summary.csv", "leaderboard.csv", "eval-duplicates.csv",

@@ -120,3 +120,25 @@ def advance_lock(directory: str | os.PathLike, *, wait: float | None = None, wha
 
 def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def held_by(directory: str | os.PathLike) -> dict | None:
+    """Who advances the campaign right now (:func:`holder`'s ``pid, since, what``), or None when
+    nobody holds its advance lock (tried without waiting, released at once; this thread's own
+    hold counts as held)."""
+    path = Path(directory).resolve() / LOCK_NAME
+    if fcntl is None or not path.exists():
+        return None
+    if path in (getattr(_HELD, "paths", None) or set()):
+        return holder(path.parent) or {}
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holder(path.parent) or {}
+    finally:
+        os.close(fd)  # releases it, if this call took it
+    return None

@@ -8,6 +8,8 @@ every stage done, every batch out and every judgment in (docs/campaign.md).
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import os
 import shutil
 import time
@@ -20,11 +22,12 @@ import pandas as pd
 from qrelkit.cal.loop import warm_up
 from qrelkit.campaign import outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin
+from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
 from qrelkit.config import CAMPAIGN_STAGES, load_config
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import count_passages
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.paths import check_writable
@@ -164,7 +167,8 @@ class Campaign:
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         writable(self.dir)
-        with advance_lock(self.dir, what="a campaign run", on_wait=on_wait), self.runner(oracle=oracle, error_rate=error_rate, seed=seed) as r:
+        with advance_lock(self.dir, what="a campaign run", on_wait=on_wait), \
+                self.runner(oracle=oracle, error_rate=error_rate, seed=seed, what="a campaign run") as r:
             return r.advance(progress, until=until)  # the lock before the runner: a busy campaign is left as it is
 
     # -- import, status, report --------------------------------------------------------------------
@@ -181,12 +185,18 @@ class Campaign:
             store.close()
 
     def status(self) -> pd.DataFrame:
-        """One row per topic (see :func:`status_table`)."""
-        store, cfg, paths = self._open()
+        """One row per topic (see :func:`status_table`), whatever the state of the inputs (the
+        store read as it is: :meth:`health` says what blocks the campaign)."""
+        store = open_campaign_store(self.dir, readonly=True)
         try:
-            return status_table(stages.Context(self.dir, store, cfg, paths))
+            return status_table(stages.Context(self.dir, store, store.config(), store.get_state("paths")))
         finally:
             store.close()
+
+    def health(self) -> dict:
+        """Why the campaign waits and what to do (:func:`qrelkit.campaign.health.campaign_health`):
+        ``state, summary, inputs, failure, lock, owed``. Changes nothing."""
+        return campaign_health(self.dir)
 
     def report(self, output: str | os.PathLike, *, force: bool = False) -> list[Path]:
         """Write the report (``.html`` with embedded figures, and its ``.md`` twin). The twin
@@ -314,7 +324,10 @@ class Runner:
                 continue
             ctx.say(f"stage {name} ({plan.index(name) + 1}/{len(plan)})")
             t0 = time.perf_counter()
-            result = self._stage(name)
+            try:
+                result = self._stage(name)
+            except Exception as exc:
+                raise self._failed(name, exc)
             seconds[name] = round(time.perf_counter() - t0, 3)
             if isinstance(result, stages.Waiting):
                 state, waiting = stages.WAITING, result.batches
@@ -325,11 +338,27 @@ class Runner:
                 state = f"until {until}"
                 break
         total = time.perf_counter() - t_all
+        if ctx.store.failure() is not None:  # whatever failed before, the stages ran now: it is behind us
+            ctx.store.clear_failure()
         return {"campaign": str(self.campaign.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
                 "waiting": waiting, "topics": ctx.store.decision_counts(), "warnings": int(len(ctx.store.warnings())),
                 "seconds": seconds, "seconds_total": round(total, 3),
                 "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
 
+
+    def _failed(self, stage: str, exc: Exception) -> Exception:
+        """A stage failed: the exception to raise (a full disk as one ``[disk-full]`` line naming
+        the campaign folder when the error names no file), recorded in the store as the campaign's
+        last failure — stage, time, rule, message, who ran it — for ``campaign status`` (best
+        effort: on a full disk the record may fail too). The next advance that gets through the
+        stages clears it."""
+        err = disk_full(exc, where=str(self.campaign.dir)) or exc
+        info = {"stage": stage, "time": _dt.datetime.now().astimezone().isoformat(timespec="seconds"), "by": self.what,
+                "rule": err.rule if isinstance(err, InputError) else "internal-error",
+                "message": str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"}
+        with contextlib.suppress(Exception):
+            self.ctx.store.record_failure(info)
+        return err
 
     def _stage(self, name: str) -> Any:
         """Run one stage; every Python warning it raises that is about the data (not a

@@ -102,6 +102,12 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def batch_file(directory: str | os.PathLike, assessor: str, batch_id: str) -> Path:
+    """The file of batch ``batch_id`` for ``assessor``: ``DIR/batches/ASSESSOR/BATCH.csv``
+    (names made file-safe: other characters than letters, digits, ``-_.`` become ``_``)."""
+    return Path(directory) / "batches" / _safe(assessor) / f"{_safe(batch_id)}.csv"
+
+
 class Context:
     """What the stages share: the directory, store, config, inputs (read once, lazily) and the
     oracle (None: judgments come from assessors)."""
@@ -266,7 +272,7 @@ class Context:
         written = self.cache.setdefault("batch_files", {})
         out, todo = [], []
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
-            f = self.dir / "batches" / _safe(assessor) / f"{_safe(bid)}.csv"
+            f = batch_file(self.dir, assessor, bid)
             out.append({"batch_id": bid, "qid": str(g["qid"].iat[0]), "assessor": assessor, "items": int(len(g)),
                         "kind": str(g["kind"].iat[0]), "file": str(f)})
             key = (tuple(g["docid"]), tuple(g["position"]))

@@ -285,24 +285,40 @@ class CampaignStore(JudgingStore):
 
     def check_inputs(self, seen: dict[str, tuple[int, int]] | None = None) -> None:
         """``[input-changed]`` when a recorded input differs from what init saw (size, or content
-        when its modification time moved); ``[input-missing]`` when it is gone.
+        when its modification time moved); ``[input-missing]`` when it is gone: the first of
+        :meth:`input_problems`, raised.
 
         ``seen`` (path -> (size, mtime_ns), filled here): a file whose size and modification time
         are those seen at an earlier check passes without reading it again (a long-lived runner
         checks cheaply); any other is checked in full and, when it passes, remembered."""
+        problems = self.input_problems(seen, first=True)
+        if problems:
+            raise problems[0]
+
+    def input_problems(self, seen: dict[str, tuple[int, int]] | None = None, *, first: bool = False) -> list[InputError]:
+        """Every recorded input that is gone (``[input-missing]``) or changed
+        (``[input-changed]``) since init, as errors naming the file (only the first with
+        ``first``); ``seen`` as in :meth:`check_inputs`."""
+        out: list[InputError] = []
         for name, path, size, mtime, digest in self.inputs().itertuples(index=False):
             p = Path(path)
             if not p.is_file():
-                raise InputError("input-missing", f"the campaign's {name} input is gone since init", file=path)
-            st = p.stat()
-            now = (int(st.st_size), int(st.st_mtime_ns))
-            if seen is not None and seen.get(path) == now:
-                continue
-            if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
-                raise InputError("input-changed", f"the campaign's {name} input changed on disk since init "
-                                 f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign", file=path)
-            if seen is not None:
-                seen[path] = now
+                out.append(InputError("input-missing", f"the campaign's {name} input is gone since init; restore it",
+                                      file=path))
+            else:
+                st = p.stat()
+                now = (int(st.st_size), int(st.st_mtime_ns))
+                if seen is not None and seen.get(path) == now:
+                    continue
+                if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
+                    out.append(InputError("input-changed", f"the campaign's {name} input changed on disk since init "
+                                          f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign",
+                                          file=path))
+                elif seen is not None:
+                    seen[path] = now
+            if out and first:
+                break
+        return out
 
     # -- stages, topics, state ---------------------------------------------------------------------
 
@@ -332,6 +348,38 @@ class CampaignStore(JudgingStore):
         with self.transaction() as db:
             db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
                            [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()])
+
+    def record_failure(self, info: Mapping[str, Any]) -> None:
+        """Record the campaign's last failure (``stage, time, rule, message, by``): what
+        ``campaign status`` shows until an advance gets through (:meth:`clear_failure`)."""
+        self.set_state(last_failure=dict(info))
+
+    def failure(self) -> dict | None:
+        """The campaign's last failure not yet behind it (:meth:`record_failure`), or None."""
+        return self.get_state("last_failure")
+
+    def clear_failure(self) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM campaign_state WHERE key = 'last_failure'")
+
+    def change_judgments(self, items: Iterable[tuple], *, source: str, redo: Iterable[str] = (),
+                         then=None) -> dict[str, Any]:
+        """:meth:`JudgingStore.change_judgments`, and in the same transaction, when anything
+        changed, the completed stages among ``redo`` (those whose files are made from the grades
+        in force) forgotten so that the next run makes them again. Returns ``changed``,
+        ``unchanged`` and ``stages_to_redo``."""
+        redo = list(redo)
+        again: list[str] = []
+
+        def forget(db) -> None:
+            again.extend(r[0] for r in db.execute(
+                f"SELECT name FROM campaign_stages WHERE name IN ({', '.join('?' * len(redo))}) ORDER BY seq", redo))
+            db.execute(f"DELETE FROM campaign_stages WHERE name IN ({', '.join('?' * len(redo))})", redo)
+            if then is not None:
+                then(db)
+
+        res = super().change_judgments(items, source=source, then=forget if redo else then)
+        return {**res, "stages_to_redo": again}
 
     def warn(self, stage: str, message: str) -> None:
         with self.transaction() as db:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import errno
 import inspect
+import sqlite3
 import sys
 
 import typer
 from rich.markup import escape
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, disk_full
 
 app = typer.Typer(
     name="qrelkit",
@@ -86,10 +87,11 @@ def run(argv: list[str] | None = None) -> int:
     except InputError as exc:
         sys.stderr.write(f"qrelkit: error: {' '.join(str(exc).splitlines())}\n")  # one line, always
         return 2
-    except OSError as exc:  # a file-system failure on a named file is the user's to fix: one line
-        if exc.filename is None:
+    except (OSError, sqlite3.OperationalError) as exc:  # a file-system failure is the user's to fix: one line
+        err = disk_full(exc)
+        if err is None and (not isinstance(exc, OSError) or exc.filename is None):
             raise  # anything else is a bug: keep the traceback
-        sys.stderr.write(f"qrelkit: error: {os_error(exc)}\n")
+        sys.stderr.write(f"qrelkit: error: {err or os_error(exc)}\n")
         return 2
     except SystemExit as exc:  # standalone mode always ends here: usage errors are 2
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -98,9 +100,13 @@ def run(argv: list[str] | None = None) -> int:
 
 def os_error(exc: OSError) -> InputError:
     """The one-line form of a file-system error on a named file: ``unreadable`` for a missing
-    file, ``permission-denied``, ``unwritable-output`` for a full or read-only disk, else ``os-error``."""
+    file, ``permission-denied``, ``unwritable-output`` for a read-only disk, ``disk-full``
+    (:func:`disk_full`), else ``os-error``."""
+    full = disk_full(exc)
+    if full is not None:
+        return full
     rule = {errno.ENOENT: "unreadable", errno.EACCES: "permission-denied", errno.EROFS: "unwritable-output",
-            errno.ENOSPC: "unwritable-output", errno.EDQUOT: "unwritable-output", errno.EPERM: "permission-denied"}
+            errno.EPERM: "permission-denied"}
     target = exc.filename2 if exc.filename2 is not None else exc.filename
     return InputError(rule.get(exc.errno, "os-error"), exc.strerror or str(exc), file=str(target))
 

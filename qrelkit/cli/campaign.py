@@ -129,18 +129,40 @@ def status(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Per topic: stage, judged, relevant, density, screening decision, CAL thread states,
-    stopping decision and rule, batches out."""
+    stopping decision and rule, batches out; then why the campaign waits: the batches out and
+    who owes how many items (and batches nobody can judge in the web app), an input gone or
+    changed, the last run's failure, another process at work — each with what to do. Changes
+    nothing."""
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     check_outputs(directory, [output])
-    df = Campaign(directory).status()
+    c = Campaign(directory)
+    df, health = c.status(), c.health()
     if output is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-status", params={})
     if as_json:
-        common.emit({"topics": common.records(df)}, True)
+        common.emit({"topics": common.records(df), **health}, True)
     else:
         common.print_table(df, title=f"campaign {directory}")
+        _print_health(health)
+
+
+def _print_health(h: dict) -> None:
+    """The batches out (who owes how many items, with notes), then every problem and what to do,
+    then the campaign's state in one sentence."""
+    if h["owed"]:
+        owed = pd.DataFrame(h["owed"])
+        common.print_table(owed[["qid", "batch_id", "kind", "assessor", "owed", "items", "file"]], title="Batches out")
+        for note in dict.fromkeys(n for n in owed["note"] if n):
+            common.stdout.print("note: " + note, markup=False, highlight=False)
+    for p in h["inputs"]:
+        common.stdout.print(f"{p['message']}\n  to do: {p['todo']}", markup=False, highlight=False)
+    if h["failure"]:
+        f = h["failure"]
+        common.stdout.print(f"last run failed ({f['by']}, {f['time']}, stage {f['stage']}): {f['message']}\n  to do: "
+                            f"{f['todo']}", markup=False, highlight=False)
+    common.stdout.print(h["summary"], markup=False, highlight=False)
 
 
 @app.command("report")
@@ -288,3 +310,103 @@ def prefs_export(
     common.emit({"answers": int(len(answers)), "tasks": len(set(tasks["task_id"].to_pylist())),
                  "output": str(output), "tasks_out": str(tasks_out)}, as_json,
                 f"{len(answers)} answers -> {output}; task table -> {tasks_out}")
+
+
+judgments_app = typer.Typer(help="The judgments of the campaign: list them, change a grade, retract one — through the "
+                            "store's append-only change log; the next CAL round and the qrels use the grades in force.",
+                            no_args_is_help=True)
+app.add_typer(judgments_app, name="judgments")
+
+
+@judgments_app.command("list")
+def judgments_list(
+    directory: Path = DirArg,
+    topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
+    assessor: Optional[str] = typer.Option(None, "--assessor", help="Only this assessor."),
+    batch: Optional[str] = typer.Option(None, "--batch", help="Only this batch."),
+    history: bool = typer.Option(False, "--history", help="Every judgment ever made and each of its changes."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table (.csv, .tsv, .jsonl, .parquet)."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """The judgments in force (seq, qid, docid, assessor, grade, batch_id, source, time), or
+    with --history every judgment and its changes (retractions: empty grade)."""
+    common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign import check_outputs, list_judgments  # lazy: it loads numba; `--help` stays fast
+
+    check_outputs(directory, [output])
+    df = list_judgments(directory, topic=topic, assessor=assessor, batch=batch, history=history)
+    if output is not None:
+        write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind="campaign-judgments",
+                    params={"history": history})
+    if as_json:
+        common.emit({"judgments": common.records(df)}, True)
+    elif output is None:
+        common.print_table(df, title=f"judgments of {directory}" + (" (history)" if history else ""))
+    else:
+        common.stderr.print(f"{len(df)} rows -> {output}", markup=False, highlight=False)
+
+
+def _corrections(topic, docid, assessor, grade, file, retract: bool):
+    """The items a correction command names: one by options, or a file of them."""
+    from qrelkit.campaign import read_corrections  # lazy: it loads numba; `--help` stays fast
+
+    if file is not None:
+        if any(v is not None for v in (topic, docid, assessor, grade)):
+            raise InputError("bad-option", "give either --file or --topic/--docid/--assessor" + ("" if retract else "/--grade"))
+        return read_corrections(file, retract=retract)
+    need = {"--topic": topic, "--docid": docid, "--assessor": assessor, **({} if retract else {"--grade": grade})}
+    missing = [k for k, v in need.items() if v is None]
+    if missing:
+        raise InputError("bad-option", f"give {', '.join(missing)} (or --file with one item per row)")
+    return pd.DataFrame([{"qid": topic, "docid": docid, "assessor": assessor, "grade": grade, "file": "<options>",
+                          "line": None}])
+
+
+def _correct(directory: Path, rows, retract: bool, reason: str, as_json: bool) -> None:
+    from qrelkit.campaign import correct_judgments  # lazy: it loads numba; `--help` stays fast
+
+    res = correct_judgments(directory, rows, retract=retract, reason=reason,
+                            on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
+    redo = f"; stages to run again: {', '.join(res['stages_to_redo'])}" if res["stages_to_redo"] else ""
+    common.emit(res, as_json, f"{'retracted' if retract else 'changed'} {res['changed']} judgment(s) of "
+                f"{res['items']} item(s) ({res['unchanged']} already so){redo}")
+
+
+_ITEM = {"topic": typer.Option(None, "--topic", help="The topic."), "docid": typer.Option(None, "--docid", help="The passage."),
+         "assessor": typer.Option(None, "--assessor", help="The assessor whose judgment it is."),
+         "file": typer.Option(None, "--file", help="Many items: a table with qid, docid, assessor (and grade to set)."),
+         "reason": typer.Option("", "--reason", help="Why (kept in the change log's source).")}
+
+
+@judgments_app.command("set")
+def judgments_set(
+    directory: Path = DirArg,
+    topic: Optional[str] = _ITEM["topic"],
+    docid: Optional[str] = _ITEM["docid"],
+    assessor: Optional[str] = _ITEM["assessor"],
+    grade: Optional[int] = typer.Option(None, "--grade", help="The new grade (on the campaign's scale)."),
+    file: Optional[Path] = _ITEM["file"],
+    reason: str = _ITEM["reason"],
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Change an assessor's grade of an item (and of the copies CAL made of it): a row in the
+    change log; the next CAL round, the stopping rule and the qrels use the new grade; the qrels,
+    evaluation, reusability and report stages run again at the next 'campaign run'."""
+    common.check_io(inputs=[file], stores=[Path(directory) / "campaign.db"])
+    _correct(directory, _corrections(topic, docid, assessor, grade, file, retract=False), False, reason, as_json)
+
+
+@judgments_app.command("retract")
+def judgments_retract(
+    directory: Path = DirArg,
+    topic: Optional[str] = _ITEM["topic"],
+    docid: Optional[str] = _ITEM["docid"],
+    assessor: Optional[str] = _ITEM["assessor"],
+    file: Optional[Path] = _ITEM["file"],
+    reason: str = _ITEM["reason"],
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Retract an assessor's judgment of an item (and the copies CAL made of it): a row in the
+    change log; the item is owed again by that assessor, and the closing stages run again."""
+    common.check_io(inputs=[file], stores=[Path(directory) / "campaign.db"])
+    _correct(directory, _corrections(topic, docid, assessor, None, file, retract=True), True, reason, as_json)

@@ -1,0 +1,98 @@
+"""Operating a campaign for weeks (issue 19): correcting judgments from the command line, reading
+why a campaign waits, recovering from a failed run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from qrelkit.campaign import Campaign, open_campaign_store
+from qrelkit.cli import run as cli
+from qrelkit.io.qrels import read_qrels
+
+
+
+@pytest.fixture
+def finished(finished3) -> Path:
+    return finished3
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_list_set_retract_through_the_change_log(finished, tmp_path, capsys):
+    d = tmp_path / "c"
+    shutil.copytree(finished, d)
+    assert cli(["campaign", "judgments", "list", str(d), "--json"]) == 0
+    log = pd.DataFrame(json.loads(capsys.readouterr().out)["judgments"])
+    q0 = read_qrels(d / "qrels-passages.txt").to_pandas()
+    row = q0[q0["rel"] >= 2].iloc[0]  # a relevant passage of an accepted topic
+    mine = log[(log["qid"] == row["qid"]) & (log["docid"] == row["docid"])]
+    assert len(mine) >= 1
+    assessor = mine["assessor"].iat[0]
+    args = ["--topic", row["qid"], "--docid", row["docid"], "--assessor", assessor]
+    assert cli(["campaign", "judgments", "set", str(d), *args, "--grade", "0", "--reason", "typo", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["changed"] == len(mine) and res["stages_to_redo"] == ["qrels", "evaluate", "reuse", "report"]
+    with open_campaign_store(d, readonly=True) as s:  # the grade in force is what every reader reads
+        j = s.judgments(row["qid"], "all")
+        assert set(j.loc[j["docid"] == row["docid"], "grade"]) == {0}
+    assert cli(["campaign", "judgments", "list", str(d), "--topic", row["qid"], "--history", "--json"]) == 0
+    hist = pd.DataFrame(json.loads(capsys.readouterr().out)["judgments"])
+    h = hist[hist["docid"] == row["docid"]]
+    assert (h["change"] == 0).sum() == len(mine)  # the original rows stay
+    assert h.loc[h["change"] > 0, "source"].str.startswith("organizer-set: typo").all()
+    assert Campaign(d).health()["state"] == "ready"  # the closing stages run again
+    assert cli(["campaign", "run", str(d)]) == 0
+    q1 = read_qrels(d / "qrels-passages.txt").to_pandas()
+    got = q1[(q1["qid"] == row["qid"]) & (q1["docid"] == row["docid"])]["rel"].tolist()
+    assert got == [0]
+    # setting it again changes nothing and redoes nothing
+    assert cli(["campaign", "judgments", "set", str(d), *args, "--grade", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] == 0
+    # retract: the item is owed again by its assessor, and the campaign says so
+    assert cli(["campaign", "judgments", "retract", str(d), *args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] == len(mine)
+    h = Campaign(d).health()
+    assert h["state"] == "waiting"
+    assert any(o["qid"] == row["qid"] and o["assessor"] == assessor and o["owed"] >= 1 for o in h["owed"])
+
+
+@pytest.mark.parametrize("argv,rule", [
+    (["--topic", "1001", "--docid", "nope", "--assessor", "A01", "--grade", "1"], "unknown-judgment"),
+    (["--topic", "1001", "--docid", "x", "--assessor", "A01", "--grade", "7"], "grade-outside-scale"),
+    (["--topic", "1001", "--docid", "x"], "bad-option"),
+])
+def test_bad_corrections_are_one_line_and_change_nothing(finished, argv, rule, tmp_path, capsys):
+    d = tmp_path / "c"
+    shutil.copytree(finished, d)
+    before = (d / "campaign.db").read_bytes()
+    assert cli(["campaign", "judgments", "set", str(d), *argv]) == 2
+    assert f"[{rule}]" in _one_line(capsys)
+    assert (d / "campaign.db").read_bytes() == before
+
+
+def test_corrections_from_a_file(finished, tmp_path, capsys):
+    d = tmp_path / "c"
+    shutil.copytree(finished, d)
+    out = tmp_path / "j.csv"
+    assert cli(["campaign", "judgments", "list", str(d), "--topic", "1001", "-o", str(out)]) == 0
+    df = pd.read_csv(out, dtype=str).head(5)
+    df["grade"] = "3"
+    df.to_csv(tmp_path / "fix.csv", index=False)
+    assert cli(["campaign", "judgments", "set", str(d), "--file", str(tmp_path / "fix.csv"), "--json"]) == 0
+    capsys.readouterr()
+    with open_campaign_store(d, readonly=True) as s:
+        j = s.judgments("1001", "all")
+        assert set(j.loc[j["docid"].isin(set(df["docid"])), "grade"]) == {3}
+    bad = df.assign(grade="x")
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    assert cli(["campaign", "judgments", "set", str(d), "--file", str(tmp_path / "bad.csv")]) == 2
+    assert f"{tmp_path / 'bad.csv'}:2: [grade-outside-scale]" in _one_line(capsys)
