@@ -13,6 +13,7 @@ import pytest
 from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.cli import run as cli
 from qrelkit.io.qrels import read_qrels
+from conftest import campaign_init_args
 
 
 
@@ -96,3 +97,77 @@ def test_corrections_from_a_file(finished, tmp_path, capsys):
     bad.to_csv(tmp_path / "bad.csv", index=False)
     assert cli(["campaign", "judgments", "set", str(d), "--file", str(tmp_path / "bad.csv")]) == 2
     assert f"{tmp_path / 'bad.csv'}:2: [grade-outside-scale]" in _one_line(capsys)
+
+
+FINAL = ["qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt", "leaderboard.csv", "eval-per-query.csv",
+         "reuse-summary.csv", "report.md"]
+
+
+def test_a_failed_run_is_said_and_the_next_run_recovers(sim3, finished, tmp_path, capsys, monkeypatch):
+    """A disk that fills up in the middle of a stage (here: the CAL features) is one line
+    [disk-full], exit 2; ``campaign status`` says what failed, when and what to do; once space is
+    free, the next ``campaign run`` continues without any manual step and gives the bytes of an
+    uninterrupted run."""
+    import errno
+
+    import qrelkit.campaign.stages as stages
+
+    d = tmp_path / "c"
+    assert cli(campaign_init_args(sim3, d)) == 0
+    capsys.readouterr()
+    real = stages.build_features
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stages, "build_features", full)
+    assert cli(["campaign", "run", str(d), "--oracle", str(sim3 / "qrels.txt"), "--seed", "7"]) == 2
+    err = _one_line(capsys)
+    assert f"{d}: [disk-full] no space left on the device" in err
+    h = Campaign(d).health()
+    assert h["state"] == "blocked" and h["failure"]["stage"] == "cal" and h["failure"]["rule"] == "disk-full"
+    assert "free some space" in h["failure"]["todo"] and h["failure"]["by"] == "a campaign run"
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "last run failed (a campaign run" in out and "stage cal" in out and "to do: free some space" in out
+    monkeypatch.setattr(stages, "build_features", real)
+    assert cli(["campaign", "run", str(d), "--oracle", str(sim3 / "qrels.txt"), "--seed", "7"]) == 0
+    assert Campaign(d).health()["state"] == "done" and Campaign(d).health()["failure"] is None
+    for name in FINAL:
+        assert (d / name).read_bytes() == (finished / name).read_bytes(), name
+
+
+def test_status_says_an_input_blocks_the_campaign(sim3, tmp_path, capsys):
+    sim = tmp_path / "s"
+    shutil.copytree(sim3, sim)
+    d = tmp_path / "c"
+    assert cli(campaign_init_args(sim, d)) == 0
+    capsys.readouterr()
+    topics = (sim / "topics.tsv").read_text()
+    (sim / "topics.tsv").write_text(topics + "9999\textra\n")
+    assert cli(["campaign", "run", str(d)]) == 2
+    assert "[input-changed]" in _one_line(capsys)
+    assert cli(["campaign", "status", str(d), "--json"]) == 0  # status still works, and says why
+    h = json.loads(capsys.readouterr().out)
+    assert h["state"] == "blocked" and h["inputs"][0]["rule"] == "input-changed"
+    assert h["inputs"][0]["file"] == str((sim / "topics.tsv").resolve()) and "restore" in h["inputs"][0]["todo"]
+    (sim / "topics.tsv").write_text(topics)  # the cause fixed: the campaign goes on by itself
+    assert cli(["campaign", "run", str(d), "--until", "pool"]) == 0
+    assert Campaign(d).health()["state"] == "ready"
+
+
+def test_status_flags_batches_no_account_can_judge(sim3, tmp_path, capsys):
+    d = tmp_path / "c"
+    assert cli(campaign_init_args(sim3, d)) == 0
+    assert Campaign(d).run()["state"] == "waiting for judgments"
+    assert cli(["campaign", "assessor", "add", str(d), "A01"]) == 0
+    assert cli(["campaign", "assessor", "add", str(d), "A02"]) == 0
+    assert cli(["campaign", "assessor", "revoke", str(d), "A02"]) == 0
+    capsys.readouterr()
+    h = Campaign(d).health()
+    assert h["state"] == "waiting"
+    by = {o["assessor"]: o for o in h["owed"]}
+    assert by["A01"]["judgeable"] and not by["A02"]["judgeable"] and not by["A03"]["judgeable"]
+    assert "revoked" in by["A02"]["note"] and "has no account" in by["A03"]["note"]
+    assert all(o["owed"] == o["items"] > 0 for o in h["owed"])
+    assert "2 batch(es) nobody can judge" in h["summary"]
