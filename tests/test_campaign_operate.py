@@ -171,3 +171,30 @@ def test_status_flags_batches_no_account_can_judge(sim3, tmp_path, capsys):
     assert "revoked" in by["A02"]["note"] and "has no account" in by["A03"]["note"]
     assert all(o["owed"] == o["items"] > 0 for o in h["owed"])
     assert "2 batch(es) nobody can judge" in h["summary"]
+
+
+def test_a_real_full_disk_then_space_freed(sim3, finished, tmp_path, capsys):
+    """The same on a real file system that fills up (a 700 KiB tmpfs, grown to 64 MiB once the run
+    failed): one line, exit 2, and the resumed run's final files are those of a clean run. Needs
+    root and mount(8); skipped elsewhere."""
+    import os
+    import subprocess
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root and mount(8)")
+    try:
+        d = mnt / "c"
+        assert cli(campaign_init_args(sim3, d)) == 0
+        capsys.readouterr()
+        assert cli(["campaign", "run", str(d), "--oracle", str(sim3 / "qrels.txt"), "--seed", "7"]) == 2
+        assert "[disk-full]" in _one_line(capsys)
+        assert Campaign(d).health()["state"] == "blocked"
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
+        assert cli(["campaign", "run", str(d), "--oracle", str(sim3 / "qrels.txt"), "--seed", "7"]) == 0
+        for name in FINAL:
+            assert (d / name).read_bytes() == (finished / name).read_bytes(), name
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
