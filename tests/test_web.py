@@ -558,3 +558,34 @@ def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):
         acc = add_account(camp, "boss", organizer=True)
         c.get("/login/" + acc["link"].rsplit("/", 1)[1])
         assert "last run failed: RuntimeError: the corpus moved" in c.get("/organizer").text
+
+
+def test_a_failed_run_is_tried_again_by_itself_until_the_cause_is_fixed(tmp_path):
+    """Issue 19: once the cause of a failed run is fixed, the web app's runner goes on without
+    anyone asking (retries after 2 s, then twice as long each time, up to 5 min)."""
+    import time
+
+    from qrelkit.web import Advancer
+
+    calls = []
+
+    def flaky(directory):
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise RuntimeError("the corpus moved")
+        return {"state": "waiting for judgments", "seconds": {}}
+
+    adv = Advancer(tmp_path, advance=flaky)
+    adv.RETRY_FIRST_S = 0.05
+    adv.start()
+    try:
+        adv.request()  # one request: the retries come by themselves
+        end = time.monotonic() + 20
+        while (len(calls) < 3 or adv.state != "idle") and time.monotonic() < end:
+            time.sleep(0.01)
+        assert len(calls) == 3 and adv.last_error is None
+        assert calls[2] - calls[1] >= calls[1] - calls[0] - 0.01  # backing off
+        time.sleep(0.3)
+        assert len(calls) == 3  # a run that went through is not repeated
+    finally:
+        adv.stop()

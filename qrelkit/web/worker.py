@@ -155,8 +155,9 @@ class Advancer:
     """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
     runner (an undo) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
-    message of the last run that failed (None after a run that did not); ``after``, if set, is
-    called after each successful run, still under the lock."""
+    message of the last run that failed (None after a run that did not) — a failed run is tried
+    again by itself, after 2 s, then twice as long after each failure, up to 5 minutes; ``after``,
+    if set, is called after each successful run, still under the lock."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
@@ -215,17 +216,30 @@ class Advancer:
             with self.lock:
                 close()
 
+    #: after a failed run, the next one comes by itself after this many seconds, doubled after
+    #: each failure up to :attr:`RETRY_MAX_S` (the cause — an input changed, a full disk — may be
+    #: fixed meanwhile: the campaign then goes on without anyone asking)
+    RETRY_FIRST_S = 2.0
+    RETRY_MAX_S = 300.0
+
     def _loop(self) -> None:
+        failures = 0
         while True:
             with self._cond:
                 while not self._requested and not self._stop:
-                    self._cond.wait()
+                    if self.last_error is None:
+                        self._cond.wait()
+                        continue
+                    delay = min(self.RETRY_FIRST_S * 2 ** max(failures - 1, 0), self.RETRY_MAX_S)
+                    if not self._cond.wait(delay):  # no request came meanwhile: try again
+                        self._requested = True
                 if self._stop:
                     return
                 self._requested = False
                 self.state = COMPUTING
                 self._cond.notify_all()
             self._run_once()
+            failures = failures + 1 if self.last_error is not None else 0
             with self._cond:
                 self.state = IDLE
                 self._cond.notify_all()
