@@ -121,13 +121,15 @@ def test_input_changed_refused(sim, tmp_path, capsys):
     t.write_bytes(data.replace(b"1001", b"1009", 1))
     os.utime(t, ns=(time.time_ns(), time.time_ns() + 10_000_000))
     capsys.readouterr()
-    for argv in (["campaign", "run", str(d)], ["campaign", "status", str(d)], ["campaign", "report", str(d), "-o",
-                                                                                 str(tmp_path / "r.html")]):
+    for argv in (["campaign", "run", str(d)], ["campaign", "report", str(d), "-o", str(tmp_path / "r.html")]):
         assert cli(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "[input-changed]" in err[0] and "topics.tsv" in err[0]
+    assert cli(["campaign", "status", str(d)]) == 0  # status says why the campaign is blocked (issue 19)
+    out = capsys.readouterr().out
+    assert "[input-changed]" in out and "topics.tsv" in out and out.rstrip().splitlines()[-1].startswith("blocked:")
     t.write_bytes(data)  # restored: accepted again
-    assert cli(["campaign", "status", str(d)]) == 0
+    assert cli(["campaign", "run", str(d), "--until", "validate"]) == 0
 
 
 def test_oracle_campaign_end_to_end(sim, oracle, finished):

@@ -177,10 +177,11 @@ class Campaign:
         """Judgments from assessors (the judging store's import: one transaction, idempotent,
         conflicts reported — strict: :class:`~qrelkit.cal.store.ConflictError`). Every row must
         name a batch the campaign issued and an assessor it was issued to
-        (:meth:`CampaignStore.import_assigned`: ``[unknown-batch]``, ``[not-assigned]``)."""
-        store, cfg, _ = self._open()
+        (:meth:`CampaignStore.import_assigned`: ``[unknown-batch]``, ``[not-assigned]``). An
+        input gone or changed blocks the runs, not the assessors' answers: they are taken."""
+        store = open_campaign_store(self.dir)
         try:
-            return store.import_assigned(files, lenient=lenient, scale=cfg.get_value("labels", "scale"))
+            return store.import_assigned(files, lenient=lenient, scale=store.config().get_value("labels", "scale"))
         finally:
             store.close()
 

@@ -69,12 +69,12 @@ def run(
 
     with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
-                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
+                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False, soft_wrap=True))
     if as_json:
         common.emit(res, True)
         return
     common.stderr.print(f"{res['state']}; stages done: {', '.join(res['stages_done']) or 'none'}; topics: "
-                        f"{res['topics']}", markup=False, highlight=False)
+                        f"{res['topics']}", markup=False, highlight=False, soft_wrap=True)
     if res["waiting"]:
         common.print_table(pd.DataFrame(res["waiting"]), title="Batches out")
 
@@ -155,14 +155,14 @@ def _print_health(h: dict) -> None:
         owed = pd.DataFrame(h["owed"])
         common.print_table(owed[["qid", "batch_id", "kind", "assessor", "owed", "items", "file"]], title="Batches out")
         for note in dict.fromkeys(n for n in owed["note"] if n):
-            common.stdout.print("note: " + note, markup=False, highlight=False)
+            common.stdout.print("note: " + note, markup=False, highlight=False, soft_wrap=True)
     for p in h["inputs"]:
-        common.stdout.print(f"{p['message']}\n  to do: {p['todo']}", markup=False, highlight=False)
+        common.stdout.print(f"{p['message']}\n  to do: {p['todo']}", markup=False, highlight=False, soft_wrap=True)
     if h["failure"]:
         f = h["failure"]
         common.stdout.print(f"last run failed ({f['by']}, {f['time']}, stage {f['stage']}): {f['message']}\n  to do: "
-                            f"{f['todo']}", markup=False, highlight=False)
-    common.stdout.print(h["summary"], markup=False, highlight=False)
+                            f"{f['todo']}", markup=False, highlight=False, soft_wrap=True)
+    common.stdout.print(h["summary"], markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("report")
@@ -212,10 +212,10 @@ def assessor_add(
         return
     sys.stdout.write(acc["link"] + "\n")
     common.stderr.print(f"{'organizer' if acc['organizer'] else 'assessor'} {name}: give them the link above (it is "
-                        "shown only now)", markup=False, highlight=False)
+                        "shown only now)", markup=False, highlight=False, soft_wrap=True)
     if not acc["assessor"] and not acc["organizer"]:
         common.stderr.print(f"note: {name} is not among the protocol's assessors ({', '.join(acc['assessors'])}): no "
-                            "batch will be assigned to this account", markup=False, highlight=False)
+                            "batch will be assigned to this account", markup=False, highlight=False, soft_wrap=True)
 
 
 @assessor_app.command("revoke")
@@ -343,7 +343,7 @@ def judgments_list(
     elif output is None:
         common.print_table(df, title=f"judgments of {directory}" + (" (history)" if history else ""))
     else:
-        common.stderr.print(f"{len(df)} rows -> {output}", markup=False, highlight=False)
+        common.stderr.print(f"{len(df)} rows -> {output}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _corrections(topic, docid, assessor, grade, file, retract: bool):
@@ -366,7 +366,7 @@ def _correct(directory: Path, rows, retract: bool, reason: str, as_json: bool) -
     from qrelkit.campaign import correct_judgments  # lazy: it loads numba; `--help` stays fast
 
     res = correct_judgments(directory, rows, retract=retract, reason=reason,
-                            on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
+                            on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False, soft_wrap=True))
     redo = f"; stages to run again: {', '.join(res['stages_to_redo'])}" if res["stages_to_redo"] else ""
     common.emit(res, as_json, f"{'retracted' if retract else 'changed'} {res['changed']} judgment(s) of "
                 f"{res['items']} item(s) ({res['unchanged']} already so){redo}")
