@@ -111,5 +111,11 @@ def check_twin(path: str | os.PathLike, *, force: bool = False) -> None:
 def check_outputs(directory: str | os.PathLike, outputs) -> None:
     """The check every ``qrelkit campaign`` command makes on what it writes, before any work:
     no output is, lies in or holds what the campaign depends on (:func:`protected_paths`; the
-    rules of :func:`qrelkit.io.paths.check_io`)."""
+    rules of :func:`qrelkit.io.paths.check_io`), and none lies in the campaign folder
+    (``[output-in-campaign]``)."""
     check_io(outputs=outputs, protect=protected_paths(directory))
+    home = Path(directory).resolve()
+    for out in [o for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs]) if o is not None]:
+        if str(Path(os.path.realpath(out))).startswith(str(home) + os.sep):
+            raise InputError("output-in-campaign", f"lies in the campaign folder {directory}, which holds only what "
+                             "the campaign writes; write elsewhere", file=str(out))

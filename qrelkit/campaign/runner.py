@@ -23,7 +23,7 @@ from qrelkit.cal.loop import warm_up
 from qrelkit.campaign import outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.health import campaign_health
-from qrelkit.campaign.lock import advance_lock
+from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
 from qrelkit.config import CAMPAIGN_STAGES, load_config
@@ -226,9 +226,11 @@ def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: An
             store.set_state(**state)
         finally:
             store.close()
+        (d / LOCK_NAME).touch()  # with the store, what marks a campaign's folder (qrelkit.io.paths.campaign_folder_of)
     except BaseException:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(str(campaign_path(d)) + suffix).unlink(missing_ok=True)
+        (d / LOCK_NAME).unlink(missing_ok=True)
         if made:
             shutil.rmtree(d, ignore_errors=True)
         raise

@@ -14,8 +14,9 @@ folders it writes and the judging stores it writes into. It raises
 * an output is, lies inside or holds one of the ``protect`` paths (files a command does not read
   but must never replace, such as a campaign's recorded inputs and its folder):
   ``output-is-input``;
-* an output lies in a campaign folder (a folder with a ``campaign.db`` store, or below one):
-  ``output-in-campaign`` (a campaign's folder holds only what the campaign writes);
+* an output lies in a campaign folder (a folder with a campaign's ``campaign.db`` store and
+  ``advance.lock``, or below one): ``output-in-campaign`` (a campaign's folder holds only what
+  the campaign writes);
 * two outputs of one command are the same file: ``duplicate-output``;
 * an output cannot be written: its folder (or the nearest existing ancestor, since missing
   folders are created) is not a writable folder, checked with a real probe file because the
@@ -34,8 +35,10 @@ from typing import Iterable, Mapping, Union
 from qrelkit.errors import InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-#: the store of a campaign folder (qrelkit.campaign): a folder holding it is the campaign's own
+#: the store of a campaign folder (qrelkit.campaign) and its advance lock: a folder holding both
+#: is a campaign's own
 CAMPAIGN_STORE = "campaign.db"
+CAMPAIGN_MARKERS = (CAMPAIGN_STORE, "advance.lock")
 
 PathLike = Union[str, os.PathLike]
 Paths = Union[PathLike, None, Iterable[Union[PathLike, None]]]
@@ -110,10 +113,12 @@ def check_writable(path: PathLike, *, folder: bool = False) -> None:
 
 
 def campaign_folder_of(path: PathLike) -> Path | None:
-    """The campaign folder ``path`` lies in (the nearest ancestor holding a ``campaign.db`` that
-    is a SQLite file), or None."""
+    """The campaign folder ``path`` lies in: the nearest ancestor holding both a campaign's
+    store (``campaign.db``) and its advance lock file (made by ``campaign init``) — looked at
+    with ``stat`` only, never opened: closing a descriptor of a store file would drop the SQLite
+    locks this process holds on it — or None."""
     for parent in Path(os.path.realpath(path)).parents:
-        if is_sqlite_file(parent / CAMPAIGN_STORE):
+        if all(os.path.isfile(parent / name) for name in CAMPAIGN_MARKERS):
             return parent
     return None
 
