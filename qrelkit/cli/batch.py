@@ -15,7 +15,7 @@ from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
 from qrelkit.pooler import import_batches, make_batches, require_texts
-from qrelkit.pooler.batches import judgments_to_qrels
+from qrelkit.pooler.batches import import_empty_reason, judgments_to_qrels
 
 app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
 
@@ -82,15 +82,20 @@ def import_(
     lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop bad rows and report counts instead of failing."),
     qrels_out: Optional[Path] = typer.Option(None, "--qrels-out", help="Also write TREC qrels (one grade per item)."),
     combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
+    force: bool = common.ForceOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id)."""
+    """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id).
+    Files with no graded row replace no existing output that holds rows ([empty-result])
+    unless --force."""
     common.check_io(inputs=[files, issued, config], outputs=[output, qrels_out])
     cfg = common.config(config)
     sc = [int(x) for x in scale.split(",")] if scale else list(cfg.get_value("labels", "scale"))
     iss = read_table(issued).to_pandas() if issued else None
     judgments, report = import_batches(files, issued=iss, scale=sc, lenient=lenient)
+    counts = dict(zip(report["rule"], report["count"].astype(int)))
+    common.refuse_empty_result([output, qrels_out], import_empty_reason(judgments, counts), force=force)
     write_table(pa.Table.from_pandas(judgments, preserve_index=False), output, kind="judgments",
                 params={"files": [str(f) for f in files], "issued": str(issued) if issued else None, "scale": sc})
     if qrels_out is not None:
@@ -99,7 +104,6 @@ def import_(
             write_table(q, qrels_out, kind="qrels", params={"files": [str(f) for f in files], "combine": combine})
         else:
             write_qrels(q, qrels_out)
-    counts = dict(zip(report["rule"], report["count"].astype(int)))
     summary = {"output": str(output), **counts}
     common.report_repairs(repair_counts(counts), summary)
     common.emit(summary, as_json,

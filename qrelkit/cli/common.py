@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from qrelkit.config import Config, load_config
-from qrelkit.io.paths import check_io  # noqa: F401 - every command calls it first, with its paths
+from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every command calls check_io first, with its paths;
+# refuse_empty_result before it writes a result that may be empty
 
 # no rich markup in what qrelkit prints: ids, rules ('[rule]') and config sections ('[pool]') are text
 stderr = Console(stderr=True, soft_wrap=True, markup=False)
@@ -24,6 +25,7 @@ stdout = Console(markup=False) if Console().is_terminal else Console(width=200, 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)
 JsonOpt = typer.Option(False, "--json", help="Print a machine-readable JSON summary on stdout.")
 SeedOpt = typer.Option(None, "--seed", help="Random seed (default: the config's, else 0).")
+ForceOpt = typer.Option(False, "--force", help="Write an empty result even over an existing output that holds rows.")
 
 
 def config(path: Optional[Path]) -> Config:

@@ -263,6 +263,19 @@ def import_batches(
     return out, report
 
 
+def import_empty_reason(judgments: pd.DataFrame, counts: dict[str, int]) -> str | None:
+    """Why an import (:func:`import_batches`) gave no judgment, from its report's ``counts``
+    (rule -> count), or ``None`` when it gave some.
+
+    >>> import_empty_reason(pd.DataFrame(columns=JUDGMENT_COLUMNS), {"ungraded": 12, "repeated": 0})
+    'no judgment imported (12 rows ungraded)'
+    """
+    if len(judgments):
+        return None
+    why = ", ".join(f"{n} rows {r}" for r, n in sorted(counts.items()) if int(n))
+    return "no judgment imported" + (f" ({why})" if why else " (no rows)")
+
+
 def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high") -> pa.Table:
     """Qrels from a judgments table, one grade per (topic, passage).
 
