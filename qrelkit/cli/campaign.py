@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qrelkit.cli import common
+from qrelkit.config import CAMPAIGN_STAGES
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_table, write_table
 
@@ -26,6 +27,9 @@ DirArg = typer.Argument(..., help="The campaign folder (holds campaign.db and ev
 
 
 @app.command("init")
+@common.examples(
+    "qrelkit campaign init camp -c configs/trec-dl-2022.toml --corpus corpus.jsonl -t topics.tsv --runs runs/ -m manifest.csv",
+)
 def init(
     directory: Path = DirArg,
     corpus: Path = typer.Option(..., "--corpus", help="The passage corpus (JSONL, TSV or Parquet)."),
@@ -51,11 +55,16 @@ def init(
 
 
 @app.command("run")
+@common.examples(
+    "qrelkit campaign run camp",
+    "qrelkit campaign run camp --oracle hidden-qrels.txt --error-rate 0.05 --seed 7",
+    "qrelkit campaign run camp --until pool",
+)
 def run(
     directory: Path = DirArg,
     oracle: Optional[Path] = typer.Option(None, "--oracle", help="Hidden qrels: a simulated assessor answers every batch."),
     error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the simulated assessor gives another grade."),
-    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage."),
+    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage: " + ", ".join(CAMPAIGN_STAGES) + "."),
     seed: Optional[int] = common.SeedOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -103,6 +112,7 @@ _STAGE = re.compile(r"^stage (\S+) \((\d+)/(\d+)\)$")
 
 
 @app.command("import")
+@common.examples("qrelkit campaign import camp camp/batches/*.csv")
 def import_(
     directory: Path = DirArg,
     files: List[Path] = typer.Argument(..., help="Completed batch files or judgments tables (CSV, TSV, JSONL, Parquet)."),
@@ -119,6 +129,7 @@ def import_(
 
 
 @app.command("status")
+@common.examples("qrelkit campaign status camp -o status.csv")
 def status(
     directory: Path = DirArg,
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.csv, .tsv, .jsonl, .parquet)."),
@@ -139,6 +150,7 @@ def status(
 
 
 @app.command("report")
+@common.examples("qrelkit campaign report camp -o report.html")
 def report(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="The report (.html; its Markdown twin .md is written beside it)."),
@@ -160,6 +172,7 @@ app.add_typer(assessor_app, name="assessor")
 
 
 @assessor_app.command("add")
+@common.examples("qrelkit campaign assessor add camp ann", "qrelkit campaign assessor add camp boss --organizer")
 def assessor_add(
     directory: Path = DirArg,
     name: str = typer.Argument(..., help="The account name (judgments are recorded under it)."),
@@ -189,6 +202,7 @@ def assessor_add(
 
 
 @assessor_app.command("revoke")
+@common.examples("qrelkit campaign assessor revoke camp ann")
 def assessor_revoke(
     directory: Path = DirArg,
     name: str = typer.Argument(..., help="The account to revoke."),
@@ -203,6 +217,7 @@ def assessor_revoke(
 
 
 @assessor_app.command("list")
+@common.examples("qrelkit campaign assessor list camp --json")
 def assessor_list(
     directory: Path = DirArg,
     as_json: bool = common.JsonOpt,
@@ -232,6 +247,7 @@ def _names(value: Optional[str]) -> list[str] | None:
 
 
 @prefs_app.command("make")
+@common.examples("qrelkit campaign prefs make camp --assessors ann,bob --seed 1")
 def prefs_make(
     directory: Path = DirArg,
     pairs: Optional[Path] = typer.Option(None, "--pairs", help="A pairs table ('prefs pairs', 'prefs single', a "
@@ -261,6 +277,7 @@ def prefs_make(
 
 
 @prefs_app.command("export")
+@common.examples("qrelkit campaign prefs export camp -o answers.csv --tasks-out tasks.parquet")
 def prefs_export(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="The answers (task_id, slot, worker, choice): .csv/.tsv/.jsonl/.parquet."),
