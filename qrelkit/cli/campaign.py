@@ -73,7 +73,7 @@ def run(
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
+    with stage_progress(common.stderr) as say, common.compile_notice():  # the stage at work; numba compiling, once
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say)
     if as_json:
         common.emit(res, True)
