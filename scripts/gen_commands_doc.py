@@ -13,6 +13,7 @@ from pathlib import Path
 import typer.main
 
 from qrelkit.cli import app
+from qrelkit.cli.common import EXAMPLES
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
 
@@ -20,6 +21,18 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
 def _plain(text: str | None) -> str:
     """Help text without the escapes that keep rich from reading '[pool]' as markup."""
     return re.sub(r"\\(\[)", r"\1", text or "")
+
+
+def _help_md(text: str | None) -> list[str]:
+    """A command's help as Markdown lines: its paragraphs, and its "Examples:" section (see
+    qrelkit.cli.common.examples) as a sh block."""
+    out = []
+    for para in _plain(text).strip().split("\n\n"):
+        if para.startswith(EXAMPLES):
+            out += ["Examples:", "", "```sh", *[ln.strip() for ln in para.splitlines()[1:]], "```", ""]
+        else:
+            out += [para, ""]
+    return out
 
 
 def _walk(cmd: click.Command, path: list[str]):
@@ -45,7 +58,7 @@ def render() -> str:
     for path, cmd in _walk(root, []):
         name = " ".join(["qrelkit", *path])
         lines += [f"## `{name}`", ""]
-        lines += [_plain(cmd.help).strip(), ""]
+        lines += _help_md(cmd.help)
         args = [p for p in cmd.params if p.param_type_name == "argument"]
         opts = [p for p in cmd.params if p.param_type_name == "option" and p.name != "help"]
         usage = name + "".join(f" {a.name.upper()}{'...' if a.nargs == -1 else ''}" for a in args) + " [OPTIONS]"

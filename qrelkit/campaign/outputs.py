@@ -15,6 +15,7 @@ from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate
 from qrelkit.evaluate.duplicates import duplicate_effects
 from qrelkit.evaluate.protocol import scoring_options
+from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
 from qrelkit.pooler import pooled_flag
@@ -69,7 +70,9 @@ def _final(ctx: Context, name: str):
 
 
 def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """Per run and measure: topics, mean and a t confidence interval over the topics (scipy)."""
+    """Per run and measure: topics, mean and a t confidence interval over the topics (scipy), and
+    the run's rank: runs whose means print equal (6 digits) share a rank ("1224"); rows in rank
+    order, then by run name."""
     rows = []
     for (measure, run), g in per_query.groupby(["measure", "run"], sort=True):
         v = g["value"].to_numpy(dtype=float)
@@ -80,9 +83,10 @@ def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             lo = hi = m
         rows.append((measure, run, len(v), m, float(lo), float(hi)))
     df = pd.DataFrame(rows, columns=["measure", "run", "topics", "mean", "ci_low", "ci_high"])
+    df = df.round({"mean": 6, "ci_low": 6, "ci_high": 6})
     df = df.sort_values(["measure", "mean", "run"], ascending=[True, False, True], kind="stable")
-    df["rank"] = df.groupby("measure").cumcount() + 1
-    return df.round({"mean": 6, "ci_low": 6, "ci_high": 6}).reset_index(drop=True)
+    df["rank"] = df.groupby("measure", sort=False)["mean"].transform(competition_ranks)  # ties share a rank
+    return df.reset_index(drop=True)
 
 
 def stage_evaluate(ctx: Context) -> dict:

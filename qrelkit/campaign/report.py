@@ -161,6 +161,19 @@ def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
     return pd.DataFrame([{"statistic": k, "value": v} for k, v in summary.items() if not isinstance(v, (dict, list))])
 
 
+def leaderboard_section(doc: _Doc, lb: pd.DataFrame | None, measure: str) -> None:
+    """The leaderboard as written (leaderboard.csv: runs that print equal share a rank), its rank
+    next to the measure and its values with the file's 6 digits, so that equal ranks show equal
+    values; the figure of ``measure`` (else of the first measure)."""
+    doc.h("Leaderboard (95% confidence intervals)")
+    if lb is not None and "rank" in lb.columns:
+        lb = lb[["measure", "rank"] + [c for c in lb.columns if c not in ("measure", "rank")]]
+    doc.table(lb, digits=6)
+    if lb is not None and len(lb):
+        m = measure if measure in set(lb["measure"]) else str(lb["measure"].iat[0])
+        doc.figure(_leaderboard_figure(lb, m), f"leaderboard: {m} with 95% confidence intervals")
+
+
 def build(campaign, store, cfg) -> _Doc:
     """The report document of ``campaign`` (stages and warnings, pools, screening, judging effort,
     stopping decisions, near-duplicate expansion, agreement, leaderboard, duplicates,
@@ -211,13 +224,7 @@ def build(campaign, store, cfg) -> _Doc:
         doc.p("One assessor per item: no agreement to measure.")
     else:
         doc.table(agr)
-    lb = _read(d, "leaderboard.csv")
-    doc.h("Leaderboard (95% confidence intervals)")
-    doc.table(lb)
-    if lb is not None and len(lb):
-        m = str(cfg.get_value("eval", "measures")[0])
-        m = m if m in set(lb["measure"]) else str(lb["measure"].iat[0])
-        doc.figure(_leaderboard_figure(lb, m), f"leaderboard: {m} with 95% confidence intervals")
+    leaderboard_section(doc, _read(d, "leaderboard.csv"), str(cfg.get_value("eval", "measures")[0]))
     dup = _read(d, "eval-duplicates.csv")
     doc.h("Deduplicated runs vs. expanded qrels")
     doc.table(dup)

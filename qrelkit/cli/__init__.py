@@ -14,6 +14,7 @@ import sys
 import typer
 from rich.markup import escape
 
+from qrelkit.cli.common import reflow
 from qrelkit.errors import InputError, disk_full
 
 app = typer.Typer(
@@ -22,7 +23,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every group and command inherits them
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version  # lazy: only --version reads the package metadata
+
+        sys.stdout.write(f"qrelkit {version('qrelkit')}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print qrelkit's version (from the installed package) and exit."),
+) -> None:
+    pass
 
 
 def _register() -> None:
@@ -54,13 +72,14 @@ _register()
 
 def _escape_help() -> None:
     """rich reads help text as markup, so '[pool]' or '[rule]' would vanish from ``--help``:
-    escape every help string (groups, commands and their docstrings, options), each object once."""
+    escape every help string (groups, commands and their docstrings, options), each object once;
+    and reflow it (:func:`qrelkit.cli.common.reflow`): rich wraps each paragraph at words."""
     seen: set[int] = set()
 
     def fix(info) -> None:
         if id(info) not in seen and isinstance(getattr(info, "help", None), str):
             seen.add(id(info))
-            info.help = escape(info.help)
+            info.help = escape(reflow(info.help))
 
     def walk(typer_app) -> None:
         fix(typer_app.info)
@@ -78,6 +97,7 @@ def _escape_help() -> None:
 
 
 _escape_help()
+__import__("qrelkit.cli.help", fromlist=["install"]).install()  # --help wraps at words in any terminal
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -14,8 +14,8 @@ from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
-from qrelkit.pooler import import_batches, make_batches
-from qrelkit.pooler.batches import judgments_to_qrels
+from qrelkit.pooler import import_batches, make_batches, require_texts
+from qrelkit.pooler.batches import import_empty_reason, judgments_to_qrels
 
 app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
 
@@ -31,12 +31,15 @@ def make(
     names: Optional[str] = typer.Option(None, "--assessor-names", help="Comma-separated assessor names."),
     per_item: Optional[int] = typer.Option(None, "--per-item", help="Assessors per item (default: config, 1)."),
     per_assessor_dir: Optional[Path] = typer.Option(None, "--per-assessor-dir", help="Also write one file per assessor here."),
+    lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop pool items whose passage has no text in the --corpus (counted) instead of failing."),
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Split each topic's pool into batches (first N, then the rest) for k assessors each,
-    in a seeded random order per assessor, with passage texts."""
+    in a seeded random order per assessor, with passage texts. With --corpus, a pool passage
+    that the corpus lacks or holds with an empty text is an error ([missing-passage]): no
+    assessor is handed a blank passage."""
     common.check_io(inputs=[pool, corpus, topics, config], outputs=[output], folders=[per_assessor_dir])
     cfg = common.config(config)
     t = read_table(pool)
@@ -44,10 +47,11 @@ def make(
         if col not in t.column_names:
             raise InputError("missing-column", f"not a pool table (no column {col!r})", file=str(pool))
     who = [n.strip() for n in names.split(",")] if names else (assessors or max(int(cfg.get_value("batch", "assessors_per_item", per_item)), 1))
-    texts = None
+    texts, dropped = None, 0
     if corpus is not None:
         with common.progress("joining passage texts", None):
             texts = lookup_texts(corpus, set(t["docid"].to_pylist()))
+        t, dropped = require_texts(t, texts, corpus=corpus, lenient=lenient)
     queries = dict(zip(*read_topics(topics)[["qid", "text"]].T.values)) if topics else None
     s = int(cfg.get_value("batch", "seed", seed))
     n = int(cfg.get_value("batch", "first_n", first_n))
@@ -62,9 +66,9 @@ def make(
         for a, part in batches.groupby("assessor", sort=True):
             write_table(pa.Table.from_pandas(part, preserve_index=False), per_assessor_dir / f"{a}{ext}",
                         kind="batches", params={**params, "assessor": a})
-    missing = int((batches["text"] == "").sum()) if corpus is not None else None
     summary = {"output": str(output), "rows": len(batches), "batches": int(batches["batch_id"].nunique()),
-               "assessors": int(batches["assessor"].nunique()), "texts_missing": missing}
+               "assessors": int(batches["assessor"].nunique()), "texts_missing": 0 if corpus is not None else None}
+    common.report_repairs({"missing-passage": dropped}, summary)
     common.emit(summary, as_json, f"wrote {len(batches)} rows in {summary['batches']} batches for "
                 f"{summary['assessors']} assessors -> {output}")
 
@@ -78,15 +82,20 @@ def import_(
     lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop bad rows and report counts instead of failing."),
     qrels_out: Optional[Path] = typer.Option(None, "--qrels-out", help="Also write TREC qrels (one grade per item)."),
     combine: str = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min."),
+    force: bool = common.ForceOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id)."""
+    """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id).
+    Files with no graded row replace no existing output that holds rows ([empty-result])
+    unless --force."""
     common.check_io(inputs=[files, issued, config], outputs=[output, qrels_out])
     cfg = common.config(config)
     sc = [int(x) for x in scale.split(",")] if scale else list(cfg.get_value("labels", "scale"))
     iss = read_table(issued).to_pandas() if issued else None
     judgments, report = import_batches(files, issued=iss, scale=sc, lenient=lenient)
+    counts = dict(zip(report["rule"], report["count"].astype(int)))
+    common.refuse_empty_result([output, qrels_out], import_empty_reason(judgments, counts), force=force)
     write_table(pa.Table.from_pandas(judgments, preserve_index=False), output, kind="judgments",
                 params={"files": [str(f) for f in files], "issued": str(issued) if issued else None, "scale": sc})
     if qrels_out is not None:
@@ -95,7 +104,6 @@ def import_(
             write_table(q, qrels_out, kind="qrels", params={"files": [str(f) for f in files], "combine": combine})
         else:
             write_qrels(q, qrels_out)
-    counts = dict(zip(report["rule"], report["count"].astype(int)))
     summary = {"output": str(output), **counts}
     common.report_repairs(repair_counts(counts), summary)
     common.emit(summary, as_json,

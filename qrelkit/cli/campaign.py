@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from qrelkit.cli import common
+from qrelkit.config import CAMPAIGN_STAGES
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_table, write_table
 
@@ -26,6 +27,9 @@ DirArg = typer.Argument(..., help="The campaign folder (holds campaign.db and ev
 
 
 @app.command("init")
+@common.examples(
+    "qrelkit campaign init camp -c configs/trec-dl-2022.toml --corpus corpus.jsonl -t topics.tsv --runs runs/ -m manifest.csv",
+)
 def init(
     directory: Path = DirArg,
     corpus: Path = typer.Option(..., "--corpus", help="The passage corpus (JSONL, TSV or Parquet)."),
@@ -54,11 +58,16 @@ def init(
 
 
 @app.command("run")
+@common.examples(
+    "qrelkit campaign run camp",
+    "qrelkit campaign run camp --oracle hidden-qrels.txt --error-rate 0.05 --seed 7",
+    "qrelkit campaign run camp --until pool",
+)
 def run(
     directory: Path = DirArg,
     oracle: Optional[Path] = typer.Option(None, "--oracle", help="Hidden qrels: a simulated assessor answers every batch."),
     error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the simulated assessor gives another grade."),
-    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage."),
+    until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage: " + ", ".join(CAMPAIGN_STAGES) + "."),
     seed: Optional[int] = common.SeedOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -67,9 +76,9 @@ def run(
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    with stage_progress(common.stderr) as say:  # the stage (and CAL round) at work, on a terminal's stderr
+    with stage_progress(common.stderr) as say, common.compile_notice():  # the stage at work; numba compiling, once
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
-                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False, soft_wrap=True))
+                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
     if as_json:
         common.emit(res, True)
         return
@@ -107,6 +116,7 @@ _STAGE = re.compile(r"^stage (\S+) \((\d+)/(\d+)\)$")
 
 
 @app.command("import")
+@common.examples("qrelkit campaign import camp camp/batches/*.csv")
 def import_(
     directory: Path = DirArg,
     files: List[Path] = typer.Argument(..., help="Completed batch files or judgments tables (CSV, TSV, JSONL, Parquet)."),
@@ -123,6 +133,7 @@ def import_(
 
 
 @app.command("status")
+@common.examples("qrelkit campaign status camp -o status.csv")
 def status(
     directory: Path = DirArg,
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the table (.csv, .tsv, .jsonl, .parquet)."),
@@ -166,6 +177,7 @@ def _print_health(h: dict) -> None:
 
 
 @app.command("report")
+@common.examples("qrelkit campaign report camp -o report.html")
 def report(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="The report (.html; its Markdown twin .md is written beside it)."),
@@ -190,6 +202,7 @@ app.add_typer(assessor_app, name="assessor")
 
 
 @assessor_app.command("add")
+@common.examples("qrelkit campaign assessor add camp ann", "qrelkit campaign assessor add camp boss --organizer")
 def assessor_add(
     directory: Path = DirArg,
     name: str = typer.Argument(..., help="The account name (judgments are recorded under it)."),
@@ -219,6 +232,7 @@ def assessor_add(
 
 
 @assessor_app.command("revoke")
+@common.examples("qrelkit campaign assessor revoke camp ann")
 def assessor_revoke(
     directory: Path = DirArg,
     name: str = typer.Argument(..., help="The account to revoke."),
@@ -233,6 +247,7 @@ def assessor_revoke(
 
 
 @assessor_app.command("list")
+@common.examples("qrelkit campaign assessor list camp --json")
 def assessor_list(
     directory: Path = DirArg,
     as_json: bool = common.JsonOpt,
@@ -262,6 +277,7 @@ def _names(value: Optional[str]) -> list[str] | None:
 
 
 @prefs_app.command("make")
+@common.examples("qrelkit campaign prefs make camp --assessors ann,bob --seed 1")
 def prefs_make(
     directory: Path = DirArg,
     pairs: Optional[Path] = typer.Option(None, "--pairs", help="A pairs table ('prefs pairs', 'prefs single', a "
@@ -291,6 +307,7 @@ def prefs_make(
 
 
 @prefs_app.command("export")
+@common.examples("qrelkit campaign prefs export camp -o answers.csv --tasks-out tasks.parquet")
 def prefs_export(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="The answers (task_id, slot, worker, choice): .csv/.tsv/.jsonl/.parquet."),
@@ -319,6 +336,10 @@ app.add_typer(judgments_app, name="judgments")
 
 
 @judgments_app.command("list")
+@common.examples(
+    "qrelkit campaign judgments list camp --topic 1001",
+    "qrelkit campaign judgments list camp --assessor ann --history -o ann-history.csv",
+)
 def judgments_list(
     directory: Path = DirArg,
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
@@ -379,6 +400,10 @@ _ITEM = {"topic": typer.Option(None, "--topic", help="The topic."), "docid": typ
 
 
 @judgments_app.command("set")
+@common.examples(
+    "qrelkit campaign judgments set camp --topic 1001 --docid p123 --assessor ann --grade 2 --reason 'key typo'",
+    "qrelkit campaign judgments set camp --file corrections.csv   # qid, docid, assessor, grade per row",
+)
 def judgments_set(
     directory: Path = DirArg,
     topic: Optional[str] = _ITEM["topic"],
@@ -397,6 +422,9 @@ def judgments_set(
 
 
 @judgments_app.command("retract")
+@common.examples(
+    "qrelkit campaign judgments retract camp --topic 1001 --docid p123 --assessor ann --reason 'judged the wrong topic'",
+)
 def judgments_retract(
     directory: Path = DirArg,
     topic: Optional[str] = _ITEM["topic"],

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
+import re
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
@@ -15,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from qrelkit.config import Config, load_config
-from qrelkit.io.paths import check_io  # noqa: F401 - every command calls it first, with its paths
+from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every command calls check_io first, with its paths;
+# refuse_empty_result before it writes a result that may be empty
 
 # no rich markup in what qrelkit prints: ids, rules ('[rule]') and config sections ('[pool]') are text
 stderr = Console(stderr=True, soft_wrap=True, markup=False)
@@ -24,6 +27,42 @@ stdout = Console(markup=False) if Console().is_terminal else Console(width=200, 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)
 JsonOpt = typer.Option(False, "--json", help="Print a machine-readable JSON summary on stdout.")
 SeedOpt = typer.Option(None, "--seed", help="Random seed (default: the config's, else 0).")
+ForceOpt = typer.Option(False, "--force", help="Write an empty result even over an existing output that holds rows.")
+
+
+#: the heading of a command's examples in its help (:func:`examples`): one command per line below it
+EXAMPLES = "Examples:"
+
+
+def examples(*commands: str) -> Callable:
+    """Decorator (under ``@app.command``): end the command's help with an "Examples:" section,
+    one command line each, as ``--help`` and docs/commands.md show them.
+
+    >>> @examples("qrelkit campaign status camp")
+    ... def status():
+    ...     "Per topic: where it stands."
+    >>> print(status.__doc__)
+    Per topic: where it stands.
+    <BLANKLINE>
+    Examples:
+      qrelkit campaign status camp
+    """
+    def add(fn: Callable) -> Callable:
+        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + f"\n\n{EXAMPLES}\n" + "\n".join(f"  {c}" for c in commands)
+        return fn
+
+    return add
+
+
+def reflow(text: str) -> str:
+    r"""Help text as rich should wrap it, at words: each paragraph on one line (a docstring's line
+    breaks would otherwise show mid-sentence), an "Examples:" section one command per line.
+
+    >>> reflow("Split each pool,\n    in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b")
+    'Split each pool, in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b'
+    """
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text))
+    return "\n\n".join(p if p.startswith(EXAMPLES) else " ".join(p.split()) for p in paragraphs)
 
 
 def config(path: Optional[Path]) -> Config:
@@ -50,6 +89,16 @@ def progress(description: str, total: int | None = None) -> Iterator:
             bar.advance(task, n)
 
         yield advance
+
+
+@contextlib.contextmanager
+def compile_notice() -> Iterator[None]:
+    """Say once on stderr when the block's work starts compiling numba kernels (a cold on-disk
+    cache: the first run after an install; see :func:`qrelkit.jit.compile_notice`)."""
+    from qrelkit import jit  # lazy: it loads numba; only commands whose work runs kernels enter this
+
+    with jit.compile_notice(lambda: stderr.print(jit.NOTICE, markup=False, highlight=False)):
+        yield
 
 
 def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> None:

@@ -72,12 +72,14 @@ def aggregate(
     require_original: Optional[bool] = typer.Option(None, "--require-original-relevant/--no-require-original-relevant",
                                                     help="A topic needs its original relevant qrel judged relevant."),
     label: Optional[str] = typer.Option(None, "--label", help="Grade written to --qrels-out: graded | binary."),
+    force: bool = common.ForceOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Several assessors' grades -> one label per (topic, passage): majority vote after
     binarizing (ties -> fallback chain), ceiled median (or median_high) as graded label,
-    topic inclusion rules."""
+    topic inclusion rules. An aggregation that includes no topic replaces no existing output
+    that holds rows ([empty-result]) unless --force."""
     common.check_io(inputs=[judgments, original, config], outputs=[output, qrels_out, topics_out])
     cfg = common.config(config)
     j = _read_judgments(judgments)
@@ -86,6 +88,8 @@ def aggregate(
                                  original_threshold=original_threshold, min_assessors=min_assessors,
                                  require_original_relevant=require_original)
     agg = aggregate_judgments(j, original=orig, **params)
+    s = agg.summary()
+    common.refuse_empty_result([output, qrels_out], s["reason"], force=force)
     lab = str(cfg.get_value("labels", "label", label))
     meta = {**params, "judgments": [str(f) for f in judgments], "original": str(original) if original else None,
             "config": cfg.source}
@@ -93,7 +97,6 @@ def aggregate(
     if qrels_out is not None:
         write_qrels_any(agg.qrels(lab), qrels_out, kind="qrels", params={**meta, "label": lab})
     _frame_out(agg.topics, topics_out, "label-topics", meta)
-    s = agg.summary()
     if s["empty"]:  # the files are still written (empty), and the reason said
         sys.stderr.write(f"qrelkit: warning: the aggregated qrels are empty: {s['reason']}\n")
     common.emit({"output": str(output), **s, "params": params}, as_json,
@@ -186,11 +189,13 @@ def propagate(
     documents_out: Optional[Path] = typer.Option(None, "--documents-out", help="Per-document table (passages, grades, label)."),
     disagree_out: Optional[Path] = typer.Option(None, "--disagree-out", help="Documents whose passages disagree."),
     examples: int = typer.Option(5, "--examples", help="Disagreeing documents printed as examples."),
+    force: bool = common.ForceOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Passage labels -> document labels (max over judged passages by default), with the
-    documents whose passages disagree."""
+    documents whose passages disagree. When no passage maps to a document, the empty result
+    replaces no existing output that holds rows ([empty-result]) unless --force."""
     common.check_io(inputs=[qrels, corpus, mapping, classes, config], outputs=[output, documents_out, disagree_out])
     cfg = common.config(config)
     q = read_qrels(qrels)
@@ -204,6 +209,7 @@ def propagate(
     r = str(cfg.get_value("labels", "document_rule", rule))
     gm = parse_grade_map(grade_map if grade_map is not None else cfg.get_value("labels", "grade_map"))
     res = propagate_to_documents(q, m, rule=r, grade_map=gm, classes=cls)
+    common.refuse_empty_result([output, documents_out], res.empty_reason(), force=force)
     params = {"qrels": str(qrels), "corpus": str(corpus) if corpus else None, "mapping": str(mapping) if mapping else None,
               "id_separator": id_separator, "classes": str(classes) if classes else None, "rule": r,
               "grade_map": {str(k): v for k, v in (gm or {}).items()}, "config": cfg.source}

@@ -1,7 +1,8 @@
 """Canonical order, the kernels every table in topic order shares: natural topic order
 (:func:`qid_order`), topic codes in that order (:func:`natural_codes`), the canonical row order
 of a run (:func:`canonical_indices`: topic, score descending, docid descending) and positions
-within blocks of equal values (:func:`block_ranks`, :func:`block_positions`).
+within blocks of equal values (:func:`block_ranks`, :func:`block_positions`), and the ranks of a
+leaderboard, where runs that print equal share a rank (:func:`competition_ranks`).
 
 Runs (:mod:`qrelkit.io.runs`), qrels, near-duplicate classes, pools and the campaign simulator
 all order their rows with these, so that every table agrees on one order.
@@ -12,10 +13,12 @@ from __future__ import annotations
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["qid_order", "natural_codes", "canonical_indices", "canonical_order", "block_ranks", "block_positions"]
+__all__ = ["qid_order", "natural_codes", "canonical_indices", "canonical_order", "block_ranks", "block_positions",
+           "competition_ranks"]
 
 
 def qid_order(qids: Iterable[str]) -> list[str]:
@@ -122,3 +125,22 @@ def block_ranks(qcodes: np.ndarray) -> np.ndarray:
     [1, 2, 3, 1, 2]
     """
     return (block_positions(qcodes) + 1).astype(np.int32)
+
+
+def competition_ranks(values, decimals: int | None = 6) -> np.ndarray:
+    """Leaderboard ranks (int64), rank 1 the highest value: equal values share the best rank
+    ("1224" competition ranking, pandas ``rank(method="min")``), compared as written to a file,
+    rounded to ``decimals`` digits (None: as they are), so that two runs that print equal share
+    a rank. Missing values rank last.
+
+    >>> competition_ranks([0.5, 1.0, 0.5, 0.25]).tolist()
+    [2, 1, 2, 4]
+    >>> competition_ranks([1.0, 1.0, 1.0]).tolist()
+    [1, 1, 1]
+    >>> competition_ranks([0.1234561, 0.1234559, float("nan")]).tolist()
+    [1, 1, 3]
+    """
+    v = pd.Series(values, dtype="float64")
+    if decimals is not None:
+        v = v.round(decimals)
+    return v.rank(ascending=False, method="min", na_option="bottom").to_numpy(dtype=np.int64)

@@ -22,6 +22,10 @@ folders it writes and the judging stores it writes into. It raises
   folders are created) is not a writable folder, checked with a real probe file because the
   permission bits do not bind root (``/sys``, read-only mounts), or a file output is an existing
   folder (and a folder output an existing file): ``unwritable-output``.
+
+:func:`refuse_empty_result` is called once the work is done and before anything is written: an
+empty result (an aggregation that includes no topic, an import with no judgment, ...) never
+replaces an existing output that holds rows, unless forced: ``empty-result``.
 """
 
 from __future__ import annotations
@@ -191,3 +195,48 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
         check_writable(s)
         if s.exists() and not os.access(s, os.W_OK):
             raise InputError("unwritable-output", "the store file is read-only", file=str(s))
+
+
+def holds_rows(path: PathLike) -> bool:
+    """Whether an existing output holds anything worth keeping: a Parquet table with rows, a
+    CSV/TSV file with a line after its header, any other file with a byte."""
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return False
+    suffix = p.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq  # lazy: only a Parquet output needs its footer read
+
+        try:
+            return pq.read_metadata(p).num_rows > 0
+        except (OSError, ValueError):  # not a Parquet file after all: it has bytes, keep it
+            return True
+    if suffix in (".csv", ".tsv"):
+        with open(p, "rb") as fh:
+            return sum(1 for line in fh if line.strip()) > 1
+    return True
+
+
+def refuse_empty_result(outputs: Paths, reason: str | None, *, force: bool = False) -> None:
+    """An empty result never replaces a good file: when ``reason`` (why the result is empty;
+    ``None``: it is not) is given, the ``outputs`` that exist and hold rows (:func:`holds_rows`)
+    are an ``empty-result`` error naming them and why, so that nothing is written; ``force``
+    writes the empty result anyway. Outputs that do not exist yet, or hold nothing, are written.
+
+    >>> refuse_empty_result(["no/such/file.txt"], "no topic is included")
+    >>> import tempfile, os
+    >>> good = os.path.join(tempfile.mkdtemp(), "qrels.txt")
+    >>> _ = open(good, "w").write("1 0 p1 1\\n")
+    >>> refuse_empty_result([good], "no topic is included")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    qrelkit.errors.InputError: ...qrels.txt: [empty-result] no topic is included: ...qrels.txt not replaced by an empty result; --force to write it
+    >>> refuse_empty_result([good], "no topic is included", force=True)
+    """
+    if reason is None or force:
+        return
+    kept = [p for p in _flat(outputs) if holds_rows(p)]
+    if kept:
+        names = ", ".join(str(p) for p in kept)
+        raise InputError("empty-result", f"{reason}: {names} not replaced by an empty result; --force to write it",
+                         file=str(kept[0]))

@@ -199,6 +199,16 @@ class DocumentLabels:
         """The rows of ``documents`` whose passages disagree."""
         return self.documents[self.documents["disagree"]].reset_index(drop=True)
 
+    def empty_reason(self) -> str | None:
+        """Why :attr:`qrels` has no row (no passage label, or none maps to a document), or ``None``
+        when it has rows."""
+        if self.qrels.num_rows:
+            return None
+        s = self.summary
+        if not s.get("passages"):
+            return "no judged passage to propagate"
+        return f"none of the {s['passages']} judged passages maps to a document"
+
 
 def propagate_to_documents(
     qrels: pa.Table,

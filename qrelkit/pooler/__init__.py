@@ -10,7 +10,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from qrelkit.pooler.batches import import_batches, make_batches
+from qrelkit.pooler.batches import import_batches, make_batches, require_texts
 from qrelkit.pooler.fractional import fractional_ids, fractional_ids_from_corpus, fractional_masks, restrict_runs
 from qrelkit.pooler.pools import depth_pool, fused_pool, pool_size_distribution, top1_pool
 from qrelkit.pooler.registry import available_pools, fractional_pool, make_pool, pool_kind, register_pool
@@ -26,6 +26,6 @@ def filter_runs(runs: pa.Table, names: Iterable[str]) -> pa.Table:
 __all__ = [
     "available_pools", "depth_pool", "filter_runs", "fractional_ids", "fractional_ids_from_corpus", "fractional_masks",
     "fractional_pool", "fused_pool", "import_batches", "make_batches", "make_pool", "manifest_column", "pool_kind", "pool_selection",
-    "pool_size_distribution", "pool_stats", "pooled_flag", "register_pool", "restrict_runs", "select_pool_runs",
+    "pool_size_distribution", "pool_stats", "pooled_flag", "register_pool", "require_texts", "restrict_runs", "select_pool_runs",
     "top1_pool",
 ]

@@ -129,6 +129,37 @@ def make_batches(
     return res.reset_index(drop=True)
 
 
+def require_texts(pool: pa.Table, texts: dict[str, tuple[str, str | None]], *, corpus: str | os.PathLike,
+                  lenient: bool = False) -> tuple[pa.Table, int]:
+    """The pool rows an assessor can judge: a passage missing from the corpus, or present with an
+    empty text, would be handed out blank. Strict: an ``[missing-passage]`` error naming the
+    corpus, how many pool items and the first few passage ids. Lenient: those rows dropped;
+    returns ``(pool, rows dropped)``. ``texts`` is :func:`qrelkit.io.corpus.lookup_texts`'s map.
+
+    >>> import pyarrow as pa
+    >>> pool = pa.table({"qid": ["1", "1", "2"], "docid": ["p1", "p2", "p2"], "position": [1, 2, 1]})
+    >>> kept, dropped = require_texts(pool, {"p1": ("a text", None), "p2": (" ", None)}, corpus="c.jsonl",
+    ...                               lenient=True)
+    >>> kept["docid"].to_pylist(), dropped
+    (['p1'], 2)
+    >>> require_texts(pool, {"p1": ("a text", None)}, corpus="c.jsonl")
+    Traceback (most recent call last):
+    ...
+    qrelkit.errors.InputError: c.jsonl: [missing-passage] 2 pool items (1 passages) have no text in this corpus (missing or empty), first: p2; --lenient drops them
+    """
+    docids = pool["docid"].to_pylist()
+    blank = sorted({d for d in docids if not str((texts.get(d) or ("",))[0] or "").strip()})
+    if not blank:
+        return pool, 0
+    bad = set(blank)
+    keep = [d not in bad for d in docids]
+    dropped = len(docids) - sum(keep)
+    if not lenient:
+        raise InputError("missing-passage", f"{dropped} pool items ({len(blank)} passages) have no text in this corpus "
+                         f"(missing or empty), first: {', '.join(blank[:5])}; --lenient drops them", file=str(corpus))
+    return pool.filter(pa.array(keep)), dropped
+
+
 def batch_summary(batches: pd.DataFrame) -> pd.DataFrame:
     """Items per (assessor, batch)."""
     return (
@@ -230,6 +261,19 @@ def import_batches(
     counts["imported"] = len(out)
     report = pd.DataFrame(sorted(counts.items()), columns=["rule", "count"])
     return out, report
+
+
+def import_empty_reason(judgments: pd.DataFrame, counts: dict[str, int]) -> str | None:
+    """Why an import (:func:`import_batches`) gave no judgment, from its report's ``counts``
+    (rule -> count), or ``None`` when it gave some.
+
+    >>> import_empty_reason(pd.DataFrame(columns=JUDGMENT_COLUMNS), {"ungraded": 12, "repeated": 0})
+    'no judgment imported (12 rows ungraded)'
+    """
+    if len(judgments):
+        return None
+    why = ", ".join(f"{n} rows {r}" for r, n in sorted(counts.items()) if int(n))
+    return "no judgment imported" + (f" ({why})" if why else " (no rows)")
 
 
 def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high") -> pa.Table:

@@ -39,6 +39,7 @@ from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate, leaderboard_correlation, per_query_matrix
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.keys import stable_int
+from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT
@@ -127,8 +128,8 @@ def _cutoff(measure: str) -> int | None:
 
 
 def _ranks(values: pd.Series) -> pd.Series:
-    """Rank 1 = highest value; ties share the best rank."""
-    return values.rank(ascending=False, method="min").astype("Int64")
+    """Rank 1 = highest value; values equal to 6 digits share the best rank ("1224")."""
+    return pd.Series(competition_ranks(values), index=values.index, dtype="Int64")
 
 
 def rescore(

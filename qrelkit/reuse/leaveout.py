@@ -50,6 +50,7 @@ from qrelkit.errors import InputError
 from qrelkit.evaluate import (
     MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
 )
+from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import qid_order
 from qrelkit.pooler import pooled_flag
@@ -233,9 +234,9 @@ def _official_from(official, run_names: Sequence[str], names: Sequence[str]) -> 
 # ------------------------------------------------------------------------------------ ranks
 
 def competition_rank(values: np.ndarray) -> np.ndarray:
-    """1 + the number of strictly higher values (NaN ranks last)."""
-    v = np.where(np.isnan(values), -np.inf, values)
-    return 1 + (v[None, :] > v[:, None]).sum(axis=1)
+    """1 + the number of strictly higher values (NaN ranks last): the scores are written in full,
+    so they are compared in full."""
+    return competition_ranks(values, decimals=None)
 
 
 def rank_alone(official: np.ndarray, left_out: np.ndarray) -> np.ndarray:

@@ -1,0 +1,67 @@
+"""``--help`` that wraps at words in any terminal.
+
+typer lays a command's options out as one table row each (names, negative names, type, help).
+In a narrow terminal (60 columns) or for long option names (``--require-original-relevant /
+--no-require-original-relevant``) the row cannot fit and rich cuts names and words with "…".
+:func:`install` wraps typer's options panel: the table is drawn as typer draws it when it fits
+(rendered once off-screen to check), else each option is stacked: its names on one line, its
+help below it, indented and wrapped at words.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Callable
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.text import Text
+
+
+def _names(param: Any) -> str:
+    """``--output, -o`` (``--lenient, / --strict`` for a flag pair), ``*`` first when required."""
+    first = ", ".join(sorted(param.opts, key=lambda o: (not o.startswith("--"), o)))
+    if getattr(param, "param_type_name", "") == "argument":
+        first = str(getattr(param, "display_name_raw", None) or param.name) + ("..." if param.nargs != 1 else "")
+    second = ", ".join(param.secondary_opts)
+    return ("* " if param.required else "") + first + (f" / {second}" if second else "")
+
+
+def _stacked(rich_utils: Any, *, name: str, params: list, ctx: Any, markup_mode: str, console: Console) -> None:
+    rows: list = []
+    for p in params:
+        kind = p.display_type_rich(ctx=ctx) if hasattr(p, "display_type_rich") else None
+        head = Text(_names(p), style=rich_utils.STYLE_OPTION, overflow="fold")
+        if kind:
+            head.append(f"  {kind}", style=rich_utils.STYLE_TYPES)
+        rows += [head, Padding(rich_utils._get_parameter_help(param=p, ctx=ctx, markup_mode=markup_mode), (0, 0, 0, 4))]
+    console.print(Panel(Group(*rows), border_style=rich_utils.STYLE_OPTIONS_PANEL_BORDER, title=name,
+                        title_align=rich_utils.ALIGN_OPTIONS_PANEL))
+
+
+def _fits(table_panel: Callable, console: Console, kwargs: dict) -> bool:
+    """Whether typer's table shows every name and word whole at this width (no "…")."""
+    probe = Console(file=io.StringIO(), width=console.width, color_system=None, force_terminal=False)
+    table_panel(console=probe, **kwargs)
+    return "…" not in probe.file.getvalue()
+
+
+def install() -> None:
+    """Wrap typer's options panel (typer.rich_utils) as the module says; a typer without it is left as it is."""
+    try:
+        from typer import rich_utils  # lazy: rich help is typer's optional part
+    except ImportError:
+        return
+    table_panel = getattr(rich_utils, "_print_options_panel", None)
+    if table_panel is None or getattr(table_panel, "_qrelkit", False):
+        return
+
+    def options_panel(*, console: Console, **kwargs: Any) -> None:
+        if not kwargs.get("params") or _fits(table_panel, console, kwargs):
+            table_panel(console=console, **kwargs)
+        else:
+            _stacked(rich_utils, console=console, **kwargs)
+
+    options_panel._qrelkit = True  # type: ignore[attr-defined]
+    rich_utils._print_options_panel = options_panel
