@@ -21,7 +21,7 @@ from qrelkit.campaign import outputs, rounds, stages
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
-from qrelkit.config import CAMPAIGN_STAGES, load_config
+from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import count_passages
 from qrelkit.io.manifest import read_manifest
@@ -31,7 +31,7 @@ from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
 
 STAGES = CAMPAIGN_STAGES
-REQUIRED = ("validate", "select", "pool", "qrels")
+REQUIRED = CAMPAIGN_REQUIRED
 _FUNCS: dict[str, Callable] = {
     "validate": stages.stage_validate, "select": stages.stage_select, "dedupe": stages.stage_dedupe,
     "pool": stages.stage_pool, "screening": stages.stage_screening, "pool-rest": stages.stage_pool_rest,
@@ -98,8 +98,7 @@ class Campaign:
         if campaign_path(d).exists():
             raise InputError("campaign-exists", "a campaign is already here; it is never re-initialized", file=str(d))
         writable(d)
-        cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
-        stages.combine_rule(cfg)  # a vote that contradicts [labels] passage_relevant: refused before any work
+        cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})  # every rule across keys
         paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
                                                   ("manifest", manifest))}
         if qrels is not None:
