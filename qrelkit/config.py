@@ -600,6 +600,39 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     return check_rules(cfg)
 
 
+def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = None) -> Config:
+    """The :class:`Config` recorded as :meth:`Config.effective` rows (``section, key, value, origin,
+    where``; a campaign store's ``campaign_config``): the values as they were, over the defaults
+    (a key declared since is its default; a key no longer declared is left out). The rules across
+    keys are not run again: the rows passed them when they were recorded."""
+    cfg = Config(copy.deepcopy(DEFAULTS))
+    for r in rows:
+        sec, key = str(r["section"]), str(r["key"])
+        if sec in SCHEMA and key in SCHEMA[sec]:
+            _slot(cfg, sec)[key] = copy.deepcopy(r["value"])
+            if r.get("origin", DEFAULT) != DEFAULT:
+                cfg.origins[f"{sec}.{key}"] = (str(r["origin"]), r.get("where"))
+    cfg.source = source
+    return cfg
+
+
+def changed_values(old: Config, new: Config) -> list[dict[str, Any]]:
+    """The keys whose effective value differs from ``old`` to ``new`` (origins aside: a comment
+    or a key moved in the file changes nothing), in schema order: ``section, key, old, new,
+    where`` (where the new value was set)."""
+    def norm(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, default=str)
+
+    before = {(r["section"], r["key"]): r["value"] for r in old.effective()}
+    out = []
+    for r in new.effective():
+        was = before[(r["section"], r["key"])]
+        if norm(was) != norm(r["value"]):
+            out.append({"section": r["section"], "key": r["key"], "old": was, "new": r["value"],
+                        "where": r["where"] if r["origin"] != DEFAULT else "default"})
+    return out
+
+
 def _merge(cfg: Config, sec: str, values: Mapping[str, Any], file: str, text: str) -> None:
     target = _slot(cfg, sec)
     for k, v in values.items():
