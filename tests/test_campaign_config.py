@@ -1,7 +1,8 @@
 """The protocol file after ``campaign init`` (issue 19): a comment edit does not block the
 campaign; a value edit is ``[input-changed]`` naming the key; ``campaign adopt-config`` takes a
 change for the stages not run yet and refuses one a stage done reads; a new campaign takes an old
-one's judgments (``campaign export`` then ``init --qrels``) and does not ask for them again."""
+one's judgments (``campaign export`` then ``init --qrels``) and does not ask for them again. And
+run files vs the manifest at init (``[missing-run]``, ``[not-in-manifest]``)."""
 
 from __future__ import annotations
 
@@ -186,6 +187,42 @@ def test_export_works_when_an_input_changed(sim, reference, tmp_path, capsys):
     assert _init(src, d, cfg) == 0
     cfg.write_text(FAST.replace("depth = 5", "depth = 8"))
     assert cli(["campaign", "export", str(d), "-o", str(tmp_path / "q.txt")]) == 0
+
+
+# -- run files vs the manifest at init ----------------------------------------------------------
+
+
+def test_a_manifest_run_without_a_file_is_refused_at_init(sim, tmp_path, capsys):
+    man = pd.read_csv(sim / "manifest.csv", dtype=str)
+    extra = man.iloc[:1].assign(run="ghost", file="ghost.run")
+    pd.concat([man, extra]).to_csv(tmp_path / "m.csv", index=False)
+    d = tmp_path / "c"
+    capsys.readouterr()
+    assert _init(sim, d, _protocol(tmp_path), manifest=tmp_path / "m.csv") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'm.csv'}:{len(man) + 2}: [missing-run]" in err[0] and "'ghost'" in err[0]
+    assert not (d / "campaign.db").exists()
+    # lenient: the campaign is made, the run left out and the warning recorded
+    assert _init(sim, d, _protocol(tmp_path), "--lenient", manifest=tmp_path / "m.csv") == 0
+    Campaign(d).run(until="validate")
+    with open_campaign_store(d) as s:
+        assert any("[missing-run]" in m and "ghost" in m for m in s.warnings()["message"])
+
+
+def test_a_run_file_the_manifest_does_not_name_is_refused_at_init(sim, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(sim / "runs", runs)
+    first = sorted(runs.iterdir())[0]
+    (runs / "stray.run").write_text(first.read_text().replace(first.read_text().split()[5], "stray"))
+    d = tmp_path / "c"
+    capsys.readouterr()
+    assert _init(sim, d, _protocol(tmp_path), runs=runs) == 2
+    err = capsys.readouterr().err
+    assert "[not-in-manifest]" in err and "stray" in err and not (d / "campaign.db").exists()
+    assert _init(sim, d, _protocol(tmp_path), "--lenient", runs=runs) == 0
+    Campaign(d).run(until="validate")
+    with open_campaign_store(d) as s:
+        assert any("[not-in-manifest]" in m and "stray" in m for m in s.warnings()["message"])
 
 
 def test_the_map_of_keys_to_stages_names_real_keys_and_stages():
