@@ -80,6 +80,7 @@ TABLE = {
     "reuse leave-out": (["reuse", "leave-out", "{run}", "-q", "{qrels}", "-o", "{OUT}"], "run"),
     "campaign status": (["campaign", "status", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign report": (["campaign", "report", "{campdir}", "-o", "{OUT}"], "campstore"),
+    "campaign export": (["campaign", "export", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign prefs export": (["campaign", "prefs", "export", "{campdir}", "-o", "{OUT}", "--tasks-out", "{tasksout}"],
                               "campstore"),
 }
