@@ -597,7 +597,40 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     for name, value in items:
         sec, _, key = name.rpartition(".")
         cfg.set_value(sec, key, value, FLAG, "--set")
+    return check_rules(cfg)
+
+
+def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = None) -> Config:
+    """The :class:`Config` recorded as :meth:`Config.effective` rows (``section, key, value, origin,
+    where``; a campaign store's ``campaign_config``): the values as they were, over the defaults
+    (a key declared since is its default; a key no longer declared is left out). The rules across
+    keys are not run again: the rows passed them when they were recorded."""
+    cfg = Config(copy.deepcopy(DEFAULTS))
+    for r in rows:
+        sec, key = str(r["section"]), str(r["key"])
+        if sec in SCHEMA and key in SCHEMA[sec]:
+            _slot(cfg, sec)[key] = copy.deepcopy(r["value"])
+            if r.get("origin", DEFAULT) != DEFAULT:
+                cfg.origins[f"{sec}.{key}"] = (str(r["origin"]), r.get("where"))
+    cfg.source = source
     return cfg
+
+
+def changed_values(old: Config, new: Config) -> list[dict[str, Any]]:
+    """The keys whose effective value differs from ``old`` to ``new`` (origins aside: a comment
+    or a key moved in the file changes nothing), in schema order: ``section, key, old, new,
+    where`` (where the new value was set)."""
+    def norm(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, default=str)
+
+    before = {(r["section"], r["key"]): r["value"] for r in old.effective()}
+    out = []
+    for r in new.effective():
+        was = before[(r["section"], r["key"])]
+        if norm(was) != norm(r["value"]):
+            out.append({"section": r["section"], "key": r["key"], "old": was, "new": r["value"],
+                        "where": r["where"] if r["origin"] != DEFAULT else "default"})
+    return out
 
 
 def _merge(cfg: Config, sec: str, values: Mapping[str, Any], file: str, text: str) -> None:
@@ -609,3 +642,351 @@ def _merge(cfg: Config, sec: str, values: Mapping[str, Any], file: str, text: st
         target[k] = v
         line = find_line(text, (*sec.split("."), k))
         cfg.origins[f"{sec}.{k}"] = (FILE, f"{file}:{line}" if line else file)
+
+
+# --------------------------------------------------------------------------- rules across keys
+#
+# Each key passes its own checks (type, range, choices) as it is read; a rule across keys checks
+# values that only contradict each other. A rule is a small function of the whole configuration,
+# registered under the section it belongs to (:func:`cross_rule`): it returns a :class:`Conflict`
+# (the keys involved, what is wrong, how to fix it) or None. :func:`load_config` runs every rule
+# once the file and the flags are applied; the first conflict is ``[its rule name]``, exit 2.
+# Rules are conservative: only values that certainly contradict each other, or that a command
+# would silently not honour.
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A contradiction between configuration values: ``keys`` ((section, key), ...; the first one
+    set in the file locates the error), ``problem`` (what is wrong) and ``fix`` (how to fix it)."""
+
+    keys: tuple[tuple[str, str], ...]
+    problem: str
+    fix: str
+
+
+CrossRule = Any  # Callable[[Config], Conflict | None]
+
+#: section -> rule name -> rule function: every rule across keys, in the order they are checked
+CROSS_RULES: dict[str, dict[str, CrossRule]] = {}
+
+#: campaign stages that always run (``[campaign] skip`` cannot leave them out)
+CAMPAIGN_REQUIRED = ("validate", "select", "pool", "qrels")
+
+
+def cross_rule(section: str, name: str):
+    """Register the decorated function as rule ``name`` (also its error's rule) of ``section``: a
+    function of a :class:`Config` returning a :class:`Conflict` or None. A later component adds a
+    rule the same way, in its own module."""
+    if section.partition(".")[0] not in {s.partition(".")[0] for s in SCHEMA}:
+        raise ValueError(f"no configuration section {section!r}")
+
+    def register(func):
+        CROSS_RULES.setdefault(section, {})[name] = func
+        return func
+
+    return register
+
+
+def origin_of(cfg: Config, section: str, key: str) -> str:
+    """Where ``[section] key`` was set: ``FILE:LINE``, ``--set``, or ``default``."""
+    origin, where = cfg.origins.get(f"{section}.{key}", (DEFAULT, None))
+    return "default" if origin == DEFAULT else (where or origin)
+
+
+def _conflict_error(name: str, cfg: Config, c: Conflict, others: int) -> InputError:
+    """The one-line error of rule ``name``: every key with its value and origin, the problem, the fix."""
+    shown = ", ".join(f"{_label(s, k)} = {format_value(cfg.get_value(s, k))} ({origin_of(cfg, s, k)})"
+                      for s, k in c.keys)
+    more = f" ({others} other rule{'s' if others > 1 else ''} across keys {'are' if others > 1 else 'is'} broken too)" \
+        if others else ""
+    file, line = cfg.source, None
+    origins = [cfg.origins.get(f"{s}.{k}", (DEFAULT, None)) for s, k in c.keys]
+    located = [where for origin, where in origins if origin == FILE and where]
+    if located:
+        m = re.fullmatch(r"(.*):(\d+)", located[0])
+        file, line = (m.group(1), int(m.group(2))) if m else (located[0], None)
+    elif any(origin == FLAG for origin, _ in origins):
+        file = "--set"
+    return InputError(name, f"{shown}: {c.problem}; {c.fix}{more}", file, line)
+
+
+def broken_rules(cfg: Config) -> list[tuple[str, Conflict]]:
+    """Every rule across keys ``cfg`` breaks: (rule name, :class:`Conflict`), in checking order."""
+    out = []
+    for rules in CROSS_RULES.values():
+        for name, rule in rules.items():
+            c = rule(cfg)
+            if c is not None:
+                out.append((name, c))
+    return out
+
+
+def check_rules(cfg: Config) -> Config:
+    """``cfg`` when it breaks no rule across keys; else the first broken rule's :class:`InputError`
+    (one line: the keys with their values and where each was set, the problem and its fix)."""
+    broken = broken_rules(cfg)
+    if broken:
+        name, c = broken[0]
+        raise _conflict_error(name, cfg, c, len(broken) - 1)
+    return cfg
+
+
+def assessor_file_name(name: str) -> str:
+    """The name an assessor's (or a batch's) files and folders get: every character other than a
+    letter, a digit, ``-``, ``_`` or ``.`` becomes ``_`` (``"a b"`` -> ``"a_b"``)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _v(cfg: Config, section: str, key: str) -> Any:
+    return cfg.get_value(section, key)
+
+
+def _grades(values: Iterable[Any]) -> list[int]:
+    return sorted({int(g) for g in values})
+
+
+# -- [campaign] ---------------------------------------------------------------------------------
+
+
+@cross_rule("campaign", "assessors-empty")
+def _assessors_empty(cfg: Config) -> Conflict | None:
+    """``[campaign] assessors`` is empty: no one would judge."""
+    if list(_v(cfg, "campaign", "assessors")):
+        return None
+    return Conflict((("campaign", "assessors"), ("batch", "assessors_per_item")), "no assessor is named to judge",
+                    "name at least [batch] assessors_per_item assessors in [campaign] assessors")
+
+
+@cross_rule("campaign", "assessor-names-collide")
+def _assessor_names(cfg: Config) -> Conflict | None:
+    """Two assessors of ``[campaign] assessors`` that one would take for the other: the same name
+    twice, names equal ignoring case (one folder on a case-insensitive file system), names with the
+    same batch folder (``"a b"`` and ``"a_b"``: ``batches/a_b/``), an empty name, or ``.``/``..``."""
+    names: set[str] = set()
+    seen: dict[str, str] = {}  # casefolded folder name -> the assessor who has it
+    for name in map(str, _v(cfg, "campaign", "assessors")):
+        folder = assessor_file_name(name)
+        if not name.strip():
+            problem = f"an assessor name is empty ({name!r})"
+        elif folder in (".", ".."):
+            problem = f"{name!r} is not a folder name (batches/{folder}/)"
+        elif name in names:
+            problem = f"{name!r} is named twice"
+        elif folder.casefold() in seen:
+            other = seen[folder.casefold()]
+            why = "ignoring case" if other.casefold() == name.casefold() else "on the file system"
+            problem = f"{other!r} and {name!r} are one assessor {why}: both judge in batches/{folder}/"
+        else:
+            seen[folder.casefold()] = name
+            names.add(name)
+            continue
+        return Conflict((("campaign", "assessors"),), problem,
+                        "give every assessor a distinct name of letters, digits, '-', '_' or '.' (case aside)")
+    return None
+
+
+@cross_rule("campaign", "skip-required-stage")
+def _skip_required(cfg: Config) -> Conflict | None:
+    """``[campaign] skip`` names a stage that always runs (validate, select, pool, qrels)."""
+    bad = [s for s in _v(cfg, "campaign", "skip") if s in CAMPAIGN_REQUIRED]
+    if not bad:
+        return None
+    return Conflict((("campaign", "skip"),), f"{', '.join(bad)} always run{'s' if len(bad) == 1 else ''} "
+                    f"({', '.join(CAMPAIGN_REQUIRED)} cannot be skipped)", f"remove {', '.join(bad)} from skip")
+
+
+@cross_rule("campaign", "vote-vs-passage-relevant")
+def _vote_vs_relevant(cfg: Config) -> Conflict | None:
+    """``[campaign] combine = "vote"`` decides relevance by the vote (grades >= ``[labels]
+    vote_threshold``), so ``[labels] passage_relevant`` must be exactly the scale's grades at or
+    above the threshold."""
+    if _v(cfg, "campaign", "combine") != "vote":
+        return None
+    t = int(_v(cfg, "labels", "vote_threshold"))
+    want = [g for g in _grades(_v(cfg, "labels", "scale")) if g >= t]
+    have = _grades(_v(cfg, "labels", "passage_relevant"))
+    if want == have:
+        return None
+    return Conflict((("campaign", "combine"), ("labels", "vote_threshold"), ("labels", "passage_relevant")),
+                    f"the vote makes grades {want} relevant, [labels] passage_relevant says {have}",
+                    "make them agree (passage_relevant = the scale's grades >= vote_threshold)")
+
+
+# -- [batch] ------------------------------------------------------------------------------------
+
+
+@cross_rule("batch", "assessors-too-few")
+def _assessors_too_few(cfg: Config) -> Conflict | None:
+    """``[batch] assessors_per_item`` above the number of ``[campaign] assessors``: an item cannot
+    get that many distinct assessors."""
+    k, names = int(_v(cfg, "batch", "assessors_per_item")), list(_v(cfg, "campaign", "assessors"))
+    if not names or k <= len(names):
+        return None
+    return Conflict((("batch", "assessors_per_item"), ("campaign", "assessors")),
+                    f"{k} distinct assessors per item, but only {len(names)} named",
+                    f"name at least {k} assessors, or lower assessors_per_item")
+
+
+# -- [labels] -----------------------------------------------------------------------------------
+
+
+@cross_rule("labels", "grade-outside-scale")
+def _grades_in_scale(cfg: Config) -> Conflict | None:
+    """A grade of ``[labels] passage_relevant``, ``document_relevant``, a ``[labels.schemes]``
+    scheme or ``grade_map`` (either side) that is not on ``[labels] scale``: no assessor can give it."""
+    scale = set(_grades(_v(cfg, "labels", "scale")))
+    lists = [("passage_relevant", _v(cfg, "labels", "passage_relevant")),
+             ("document_relevant", _v(cfg, "labels", "document_relevant"))]
+    lists += [(f"schemes {n}", g) for n, g in (_v(cfg, "labels", "schemes") or {}).items()]
+    gm = _v(cfg, "labels", "grade_map") or {}
+    lists.append(("grade_map", [*gm.keys(), *gm.values()]))
+    for what, grades in lists:
+        off = [g for g in _grades(grades) if g not in scale]
+        if off:
+            key = what.partition(" ")[0]
+            return Conflict((("labels", key), ("labels", "scale")),
+                            f"{what} uses grade{'s' if len(off) > 1 else ''} {off}, not on the scale",
+                            f"use grades of the scale in {what}, or add them to the scale")
+    return None
+
+
+@cross_rule("labels", "vote-threshold-outside-scale")
+def _vote_threshold(cfg: Config) -> Conflict | None:
+    """``[labels] vote_threshold`` above every grade of the scale (no vote is ever relevant) or at
+    or below the lowest (every vote is)."""
+    t, scale = int(_v(cfg, "labels", "vote_threshold")), _grades(_v(cfg, "labels", "scale"))
+    if not scale or scale[0] < t <= scale[-1]:
+        return None
+    what = "no vote can ever be relevant" if t > scale[-1] else "every vote is relevant"
+    return Conflict((("labels", "vote_threshold"), ("labels", "scale")), what,
+                    f"set vote_threshold above {scale[0]} and at most {scale[-1]}")
+
+
+@cross_rule("labels", "scheme-shadows-level")
+def _scheme_shadows(cfg: Config) -> Conflict | None:
+    """A ``[labels.schemes]`` scheme named ``passage`` or ``document``: those schemes are ``[labels]
+    passage_relevant`` and ``document_relevant``; the entry would be ignored."""
+    for level in ("passage", "document"):
+        if level in (_v(cfg, "labels", "schemes") or {}):
+            return Conflict((("labels", "schemes"), ("labels", f"{level}_relevant")),
+                            f"[labels.schemes] {level} would be ignored: the {level} scheme is [labels] "
+                            f"{level}_relevant", f"set {level}_relevant instead, or give the scheme another name")
+    return None
+
+
+# -- [top1], [eval] -----------------------------------------------------------------------------
+
+
+def _level_above_scale(cfg: Config, section: str, key: str, consequence: str) -> Conflict | None:
+    """A grade level ``[section] key`` above every grade of ``[labels] scale`` (None when it is not,
+    or is not a level)."""
+    level, scale = _v(cfg, section, key), _grades(_v(cfg, "labels", "scale"))
+    if not _is_int(level) or not scale or level <= scale[-1]:
+        return None
+    return Conflict(((section, key), ("labels", "scale")), f"no grade of the scale reaches it: {consequence}",
+                    f"set {key} to at most {scale[-1]}")
+
+
+@cross_rule("top1", "perfect-min-rel-outside-scale")
+def _perfect_min_rel(cfg: Config) -> Conflict | None:
+    """``[top1] perfect_min_rel`` above every grade of ``[labels] scale``: no qrel joins the perfect run."""
+    return _level_above_scale(cfg, "top1", "perfect_min_rel", "the perfect run would be empty")
+
+
+@cross_rule("eval", "relevant-level-outside-scale")
+def _relevant_level(cfg: Config) -> Conflict | None:
+    """``[eval] relevant`` given as a level above every grade of ``[labels] scale``: binary
+    measures would find nothing relevant."""
+    return _level_above_scale(cfg, "eval", "relevant", "binary measures would find nothing relevant")
+
+
+# -- [cal], [stopping] --------------------------------------------------------------------------
+
+
+@cross_rule("cal", "official-thread-not-run")
+def _official_thread(cfg: Config) -> Conflict | None:
+    """``[cal] official_thread`` not among ``[cal] threads``: its judgments would not exist (the
+    campaign would decide its topics by another thread)."""
+    off, threads = _v(cfg, "cal", "official_thread"), list(_v(cfg, "cal", "threads"))
+    if off in threads:
+        return None
+    return Conflict((("cal", "official_thread"), ("cal", "threads")), f"thread {off!r} does not run",
+                    f"add {off!r} to threads, or make official_thread one of {threads or 'the threads'}")
+
+
+@cross_rule("stopping", "never-accepted")
+def _never_accepted(cfg: Config) -> Conflict | None:
+    """No topic can ever be accepted: the density rule needs a density below ``[stopping]
+    accept_density_below`` = 0, and there is no ``[cal] budget`` (or its rule needs a density below
+    ``budget_density_at_least`` = 0 too)."""
+    if float(_v(cfg, "stopping", "accept_density_below")) > 0:
+        return None
+    budget = _v(cfg, "cal", "budget")
+    if budget is not None and float(_v(cfg, "stopping", "budget_density_at_least")) > 0:
+        return None
+    keys = (("stopping", "accept_density_below"), ("cal", "budget"))
+    if budget is not None:
+        keys += (("stopping", "budget_density_at_least"),)
+    return Conflict(keys, "no density is below 0, so no topic could ever be accepted",
+                    "raise accept_density_below (or set a [cal] budget with budget_density_at_least above 0)")
+
+
+# -- [selection], [runs], [pool] ----------------------------------------------------------------
+
+
+@cross_rule("selection", "include-and-exclude")
+def _include_exclude(cfg: Config) -> Conflict | None:
+    """A run in both ``[selection] include`` and ``exclude`` (exclusion would win, silently)."""
+    both = sorted(set(_v(cfg, "selection", "include")) & set(_v(cfg, "selection", "exclude")))
+    if not both:
+        return None
+    return Conflict((("selection", "include"), ("selection", "exclude")),
+                    f"{', '.join(both)} would be always and never pooled", "name each run in one of them only")
+
+
+@cross_rule("selection", "nothing-pooled")
+def _nothing_pooled(cfg: Config) -> Conflict | None:
+    """No run could feed the pool: no baselines, ``per_group = 0`` and nothing included."""
+    if _v(cfg, "selection", "include_baselines") or int(_v(cfg, "selection", "per_group")) or \
+            list(_v(cfg, "selection", "include")):
+        return None
+    return Conflict((("selection", "include_baselines"), ("selection", "per_group"), ("selection", "include")),
+                    "no run would feed the pool", "raise per_group, include the baselines, or include runs")
+
+
+@cross_rule("runs", "expected-deeper-than-max")
+def _expected_depth(cfg: Config) -> Conflict | None:
+    """``[runs] expected_depth`` above ``max_depth``: every topic of every valid run is reported shallow."""
+    exp, mx = _v(cfg, "runs", "expected_depth"), _v(cfg, "runs", "max_depth")
+    if exp is None or mx is None or exp <= mx:
+        return None
+    return Conflict((("runs", "expected_depth"), ("runs", "max_depth")),
+                    "no valid run can be as deep as expected: every topic would be reported shallow",
+                    "set expected_depth to at most max_depth")
+
+
+@cross_rule("pool", "pool-deeper-than-runs")
+def _pool_depth(cfg: Config) -> Conflict | None:
+    """``[pool] depth`` above ``[runs] max_depth``: no valid run is that deep (the pool would be
+    cut at max_depth, silently)."""
+    depth, mx = int(_v(cfg, "pool", "depth")), _v(cfg, "runs", "max_depth")
+    if mx is None or depth <= mx:
+        return None
+    return Conflict((("pool", "depth"), ("runs", "max_depth")), "the pool cannot be deeper than the runs",
+                    "lower the pool depth, or raise max_depth")
+
+
+# -- [dedupe] -----------------------------------------------------------------------------------
+
+
+@cross_rule("dedupe", "lsh-bands-exceed-permutations")
+def _lsh_bands(cfg: Config) -> Conflict | None:
+    """``[dedupe] bands`` x ``rows`` above ``num_perm``: the LSH bands need more MinHash values
+    than there are (the dedupe stage would fail after init)."""
+    b, r, n = (int(_v(cfg, "dedupe", k)) for k in ("bands", "rows", "num_perm"))
+    if b * r <= n:
+        return None
+    return Conflict((("dedupe", "bands"), ("dedupe", "rows"), ("dedupe", "num_perm")),
+                    f"bands x rows = {b * r} MinHash values, but only {n} permutations",
+                    "make bands x rows at most num_perm")

@@ -95,6 +95,31 @@ def config_keys() -> list[str]:
         for k in keys.values():
             lines.append(f"| `[{section}]` | `{k.name}` | {k.describe_type().replace('|', ' or ')} | `{format_value(k.default).replace('|', '/')}` | {k.help} |")
     lines.append("")
+    return lines + cross_rules()
+
+
+def cross_rules() -> list[str]:
+    """The "Rules across keys" section: every rule of qrelkit.config.CROSS_RULES, by section."""
+    from qrelkit.config import CROSS_RULES
+
+    lines = [
+        "### Rules across keys",
+        "",
+        "Values that contradict each other, or that a command would silently not honour, are refused when",
+        "the configuration is loaded (`qrelkit config show`, `campaign init`, every command with `--config`),",
+        "after the file and the `--set` flags are applied: one line `[rule]` naming every key involved, its",
+        "value and where it was set (`FILE:LINE`, `--set` or `default`), what is wrong and how to fix it;",
+        "exit 2. Each rule is a small function registered under its section (`qrelkit.config.cross_rule`);",
+        "only values that certainly contradict each other are refused.",
+        "",
+        "| section | rule | refused |",
+        "|---|---|---|",
+    ]
+    for section, rules in CROSS_RULES.items():
+        for name, func in rules.items():
+            doc = " ".join((func.__doc__ or "").split()).replace("``", "`")
+            lines.append(f"| `[{section}]` | `{name}` | {doc.replace('|', '/')} |")
+    lines.append("")
     return lines
 
 

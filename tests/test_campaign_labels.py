@@ -132,7 +132,7 @@ def test_a_vote_that_contradicts_passage_relevant_is_refused(sim, tmp_path, caps
     assert cli(["campaign", "init", str(tmp_path / "c"), "-c", str(cfg), "--corpus", str(sim / "corpus.jsonl"),
                 "-t", str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 2
     err = capsys.readouterr().err
-    assert "[bad-option]" in err and "passage_relevant" in err
+    assert "[vote-vs-passage-relevant]" in err and "passage_relevant" in err
     assert not (tmp_path / "c" / "campaign.db").exists()
 
 

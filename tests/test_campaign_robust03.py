@@ -40,7 +40,7 @@ def test_pool_only_campaign_reproduces_official_qrels_on_the_pool(tmp_path):
                                                    file=lambda x: "input." + x["run"] + ".gz")
     man[["run", "group", "priority", "baseline", "pooled", "file"]].to_csv(tmp_path / "manifest.csv", index=False)
     cfg = tmp_path / "pool-only.toml"
-    cfg.write_text('[pool]\ndepth = 20\n[labels]\nscale = [0, 1, 2]\npassage_relevant = [1, 2]\n'
+    cfg.write_text('[pool]\ndepth = 20\n[labels]\nscale = [0, 1, 2]\npassage_relevant = [1, 2]\ndocument_relevant = [1, 2]\n'
                    '[campaign]\nskip = ["dedupe", "screening", "fractional", "cal", "reuse", "report"]\n')
     d = tmp_path / "camp"
     Campaign.init(d, config=cfg, corpus=corpus, topics=topics, runs=root / "runs", manifest=tmp_path / "manifest.csv",

@@ -81,6 +81,7 @@ TABLE = {
     "campaign status": (["campaign", "status", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign report": (["campaign", "report", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign judgments list": (["campaign", "judgments", "list", "{campdir}", "-o", "{OUT}"], "campstore"),
+    "campaign export": (["campaign", "export", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign prefs export": (["campaign", "prefs", "export", "{campdir}", "-o", "{OUT}", "--tasks-out", "{tasksout}"],
                               "campstore"),
 }

@@ -222,6 +222,25 @@ def test_manifest_checks(tmp_path):
     assert rs.runs == ["alpha", "beta"]
 
 
+def test_a_manifest_run_without_a_file(tmp_path):
+    m = tmp_path / "m.csv"
+    m.write_text("run,group,file\nalpha,g1,a.txt\nbeta,g2,b.txt\ngamma,g2,\n")
+    write(tmp_path / "r" / "a.txt", RUN_A)
+    with pytest.raises(InputError) as info:
+        read_runs(tmp_path / "r", manifest=read_manifest(m))
+    e = info.value
+    assert (e.rule, e.file, e.line) == ("missing-run", str(m), 3)
+    assert "'beta'" in e.message and "'b.txt'" in e.message and "1 other run(s)" in e.message
+    rs = read_runs(tmp_path / "r", manifest=read_manifest(m), lenient=True)
+    assert rs.runs == ["alpha"]
+    miss = rs.issues[rs.issues["rule"] == "missing-run"]
+    assert miss["run"].tolist() == ["beta", "gamma"] and miss["line"].tolist() == [3, 4]
+    assert set(miss["repair"]) == {RULES["missing-run"][1]} and set(miss["file"]) == {str(m)}
+    write(tmp_path / "r" / "b.txt", RUN_B)
+    write(tmp_path / "r" / "c.txt", [line.replace("alpha", "gamma") for line in RUN_A])
+    assert read_runs(tmp_path / "r", manifest=read_manifest(m)).runs == ["alpha", "beta", "gamma"]
+
+
 # ------------------------------------------------------------------ warnings
 def test_rank_zero_based_warning(tmp_path):
     p = write(tmp_path / "a.txt", ["1 Q0 d1 0 3.0 r", "1 Q0 d2 1 2.0 r", "2 Q0 d1 0 1.0 r"])

@@ -161,8 +161,11 @@ def test_scheme_registry(schemes, tmp_path):
     assert scheme_grades("top-only", cfg) == [3] and scheme_grades("half", cfg) == [2, 3]
     assert {"top-only", "half"} <= set(available_schemes(cfg))
     # the config is the user's word: its [labels.schemes] wins over a registered scheme, but
-    # passage and document are the [labels] keys
+    # passage and document are the [labels] keys (a scheme of that name is refused: it would be ignored)
     (tmp_path / "c.toml").write_text("[labels]\npassage_relevant = [3]\n[labels.schemes]\ntop-only = [2, 3]\npassage = [1]\n")
+    with pytest.raises(InputError, match=r"\[scheme-shadows-level\]"):
+        load_config(tmp_path / "c.toml")
+    (tmp_path / "c.toml").write_text("[labels]\npassage_relevant = [3]\n[labels.schemes]\ntop-only = [2, 3]\n")
     c2 = load_config(tmp_path / "c.toml")
     assert scheme_grades("top-only", c2) == [2, 3] and scheme_grades("passage", c2) == [3] and "top-only" in available_schemes(c2)
     with pytest.raises(InputError, match=r"\[bad-scheme\] unknown binarization scheme 'nope'"):

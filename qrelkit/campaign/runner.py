@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
+import pyarrow as pa
 
 from qrelkit.cal.loop import warm_up
-from qrelkit.campaign import outputs, rounds, stages
+from qrelkit.campaign import adopt, outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
-from qrelkit.config import CAMPAIGN_STAGES, load_config
+from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import count_passages
 from qrelkit.io.manifest import read_manifest
@@ -36,7 +37,7 @@ from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
 
 STAGES = CAMPAIGN_STAGES
-REQUIRED = ("validate", "select", "pool", "qrels")
+REQUIRED = CAMPAIGN_REQUIRED
 _FUNCS: dict[str, Callable] = {
     "validate": stages.stage_validate, "select": stages.stage_select, "dedupe": stages.stage_dedupe,
     "pool": stages.stage_pool, "screening": stages.stage_screening, "pool-rest": stages.stage_pool_rest,
@@ -103,8 +104,7 @@ class Campaign:
         d = Path(directory)
         check_folder(d, force=force)
         writable(d)
-        cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})
-        stages.combine_rule(cfg)  # a vote that contradicts [labels] passage_relevant: refused before any work
+        cfg = load_config(config, {"runs.lenient": lenient} if lenient is not None else {})  # every rule across keys
         paths = {k: _readable(k, v) for k, v in (("corpus", corpus), ("topics", topics), ("runs", runs),
                                                   ("manifest", manifest))}
         if qrels is not None:
@@ -170,6 +170,28 @@ class Campaign:
         with advance_lock(self.dir, what="a campaign run", on_wait=on_wait), \
                 self.runner(oracle=oracle, error_rate=error_rate, seed=seed, what="a campaign run") as r:
             return r.advance(progress, until=until)  # the lock before the runner: a busy campaign is left as it is
+
+    # -- the protocol file edited, a new campaign from this one ------------------------------------
+
+    def adopt_config(self, *, dry_run: bool = False) -> dict:
+        """Adopt the protocol file's changed values for the stages not run yet
+        (:func:`qrelkit.campaign.adopt.adopt_config`: refused, naming the key and the stage, when
+        a stage that reads a changed key is done or started); one advance at a time meanwhile."""
+        writable(self.dir)
+        with advance_lock(self.dir, what="campaign adopt-config"):
+            store = open_campaign_store(self.dir)
+            try:
+                return adopt.adopt_config(store, self.dir, dry_run=dry_run)
+            finally:
+                store.close()
+
+    def judged_qrels(self) -> pa.Table:
+        """Every judgment in force, one grade per topic and passage by ``[campaign] combine``
+        (the grade screening, CAL and the final qrels see), every topic, as qrels: what a new
+        campaign takes as judgments made before it (``campaign init --qrels``) so as not to ask
+        for them again. Read from the store alone: inputs changed since init do not stop it."""
+        with open_campaign_store(self.dir, readonly=True) as store:
+            return store.export_qrels(combine=stages.combine_rule(store.config()))
 
     # -- import, status, report --------------------------------------------------------------------
 
@@ -271,6 +293,19 @@ class Runner:
             store.close()
             raise
         self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
+        self._adoptions = len(store.get_state("config_adoptions", []))
+
+    def _adopted(self) -> None:
+        """A configuration adopted since this runner read it (``campaign adopt-config``): a new
+        context with it (the caches built under the former one are dropped)."""
+        n = len(self.ctx.store.get_state("config_adoptions", []))
+        if n != self._adoptions:
+            old = self.ctx
+            texts = old.cache.pop("texts", None)
+            if texts is not None:
+                texts.close()
+            self.ctx = stages.Context(old.dir, old.store, old.store.config(), old.paths, old.oracle)
+            self._adoptions = n
 
     def close(self) -> None:
         """Close the store and the text index (idempotent)."""
@@ -309,8 +344,9 @@ class Runner:
             return self._advance(progress, until)
 
     def _advance(self, progress: Callable[[str], None] | None, until: str | None) -> dict:
+        self.ctx.store.check_inputs(self._seen)
+        self._adopted()
         ctx = self.ctx
-        ctx.store.check_inputs(self._seen)
         ctx.say = progress or (lambda _msg: None)
         ctx.repaired = False
         done = ctx.store.stages_done()

@@ -26,7 +26,7 @@ from qrelkit.cal.loop import CandidateCache
 from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
-from qrelkit.config import Config
+from qrelkit.config import Config, assessor_file_name
 from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
@@ -64,19 +64,10 @@ def combine_rule(cfg: Config) -> Any:
     """``[campaign] combine`` as :func:`qrelkit.cal.store.combined_grades` takes it: a rule name
     (median_high, max, min) or, for ``vote``, the labels' majority vote
     (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
-    ``fallback``). The vote decides relevance, so ``[labels] passage_relevant`` must be the grades
-    of the scale at or above the vote threshold (``[bad-option]`` otherwise)."""
+    ``fallback``). That the vote and ``[labels] passage_relevant`` agree is a rule across keys
+    (``vote-vs-passage-relevant``, checked when the configuration is loaded)."""
     name = str(cfg.get_value("campaign", "combine"))
-    if name != "vote":
-        return name
-    rule = VoteRule.from_config(cfg)
-    want = sorted(int(g) for g in cfg.get_value("labels", "scale") if int(g) >= rule.threshold)
-    have = sorted(int(g) for g in cfg.get_value("labels", "passage_relevant"))
-    if want != have:
-        raise InputError("bad-option", f"[campaign] combine = \"vote\" makes an item relevant when the vote says so "
-                         f"(grades >= [labels] vote_threshold = {rule.threshold}: {want}), but [labels] "
-                         f"passage_relevant is {have}; make them agree")
-    return rule
+    return VoteRule.from_config(cfg) if name == "vote" else name
 
 
 TEXT_INDEX = "text-index.sqlite"
@@ -98,8 +89,7 @@ def text_index(directory: str | os.PathLike, store: CampaignStore) -> TextIndex:
     return open_text_index(corpus, Path(directory) / TEXT_INDEX, sha256=corpus_sha256(store))
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+_safe = assessor_file_name  # an assessor's (or a batch's) file and folder name
 
 
 def batch_file(directory: str | os.PathLike, assessor: str, batch_id: str) -> Path:
@@ -180,13 +170,14 @@ class Context:
 
     @property
     def official_thread(self) -> str:
-        off = str(self.cfg.get_value("cal", "official_thread"))
-        return off if off in self.threads else self.threads[-1]
+        off = str(self.cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
+        return off if off in self.threads else self.threads[-1]  # a store recorded before that rule
 
     def assessors_for(self, qid: str, round_: int = 0) -> list[str]:
         """The assessors of a batch of topic ``qid``: its owner (topic i -> assessor i mod n),
         then the next ones, ``[batch] assessors_per_item`` distinct names; CAL rounds rotate the
         owner unless ``[campaign] owner_judges_cal``."""
+        # rules assessors-empty and assessors-too-few refuse what is left here for stores recorded before them
         names = list(self.cfg.get_value("campaign", "assessors")) or ["A01"]
         k = min(int(self.cfg.get_value("batch", "assessors_per_item")), len(names))
         owner = self.topic_ids.index(str(qid))

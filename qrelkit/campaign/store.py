@@ -53,6 +53,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -60,7 +61,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from qrelkit.cal.store import THREADS, JudgingStore, sql_filters
-from qrelkit.config import Config, load_config
+from qrelkit.config import Config, changed_values, config_from_rows, format_value, load_config
 from qrelkit.errors import InputError
 from qrelkit.io.paths import CAMPAIGN_STORE
 
@@ -311,10 +312,16 @@ class CampaignStore(JudgingStore):
                 if seen is not None and seen.get(path) == now:
                     continue
                 if st.st_size != size or (st.st_mtime_ns != mtime and sha256_file(p) != digest):
-                    out.append(InputError("input-changed", f"the campaign's {name} input changed on disk since init "
-                                          f"(recorded sha256 {digest[:12]}...); restore it or start a new campaign",
-                                          file=path))
-                elif seen is not None:
+                    if name == "config":  # the protocol file: its values count, not its bytes
+                        try:
+                            check_config_values(self, p)
+                        except InputError as exc:
+                            out.append(exc)
+                    else:
+                        out.append(InputError("input-changed", f"the campaign's {name} input changed on disk since "
+                                              f"init (recorded sha256 {digest[:12]}...); restore it or start a new "
+                                              "campaign", file=path))
+                if not out and seen is not None:
                     seen[path] = now
             if out and first:
                 break
@@ -335,10 +342,34 @@ class CampaignStore(JudgingStore):
         return {n: s for n, s in self._db.execute("SELECT name, seconds FROM campaign_stages ORDER BY seq")}
 
     def config(self) -> Config:
-        """The campaign's effective configuration: its protocol file with the overrides given at
-        ``campaign init`` (both recorded in the store)."""
-        paths = self.get_state("paths") or {}
-        return load_config(paths.get("config"), self.get_state("overrides", {}))
+        """The campaign's effective configuration: the one recorded in the store (``campaign_config``:
+        the protocol file with the overrides given at ``campaign init``, or as adopted since by
+        :meth:`adopt_config`) — never the file as it is now (see :func:`check_config_values`)."""
+        rows = self.config_rows().rename(columns={"location": "where"})
+        return config_from_rows(rows.to_dict("records"), (self.get_state("paths") or {}).get("config"))
+
+    def protocol_file_config(self) -> Config | None:
+        """The protocol file as it is now, with the overrides of ``campaign init`` (None for a
+        campaign without one); its errors are the file's (``[bad-toml]``, a rule across keys, ...)."""
+        path = (self.get_state("paths") or {}).get("config")
+        return None if path is None else load_config(path, self.get_state("overrides", {}))
+
+    def adopt_config(self, record: tuple[str, str, int, int, str], config_rows: list[dict],
+                     adoption: Mapping[str, Any]) -> None:
+        """Make ``config_rows`` (:meth:`Config.effective`) the campaign's configuration and
+        ``record`` (:func:`input_record`) its protocol file's, and append ``adoption`` to the
+        state's ``config_adoptions``: one transaction."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM campaign_inputs WHERE name = 'config'")
+            db.execute("INSERT INTO campaign_inputs VALUES (?, ?, ?, ?, ?)", record)
+            db.execute("DELETE FROM campaign_config")
+            db.executemany("INSERT INTO campaign_config VALUES (?, ?, ?, ?, ?)",
+                           [(r["section"], r["key"], json.dumps(r["value"], sort_keys=True), r["origin"], r["where"])
+                            for r in config_rows])
+            row = db.execute("SELECT value FROM campaign_state WHERE key = 'config_adoptions'").fetchone()
+            done = json.loads(row[0]) if row else []
+            db.execute("INSERT OR REPLACE INTO campaign_state VALUES ('config_adoptions', ?)",
+                       (json.dumps([*done, dict(adoption)], sort_keys=True, default=str),))
 
     def get_state(self, key: str, default: Any = None) -> Any:
         row = self._db.execute("SELECT value FROM campaign_state WHERE key = ?", (key,)).fetchone()
@@ -825,6 +856,29 @@ def _vet_assigned(db) -> dict[int, tuple[str, str]]:
         whom = f"to {', '.join(repr(n) for n in names)}" if names else "to no assessor (it is not an assessors' batch)"
         out[i] = ("not-assigned", f"batch {batch!r} was issued {whom}, not to {assessor!r}{hint}")
     return out
+
+
+def describe_change(change: Mapping[str, Any]) -> str:
+    """``[pool] depth 10 -> 20``: one changed key (:func:`qrelkit.config.changed_values`)."""
+    return f"[{change['section']}] {change['key']} {format_value(change['old'])} -> {format_value(change['new'])}"
+
+
+def check_config_values(store: CampaignStore, path: Path) -> None:
+    """The campaign's protocol file ``path`` changed on disk: nothing to say when its values are
+    still the campaign's (a comment, blank lines, keys moved: :meth:`CampaignStore.config`);
+    ``[input-changed]`` naming the first key whose value changed (and how many others) and how
+    to go on otherwise."""
+    changes = changed_values(store.config(), store.protocol_file_config())
+    if not changes:
+        return
+    first, more = changes[0], len(changes) - 1
+    others = f" (and {more} other key{'s' if more > 1 else ''})" if more else ""
+    m = re.fullmatch(r"(.*):(\d+)", str(first["where"]))
+    d = store.path.parent
+    raise InputError("input-changed", f"the campaign's protocol file changed since init: {describe_change(first)}"
+                     f"{others}; restore it, or adopt it for the stages not run yet ('qrelkit campaign adopt-config "
+                     f"{d}'), or start a new campaign with this one's judgments ('qrelkit campaign export {d}', "
+                     "then 'campaign init ... --qrels')", file=str(path), line=int(m.group(2)) if m else None)
 
 
 def campaign_path(directory: str | os.PathLike) -> Path:

@@ -19,6 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from qrelkit.cli import common
 from qrelkit.config import CAMPAIGN_STAGES
 from qrelkit.errors import InputError
+from qrelkit.config import format_value
+from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 
 app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
@@ -194,6 +196,62 @@ def report(
     check_outputs(directory, [output, output.with_suffix(".md")])
     written = Campaign(directory).report(output, force=force)
     common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))
+
+
+@app.command("adopt-config")
+@common.examples(
+    "qrelkit campaign adopt-config camp --dry-run   # what changed, and whether each change can be adopted",
+    "qrelkit campaign adopt-config camp",
+)
+def adopt_config(
+    directory: Path = DirArg,
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the changes and whether each can be adopted; change nothing."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Adopt the values changed in the campaign's protocol file since init for the stages not run
+    yet: refused (nothing changed) when a stage that reads a changed key is done or started. Then
+    the file's effective configuration is the campaign's."""
+    common.check_io(stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
+
+    res = Campaign(directory).adopt_config(dry_run=dry_run)
+    if as_json:
+        common.emit(res, True)
+        return
+    rows = [{"key": f"[{c['section']}] {c['key']}", "old": format_value(c["old"]), "new": format_value(c["new"]),
+             "read by": ", ".join(c["stages"]) or "no stage", "adoptable": f"no: {c['refused']}" if c["refused"] else "yes"}
+            for c in res["changes"]]
+    if rows:
+        common.print_table(pd.DataFrame(rows), title="changed values")
+    what = "adopted" if res["adopted"] else "nothing adopted (--dry-run)"
+    common.stderr.print(f"{len(rows)} changed value(s); {what}", markup=False, highlight=False)
+
+
+@app.command("export")
+@common.examples(
+    "qrelkit campaign export camp -o judged.txt",
+    "qrelkit campaign init camp2 -c protocol.toml --corpus corpus.jsonl -t topics.tsv --runs runs -m manifest.csv "
+    "--qrels judged.txt",
+)
+def export(
+    directory: Path = DirArg,
+    output: Path = typer.Option(..., "-o", "--output", help="Qrels: TREC text (any name) or .parquet."),
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """Export every judgment in force as qrels, one grade per topic and passage by [campaign]
+    combine: give them to a new campaign ('campaign init ... --qrels FILE') so that it does not
+    ask for them again."""
+    common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
+    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
+
+    table = Campaign(directory).judged_qrels()
+    if output.name.lower().endswith(".parquet"):
+        write_table(table, output, kind="qrels", params={"campaign": str(directory)})
+    else:
+        write_qrels(table, output)
+    topics = len(set(table["qid"].to_pylist()))
+    common.emit({"output": str(output), "rows": table.num_rows, "topics": topics}, as_json,
+                f"wrote {table.num_rows} judged passages over {topics} topics -> {output}")
 
 
 assessor_app = typer.Typer(help="Accounts of the campaign's web app (qrelkit serve): login links for assessors "

@@ -42,7 +42,8 @@ def _line_in(message: str) -> int | None:
 
 def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     """Read and validate a manifest; returns one row per run (strings, ``priority`` int,
-    ``baseline`` bool).
+    ``baseline`` bool); ``attrs``: ``path`` (the file) and ``lines`` (run -> its line, None in
+    a TOML manifest), which the readers of the runs name in their errors.
 
     Examples
     --------
@@ -124,7 +125,9 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         df["subtask"] = ""
     df["subtask"] = ["" if _missing(v) else str(v).strip() for v in df["subtask"]]
     front = ["run", "group", "priority", "baseline", "subtask"]
-    return df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+    out = df[front + [c for c in df.columns if c not in front]].reset_index(drop=True)
+    out.attrs.update(path=str(p), lines={run: line_of[i] for i, run in enumerate(out["run"])})  # for run readers' errors
+    return out
 
 
 def read_run_depths(path: str | os.PathLike) -> dict[str, int]:

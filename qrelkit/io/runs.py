@@ -68,6 +68,7 @@ RULES: dict[str, tuple[str, str]] = {
     "multiple-tags": ("error", "all lines kept under the file's run name"),
     "tag-mismatch": ("error", "the manifest's run name used"),
     "not-in-manifest": ("error", "run kept"),
+    "missing-run": ("error", "run left out (neither pooled nor evaluated)"),
     "duplicate-run": ("error", "later file skipped"),
     "unknown-topic": ("error", "lines dropped"),
     "max-depth": ("error", "topic truncated to the maximum depth in canonical order"),
@@ -187,6 +188,8 @@ class RunOptions:
     expected_depth: int | None = None
     file_runs: Mapping[str, str] | None = None  # file name -> run name from a manifest
     known_runs: set[str] | None = None  # runs of the manifest
+    manifest_lines: Mapping[str, int | None] | None = None  # run -> its line in the manifest
+    manifest_file: str | None = None
     ties: str = "docid-desc"  # TIE_RULES
 
 
@@ -492,7 +495,9 @@ def read_runs(
     Strict mode raises :class:`InputError` for the first error in the first offending file (in
     file-name order). Lenient mode repairs (see :data:`RULES`) and reports every rule's count in
     ``RunSet.issues``. ``manifest`` (see :func:`qrelkit.io.manifest.read_manifest`) checks that
-    every run is known and, when it has a ``file`` column, that each file's tag matches.
+    every run is known (``not-in-manifest``), that every run it names is read from a file
+    (``missing-run``, at the manifest's line) and, when it has a ``file`` column, that each
+    file's tag matches.
     ``expected_depth`` flags topics with fewer documents (a warning). The returned table is in
     canonical order with ranks recomputed; ``ties`` (:data:`TIE_RULES`) orders documents of equal
     score otherwise (then the table is in canonical order except among equal scores).
@@ -516,12 +521,34 @@ def read_runs(
     opts = _run_options(lenient, topics, max_depth, expected_depth, manifest, ties)
     results = _process_files(_file_tasks(paths), opts, threads or min(2, os.cpu_count() or 1), progress)
     _skip_duplicate_runs(results)
+    missing = _missing_runs(results, opts)
     if not lenient:
         for r in results:
             err = r.first_error()
             if err is not None:
                 raise InputError(err.rule, err.message, file=r.path, line=err.line)
-    return _run_set(results)
+        if missing:
+            file, _, rule, _, _, line, message, _ = missing[0]
+            raise InputError(rule, message, file=file, line=line)
+    return _run_set(results, missing)
+
+
+def _missing_runs(results: list[_FileResult], opts: RunOptions) -> list[list]:
+    """The manifest's runs no file read holds (rule ``missing-run``), in manifest order: one issue
+    row (:data:`ISSUE_COLUMNS`) each, with the manifest's file and line."""
+    if opts.known_runs is None:
+        return []
+    read = {r.run for r in results}
+    gone = [run for run in (opts.manifest_lines or sorted(opts.known_runs)) if run not in read]
+    files = {r: f for f, r in (opts.file_runs or {}).items()}
+    out = []
+    for i, run in enumerate(gone):
+        where = f" (its file {files[run]!r} is not among them)" if run in files else ""
+        more = f"; {len(gone) - 1} other run(s) of the manifest too" if i == 0 and len(gone) > 1 else ""
+        out.append([opts.manifest_file, run, "missing-run", RULES["missing-run"][0], 1,
+                    (opts.manifest_lines or {}).get(run),
+                    f"the manifest names run {run!r}, but no run file read holds it{where}{more}", RULES["missing-run"][1]])
+    return out
 
 
 #: one unit of work for :func:`_process_file`: a file, one run of a Parquet file (or None) and its label
@@ -540,6 +567,8 @@ def _run_options(lenient: bool, topics: Iterable[str] | None, max_depth: int | N
     )
     if manifest is not None:
         opts.known_runs = set(manifest["run"].astype(str))
+        opts.manifest_lines = dict(manifest.attrs.get("lines") or {r: None for r in manifest["run"].astype(str)})
+        opts.manifest_file = manifest.attrs.get("path")
         if "file" in manifest.columns:
             opts.file_runs = {
                 Path(str(f)).name: str(r) for f, r in zip(manifest["file"], manifest["run"]) if isinstance(f, str) and f
@@ -597,14 +626,15 @@ def _skip_duplicate_runs(results: list[_FileResult]) -> None:
             seen[r.run] = r.path
 
 
-def _run_set(results: list[_FileResult]) -> RunSet:
+def _run_set(results: list[_FileResult], more_issues: Sequence[list] = ()) -> RunSet:
     """The :class:`RunSet` of the validated files: their runs concatenated in run-name order,
-    every issue, one summary row per file."""
+    every issue (the files', then ``more_issues``: rows of the manifest's), one summary row per file."""
     issues = []
     for r in results:
         for i in r.issues:
             sev, repair = RULES[i.rule]
             issues.append([r.path, r.run, i.rule, sev, i.count, i.line, i.message, repair])
+    issues.extend(list(row) for row in more_issues)
     good = sorted((r for r in results if r.table is not None and r.table.num_rows), key=lambda r: r.run)
     _common_topic_order(good)
     issues_df = pd.DataFrame(issues, columns=ISSUE_COLUMNS)
