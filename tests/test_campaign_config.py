@@ -85,12 +85,15 @@ def test_a_value_edit_is_refused_naming_the_key(sim, tmp_path, capsys):
     assert _init(sim, d, cfg) == 0
     cfg.write_text(FAST.replace("depth = 5", "depth = 8").replace("first_n = 10", "first_n = 12"))
     capsys.readouterr()
-    for argv in (["campaign", "run", str(d)], ["campaign", "status", str(d)]):
-        assert cli(argv) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1, err
-        assert f"{cfg}:3: [input-changed]" in err[0] and "[pool] depth 5 -> 8 (and 1 other key)" in err[0]
-        assert "adopt-config" in err[0] and "campaign export" in err[0]
+    assert cli(["campaign", "run", str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"{cfg}:3: [input-changed]" in err[0] and "[pool] depth 5 -> 8 (and 1 other key)" in err[0]
+    assert "adopt-config" in err[0] and "campaign export" in err[0]
+    assert cli(["campaign", "status", str(d)]) == 0  # status says so, and what to do
+    out = capsys.readouterr().out
+    assert f"{cfg}:3: [input-changed]" in out and "[pool] depth 5 -> 8 (and 1 other key)" in out
+    assert out.rstrip().splitlines()[-1].startswith("blocked:") and "adopt-config" in out
 
 
 def test_adopt_a_change_for_a_stage_not_run_yet(sim, tmp_path, capsys):

@@ -38,8 +38,10 @@ def todo(rule: str, directory: str | os.PathLike, file: str | None = None) -> st
     again = f"then 'qrelkit campaign run {d}' continues where it stopped"
     return {
         "input-missing": f"put {file or 'the file'} back where init found it; {again}",
-        "input-changed": f"restore {file or 'the file'} as it was at init (its SHA-256 is recorded), or start a new "
-                         "campaign from this one's judgments (docs/campaign.md, 'Operating a campaign'); " + again,
+        "input-changed": f"restore {file or 'the file'} as it was at init (its SHA-256 is recorded); for the protocol "
+                         f"file, 'qrelkit campaign adopt-config {d}' adopts new values for the stages not run yet; or "
+                         f"start a new campaign from this one's judgments ('qrelkit campaign export {d}', then 'campaign "
+                         "init --qrels'); " + again,
         "disk-full": f"free some space on the disk of {d}; {again} (nothing stored was lost)",
         "internal-error": "a bug in qrelkit (the failing command printed its traceback): report it; "
                           f"'qrelkit campaign run {d}' tries again and repeats nothing that was stored",

@@ -229,9 +229,7 @@ def adopt_config(
 
 @app.command("export")
 @common.examples(
-    "qrelkit campaign export camp -o judged.txt",
-    "qrelkit campaign init camp2 -c protocol.toml --corpus corpus.jsonl -t topics.tsv --runs runs -m manifest.csv "
-    "--qrels judged.txt",
+    "qrelkit campaign export camp -o judged.txt   # then: qrelkit campaign init camp2 ... --qrels judged.txt",
 )
 def export(
     directory: Path = DirArg,
