@@ -62,11 +62,12 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     return raw
 
 
-def utf8_error(data: bytes, path: str | os.PathLike, first_line: int = 1) -> InputError | None:
+def utf8_error(data: bytes, path: str | os.PathLike, first_line: int = 1, *, nul: bool = True) -> InputError | None:
     """The ``not-utf8`` error of ``data`` (text starting at line ``first_line`` of ``path``), or None:
     the line and column of its first byte that is not UTF-8 text (an undecodable byte, or a NUL:
-    binary data, or UTF-16 without a byte order mark). Fast on valid text: an ASCII scan, then
-    Arrow's UTF-8 validation, and the exact position only when there is an error.
+    binary data, or UTF-16 without a byte order mark; ``nul=False`` leaves NULs to a parser that
+    refuses them anyway). Fast on valid text: an ASCII scan, then Arrow's UTF-8 validation, and the
+    exact position only when there is an error.
 
     Examples
     --------
@@ -76,8 +77,9 @@ def utf8_error(data: bytes, path: str | os.PathLike, first_line: int = 1) -> Inp
     >>> print(utf8_error(b"1 x\\n2 caf\\xe9\\n", "a.txt"))
     a.txt:2: [not-utf8] byte 0xe9 at column 6 is not UTF-8 (Latin-1 or another encoding?): the file must be UTF-8 text
     """
-    nul = data.find(b"\x00")
-    if nul < 0 and (data.isascii() or _valid_utf8(data)):
+    text = data.isascii() or _valid_utf8(data)
+    nul = data.find(b"\x00") if nul or not text else -1
+    if text and nul < 0:
         return None
     try:
         data.decode("utf-8")
@@ -106,9 +108,9 @@ def _valid_utf8(data: bytes) -> bool:
     return True
 
 
-def check_utf8(data: bytes, path: str | os.PathLike, first_line: int = 1) -> None:
+def check_utf8(data: bytes, path: str | os.PathLike, first_line: int = 1, *, nul: bool = True) -> None:
     """Raise :func:`utf8_error`'s ``not-utf8`` error when ``data`` is not UTF-8 text."""
-    err = utf8_error(data, path, first_line)
+    err = utf8_error(data, path, first_line, nul=nul)
     if err is not None:
         raise err
 
