@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from qrelkit.errors import InputError
+from qrelkit.io.text import read_text
 
 # --------------------------------------------------------------------------- the schema
 
@@ -577,12 +578,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     cfg = Config(copy.deepcopy(DEFAULTS))
     if path is not None:
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
-        except UnicodeDecodeError as exc:
-            raise InputError("bad-toml", str(exc), file=str(p)) from None
+        text = read_text(p)
         try:
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -10,6 +10,10 @@ from __future__ import annotations
 import errno
 from typing import Mapping
 
+#: the longest message an :class:`InputError` shows (characters); a longer one is cut with "..."
+MESSAGE_LIMIT = 1000
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
 #: counters an import reports besides its repairs (rows imported, already there, not yet graded)
 BOOKKEEPING = frozenset({"imported", "repeated", "ungraded", "unanswered"})
 
@@ -18,6 +22,56 @@ def repair_counts(counts: Mapping[str, int]) -> dict[str, int]:
     """What lenient mode repaired, per rule, from a reader's or an import's counters (the
     :data:`BOOKKEEPING` counters left out)."""
     return {str(r): int(n) for r, n in counts.items() if r not in BOOKKEEPING and int(n)}
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    o = ord(ch)
+    if 0xDC80 <= o <= 0xDCFF:  # an undecodable byte kept by the "surrogateescape" error handler
+        return f"\\x{o - 0xDC00:02x}"
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def printable(text: object, limit: int | None = None) -> str:
+    """``text`` made safe to show on one line of a terminal: control characters, line and
+    paragraph separators, undecodable bytes (``bytes`` input, or surrogates left by
+    ``surrogateescape``) and every other character Python does not call printable are written as
+    escapes (``\\x1b``, ``\\n``, ``\\xff``, ``\\u2028``); cut to ``limit`` characters with "..." when
+    longer. Printable text is returned as it is (a backslash is not escaped, so applying it twice
+    changes nothing).
+
+    Examples
+    --------
+    >>> from qrelkit.errors import printable
+    >>> printable("caf\\xe9 \\x1b[31mred\\tok")
+    'café \\\\x1b[31mred\\\\tok'
+    >>> printable(b"d\\xff3")
+    'd\\\\xff3'
+    >>> printable("x" * 50, limit=10)
+    'xxxxxxx...'
+    """
+    s = text.decode("utf-8", "surrogateescape") if isinstance(text, (bytes, bytearray)) else str(text)
+    if not s.isprintable():
+        s = "".join(ch if ch.isprintable() else _escape(ch) for ch in s)
+    if limit is not None and len(s) > limit:
+        s = s[: max(limit - 3, 0)] + "..."
+    return s
+
+
+def quoted(value: object, limit: int = 40) -> str:
+    """A piece of input quoted in a message: printable (:func:`printable`), at most ``limit``
+    characters, in single quotes.
+
+    Examples
+    --------
+    >>> from qrelkit.errors import quoted
+    >>> quoted("3.O")
+    "'3.O'"
+    >>> quoted("\\x00\\x01" + "z" * 60, limit=12)
+    "'\\\\x00\\\\x01z...'"
+    """
+    return f"'{printable(value, limit)}'"
 
 
 class QrelkitError(Exception):
@@ -32,7 +86,9 @@ class QrelkitError(Exception):
 
 
 class InputError(QrelkitError, ValueError):
-    """Bad user input: a named rule broken at a file and line.
+    """Bad user input: a named rule broken at a file and line. The message and the file name are
+    shown printable (:func:`printable`: no control character or undecodable byte ever reaches the
+    terminal), the message cut at :data:`MESSAGE_LIMIT` characters.
 
     Examples
     --------
@@ -46,13 +102,13 @@ class InputError(QrelkitError, ValueError):
 
     def __init__(self, rule: str, message: str, file: str | None = None, line: int | None = None):
         self.rule = rule
-        self.message = message
+        self.message = printable(message, MESSAGE_LIMIT)
         self.file = None if file is None else str(file)
         self.line = line
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = self.file or "<input>"
+        where = printable(self.file) if self.file else "<input>"
         if self.line is not None:
             where = f"{where}:{self.line}"
         return f"{where}: [{self.rule}] {self.message}"

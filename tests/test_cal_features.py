@@ -143,7 +143,7 @@ def test_duplicate_pid_is_an_error():
     t = pa.table({"pid": ["a", "b", "a"], "text": ["x", "y", "z"]})
     with pytest.raises(InputError) as e:
         build_features(t)
-    assert e.value.rule == "duplicate-pid"
+    assert e.value.rule == "duplicate-id"
 
 
 def test_normalization_follows_tokenizer():

@@ -246,7 +246,7 @@ def test_duplicate_ids_across_shards(tmp_path):
     pids[500] = pids[3]  # shard 0 and shard 2
     with pytest.raises(InputError) as e:
         build_features(t.set_column(0, "pid", pa.array(pids)), tmp_path / "f", shard_size=200)
-    assert e.value.rule == "duplicate-pid" and pids[3] in str(e.value)
+    assert e.value.rule == "duplicate-id" and pids[3] in str(e.value)
     assert list(tmp_path.iterdir()) == []  # nothing left behind
 
 

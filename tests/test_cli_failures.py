@@ -90,7 +90,7 @@ STORE_COMMANDS = {name: argv for name, (argv, _) in TABLE.items() if "{store}" i
 STORE_COMMANDS["cal init"] = ["cal", "init", "{store}", "-t", "{topics}"]
 # options that write, besides -o/--output and --*-out
 OUTPUT_NAMES = {"--plot", "--export", "--reissue-export", "--reissue-list", "--per-assessor-dir"}
-LINE = re.compile(r"^qrelkit: error: (?P<file>\S[^\n]*?)(?::\d+)?: \[(?P<rule>[a-z][a-z-]*)\] \S[^\n]*\n$")
+LINE = re.compile(r"^qrelkit: error: (?P<file>\S[^\n]*?)(?::\d+)?: \[(?P<rule>[a-z][a-z0-9-]*)\] \S[^\n]*\n$")
 
 
 def _is_path(hint) -> bool:
@@ -410,3 +410,190 @@ def test_missing_classes_file_is_one_line(cmd, fx, tmp_path, capsys):
         argv += ["--corpus", str(fx["corpus"])]
     _fails_cleanly(argv, capsys, {"unreadable"}, expect_file=str(missing))
     assert not (tmp_path / "o.txt").exists()
+
+
+# -- text that is not UTF-8 ---------------------------------------------------------------------------
+
+NOT_UTF8 = Path(__file__).resolve().parent / "fixtures" / "not_utf8"
+CORPUS_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "corpus"
+# command -> argv with {BAD} for the text file under test, that file's suffix, and the kind of valid
+# file it stands for (a key of the `texts` fixture: the valid bytes a derived case spoils on line 3)
+_INIT = ["campaign", "init", "{OUT}", "--corpus", "{corpus}", "-t", "{topics}", "--runs", "{runs}",
+         "-m", "{manifest}", "-q", "{qrels}", "-c", "{config_toml}"]
+TEXT_READERS = {
+    "runs validate": (["runs", "validate", "{BAD}", "-o", "{OUT}"], ".txt", "run"),
+    "pool depth": (["pool", "depth", "{BAD}", "-o", "{OUT}"], ".txt", "run"),
+    "pool select csv": (["pool", "select", "-m", "{BAD}", "-o", "{OUT}"], ".csv", "manifest"),
+    "pool select toml": (["pool", "select", "-m", "{BAD}", "-o", "{OUT}"], ".toml", "manifest_toml"),
+    "pool fractional --corpus": (["pool", "fractional", "{run}", "--corpus", "{BAD}", "-o", "{OUT}"], ".jsonl", "corpus"),
+    "batch import csv": (["batch", "import", "{BAD}", "-o", "{OUT}"], ".csv", "judg"),
+    "batch import tsv": (["batch", "import", "{BAD}", "-o", "{OUT}"], ".tsv", "judg_tsv"),
+    "batch import jsonl": (["batch", "import", "{BAD}", "-o", "{OUT}"], ".jsonl", "judg_jsonl"),
+    "batch make --corpus": (["batch", "make", "{pool}", "--corpus", "{BAD}", "-o", "{OUT}"], ".jsonl", "corpus"),
+    "batch make --topics": (["batch", "make", "{pool}", "-t", "{BAD}", "-o", "{OUT}"], ".tsv", "topics"),
+    "labels aggregate": (["labels", "aggregate", "{BAD}", "-o", "{OUT}"], ".csv", "judg"),
+    "labels binarize": (["labels", "binarize", "{BAD}", "-o", "{OUT}"], ".txt", "qrels"),
+    "labels expand --classes": (["labels", "expand", "{qrels}", "--classes", "{BAD}", "-o", "{OUT}"], ".txt", "truth"),
+    "labels propagate --corpus": (["labels", "propagate", "{qrels}", "--corpus", "{BAD}", "-o", "{OUT}"], ".jsonl",
+                                  "corpus"),
+    "eval score run": (["eval", "score", "{BAD}", "-q", "{qrels}", "-o", "{OUT}"], ".txt", "run"),
+    "eval score qrels": (["eval", "score", "{run}", "-q", "{BAD}", "-o", "{OUT}"], ".txt", "qrels"),
+    "cal init --topics": (["cal", "init", "{OUT}", "-t", "{BAD}"], ".tsv", "topics"),
+    "cal import": (["cal", "import", "{store}", "{BAD}"], ".csv", "judg"),
+    "cal features": (["cal", "features", "{BAD}", "-o", "{OUT}"], ".jsonl", "corpus"),
+    "dedupe cluster jsonl": (["dedupe", "cluster", "{BAD}", "-o", "{OUT}"], ".jsonl", "corpus"),
+    "dedupe cluster tsv": (["dedupe", "cluster", "{BAD}", "-o", "{OUT}"], ".tsv", "corpus_tsv"),
+    "dedupe import-nist": (["dedupe", "import-nist", "{BAD}", "-o", "{OUT}"], ".tsv", "truth"),
+    "dedupe stats": (["dedupe", "stats", "{BAD}", "-o", "{OUT}"], ".txt", "truth"),
+    "prefs import --tasks": (["prefs", "import", "{judg}", "--tasks", "{BAD}", "-o", "{OUT}"], ".csv", "judg"),
+    "prefs tasks": (["prefs", "tasks", "{BAD}", "-q", "{qrels}", "-o", "{OUT}"], ".csv", "judg"),
+    "config show": (["config", "show", "-c", "{BAD}"], ".toml", "config_toml"),
+    "simulate campaign -c": (["simulate", "campaign", "-c", "{BAD}", "-o", "{OUT}"], ".toml", "config_toml"),
+    **{f"campaign init {key}": ([("{BAD}" if a == "{" + key + "}" else a) for a in _INIT], suffix, key)
+       for key, suffix in (("corpus", ".jsonl"), ("topics", ".tsv"), ("runs", ".run"), ("manifest", ".csv"),
+                           ("qrels", ".txt"), ("config_toml", ".toml"))},
+}
+
+
+@pytest.fixture(scope="module")
+def texts(fx):
+    """Valid bytes of every kind of text file TEXT_READERS reads, and the paths of the valid ones."""
+    judg = fx["judg"].read_text()
+    rows = [ln.split(",") for ln in judg.splitlines()]
+    jsonl = "".join("{" + ", ".join(f'"{k}": "{v}"' for k, v in zip(rows[0], r)) + "}\n" for r in rows[1:])
+    corpus = fx["corpus"].read_text().splitlines()[:50]
+    tsv = "".join(f"p{i}\t{ln[40:120]}\n" for i, ln in enumerate(corpus))
+    manifest_toml = "".join(f'[[runs]]\nrun = "{r[0]}"\ngroup = "{r[1]}"\n'
+                            for r in (ln.split(",") for ln in fx["manifest"].read_text().splitlines()[1:]))
+    root = fx["root"] / "texts"
+    root.mkdir(exist_ok=True)
+    config = root / "config.toml"
+    config.write_text("[pool]\ndepth = 10\n# the protocol of the test\n")
+    valid = {"run": fx["run"].read_bytes(), "manifest": fx["manifest"].read_bytes(), "judg": judg.encode(),
+             "judg_tsv": judg.replace(",", "\t").encode(), "judg_jsonl": jsonl.encode(),
+             "qrels": fx["qrels"].read_bytes(), "topics": fx["topics"].read_bytes(), "truth": fx["truth"].read_bytes(),
+             "corpus": "\n".join(corpus).encode() + b"\n", "corpus_tsv": tsv.encode(),
+             "manifest_toml": manifest_toml.encode(), "config_toml": config.read_bytes(),
+             "runs": fx["run"].read_bytes()}
+    return {"valid": valid, "paths": {"runs": fx["run"].parent, "config_toml": config}}
+
+
+def _line3(data: bytes) -> bytes:
+    """``data`` with one byte that is not UTF-8 in the middle of its third line."""
+    lines = data.split(b"\n")
+    mid = len(lines[2]) // 2
+    lines[2] = lines[2][:mid] + b"\xff" + lines[2][mid:]
+    return b"\n".join(lines)
+
+
+def _first_bad_line(data: bytes) -> int:
+    """The line of the first byte that is not UTF-8 text (an undecodable byte or a NUL)."""
+    try:
+        data.decode("utf-8")
+        end = len(data)
+    except UnicodeDecodeError as exc:
+        end = exc.start
+    nul = data.find(b"\x00")
+    return data[: min(end, nul) if nul >= 0 else end].count(b"\n") + 1
+
+
+TEXT_CASES = ["line3", *sorted(p.name for p in NOT_UTF8.iterdir())]
+
+
+def test_not_utf8_fixtures_are_not_utf8():
+    """Each fixture holds a byte that is not UTF-8, or a NUL (UTF-16 without a byte order mark)."""
+    assert len(TEXT_CASES) >= 5
+    for p in NOT_UTF8.iterdir():
+        data = p.read_bytes()
+        assert b"\x00" in data or not _decodes(data), p.name
+
+
+def _decodes(data: bytes) -> bool:
+    return data.decode("utf-8", "replace").encode("utf-8") == data
+
+
+@pytest.mark.parametrize("case", TEXT_CASES)
+@pytest.mark.parametrize("name", sorted(TEXT_READERS))
+def test_text_that_is_not_utf8_is_one_line(name, case, fx, texts, tmp_path, capsys, unchanged):
+    """Every command that reads a text file, given one that is not UTF-8 in its place: exit 2, one
+    printable line ``FILE:LINE: [not-utf8] ...`` naming the line of the first bad byte, nothing
+    written, no traceback, no "Exception ignored"."""
+    template, suffix, kind = TEXT_READERS[name]
+    data = _line3(texts["valid"][kind]) if case == "line3" else (NOT_UTF8 / case).read_bytes()
+    bad = tmp_path / f"bad{suffix}"
+    bad.write_bytes(data)
+    paths = {**fx, **texts["paths"], "BAD": bad, "OUT": tmp_path / "out" / ("result.db" if "cal init" in name else
+                                                                          "result.parquet")}
+    if name.startswith("campaign init"):
+        paths["OUT"] = tmp_path / "camp"
+    if name == "cal import":
+        paths["store"] = tmp_path / "store.db"
+        shutil.copy(fx["store"], paths["store"])
+    before = paths["store"].read_bytes() if name == "cal import" else None
+    err = _fails_cleanly(_argv(template, paths), capsys, {"not-utf8"}, expect_file=str(bad))
+    assert f"{bad}:{_first_bad_line(data)}: [not-utf8]" in err, err
+    assert "Exception ignored" not in err and err[:-1].isprintable(), repr(err)
+    assert not paths["OUT"].exists() or not any(paths["OUT"].iterdir()) if paths["OUT"].is_dir() \
+        else not paths["OUT"].exists()
+    if before is not None:
+        assert paths["store"].read_bytes() == before
+
+
+# -- a corpus checked at the door -----------------------------------------------------------------------
+
+_HEAD, *_ROWS = (CORPUS_FIXTURES / "EXPECTED.tsv").read_text(encoding="utf-8").splitlines()
+CORPUS_CASES = [dict(zip(_HEAD.split("\t"), row.split("\t"))) for row in _ROWS]
+# readers of the corpus besides init: argv with {BAD} for the corpus
+CORPUS_READERS = {
+    "dedupe cluster": ["dedupe", "cluster", "{BAD}", "-o", "{OUT}"],
+    "cal features": ["cal", "features", "{BAD}", "-o", "{OUT}"],
+    "batch make --corpus": ["batch", "make", "{pool}", "--corpus", "{BAD}", "-o", "{OUT}"],
+}
+
+
+def test_corpus_fixtures_are_listed():
+    listed = {c["file"] for c in CORPUS_CASES}
+    assert listed == {p.name for p in CORPUS_FIXTURES.iterdir()} - {"EXPECTED.tsv"}
+    assert {c["rule"] for c in CORPUS_CASES} >= {"not-utf8", "bad-json", "missing-value", "duplicate-id", "bad-id",
+                                                  "bad-gzip"}
+
+
+def _corpus_error(case: dict, argv: list[str], capsys) -> None:
+    bad = CORPUS_FIXTURES / case["file"]
+    err = _fails_cleanly(argv, capsys, {case["rule"]}, expect_file=str(bad))
+    if case["line"] != "-":
+        assert f"{bad}:{case['line']}: [{case['rule']}]" in err, err
+    assert err[:-1].isprintable(), repr(err)
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES, ids=[c["file"] for c in CORPUS_CASES])
+def test_bad_corpus_is_refused_at_init(case, fx, tmp_path, capsys, unchanged):
+    """campaign init: exit 2, one line naming the corpus, the line and the rule; no campaign.db."""
+    camp = tmp_path / "camp"
+    argv = ["campaign", "init", str(camp), "--corpus", str(CORPUS_FIXTURES / case["file"]), "-t", str(fx["topics"]),
+            "--runs", str(fx["run"].parent), "-m", str(fx["manifest"])]
+    _corpus_error(case, argv, capsys)
+    assert not (camp / "campaign.db").exists()
+
+
+READ_CASES = [c for c in CORPUS_CASES if c["init_only"] == "no"]
+
+
+@pytest.mark.parametrize("reader", sorted(CORPUS_READERS))
+@pytest.mark.parametrize("case", READ_CASES, ids=[c["file"] for c in READ_CASES])
+def test_bad_corpus_is_one_line_in_every_reader(case, reader, fx, tmp_path, capsys, unchanged):
+    """The rules of every chunk (not the whole-file duplicate check) hold wherever a corpus is
+    read: the same one line as init, exit 2, nothing written."""
+    out = tmp_path / "out" / ("features" if reader == "cal features" else "result.parquet")
+    argv = _argv(CORPUS_READERS[reader], {**fx, "BAD": CORPUS_FIXTURES / case["file"], "OUT": out})
+    _corpus_error(case, argv, capsys)
+    assert not out.exists()
+
+
+def test_messages_quote_input_printably(tmp_path, capsys):
+    """A piece of input quoted in an error is printable and short: control characters and
+    undecodable bytes escaped, a long token cut."""
+    run = tmp_path / "r.txt"
+    run.write_bytes(b"301 Q0 d1 1 3.0 runA\n301 Q0 d2 2 \x1b[31m" + b"9" * 500 + b"\x07 runA\n")
+    err = _fails_cleanly(["runs", "validate", str(run)], capsys, {"score-not-numeric"}, expect_file=str(run))
+    assert err[:-1].isprintable() and "\\x1b[31m999" in err and len(err) < 300, err

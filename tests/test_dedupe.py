@@ -131,7 +131,7 @@ def test_duplicate_ids_rejected():
 
     with pytest.raises(InputError) as e:
         cluster_corpus(corpus(["a b c", "d e f"], ids=["x", "x"]))
-    assert e.value.rule == "duplicate-passage"
+    assert e.value.rule == "duplicate-id"
 
 
 def test_label_class_members_and_table():

@@ -132,7 +132,7 @@ def test_errors_match_local(scheduler, tmp_path):
             cluster_corpus_dask(path, params, scheduler=scheduler)
         assert str(dask.value) == str(local.value)
         msgs.append(str(dask.value))
-    assert ":2223: [bad-json]" in msgs[0] and "[duplicate-passage] passage id 'p1500'" in msgs[1]
+    assert ":2223: [bad-json]" in msgs[0] and "[duplicate-id] passage id 'p1500'" in msgs[1]
 
 
 def test_cli_dask_starts_its_own_cluster(camp, tmp_path, monkeypatch):

@@ -743,7 +743,7 @@ def build_features(
         Fold words into this many buckets (``hash mod N``): at most N columns, bounded vocabulary
         memory; ``None`` keeps every distinct word.
 
-    Duplicate passage ids are an error (rule ``duplicate-pid``).
+    Duplicate passage ids are an error (rule ``duplicate-id``).
     """
     t0 = time.perf_counter()
     shard_size = int(shard_size or DEFAULT_SHARD_SIZE)
@@ -763,7 +763,7 @@ def build_features(
         dup = duplicate_pid(np.concatenate(builder.hashes) if builder.hashes else np.zeros(0, np.uint64),
                             builder.pids_of_rows)
         if dup is not None:
-            raise InputError("duplicate-pid", f"passage id {dup} occurs more than once in the corpus")
+            raise InputError("duplicate-id", f"passage id {dup} occurs more than once in the corpus")
         feats = Features(shards=builder.shards, terms=terms, df=df, idf=idf, norm=norm, hashing=hashing,
                          shard_size=shard_size)
         feats.params = {

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import current_umask
+from qrelkit.io.idhash import pid_hashes
 
 FORMAT = "qrelkit-cal-features"
 FORMAT_VERSION = 3
@@ -72,35 +73,6 @@ def narrow(indices: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- passage-id hashes
-
-
-@nb.njit(cache=True)
-def _fnv_rows(offsets, data, out):
-    for i in range(len(out)):
-        h = np.uint64(0xCBF29CE484222325)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
-        h ^= h >> np.uint64(30)  # splitmix64's finalizer: every bit depends on every byte
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        out[i] = h ^ (h >> np.uint64(31))
-
-
-def pid_hashes(pids: pa.Array) -> np.ndarray:
-    """A 64-bit hash of every passage id (FNV-1a of its UTF-8 bytes, mixed): 8 bytes per passage
-    to find duplicate ids across shards without holding every id. Equal hashes are only
-    candidates; :func:`duplicate_pid` compares the ids themselves."""
-    arr = pids.cast(pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    out = np.empty(len(arr), np.uint64)
-    if len(arr):
-        _, off_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(off_buf, np.int64)[arr.offset: arr.offset + len(arr) + 1]
-        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-        _fnv_rows(offsets, data, out)
-    return out
 
 
 def duplicate_pid(hashes: np.ndarray, pids_of_rows) -> str | None:

@@ -102,7 +102,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, quoted
 from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.qrels import parse_grade
@@ -1188,7 +1188,7 @@ def read_judgment_file(path: str | os.PathLike, *, counts: dict[str, int] | None
             continue
         v = _grade(raw)
         if v is None or (allowed is not None and v not in allowed):
-            msg = f"grade {raw!r} is not an integer" if v is None else f"grade {v} is outside the scale {sorted(allowed)}"
+            msg = f"grade {quoted(raw)} is not an integer" if v is None else f"grade {v} is outside the scale {sorted(allowed)}"
             if not lenient:
                 raise InputError("grade-outside-scale", msg, file=str(p), line=i + offset)
             counts["grade-outside-scale"] = counts.get("grade-outside-scale", 0) + 1

@@ -29,7 +29,7 @@ from qrelkit.campaign.report import write_report
 from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
 from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
-from qrelkit.io.corpus import count_passages
+from qrelkit.io.corpus import check_corpus
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
@@ -97,10 +97,11 @@ class Campaign:
     def init(cls, directory: str | os.PathLike, *, config: str | os.PathLike | None, corpus: str | os.PathLike,
              topics: str | os.PathLike, runs: str | os.PathLike, manifest: str | os.PathLike,
              qrels: str | os.PathLike | None = None, lenient: bool | None = None, force: bool = False) -> "Campaign":
-        """Validate every input (runs against manifest and topics, strict unless ``lenient``),
-        then create the store recording each input (path, size, sha256) and the effective
-        configuration. An existing campaign is ``[campaign-exists]``; a folder with files in it
-        is ``[folder-not-empty]`` unless ``force`` adopts it (:func:`qrelkit.campaign.door.check_folder`)."""
+        """Validate every input (runs against manifest and topics, strict unless ``lenient``; the
+        corpus in full, :func:`~qrelkit.io.corpus.check_corpus`), then create the store recording
+        each input (path, size, sha256) and the effective configuration. An existing campaign is
+        ``[campaign-exists]``; a folder with files in it is ``[folder-not-empty]`` unless ``force``
+        adopts it (:func:`qrelkit.campaign.door.check_folder`)."""
         d = Path(directory)
         check_folder(d, force=force)
         writable(d)
@@ -115,12 +116,13 @@ class Campaign:
         read_runs(run_files, lenient=bool(cfg.get_value("runs", "lenient")), topics=tdf["qid"].tolist(),
                   max_depth=cfg.get_value("runs", "max_depth"), expected_depth=cfg.get_value("runs", "expected_depth"),
                   manifest=man, ties=str(cfg.get_value("pool", "ties")))
-        n = count_passages(paths["corpus"])
-        if n == 0:
+        corpus_check = check_corpus(paths["corpus"])  # every rule, in one pass that also fingerprints it
+        if corpus_check.passages == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
         if qrels is not None:
             read_qrels(paths["qrels"], scale=cfg.get_value("labels", "scale"))
-        records = [input_record(k, p) for k, p in paths.items() if k != "runs"]
+        records = [("corpus", str(corpus_check.path), corpus_check.size, corpus_check.mtime_ns, corpus_check.sha256)
+                   if k == "corpus" else input_record(k, p) for k, p in paths.items() if k != "runs"]
         records += [input_record("run", p) for p in run_files]
         if config is not None:
             records.append(input_record("config", config))

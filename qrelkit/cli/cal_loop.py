@@ -19,6 +19,7 @@ from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import lookup_texts, passages_upper_bound
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_table, write_table
+from qrelkit.io.text import read_text
 from qrelkit.io.topics import read_topics
 
 __all__ = ["app"]
@@ -109,7 +110,7 @@ def _read_ids(path: Path) -> pa.Array:
             if c in t.column_names:
                 return pa.compute.cast(t[c], pa.string()).combine_chunks()
         raise InputError("missing-column", "the universe table needs a pid, docid or id column", file=str(path))
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in read_text(path).splitlines() if ln.strip()]
     return pa.array(lines, pa.string())
 
 

@@ -157,7 +157,7 @@ def sign_corpus(
     if dup:
         vc = pc.value_counts(pids)
         bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
-        raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus",
+        raise InputError("duplicate-id", f"passage id {bad!r} occurs twice in the corpus",
                          file=None if isinstance(corpus, pa.Table) else str(corpus))
     return Signed(pids=pids, sig=sig, nwords=np.concatenate(nw_parts), shingles=shingle_parts)
 

@@ -60,7 +60,7 @@ from qrelkit.dedupe._exact import exact_pairs
 from qrelkit.dedupe.cluster import Clustering, DedupeParams, canonicals, class_table, link_to_canonicals
 from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import corpus_format, jsonl_chunk, normalize_chunk, open_bytes, tsv_chunk
+from qrelkit.io.corpus import blocks, corpus_format, jsonl_chunk, normalize_chunk, open_bytes, tsv_chunk
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
 DEFAULT_BANDS_PER_TASK = 8
@@ -186,12 +186,11 @@ def _lines_before(path: Path, pos: int) -> int:
     n = 0
     with open_bytes(path) as fh:
         left = pos
-        while left > 0:
-            block = fh.read(min(left, 16 << 20))
-            if not block:
-                break
-            n += block.count(b"\n")
+        for block in blocks(fh, min(pos, 16 << 20), path) if pos > 0 else ():
+            n += block[:left].count(b"\n")
             left -= len(block)
+            if left <= 0:
+                break
     return n
 
 
@@ -427,13 +426,8 @@ def _verify_task(r: int, lo: int, hi: int, pair_files: list[str], ctx: _Ctx, _de
 
 
 def _stream_size(path: str) -> int:
-    n = 0
     with open_bytes(Path(path)) as fh:
-        while True:
-            block = fh.read(16 << 20)
-            if not block:
-                return n
-            n += len(block)
+        return sum(len(block) for block in blocks(fh, 16 << 20, path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -538,7 +532,7 @@ def _sign_stage(client, corpus, params: DedupeParams, spill: Path, token: str) -
     if pc.count_distinct(pids).as_py() != len(pids):
         vc = pc.value_counts(pids)
         bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
-        raise InputError("duplicate-passage", f"passage id {bad!r} occurs twice in the corpus", file=fname)
+        raise InputError("duplicate-id", f"passage id {bad!r} occurs twice in the corpus", file=fname)
     return _Signed(parts=parts, n=n, empties=empties, pids=pids)
 
 

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from qrelkit.errors import InputError
 from qrelkit.io.order import block_ranks, natural_codes
 from qrelkit.io.tables import read_table
-from qrelkit.io.text import Column, parse_columns, read_bytes
+from qrelkit.io.text import Column, first_problem, parse_columns, read_bytes
 
 CLASSES_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string())])
 
@@ -48,7 +48,7 @@ def read_classes(path: str | os.PathLike) -> pa.Table:
     else:
         parsed = parse_columns(read_bytes(p), [Column("class_id", "str"), Column("docid", "str")], str(p))
         if parsed.problems:
-            rule, line, msg = min(parsed.problems, key=lambda x: x[1])
+            rule, line, msg = first_problem(parsed.problems)
             raise InputError(rule, msg, file=str(p), line=line)
         t = parsed.table.select(["docid", "class_id"])
         lines = parsed.table["_line"].to_numpy()

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, quoted
 from qrelkit.io.tables import first_row_line, read_frame
+from qrelkit.io.text import read_text
 
 _TRUE = {"true", "yes", "y", "1", "t"}
 _FALSE = {"false", "no", "n", "0", "f", ""}
@@ -57,11 +58,9 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
     p = Path(path)
     if p.suffix == ".toml":
         try:
-            doc = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            doc = tomllib.loads(read_text(p))
+        except tomllib.TOMLDecodeError as exc:
             raise InputError("bad-toml", str(exc), file=str(p), line=_line_in(str(exc))) from None
-        except OSError as exc:
-            raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
         rows = doc.get("runs", doc.get("run"))
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise InputError("missing-column", "TOML manifest needs an array of tables [[runs]]", file=str(p))
@@ -105,7 +104,7 @@ def read_manifest(path: str | os.PathLike) -> pd.DataFrame:
         try:
             prio.append(int(s))
         except ValueError:
-            raise InputError("bad-priority", f"priority {s!r} is not an integer", file=str(p), line=line_of[i]) from None
+            raise InputError("bad-priority", f"priority {quoted(s)} is not an integer", file=str(p), line=line_of[i]) from None
     df["priority"] = prio
     if "baseline" not in df.columns:
         df["baseline"] = False

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.order import natural_codes
-from qrelkit.io.text import Column, parse_columns, read_bytes
+from qrelkit.io.text import Column, first_problem, parse_columns, read_bytes
 
 QRELS_SCHEMA = pa.schema([("qid", pa.string()), ("docid", pa.string()), ("rel", pa.int32())])
 
@@ -111,7 +111,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterabl
         t = parsed.table
         problems = parsed.problems
     if problems and not lenient:
-        rule, line, msg = min(problems, key=lambda x: x[1])
+        rule, line, msg = first_problem(problems)
         raise InputError(rule, msg, file=str(p), line=line)
     for rule, _, _ in problems:
         count(rule, 1)

@@ -150,7 +150,8 @@ class _FileResult:
         errs = [i for i in self.issues if RULES[i.rule][0] == "error"]
         if not errs:
             return None
-        return min(errs, key=lambda i: (i.line if i.line is not None else 0, i.rule))
+        # a file that is not UTF-8 is not text: that is the news, whatever else its lines break
+        return min(errs, key=lambda i: (i.rule != "not-utf8", i.line if i.line is not None else 0, i.rule))
 
 
 def expand_sources(sources: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:

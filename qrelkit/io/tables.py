@@ -16,8 +16,9 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from qrelkit import __version__
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, printable
 from qrelkit.io.atomic import atomic_open, atomic_path
+from qrelkit.io.text import read_utf8
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -185,20 +186,19 @@ def _json_plain(v: Any) -> Any:
     return v
 
 
-def _read_jsonl_exact(p: Path, strings: str) -> pa.Table:
+def _read_jsonl_exact(p: Path, raw: bytes, strings: str) -> pa.Table:
     """JSON lines parsed one by one, numbers kept as written for the string columns."""
     rows = []
-    with open(p, encoding="utf-8-sig") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line, parse_int=_Number, parse_float=_Number, parse_constant=_Number)
-            except json.JSONDecodeError as exc:
-                raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
-            if not isinstance(obj, dict):
-                raise InputError("bad-json", "a line is not a JSON object", file=str(p), line=lineno)
-            rows.append(obj)
+    for lineno, line in enumerate(raw.decode("utf-8").removeprefix("\ufeff").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, parse_int=_Number, parse_float=_Number, parse_constant=_Number)
+        except json.JSONDecodeError as exc:
+            raise InputError("bad-json", f"not JSON: {exc.msg}", file=str(p), line=lineno) from None
+        if not isinstance(obj, dict):
+            raise InputError("bad-json", "a line is not a JSON object", file=str(p), line=lineno)
+        rows.append(obj)
     names = list(dict.fromkeys(k for r in rows for k in r))
     cols = {}
     for n in names:
@@ -213,22 +213,22 @@ def _read_jsonl_exact(p: Path, strings: str) -> pa.Table:
     return pa.table(cols)
 
 
-def _read_jsonl(p: Path, strings: str) -> pa.Table:
+def _read_jsonl(p: Path, raw: bytes, strings: str) -> pa.Table:
     if strings == "ids":
         try:  # fast path: ids written as JSON strings
-            t = pajson.read_json(p)
+            t = pajson.read_json(pa.BufferReader(raw))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             t = None
         if t is not None and all(pa.types.is_string(f.type) or pa.types.is_null(f.type)
                                  for f in t.schema if is_id_column(f.name)):
             return t
-    return _read_jsonl_exact(p, strings)
+    return _read_jsonl_exact(p, raw, strings)
 
 
-def _first_line(p: Path) -> str:
+def _first_line(raw: bytes) -> str:
     """The header line as text (its line break kept): read once for the delimiter and the names."""
-    with open(p, "rb") as fh:
-        return fh.readline().decode("utf-8-sig", errors="replace")
+    end = raw.find(b"\n")
+    return raw[: len(raw) if end < 0 else end + 1].decode("utf-8-sig")
 
 
 def _csv_header(line: str, delimiter: str) -> list[str]:
@@ -249,8 +249,8 @@ def _sniff(first: str) -> str:
         return ","
 
 
-def _read_delimited(p: Path, delimiter: str, strings: str, what: str) -> pa.Table:
-    first = _first_line(p)
+def _read_delimited(p: Path, raw: bytes, delimiter: str, strings: str, what: str) -> pa.Table:
+    first = _first_line(raw)
     if delimiter == "auto":
         delimiter = _sniff(first)
     header = _csv_header(first, delimiter)
@@ -262,8 +262,8 @@ def _read_delimited(p: Path, delimiter: str, strings: str, what: str) -> pa.Tabl
         return "error"
 
     try:
-        t = pacsv.read_csv(
-            p,
+        t = pacsv.read_csv(  # the text is UTF-8 (checked): the row handler can always decode a row
+            pa.BufferReader(raw),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char='"' if delimiter != "\t" else False,
                                              invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=False, column_types=types),
@@ -273,14 +273,14 @@ def _read_delimited(p: Path, delimiter: str, strings: str, what: str) -> pa.Tabl
     except pa.ArrowInvalid as exc:
         if not bad:
             raise
-        line = None
-        with open(p, encoding="utf-8-sig", errors="replace") as fh:
-            for i, text in enumerate(fh, 1):
-                if text.rstrip("\r\n") == bad[0]:
-                    line = i
-                    break
-        msg = " ".join(str(exc).split())
-        raise InputError("unreadable", f"cannot read {what}: {msg}", file=str(p), line=line) from None
+        lines = raw.decode("utf-8").removeprefix("\ufeff").split("\n")
+        line = next((i for i, text in enumerate(lines, 1) if text.rstrip("\r") == bad[0]), None)
+        raise InputError("unreadable", f"cannot read {what}: {_arrow_message(exc)}", file=str(p), line=line) from None
+
+
+def _arrow_message(exc: Exception) -> str:
+    """A reader's exception as a short message: one line, what it quotes of the input cut."""
+    return printable(" ".join(str(exc).split()), 200)
 
 
 def read_table(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None = None,
@@ -300,17 +300,17 @@ def read_table(path: str | os.PathLike, *, strings: str = "ids", fmt: str | None
         raise ValueError(f"strings must be one of {STRING_MODES}")
     p = Path(path)
     fmt = fmt or table_format(p)
+    raw = b"" if fmt == "parquet" else read_utf8(p)
     try:
         if fmt == "parquet":
             t = pq.read_table(p)
         elif fmt == "jsonl":
-            t = _read_jsonl(p, strings)
+            t = _read_jsonl(p, raw, strings)
         else:
             d = delimiter or ("," if fmt == "csv" else "\t")
-            t = _read_delimited(p, d, strings, what)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, UnicodeDecodeError) as exc:
-        msg = " ".join(str(exc).split())
-        raise InputError("unreadable", f"cannot read {what}: {msg}", file=str(p)) from None
+            t = _read_delimited(p, raw, d, strings, what)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+        raise InputError("unreadable", f"cannot read {what}: {_arrow_message(exc)}", file=str(p)) from None
     return _ids_as_strings(t, strings)
 
 

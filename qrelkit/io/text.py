@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from qrelkit.errors import InputError
+from qrelkit.errors import InputError, quoted
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -60,6 +60,72 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError("bad-gzip", f"cannot decompress: {exc}", file=str(p)) from None
     return raw
+
+
+def utf8_error(data: bytes, path: str | os.PathLike, first_line: int = 1, *, nul: bool = True) -> InputError | None:
+    """The ``not-utf8`` error of ``data`` (text starting at line ``first_line`` of ``path``), or None:
+    the line and column of its first byte that is not UTF-8 text (an undecodable byte, or a NUL:
+    binary data, or UTF-16 without a byte order mark; ``nul=False`` leaves NULs to a parser that
+    refuses them anyway). Fast on valid text: an ASCII scan, then Arrow's UTF-8 validation, and the
+    exact position only when there is an error.
+
+    Examples
+    --------
+    >>> from qrelkit.io.text import utf8_error
+    >>> utf8_error(b"ok\\n", "a.txt") is None
+    True
+    >>> print(utf8_error(b"1 x\\n2 caf\\xe9\\n", "a.txt"))
+    a.txt:2: [not-utf8] byte 0xe9 at column 6 is not UTF-8 (Latin-1 or another encoding?): the file must be UTF-8 text
+    """
+    text = data.isascii() or _valid_utf8(data)
+    nul = data.find(b"\x00") if nul or not text else -1
+    if text and nul < 0:
+        return None
+    try:
+        data.decode("utf-8")
+        bad = len(data)
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    at = min(bad, nul) if nul >= 0 else bad
+    line = first_line + data.count(b"\n", 0, at)
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) and at == 0:
+        what = "the file is UTF-16 (it starts with UTF-16's byte order mark)"
+    elif at == nul:
+        what = f"a NUL byte at column {column} (binary data, or UTF-16)"
+    else:
+        what = f"byte 0x{data[at]:02x} at column {column} is not UTF-8 (Latin-1 or another encoding?)"
+    return InputError("not-utf8", f"{what}: the file must be UTF-8 text", file=str(path), line=line)
+
+
+def _valid_utf8(data: bytes) -> bool:
+    """Whether ``data`` is UTF-8 (Arrow's validation: faster than decoding, nothing allocated)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], np.int64))
+    try:
+        pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def check_utf8(data: bytes, path: str | os.PathLike, first_line: int = 1, *, nul: bool = True) -> None:
+    """Raise :func:`utf8_error`'s ``not-utf8`` error when ``data`` is not UTF-8 text."""
+    err = utf8_error(data, path, first_line, nul=nul)
+    if err is not None:
+        raise err
+
+
+def read_utf8(path: str | os.PathLike) -> bytes:
+    """A whole text file's bytes (gzip decompressed, see :func:`read_bytes`), checked to be UTF-8
+    text: else ``not-utf8`` at the line of the first bad byte."""
+    data = read_bytes(path)
+    check_utf8(data, path)
+    return data
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A whole text file as ``str`` (:func:`read_utf8`, decoded)."""
+    return read_utf8(path).decode("utf-8")
 
 
 def parse_float(token: str) -> float | None:
@@ -199,12 +265,12 @@ def _parse_exact(data: bytes, columns: Sequence[Column], path: str) -> Parsed:
     out: list[list] = [[] for _ in columns]
     lines_kept: list[int] = []
     parsed = Parsed(table=pa.table({}))
-    try:
+    bad = utf8_error(data, path)
+    if bad is None:
         text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        parsed.problems.append(("not-utf8", line, "bytes that are not UTF-8"))
-        text = data.decode("utf-8", errors="replace")
+    else:  # lenient readers go on with U+FFFD in place of each bad byte (and NUL)
+        parsed.problems.append(("not-utf8", bad.line, bad.message))
+        text = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -237,7 +303,7 @@ def _parse_exact(data: bytes, columns: Sequence[Column], path: str) -> Parsed:
                         parsed.soft.setdefault(col.rule, []).append(lineno)
                         v = math.nan
                     else:
-                        parsed.problems.append((col.rule, lineno, f"{col.name} {tok!r} is not a number"))
+                        parsed.problems.append((col.rule, lineno, f"{col.name} {quoted(tok)} is not a number"))
                         ok = False
                         break
                 values.append(v)
@@ -249,7 +315,7 @@ def _parse_exact(data: bytes, columns: Sequence[Column], path: str) -> Parsed:
                         parsed.soft.setdefault(col.rule, []).append(lineno)
                         values.append(None)
                     else:
-                        parsed.problems.append((col.rule, lineno, f"{col.name} {tok!r} is not an integer"))
+                        parsed.problems.append((col.rule, lineno, f"{col.name} {quoted(tok)} is not an integer"))
                         ok = False
                         break
         if not ok:
@@ -268,6 +334,12 @@ def _parse_exact(data: bytes, columns: Sequence[Column], path: str) -> Parsed:
     arrays["_line"] = pa.array(lines_kept, type=pa.int64())
     parsed.table = pa.table(arrays)
     return parsed
+
+
+def first_problem(problems: Sequence[tuple[str, int, str]]) -> tuple[str, int, str]:
+    """The problem a strict reader reports: ``not-utf8`` (the file is not text: whatever else its
+    lines break is no news), else the one on the first line."""
+    return min(problems, key=lambda x: (x[0] != "not-utf8", x[1]))
 
 
 def parse_columns(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from qrelkit.errors import InputError
-from qrelkit.io.text import read_bytes
+from qrelkit.io.text import read_bytes, read_text
 
 
 def read_topics(path: str | os.PathLike) -> pd.DataFrame:
@@ -25,12 +25,7 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
     {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
     """
     p = Path(path)
-    raw = read_bytes(p)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError("not-utf8", "topics file is not UTF-8", file=str(p), line=line) from None
+    text = read_text(p)
     rows = []
     seen: dict[str, int] = {}
     # split on "\n" only: splitlines() also breaks at \f, \x1c, U+2028, ... inside a topic's text

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError, fail_or_count
+from qrelkit.errors import InputError, fail_or_count, quoted
 from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, parse_grade, sort_qrels
@@ -226,7 +226,7 @@ def import_batches(
                 continue
             grade = parse_grade(g)
             if grade is None:
-                fail("grade-outside-scale", f"grade {g!r} is not an integer of the scale {sorted(allowed)}", path, line)
+                fail("grade-outside-scale", f"grade {quoted(g)} is not an integer of the scale {sorted(allowed)}", path, line)
                 continue
             if grade not in allowed:
                 fail("grade-outside-scale", f"grade {grade} is outside the scale {sorted(allowed)}", path, line)

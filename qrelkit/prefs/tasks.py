@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError, fail_or_count
+from qrelkit.errors import InputError, fail_or_count, quoted
 from qrelkit.io import tables
 from qrelkit.io.order import qid_order
 from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, as_frame, rng_for, sort_frame
@@ -342,7 +342,7 @@ def read_answers(
             elif lc in ("right", "r") or c == right[idx]:
                 side = "right"
             else:
-                fail("bad-choice", f"choice {c!r} is neither left nor right (nor {left[idx]} / {right[idx]})", path, line)
+                fail("bad-choice", f"choice {quoted(c)} is neither left nor right (nor {left[idx]} / {right[idx]})", path, line)
                 continue
             worker = str(w).strip()
             if not worker:
