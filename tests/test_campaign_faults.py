@@ -17,7 +17,7 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-from conftest import campaign_init_args
+from conftest import ROOT, campaign_init_args
 from qrelkit.cli import run as cli
 
 FINAL = ["qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt", "expansion.csv", "leaderboard.csv",
@@ -32,8 +32,17 @@ class Env:
     camp: Path
     tmp: Path
 
+    @property
+    def protocol(self) -> Path:
+        """The campaign's protocol file: a copy of configs/trec-dl-2022.toml beside the inputs."""
+        p = self.sim / "protocol.toml"
+        if not p.exists():
+            shutil.copy(ROOT / "configs" / "trec-dl-2022.toml", p)
+        return p
+
     def init(self, d: Path | None = None, **swap: Path) -> list[str]:
         args = campaign_init_args(self.sim, d or self.camp)
+        args[args.index("-c") + 1] = str(self.protocol)
         for key, path in swap.items():
             flag = {"corpus": "--corpus", "topics": "-t", "runs": "--runs", "manifest": "-m", "config": "-c"}[key]
             args[args.index(flag) + 1] = str(path)
@@ -84,9 +93,41 @@ def _topics_not_tsv(e: Env) -> list[str]:
     return e.init(topics=_write(e.tmp / "topics.tsv", "1001\n"))
 
 
+def _protocol(e: Env, name: str, old: str, new: str) -> Path:
+    text = e.protocol.read_text()
+    assert old in text, old
+    return _write(e.tmp / name, text.replace(old, new, 1))
+
+
 def _config_unknown_key(e: Env) -> list[str]:
-    text = (Path(campaign_init_args(e.sim, e.camp)[4])).read_text().replace("depth = 10 ", "dpth = 10 ")
-    return e.init(config=_write(e.tmp / "typo.toml", text))
+    return e.init(config=_protocol(e, "typo.toml", "depth = 10 ", "dpth = 10 "))
+
+
+def _names_share_a_file(e: Env) -> list[str]:
+    return e.init(config=_protocol(e, "names.toml", "[campaign]\n", '[campaign]\nassessors = ["a b", "a_b"]\n'))
+
+
+def _too_few_assessors(e: Env) -> list[str]:
+    return e.init(config=_protocol(e, "few.toml", "assessors_per_item = 1", "assessors_per_item = 5"))
+
+
+def _skip_a_required_stage(e: Env) -> list[str]:
+    return e.init(config=_protocol(e, "skip.toml", "[campaign]\n", '[campaign]\nskip = ["validate"]\n'))
+
+
+def _run_not_in_manifest(e: Env) -> list[str]:
+    runs = e.tmp / "runs-extra"
+    shutil.copytree(e.sim / "runs", runs)
+    first = sorted(runs.iterdir())[0].read_text().splitlines()
+    _write(runs / "zz-unnamed.run", "".join(ln.rsplit(" ", 1)[0] + " zz-unnamed\n" for ln in first))
+    return e.init(runs=runs)
+
+
+def _manifest_run_without_file(e: Env) -> list[str]:
+    runs = e.tmp / "runs-fewer"
+    shutil.copytree(e.sim / "runs", runs)
+    sorted(runs.iterdir())[-1].unlink()
+    return e.init(runs=runs)
 
 
 # (name, argv maker, rule); the campaign must not exist after any of them
@@ -97,6 +138,11 @@ INIT_FAULTS: list[tuple[str, Callable[[Env], list[str]], str]] = [
     ("a binary manifest", _binary_manifest, "not-utf8"),
     ("topics without text", _topics_not_tsv, ""),
     ("a typo in the protocol file", _config_unknown_key, "unknown-key"),
+    ("assessor names that share a batch file", _names_share_a_file, "assessor-names-collide"),
+    ("more assessors per item than assessors", _too_few_assessors, "assessors-too-few"),
+    ("a stage that always runs skipped", _skip_a_required_stage, "skip-required-stage"),
+    ("a run file the manifest does not name", _run_not_in_manifest, "not-in-manifest"),
+    ("a manifest run without a run file", _manifest_run_without_file, "missing-run"),
 ]
 
 
@@ -153,6 +199,16 @@ def _changed_topics(e: Env) -> list[str]:
 
 def _restore_topics(e: Env) -> None:
     shutil.copy(e.tmp / "topics.keep", e.sim / "topics.tsv")
+
+
+def _edited_protocol(e: Env) -> list[str]:
+    shutil.copy(e.protocol, e.tmp / "protocol.keep")
+    e.protocol.write_text(e.protocol.read_text().replace("depth = 10 ", "depth = 20 ", 1))
+    return ["campaign", "run", str(e.camp)]
+
+
+def _restore_protocol(e: Env) -> None:
+    shutil.copy(e.tmp / "protocol.keep", e.protocol)
 
 
 def _status_over_manifest(e: Env) -> list[str]:
@@ -213,6 +269,7 @@ WORK_FAULTS: list[tuple[str, Callable[[Env], list[str]], str, Callable[[Env], No
     ("a grade outside the scale", _grade_outside_scale, "grade-outside-scale", None),
     ("a binary judgments file", _binary_judgments, "not-utf8", None),
     ("the topics edited after init", _changed_topics, "input-changed", _restore_topics),
+    ("a value of the protocol file edited after init", _edited_protocol, "input-changed", _restore_protocol),
     ("status written over the manifest", _status_over_manifest, "output-is-input", None),
     ("status written into the campaign", _status_in_campaign, "output-in-campaign", None),
     ("the report's twin over a user's file", _report_over_notes, "output-exists", None),
@@ -250,6 +307,8 @@ def test_faults_at_the_door_change_nothing_and_the_campaign_finishes_as_a_clean_
         assert _snapshot(target) == before, name
         kinds += 1
     assert cli(e.init()) == 0
+    with open(e.protocol, "a") as fh:  # a comment: not a fault, the campaign goes on
+        fh.write("# edited after init: a comment only\n")
     assert cli(["campaign", "run", str(e.camp)]) == 0  # waiting for the screening batches
     for name, make, rule, undo in WORK_FAULTS:
         before = _snapshot(e.camp)
