@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             for task in tasks:
                 if cname != "corpus" and task in ("dedupe", "features"):
                     continue
-                for src in sources if task not in ("init_before", "init_now") else [None]:
+                # the two trees in turn, the first one alternating between repetitions
+                for src in (sources[::-1] if rep % 2 else sources) if task not in ("init_before", "init_now") else [None]:
                     key = f"{task} | {cname}" + (" | before" if src else "")
                     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", task, "--corpus", str(corpus),
                            "--out", str(a.out / "corpus-check-work")] + (["--src", src] if src else [])
