@@ -167,3 +167,27 @@ def test_import_refuses_rows_of_assessors_a_batch_was_not_issued_to(waiting, cha
     rep = json.loads(capsys.readouterr().out)
     assert rep["counts"][rule] == 3 and rep["imported"] <= 2
 
+
+
+def test_a_batch_file_filled_in_place_is_never_overwritten(sim, tmp_path, capsys):
+    """An assessor fills in her batch file where the campaign wrote it (DIR/batches/...); a
+    ``campaign run`` before it is imported rewrote it blank (the answers lost). It is left as it is,
+    and the run says to import it."""
+    d = tmp_path / "c"
+    assert _init(sim, d) == 0
+    res = Campaign(d).run()
+    f = Path(res["waiting"][0]["file"])
+    df = pd.read_csv(f, dtype=str, keep_default_na=False)
+    df["grade"] = "1"
+    df.to_csv(f, index=False)
+    before = f.read_bytes()
+    res = Campaign(d).run()
+    assert f.read_bytes() == before
+    row = next(w for w in res["waiting"] if w["file"] == str(f))
+    assert f"the file holds {len(df)} grade(s): import it" in row["note"]
+    f.write_text("not a table\x00")
+    Campaign(d).run()
+    assert f.read_text() == "not a table\x00"
+    df.to_csv(f, index=False)
+    assert cli(["campaign", "import", str(d), str(f)]) == 0
+    assert all(w["file"] != str(f) for w in Campaign(d).run()["waiting"])

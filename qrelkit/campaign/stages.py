@@ -92,6 +92,18 @@ def text_index(directory: str | os.PathLike, store: CampaignStore) -> TextIndex:
 _safe = assessor_file_name  # an assessor's (or a batch's) file and folder name
 
 
+def _answers_in(path: Path) -> int:
+    """How many grades an assessor filled into a batch file the campaign wrote (-1 when the
+    file is no longer a table the campaign can read: edited, it is not the campaign's any more)."""
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, OSError, UnicodeDecodeError):
+        return -1
+    if "grade" not in df.columns:
+        return -1
+    return int((df["grade"].str.strip() != "").sum())
+
+
 def batch_file(directory: str | os.PathLike, assessor: str, batch_id: str) -> Path:
     """The file of batch ``batch_id`` for ``assessor``: ``DIR/batches/ASSESSOR/BATCH.csv``
     (names made file-safe: other characters than letters, digits, ``-_.`` become ``_``)."""
@@ -268,6 +280,12 @@ class Context:
                         "kind": str(g["kind"].iat[0]), "file": str(f)})
             key = (tuple(g["docid"]), tuple(g["position"]))
             if written.get(f) != key or not f.is_file():
+                kept = _answers_in(f) if f.is_file() else 0
+                if kept:  # an assessor filled it in place: never overwritten, to be imported
+                    out[-1]["note"] = (f"the file holds {kept} grade(s): import it ('qrelkit campaign import "
+                                       f"{self.dir} {f}')" if kept > 0 else "the file was edited and is not a table "
+                                       "any more: it is left as it is (move it away for a new one)")
+                    continue
                 todo.append((f, bid, assessor, g, key))
         if not todo:
             return Waiting(stage, out)
