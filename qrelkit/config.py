@@ -41,7 +41,8 @@ class Key:
     grade lists). ``optional``: None is allowed (the default None, or ``none`` given with
     ``--set``; TOML has no null). ``choices`` apply to a ``str`` and to each item of a ``list[str]``;
     ``min``/``max`` (inclusive) to numbers and to each item of a ``list[int]``; ``fixed``: the only
-    accepted value is the default (the key documents a fixed behaviour)."""
+    accepted value is the default (the key documents a fixed behaviour); ``unordered``: a list
+    whose order means nothing (compared as a set by :func:`changed_values`)."""
 
     name: str
     type: str
@@ -52,6 +53,7 @@ class Key:
     max: float | None = None
     optional: bool = False
     fixed: bool = False
+    unordered: bool = False  # a list whose order means nothing (a set): reordering it changes no value
 
     def describe_type(self) -> str:
         t = self.type + (" or none" if self.optional else "")
@@ -93,8 +95,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         Key("subtasks", "list[str]", [], "the track's subtasks (informative; subtasks come from the manifest)"),
         Key("priority_order", "str", "ascending", "ascending: priority 1 is a group's most important run",
             choices=("ascending", "descending")),
-        Key("include", "list[str]", [], "runs always pooled"),
-        Key("exclude", "list[str]", [], "runs never pooled"),
+        Key("include", "list[str]", [], "runs always pooled", unordered=True),
+        Key("exclude", "list[str]", [], "runs never pooled", unordered=True),
     ),
     "pool": _keys(
         Key("depth", "int", 10, "pool depth: the top k of every pooled run", min=1),
@@ -134,8 +136,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
     ),
     "labels": _keys(
         Key("scale", "list[int]", [0, 1, 2, 3], "grades an assessor may give"),
-        Key("passage_relevant", "list[int]", [2, 3], "grades that make a passage relevant (scheme 'passage')"),
-        Key("document_relevant", "list[int]", [1, 2, 3], "grades that make a document relevant (scheme 'document')"),
+        Key("passage_relevant", "list[int]", [2, 3], "grades that make a passage relevant (scheme 'passage')",
+            unordered=True),
+        Key("document_relevant", "list[int]", [1, 2, 3], "grades that make a document relevant (scheme 'document')",
+            unordered=True),
         Key("document_rule", "str", "max", "passage -> document grade", choices=("max", "min", "median_high")),
         Key("grade_map", "map[int,int]", {}, "passage grade -> document grade table applied first, e.g. { 1 = 0 }"),
         Key("schemes", "map[str,list[int]]", {}, "further named binarization schemes: name = [grades]"),
@@ -253,7 +257,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     ),
     "campaign": _keys(
         Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
-            "qrels always run)", choices=CAMPAIGN_STAGES),
+            "qrels always run)", choices=CAMPAIGN_STAGES, unordered=True),
         Key("assessors", "list[str]", ["A01", "A02", "A03", "A04"], "named assessors; topic i is owned by assessor "
             "i mod n"),
         Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
@@ -615,15 +619,17 @@ def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = Non
 def changed_values(old: Config, new: Config) -> list[dict[str, Any]]:
     """The keys whose effective value differs from ``old`` to ``new`` (origins aside: a comment
     or a key moved in the file changes nothing), in schema order: ``section, key, old, new,
-    where`` (where the new value was set)."""
-    def norm(v: Any) -> str:
+    where`` (where the new value was set). An ``unordered`` list is compared as a set."""
+    def norm(section: str, key: str, v: Any) -> str:
+        if SCHEMA[section][key].unordered and isinstance(v, list):
+            v = sorted(v, key=str)
         return json.dumps(v, sort_keys=True, default=str)
 
     before = {(r["section"], r["key"]): r["value"] for r in old.effective()}
     out = []
     for r in new.effective():
         was = before[(r["section"], r["key"])]
-        if norm(was) != norm(r["value"]):
+        if norm(r["section"], r["key"], was) != norm(r["section"], r["key"], r["value"]):
             out.append({"section": r["section"], "key": r["key"], "old": was, "new": r["value"],
                         "where": r["where"] if r["origin"] != DEFAULT else "default"})
     return out

@@ -70,8 +70,11 @@ def test_a_comment_edit_does_not_block_the_campaign(sim, reference, tmp_path, ca
     d = tmp_path / "c"
     assert _init(sim, d, cfg) == 0
     assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=3, until="pool")["state"] == "until pool"
-    cfg.write_text("# edited: a comment, blank lines, a key moved and one set to its value\n\n"
-                   + FAST.replace("depth = 5\n", "depth = 5   # the pool depth\n") + "\n[batch]\nassessors_per_item = 1\n")
+    cfg.write_text("# edited: a comment, blank lines, a key moved, one set to its value, a set reordered\n\n"
+                   + FAST.replace("depth = 5\n", "depth = 5   # the pool depth\n")
+                   .replace('skip = ["dedupe", "fractional", "cal", "reuse", "report"]',
+                            'skip = ["report", "reuse", "cal", "fractional", "dedupe"]')
+                   + "\n[batch]\nassessors_per_item = 1\n")
     capsys.readouterr()
     assert cli(["campaign", "status", str(d)]) == 0
     assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=3)["state"] == "done"

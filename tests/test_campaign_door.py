@@ -14,6 +14,7 @@ import pytest
 
 from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.cli import run as cli
+from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels
 from qrelkit.simulate.oracle import judge_batches
 from conftest import campaign_init_args
@@ -93,15 +94,24 @@ def test_init_refuses_a_folder_with_files_unless_forced(sim, tmp_path, capsys):
     assert (d / "notes.txt").read_text() == "my notes\n"
 
 
-def test_a_failed_init_leaves_no_folder_it_made(sim, tmp_path, capsys):
-    d = tmp_path / "new" / "camp"
-    bad = tmp_path / "topics.tsv"
-    bad.write_text("1001\n")
-    args = ["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(sim / "corpus.jsonl"), "-t", str(bad),
-            "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]
-    assert cli(args) == 2
+def test_a_failed_init_leaves_no_folder_it_made(sim, tmp_path, capsys, monkeypatch):
+    """Init fails after the folders are made (here: while the store records the inputs): the
+    store's files and every folder init made are gone, a folder that was there stays."""
+    from qrelkit.campaign.store import CampaignStore
+
+    def boom(*a, **k):
+        raise InputError("unwritable-output", "simulated failure while recording the inputs")
+
+    monkeypatch.setattr(CampaignStore, "record_inputs", boom)
+    d = tmp_path / "new" / "deeper" / "camp"
+    assert _init(sim, d) == 2
+    assert "simulated failure" in _err(capsys)
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert _init(sim, kept) == 2
     capsys.readouterr()
-    assert not d.exists()
+    assert kept.is_dir() and not any(kept.iterdir())
 
 
 def test_report_twin_never_replaces_a_users_file(camp, tmp_path, capsys):
@@ -191,3 +201,16 @@ def test_a_batch_file_filled_in_place_is_never_overwritten(sim, tmp_path, capsys
     df.to_csv(f, index=False)
     assert cli(["campaign", "import", str(d), str(f)]) == 0
     assert all(w["file"] != str(f) for w in Campaign(d).run()["waiting"])
+
+
+def test_export_never_replaces_a_recorded_input(sim, camp, capsys):
+    before = (sim / "topics.tsv").read_bytes()
+    assert cli(["campaign", "export", str(camp), "-o", str(sim / "topics.tsv")]) == 2
+    assert "[output-is-input]" in _err(capsys)
+    assert (sim / "topics.tsv").read_bytes() == before
+
+
+def test_a_markdown_report_alone(camp, tmp_path, capsys):
+    """``-o r.md`` writes the Markdown report only (it was refused as two outputs, the same file)."""
+    assert cli(["campaign", "report", str(camp), "-o", str(tmp_path / "r.md")]) == 0
+    assert (tmp_path / "r.md").read_text().startswith("# Campaign report") and not (tmp_path / "r.html").exists()

@@ -64,6 +64,18 @@ def test_list_set_retract_through_the_change_log(finished, tmp_path, capsys):
     h = Campaign(d).health()
     assert h["state"] == "waiting"
     assert any(o["qid"] == row["qid"] and o["assessor"] == assessor and o["owed"] >= 1 for o in h["owed"])
+    # the campaign asks for it again before it remakes the qrels
+    res = Campaign(d).run()
+    assert res["state"] == "waiting for judgments" and "qrels" not in res["stages_done"]
+    assert [(w["qid"], w["assessor"]) for w in res["waiting"]] == [(row["qid"], assessor)]
+    f = Path(res["waiting"][0]["file"])
+    again = pd.read_csv(f, dtype=str, keep_default_na=False)
+    again["grade"] = "1"
+    again.to_csv(tmp_path / "again.csv", index=False)
+    assert cli(["campaign", "import", str(d), str(tmp_path / "again.csv")]) == 0
+    assert Campaign(d).run()["state"] == "done" and Campaign(d).health()["state"] == "done"
+    q2 = read_qrels(d / "qrels-passages.txt").to_pandas()
+    assert q2[(q2["qid"] == row["qid"]) & (q2["docid"] == row["docid"])]["rel"].tolist() == [1]
 
 
 @pytest.mark.parametrize("argv,rule", [
@@ -198,3 +210,17 @@ def test_a_real_full_disk_then_space_freed(sim3, finished, tmp_path, capsys):
             assert (d / name).read_bytes() == (finished / name).read_bytes(), name
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_disk_too_full_for_the_store_is_not_a_damaged_store(tmp_path):
+    """SQLite's I/O error on a full disk (its WAL index cannot grow) was reported as a damaged
+    store, with the advice to restore it from a backup."""
+    import sqlite3
+
+    from qrelkit.cal.store import io_error
+
+    err = io_error(sqlite3.OperationalError("database or disk is full"), tmp_path / "campaign.db")
+    assert err.rule == "disk-full" and err.file == str(tmp_path / "campaign.db")
+    err = io_error(sqlite3.OperationalError("disk I/O error"), tmp_path / "campaign.db")
+    assert err.rule == "store-io-error" and "not found damaged" in err.message  # this disk has room
+    assert io_error(sqlite3.OperationalError("no such table: x"), tmp_path / "campaign.db") is None

@@ -54,5 +54,6 @@ def test_the_report_shows_the_shared_ranks():
 
 def test_other_leaderboards_rank_ties_alike():
     assert competition_ranks([0.3, 0.5, 0.5, 0.1]).tolist() == [3, 1, 1, 4]
-    assert _ranks(pd.Series([0.5, 0.5000001, 0.25], index=[4, 5, 6])).tolist() == [1, 1, 3]
+    # the preference leaderboard writes its values in full: ranked as written
+    assert _ranks(pd.Series([0.5, 0.5, 0.5000001, 0.25], index=[4, 5, 6, 7])).tolist() == [2, 2, 1, 4]
     assert competition_rank(pd.Series([1.0, float("nan"), 1.0]).to_numpy()).tolist() == [1, 3, 1]

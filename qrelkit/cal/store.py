@@ -90,6 +90,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import sys
@@ -102,7 +103,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.errors import InputError, quoted
+from qrelkit.errors import InputError, disk_full, quoted
 from qrelkit.io.order import qid_order
 from qrelkit.io.paths import is_sqlite_file
 from qrelkit.io.qrels import parse_grade
@@ -337,15 +338,38 @@ def check_store_file(path: str | os.PathLike) -> None:
         raise InputError("not-a-store", "not a SQLite file, not a judging store", file=str(p))
 
 
+def io_error(exc: BaseException, path: str | os.PathLike) -> InputError | None:
+    """SQLite's error ``exc`` on the store at ``path`` when the cause is the disk, not the store:
+    ``[disk-full]`` (SQLite says so, or an I/O error on a file system with less than 1 MiB free:
+    the shared-memory index of a WAL store cannot grow) or ``[store-io-error]`` (another I/O
+    error: the disk, permissions); else None."""
+    msg = str(exc).lower()
+    full = disk_full(exc, where=str(path))
+    if full is not None:
+        return InputError("disk-full", full.message, file=str(path))
+    if "disk i/o error" not in msg:
+        return None
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(Path(path).resolve().parent).free < (1 << 20):
+            return InputError("disk-full", f"no space left on the device of the store ({exc}); nothing was changed: "
+                              "free some space and run the command again", file=str(path))
+    return InputError("store-io-error", f"SQLite could not read or write the store's files ({exc}): check the disk "
+                      "and the permissions of its folder; the store was not found damaged", file=str(path))
+
+
 @contextlib.contextmanager
 def store_errors(path: str | os.PathLike) -> Iterator[None]:
     """Turn SQLite's errors on a store opened earlier into one-line :class:`InputError`:
-    ``store-damaged`` (damage found while reading) or ``store-locked``."""
+    ``store-damaged`` (damage found while reading), ``store-locked``, or the disk's
+    (:func:`io_error`)."""
     try:
         yield
     except sqlite3.OperationalError as exc:
         if _is_locked(exc):
             raise InputError("store-locked", f"the store stayed locked: {exc}", file=str(path)) from None
+        err = io_error(exc, path)
+        if err is not None:
+            raise err from None
         raise
     except sqlite3.DatabaseError as exc:
         raise InputError("store-damaged", f"{exc}; restore the store from a backup", file=str(path)) from None
@@ -487,6 +511,9 @@ class JudgingStore:
         except sqlite3.OperationalError as exc:
             if _is_locked(exc):
                 raise
+            err = io_error(exc, self.path)  # the disk, not the store: never said to be damaged
+            if err is not None:
+                raise err from None
             rows = [str(exc)]
         except sqlite3.DatabaseError as exc:
             rows = [str(exc)]
@@ -573,6 +600,11 @@ class JudgingStore:
         try:
             with self._transaction() as db:
                 yield db
+        except sqlite3.OperationalError as exc:  # a full disk is the disk's, not a bug: one line
+            err = io_error(exc, self.path)
+            if err is None:
+                raise
+            raise err from None
         finally:
             if wlock is not None:
                 wlock.release()

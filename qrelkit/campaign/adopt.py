@@ -84,6 +84,8 @@ def _skip_stages(change: dict) -> tuple[str, ...]:
     """``[campaign] skip`` changed: the stages it adds or removes and every stage after the first
     of them (they would run on different artefacts)."""
     moved = set(change["old"]) ^ set(change["new"])
+    if not moved:
+        return ()
     first = min(CAMPAIGN_STAGES.index(s) for s in moved)
     return CAMPAIGN_STAGES[first:]
 

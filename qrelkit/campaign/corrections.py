@@ -33,7 +33,6 @@ from qrelkit.io.tables import read_answer_table
 
 #: stages whose files are made from the judgments in force after every decision
 CLOSING_STAGES = ("qrels", "evaluate", "reuse", "report")
-LOG_COLUMNS = ["seq", "qid", "docid", "assessor", "grade", "batch_id", "source", "time"]
 
 
 def list_judgments(directory: str | os.PathLike, *, topic: str | None = None, assessor: str | None = None,

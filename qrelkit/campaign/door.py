@@ -24,7 +24,7 @@ from pathlib import Path
 
 from qrelkit.campaign.store import STORE_NAME, campaign_path, open_campaign_store
 from qrelkit.errors import InputError
-from qrelkit.io.paths import check_io
+from qrelkit.io.paths import check_protected, inside
 
 #: every name the campaign writes in its folder (files, folders, patterns of temporary files)
 OWNED_NAMES = (
@@ -109,13 +109,14 @@ def check_twin(path: str | os.PathLike, *, force: bool = False) -> None:
 
 
 def check_outputs(directory: str | os.PathLike, outputs) -> None:
-    """The check every ``qrelkit campaign`` command makes on what it writes, before any work:
-    no output is, lies in or holds what the campaign depends on (:func:`protected_paths`; the
-    rules of :func:`qrelkit.io.paths.check_io`), and none lies in the campaign folder
-    (``[output-in-campaign]``)."""
-    check_io(outputs=outputs, protect=protected_paths(directory))
-    home = Path(directory).resolve()
-    for out in [o for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs]) if o is not None]:
-        if str(Path(os.path.realpath(out))).startswith(str(home) + os.sep):
+    """What every ``qrelkit campaign`` command checks on what it writes, besides the checks of
+    :func:`qrelkit.io.paths.check_io` it made already: no output is, lies in or holds what the
+    campaign depends on (:func:`protected_paths`; ``[output-is-input]``), and none lies in the
+    campaign folder (``[output-in-campaign]``, also for a campaign that has no advance lock file
+    yet, which :func:`qrelkit.io.paths.campaign_folder_of` needs)."""
+    outs = [Path(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs]) if o is not None]
+    check_protected(outs, [], protected_paths(directory))
+    for out in outs:
+        if inside(out, directory):
             raise InputError("output-in-campaign", f"lies in the campaign folder {directory}, which holds only what "
                              "the campaign writes; write elsewhere", file=str(out))

@@ -23,25 +23,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from qrelkit.campaign.lock import held_by
+from qrelkit.campaign.lock import describe_holder, held_by
 from qrelkit.campaign.stages import batch_file
 from qrelkit.campaign.store import CampaignStore, open_campaign_store
 from qrelkit.config import CAMPAIGN_STAGES
-from qrelkit.errors import InputError
 
-OWED_COLUMNS = ["qid", "batch_id", "kind", "assessor", "owed", "items", "file", "judgeable", "note"]
-
-
-def todo(rule: str, directory: str | os.PathLike, file: str | None = None) -> str:
-    """What an operator does about a problem of rule ``rule`` (one sentence)."""
+def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, config: bool = False) -> str:
+    """What an operator does about a problem of rule ``rule`` (one sentence; ``config``: the
+    problem is the protocol file's)."""
     d = str(directory)
     again = f"then 'qrelkit campaign run {d}' continues where it stopped"
+    adopt = f"'qrelkit campaign adopt-config {d}' adopts its new values for the stages not run yet; or " if config else ""
     return {
         "input-missing": f"put {file or 'the file'} back where init found it; {again}",
-        "input-changed": f"restore {file or 'the file'} as it was at init (its SHA-256 is recorded); for the protocol "
-                         f"file, 'qrelkit campaign adopt-config {d}' adopts new values for the stages not run yet; or "
-                         f"start a new campaign from this one's judgments ('qrelkit campaign export {d}', then 'campaign "
-                         "init --qrels'); " + again,
+        "input-changed": f"restore {file or 'the file'} as it was at init (its SHA-256 is recorded); {adopt}start a new "
+                         f"campaign from this one's judgments ('qrelkit campaign export {d}', then 'campaign init "
+                         "--qrels'); " + again,
         "disk-full": f"free some space on the disk of {d}; {again} (nothing stored was lost)",
         "internal-error": "a bug in qrelkit (the failing command printed its traceback): report it; "
                           f"'qrelkit campaign run {d}' tries again and repeats nothing that was stored",
@@ -79,16 +76,15 @@ def campaign_health(directory: str | os.PathLike) -> dict[str, Any]:
     d = Path(directory)
     store = open_campaign_store(d, readonly=True)
     try:
-        inputs = [{"rule": e.rule, "file": e.file, "message": str(e), "todo": todo(e.rule, d, e.file)}
+        config_file = (store.get_state("paths") or {}).get("config")
+        inputs = [{"rule": e.rule, "file": e.file, "message": str(e),
+                   "todo": todo(e.rule, d, e.file, config=bool(config_file) and e.file == config_file)}
                   for e in store.input_problems()]
         failure = store.failure()
         if failure:
             failure = {**failure, "todo": todo(str(failure.get("rule")), d)}
-        try:
-            cfg = store.config()
-            free, skip = bool(cfg.get_value("web", "free_topic_choice")), set(cfg.get_value("campaign", "skip"))
-        except InputError:  # the configuration itself is what is wrong: reported by inputs
-            free, skip = False, set()
+        cfg = store.config()  # the recorded configuration: what the campaign runs with
+        free, skip = bool(cfg.get_value("web", "free_topic_choice")), set(cfg.get_value("campaign", "skip"))
         owed = owed_items(d, store, free_choice=free)
         done = set(store.stages_done())
     finally:
@@ -105,8 +101,7 @@ def _state(d: Path, inputs: list, failure: dict | None, lock: dict | None, owed:
     if inputs:
         return "blocked", f"blocked: {len(inputs)} input(s) gone or changed since init; {inputs[0]['todo']}"
     if lock is not None:
-        return "busy", (f"busy: {lock.get('what') or 'another process'} advances it now (pid {lock.get('pid')}, since "
-                        f"{str(lock.get('since', ''))[11:16]})")
+        return "busy", f"busy: {describe_holder(lock)} advances it now"
     if failure:
         return "blocked", (f"blocked: the last run failed in stage {failure.get('stage')} at {failure.get('time')}: "
                            f"{failure.get('message')}; {failure['todo']}")

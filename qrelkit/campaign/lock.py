@@ -56,12 +56,15 @@ def holder(directory: str | os.PathLike) -> dict | None:
         return None
 
 
-def _holder_text(directory: Path) -> str:
-    """``"a campaign run since 10:42, pid 123"`` (what the lock file says), or ``"another process"``."""
-    h = holder(directory)
+def describe_holder(h: dict | None) -> str:
+    """``"a campaign run since 10:42, pid 123"`` (a :func:`holder`), or ``"another process"``."""
     if not h:
         return "another process"
     return f"{h.get('what') or 'another process'} since {str(h.get('since', ''))[11:16]}, pid {h.get('pid')}"
+
+
+def _holder_text(directory: Path) -> str:
+    return describe_holder(holder(directory))
 
 
 def _claim(fd: int, what: str) -> None:

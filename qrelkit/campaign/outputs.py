@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 from scipy import stats
 
-from qrelkit.campaign.stages import Context
+from qrelkit.campaign.stages import Context, Waiting
 from qrelkit.dedupe.apply import expansion_table
 from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate
@@ -34,10 +34,15 @@ def final_topics(ctx: Context) -> list[str]:
     return [q for q in ctx.topic_ids if dec.get(q) != "discarded"]
 
 
-def stage_qrels(ctx: Context) -> dict:
+def stage_qrels(ctx: Context) -> dict | Waiting:
     """The final qrels of the campaign's accepted topics: writes the passage qrels, the qrels
     expanded to near-duplicates (and ``expansion.csv``), and the document qrels when the corpus maps
-    passages to documents (else a warning); returns the counts (topics, passages, expanded, documents)."""
+    passages to documents (else a warning); returns the counts (topics, passages, expanded, documents).
+    Waits first for items owed again (a judgment retracted by a correction, ``campaign judgments
+    retract``, after the judging stages were done): the qrels are made from the judgments asked for."""
+    wait = ctx.judge("qrels")
+    if wait:
+        return wait
     keep = final_topics(ctx)
     q = ctx.store.export_qrels(combine=ctx.combine)
     q = q.filter(pa.compute.is_in(q["qid"], value_set=pa.array(keep, pa.string())))

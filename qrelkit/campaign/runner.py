@@ -240,7 +240,10 @@ def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: An
     """Create the campaign store in ``d`` (the folder too, when missing) with its topics, the
     records of its inputs, the effective configuration and ``state``; on any failure nothing is
     left: the store's files are removed, and the folder when this call made it."""
-    made = not d.exists()
+    made = d  # the topmost folder this call makes (None: d exists)
+    while not made.parent.exists():
+        made = made.parent
+    made = None if d.exists() else made
     d.mkdir(parents=True, exist_ok=True)
     try:
         store = CampaignStore(campaign_path(d), create=True)
@@ -255,8 +258,8 @@ def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: An
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(str(campaign_path(d)) + suffix).unlink(missing_ok=True)
         (d / LOCK_NAME).unlink(missing_ok=True)
-        if made:
-            shutil.rmtree(d, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
         raise
 
 

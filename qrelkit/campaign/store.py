@@ -393,8 +393,7 @@ class CampaignStore(JudgingStore):
         with self.transaction() as db:
             db.execute("DELETE FROM campaign_state WHERE key = 'last_failure'")
 
-    def change_judgments(self, items: Iterable[tuple], *, source: str, redo: Iterable[str] = (),
-                         then=None) -> dict[str, Any]:
+    def change_judgments(self, items: Iterable[tuple], *, source: str, redo: Iterable[str] = ()) -> dict[str, Any]:
         """:meth:`JudgingStore.change_judgments`, and in the same transaction, when anything
         changed, the completed stages among ``redo`` (those whose files are made from the grades
         in force) forgotten so that the next run makes them again. Returns ``changed``,
@@ -406,10 +405,8 @@ class CampaignStore(JudgingStore):
             again.extend(r[0] for r in db.execute(
                 f"SELECT name FROM campaign_stages WHERE name IN ({', '.join('?' * len(redo))}) ORDER BY seq", redo))
             db.execute(f"DELETE FROM campaign_stages WHERE name IN ({', '.join('?' * len(redo))})", redo)
-            if then is not None:
-                then(db)
 
-        res = super().change_judgments(items, source=source, then=forget if redo else then)
+        res = super().change_judgments(items, source=source, then=forget if redo else None)
         return {**res, "stages_to_redo": again}
 
     def warn(self, stage: str, message: str) -> None:

@@ -188,12 +188,13 @@ def report(
 ) -> None:
     """One self-contained HTML report (figures embedded) and its Markdown twin (which never
     replaces a file that is not a campaign report, unless --force)."""
-    common.check_io(outputs=[output, output.with_suffix(".md")], read_stores=[Path(directory) / "campaign.db"])
+    outputs = [output] + ([output.with_suffix(".md")] if output.suffix.lower() != ".md" else [])
+    common.check_io(outputs=outputs, read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
     if output.suffix.lower() not in (".html", ".htm", ".md"):
         raise InputError("unknown-format", "the report is .html (with its .md twin) or .md", file=str(output))
-    check_outputs(directory, [output, output.with_suffix(".md")])
+    check_outputs(directory, outputs)
     written = Campaign(directory).report(output, force=force)
     common.emit({"written": [str(p) for p in written]}, as_json, "report -> " + ", ".join(str(p) for p in written))
 
@@ -234,15 +235,20 @@ def adopt_config(
 def export(
     directory: Path = DirArg,
     output: Path = typer.Option(..., "-o", "--output", help="Qrels: TREC text (any name) or .parquet."),
+    force: bool = typer.Option(False, "--force", help="Write the qrels even when there is no judgment and the output "
+                               "holds rows."),
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Export every judgment in force as qrels, one grade per topic and passage by [campaign]
     combine: give them to a new campaign ('campaign init ... --qrels FILE') so that it does not
     ask for them again."""
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
-    from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
+    from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
+    check_outputs(directory, [output])
     table = Campaign(directory).judged_qrels()
+    common.refuse_empty_result([output], "the campaign holds no judgment yet" if table.num_rows == 0 else None,
+                               force=force)
     if output.name.lower().endswith(".parquet"):
         write_table(table, output, kind="qrels", params={"campaign": str(directory)})
     else:

@@ -78,7 +78,8 @@ def same_file(a: PathLike, b: PathLike) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def _inside(path: PathLike, folder: PathLike) -> bool:
+def inside(path: PathLike, folder: PathLike) -> bool:
+    """Whether ``path`` lies below the folder ``folder`` (real paths; not the folder itself)."""
     p, f = os.path.realpath(path), os.path.realpath(folder)
     return p != f and p.startswith(f.rstrip(os.sep) + os.sep)
 
@@ -127,16 +128,17 @@ def campaign_folder_of(path: PathLike) -> Path | None:
     return None
 
 
-def _check_protected(outs: list[Path], dirs: list[Path], protect: Mapping[PathLike, str]) -> None:
-    """``output-is-input`` when an output is, lies in or holds a protected path."""
+def check_protected(outs: list[Path], dirs: list[Path], protect: Mapping[PathLike, str]) -> None:
+    """``output-is-input`` when an output (file ``outs`` or folder ``dirs``) is, lies in or holds
+    a ``protect``-ed path (``{path: description}``)."""
     for out, is_dir in [(o, False) for o in outs] + [(d, True) for d in dirs]:
         for src, what in protect.items():
             src = Path(src)
             if same_file(out, src):
                 raise InputError("output-is-input", f"is {what}; it would be destroyed, write elsewhere", file=str(out))
-            if _inside(out, src):
+            if inside(out, src):
                 raise InputError("output-is-input", f"is inside {what}; write elsewhere", file=str(out))
-            if is_dir and _inside(src, out):
+            if is_dir and inside(src, out):
                 raise InputError("output-is-input", f"is a folder that holds {what}; write elsewhere", file=str(out))
 
 
@@ -162,7 +164,7 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
     for p in ins:
         if not p.exists():
             raise InputError("unreadable", "no such file or folder", file=str(p))
-    _check_protected(outs, dirs, prot)
+    check_protected(outs, dirs, prot)
     for out in outs + dirs:
         home = campaign_folder_of(out)
         if home is not None:
@@ -174,9 +176,9 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
             if same_file(out, src):
                 raise InputError("output-is-input", f"is also an input ({src}); it would be destroyed, write elsewhere",
                                  file=str(out))
-            if src.is_dir() and _inside(out, src):
+            if src.is_dir() and inside(out, src):
                 raise InputError("output-is-input", f"is inside the input folder {src}; write elsewhere", file=str(out))
-            if is_dir and _inside(src, out):
+            if is_dir and inside(src, out):
                 raise InputError("output-is-input", f"is a folder that holds the input {src}; write elsewhere",
                                  file=str(out))
         if not is_dir and out.is_file() and is_sqlite_file(out):

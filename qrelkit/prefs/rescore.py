@@ -128,8 +128,9 @@ def _cutoff(measure: str) -> int | None:
 
 
 def _ranks(values: pd.Series) -> pd.Series:
-    """Rank 1 = highest value; values equal to 6 digits share the best rank ("1224")."""
-    return pd.Series(competition_ranks(values), index=values.index, dtype="Int64")
+    """Rank 1 = highest value; equal values share the best rank ("1224"), compared as the
+    leaderboard writes them (in full)."""
+    return pd.Series(competition_ranks(values, decimals=None), index=values.index, dtype="Int64")
 
 
 def rescore(
