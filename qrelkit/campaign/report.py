@@ -24,7 +24,7 @@ from qrelkit.campaign.stages import combine_rule
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.tables import read_frame
-from qrelkit.io.plots import pyplot
+from qrelkit.plots import pyplot
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.pooler import pool_stats
 

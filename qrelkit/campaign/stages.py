@@ -9,7 +9,6 @@ the log are not asked for again) and its artefacts are written atomically and de
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field, fields
@@ -30,6 +29,7 @@ from qrelkit.config import Config, assessor_file_name
 from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
+from qrelkit.io.keys import stable_int
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
@@ -54,10 +54,9 @@ class Waiting:
 
 
 def stable_seed(*parts: object) -> int:
-    """A seed in [0, 2**32) from ``parts`` (their strings joined): the same parts give the same
-    seed in every process and Python version (unlike ``hash``)."""
-    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(h[:4], "little")
+    """A seed in [0, 2**32) from ``parts``: the low 32 bits of :func:`qrelkit.io.keys.stable_int`
+    (the same parts give the same seed in every process and Python version, unlike ``hash``)."""
+    return stable_int(*parts) & 0xFFFFFFFF
 
 
 def combine_rule(cfg: Config) -> Any:

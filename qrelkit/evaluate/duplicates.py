@@ -29,7 +29,7 @@ from qrelkit.io.atomic import atomic_path
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.labels.propagate import expand_qrels
-from qrelkit.io.plots import pyplot
+from qrelkit.plots import pyplot
 
 TREATMENTS = ("none", "corpus", "runs", "qrels")
 

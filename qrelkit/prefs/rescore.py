@@ -43,7 +43,7 @@ from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT
-from qrelkit.io.plots import pyplot
+from qrelkit.plots import pyplot
 
 CI_METHODS = ("t", "bootstrap")
 BOARD_COLUMNS = ["run", "perfect", "mrr_original", "ci_original_low", "ci_original_high", "rank_original", "mrr_prefs",

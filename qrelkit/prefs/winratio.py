@@ -31,7 +31,7 @@ from qrelkit.evaluate.compare import correct
 from qrelkit.io.atomic import atomic_path
 from qrelkit.prefs.common import PERFECT, ordered, pool_items, run_tops
 from qrelkit.prefs.tournament import pair_outcomes
-from qrelkit.io.plots import pyplot
+from qrelkit.plots import pyplot
 
 RATIO_COLUMNS = ["run", "opponent", "differ", "decided", "wins", "losses", "ratio", "p", "p_corrected", "significant"]
 

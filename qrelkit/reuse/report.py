@@ -20,7 +20,7 @@ import pandas as pd
 from qrelkit.io.atomic import atomic_open, atomic_path
 from qrelkit.io.tables import write_table
 from qrelkit.reuse.leaveout import PROCEDURES, LeaveOutResult
-from qrelkit.io.plots import pyplot
+from qrelkit.plots import pyplot
 
 TABLES = ("summary", "runs", "units", "topics", "removed")
 PLOTS = {"density": "density.png", "scores": "scores.png", "ranks": "ranks.png"}

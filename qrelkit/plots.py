@@ -13,6 +13,7 @@ __all__ = ["pyplot"]
 def pyplot():
     """``matplotlib.pyplot`` with the ``Agg`` backend (imported on first use).
 
+    >>> from qrelkit.plots import pyplot
     >>> plt = pyplot()
     >>> plt.get_backend().lower()
     'agg'
