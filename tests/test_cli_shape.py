@@ -9,6 +9,7 @@ reports. Two walls, checked on the AST of every ``qrelkit/cli/*.py``:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,16 @@ def x(a: int = typer.Option(1,
 '''
     fn = ast.parse(src).body[0]
     assert _is_command(fn) and _body_lines(fn) == 3
+
+
+def test_one_way_to_register_a_group_and_one_module_per_group():
+    """Issue 20: every command module of the command line is registered the same way (by name in
+    GROUPS or COMMANDS of qrelkit.cli), one module per group; no module attaches itself to another's app."""
+    import qrelkit.cli as cli
+
+    modules = {p.stem for p in (Path(cli.__file__).parent).glob("*.py")} - {"__init__", "common", "help"}
+    registered = list(cli.GROUPS.values()) + list(cli.COMMANDS.values())
+    assert sorted(registered) == sorted(modules)
+    for m in modules:
+        text = (Path(cli.__file__).parent / f"{m}.py").read_text()
+        assert "from qrelkit.cli import app" not in text and not re.search(r"from qrelkit\.cli\.\w+ import .*\bapp\b", text), m

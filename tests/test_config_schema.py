@@ -284,7 +284,7 @@ def test_cal_params_defaults_come_from_the_schema():
 
 
 def test_dedupe_defaults_come_from_the_schema():
-    from qrelkit.cli.cal_loop import _norm
+    from qrelkit.cli.cal import _norm
     from qrelkit.cli.dedupe import _params
     from qrelkit.dedupe import DedupeParams
     from qrelkit.dedupe.tokenize import Normalization

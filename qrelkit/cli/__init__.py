@@ -7,6 +7,7 @@ Bad input never crashes: an :class:`~qrelkit.errors.InputError` becomes one line
 from __future__ import annotations
 
 import errno
+import importlib
 import inspect
 import sqlite3
 import sys
@@ -43,28 +44,21 @@ def _root(
     pass
 
 
-def _register() -> None:
-    # lazy (import cycle), not at the top: the command modules import qrelkit.cli (common), so ``app`` must exist first
-    from qrelkit.cli import batch, cal, dedupe, eval as eval_cli, labels as labels_cli, pool, runs, simulate
+#: the command groups, by name: each is the ``app`` of one module of this package (``qrelkit/cli/MODULE.py``)
+GROUPS = {"runs": "runs", "pool": "pool", "batch": "batch", "dedupe": "dedupe", "simulate": "simulate", "cal": "cal",
+          "labels": "labels", "eval": "eval", "prefs": "prefs", "reuse": "reuse", "config": "config_cmd",
+          "campaign": "campaign"}
+#: the commands of the root itself, by name: each is the ``command`` of one module of this package
+COMMANDS = {"serve": "serve"}
 
-    app.add_typer(runs.app, name="runs")
-    app.add_typer(pool.app, name="pool")
-    app.add_typer(batch.app, name="batch")
-    app.add_typer(dedupe.app, name="dedupe")
-    app.add_typer(simulate.app, name="simulate")
-    try:  # the CAL loop and simulation commands attach to the ``cal`` group when present
-        import qrelkit.cli.cal_loop  # noqa: F401 - lazy (import cycle), as above
-    except ImportError as exc:
-        if exc.name != "qrelkit.cli.cal_loop":
-            raise
-    app.add_typer(cal.app, name="cal")
-    app.add_typer(labels_cli.app, name="labels")
-    app.add_typer(eval_cli.app, name="eval")
-    app.add_typer(__import__("qrelkit.cli.prefs", fromlist=["app"]).app, name="prefs")
-    app.add_typer(__import__("qrelkit.cli.reuse", fromlist=["app"]).app, name="reuse")
-    app.add_typer(__import__("qrelkit.cli.config_cmd", fromlist=["app"]).app, name="config")
-    app.add_typer(__import__("qrelkit.cli.campaign", fromlist=["app"]).app, name="campaign")
-    import qrelkit.cli.serve  # noqa: F401 - lazy (import cycle), as above: ``qrelkit serve`` attaches to ``app``
+
+def _register() -> None:
+    """Attach every group and root command, one way: imported by module name (after ``app``
+    exists: the command modules import ``qrelkit.cli.common``, which imports this package)."""
+    for name, module in GROUPS.items():
+        app.add_typer(importlib.import_module(f"qrelkit.cli.{module}").app, name=name)
+    for name, module in COMMANDS.items():
+        app.command(name)(importlib.import_module(f"qrelkit.cli.{module}").command)
 
 
 _register()

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import typer
 
-from qrelkit.cli import app, common
+from qrelkit.cli import common
 from qrelkit.errors import InputError
 
 
-@app.command("serve")
-def serve(
+def command(
     directory: Path = typer.Argument(..., help="The campaign folder (holds campaign.db)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default; put a reverse proxy "
                              "in front to serve others)."),
