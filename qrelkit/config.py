@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib
 import json
 import os
 import re
@@ -28,55 +29,22 @@ from typing import Any, Iterable, Mapping
 
 from qrelkit.errors import InputError
 from qrelkit.io.text import read_text
+from qrelkit.params import DECLARED, TYPE_WORDS, UNIT, Key, check, what
 
 # --------------------------------------------------------------------------- the schema
-
-
-@dataclass(frozen=True)
-class Key:
-    """One configuration key.
-
-    ``type``: ``int`` | ``float`` | ``bool`` | ``str`` | ``str|int`` | ``list[int]`` | ``list[str]``
-    | ``map[int,int]`` (a table of grade -> grade) | ``map[str,list[int]]`` (a table of named
-    grade lists). ``optional``: None is allowed (the default None, or ``none`` given with
-    ``--set``; TOML has no null). ``choices`` apply to a ``str`` and to each item of a ``list[str]``;
-    ``min``/``max`` (inclusive) to numbers and to each item of a ``list[int]``; ``fixed``: the only
-    accepted value is the default (the key documents a fixed behaviour); ``unordered``: a list
-    whose order means nothing (compared as a set by :func:`changed_values`)."""
-
-    name: str
-    type: str
-    default: Any
-    help: str
-    choices: tuple | None = None
-    min: float | None = None
-    max: float | None = None
-    optional: bool = False
-    fixed: bool = False
-    unordered: bool = False  # a list whose order means nothing (a set): reordering it changes no value
-
-    def describe_type(self) -> str:
-        t = self.type + (" or none" if self.optional else "")
-        if self.choices:
-            t += ": " + " / ".join(str(c) for c in self.choices)
-        if self.min is not None or self.max is not None:
-            lo = "" if self.min is None else f"{self.min:g} <= "
-            hi = "" if self.max is None else f" <= {self.max:g}"
-            t += f" ({lo}x{hi})"
-        return t
 
 
 def _keys(*keys: Key) -> dict[str, Key]:
     return {k.name: k for k in keys}
 
 
-_UNIT = dict(min=0.0, max=1.0)
+_UNIT = UNIT
 _THREADS = ("fractional", "local", "all")
 CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-rest", "fractional", "cal", "qrels",
                    "evaluate", "reuse", "report")
 
-#: section (``stopping.knee`` for ``[stopping.knee]``) -> key name -> :class:`Key`
-SCHEMA: dict[str, dict[str, Key]] = {
+#: the sections still declared here (the others by their components: :data:`DECLARATION_MODULES`)
+_LEGACY: dict[str, dict[str, Key]] = {
     "protocol": _keys(
         Key("name", "str", "", "name of the protocol (informative)"),
         Key("source", "str", "", "where the protocol is published (informative)"),
@@ -292,9 +260,52 @@ SCHEMA: dict[str, dict[str, Key]] = {
     ),
 }
 
-#: built-in values, ``{section: {key: default}}`` (subsections nested: ``DEFAULTS["stopping"]["knee"]``)
-DEFAULTS: dict[str, dict[str, Any]] = {}
+#: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
+#: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's
+#: machinery (no numba). A component's section is declared there, beside its parameters class.
+DECLARATION_MODULES: tuple[str, ...] = ()
 
+#: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
+#: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared
+#: by other modules (plugins) follow, in the order they were declared
+SECTION_ORDER = ("protocol", "runs", "selection", "pool", "top1", "fused", "screen", "fractional", "batch", "labels",
+                 "eval", "prefs", "cal", "stopping", "stopping.knee", "stopping.budget", "stopping.target", "reuse",
+                 "campaign", "web", "dedupe")
+
+
+class _Schema(Mapping):
+    """:data:`SCHEMA`: every section and key a protocol file may set, assembled at its first use
+    from the components' declarations (:data:`DECLARATION_MODULES`, imported then) and the
+    sections still declared here, in :data:`SECTION_ORDER`."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Key]] | None = None
+
+    def _get(self) -> dict[str, dict[str, Key]]:
+        if self._data is None:
+            for name in DECLARATION_MODULES:
+                importlib.import_module(name)  # a declaration module: qrelkit.params only (see above)
+            both = {**_LEGACY, **DECLARED}
+            order = [s for s in SECTION_ORDER if s in both] + [s for s in DECLARED if s not in SECTION_ORDER]
+            self._data = {s: both[s] for s in order}
+        return self._data
+
+    def refresh(self) -> None:
+        """Assemble again at the next use (after a plugin declared a section)."""
+        self._data = None
+
+    def __getitem__(self, section: str) -> dict[str, Key]:
+        return self._get()[section]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+#: section (``stopping.knee`` for ``[stopping.knee]``) -> key name -> :class:`Key`
+SCHEMA: Mapping[str, dict[str, Key]] = _Schema()
 
 def _slot(tree: dict[str, Any], section: str) -> dict[str, Any]:
     """The dict of ``section`` in a nested ``{section: {key: value}}`` tree (``a.b``: ``tree[a][b]``),
@@ -304,8 +315,13 @@ def _slot(tree: dict[str, Any], section: str) -> dict[str, Any]:
     return d.setdefault(sub, {}) if sub else d
 
 
-for _sec, _ks in SCHEMA.items():
-    _slot(DEFAULTS, _sec).update({k.name: copy.deepcopy(k.default) for k in _ks.values()})
+def defaults_tree() -> dict[str, dict[str, Any]]:
+    """The built-in values, ``{section: {key: default}}`` (subsections nested:
+    ``tree["stopping"]["knee"]``), a fresh copy."""
+    tree: dict[str, dict[str, Any]] = {}
+    for sec, keys in SCHEMA.items():
+        _slot(tree, sec).update({k.name: copy.deepcopy(k.default) for k in keys.values()})
+    return tree
 
 
 def format_value(value: Any) -> str:
@@ -329,92 +345,15 @@ def defaults(section: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- validation
 
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-               "str|int": "a string or an integer", "list[int]": "a list of integers",
-               "list[str]": "a list of strings", "map[int,int]": "a table of grade = grade",
-               "map[str,list[int]]": "a table of name = [grades]"}
-
-
-def _what(value: Any) -> str:
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a table"}.get(type(value), type(value).__name__)
-    shown = f'"{value}"' if isinstance(value, str) else ("true" if value else "false") if isinstance(value, bool) \
-        else repr(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    return f"{shown} ({kind})"
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _label(section: str, key: str) -> str:
     return f"[{section}] {key}"
 
 
 def check_value(section: str, key: str, value: Any, file: str | None = None, line: int | None = None) -> Any:
-    """``value`` checked against the schema of ``[section] key``, returned as stored (an integer
-    given for a float key becomes a float); raises :class:`InputError` ``bad-type``,
-    ``out-of-range`` or ``bad-choice``."""
-    spec = SCHEMA[section][key]
-    name = _label(section, key)
-
-    def bad(rule: str, msg: str) -> InputError:
-        return InputError(rule, f"{name} {msg}", file, line)
-
-    if value is None or (spec.optional and isinstance(value, str) and value.strip().lower() == "none"):
-        if spec.optional:
-            return None
-        raise bad("bad-type", f"must be {_TYPE_WORDS[spec.type]}, got none")
-    t = spec.type
-    if t == "int":
-        ok = _is_int(value)
-    elif t == "float":
-        ok = _is_num(value)
-        value = float(value) if ok else value
-    elif t == "bool":
-        ok = isinstance(value, bool)
-    elif t == "str":
-        ok = isinstance(value, str)
-    elif t == "str|int":
-        ok = isinstance(value, str) or _is_int(value)
-    elif t in ("list[int]", "list[str]"):
-        if isinstance(value, tuple):
-            value = list(value)
-        item_ok = _is_int if t == "list[int]" else (lambda x: isinstance(x, str))
-        ok = isinstance(value, list) and all(item_ok(x) for x in value)
-    elif t == "map[int,int]":
-        ok = isinstance(value, Mapping) and all(re.fullmatch(r"-?\d+", str(k)) and _is_int(v) for k, v in value.items())
-    elif t == "map[str,list[int]]":
-        ok = isinstance(value, Mapping) and all(isinstance(v, list) and all(_is_int(x) for x in v)
-                                                for v in value.values())
-    else:  # pragma: no cover - a schema typo
-        raise AssertionError(f"unknown schema type {t}")
-    if not ok:
-        raise bad("bad-type", f"must be {_TYPE_WORDS[t]}, got {_what(value)}")
-    if spec.fixed and value != spec.default:
-        raise bad("bad-choice", f"is fixed to {spec.default!r}, got {value!r}")
-    items = value if isinstance(value, list) else [value]
-    if spec.choices is not None:
-        for v in items:
-            if v not in spec.choices:
-                close = difflib.get_close_matches(str(v), [str(c) for c in spec.choices], n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise bad("bad-choice", f"must be one of {', '.join(map(str, spec.choices))}, got {v!r}{hint}")
-    if spec.min is not None or spec.max is not None:
-        for v in items:
-            if not _is_num(v):
-                continue
-            if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
-                lo = "" if spec.min is None else f">= {spec.min:g}"
-                hi = "" if spec.max is None else f"<= {spec.max:g}"
-                raise bad("out-of-range", f"must be {' and '.join(x for x in (lo, hi) if x)}, got {v!r}")
-    return value
+    """``value`` checked against the schema of ``[section] key`` (:func:`qrelkit.params.check`),
+    returned as stored (an integer given for a float key becomes a float); raises
+    :class:`InputError` ``bad-type``, ``out-of-range`` or ``bad-choice``."""
+    return check(SCHEMA[section][key], section, value, file, line)
 
 
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
@@ -470,7 +409,7 @@ def validate(doc: Mapping[str, Any], file: str | None = None, text: str | None =
         if sec not in top:
             raise _unknown("section", sec, top, file, line_of(sec))
         if not isinstance(values, Mapping):
-            raise InputError("bad-type", f"[{sec}] must be a table, got {_what(values)}", file, line_of(sec))
+            raise InputError("bad-type", f"[{sec}] must be a table, got {what(values)}", file, line_of(sec))
         out[sec] = _validate_section(sec, values, file, line_of)
     return out
 
@@ -483,7 +422,7 @@ def _validate_section(sec: str, values: Mapping[str, Any], file, line_of) -> dic
         path = (*sec.split("."), key)
         if key in subs and key not in keys:
             if not isinstance(v, Mapping):
-                raise InputError("bad-type", f"[{subs[key]}] must be a table, got {_what(v)}", file, line_of(*path))
+                raise InputError("bad-type", f"[{subs[key]}] must be a table, got {what(v)}", file, line_of(*path))
             res[key] = _validate_section(subs[key], v, file, line_of)
         elif key in keys:
             res[key] = check_value(sec, key, v, file, line_of(*path))
@@ -579,7 +518,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     ...     print(exc)
     --set: [unknown-key] unknown key 'dpth' in [pool]; did you mean 'depth'?
     """
-    cfg = Config(copy.deepcopy(DEFAULTS))
+    cfg = Config(defaults_tree())
     if path is not None:
         p = Path(path)
         text = read_text(p)
@@ -605,7 +544,7 @@ def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = Non
     where``; a campaign store's ``campaign_config``): the values as they were, over the defaults
     (a key declared since is its default; a key no longer declared is left out). The rules across
     keys are not run again: the rows passed them when they were recorded."""
-    cfg = Config(copy.deepcopy(DEFAULTS))
+    cfg = Config(defaults_tree())
     for r in rows:
         sec, key = str(r["section"]), str(r["key"])
         if sec in SCHEMA and key in SCHEMA[sec]:
@@ -884,7 +823,7 @@ def _level_above_scale(cfg: Config, section: str, key: str, consequence: str) ->
     """A grade level ``[section] key`` above every grade of ``[labels] scale`` (None when it is not,
     or is not a level)."""
     level, scale = _v(cfg, section, key), _grades(_v(cfg, "labels", "scale"))
-    if not _is_int(level) or not scale or level <= scale[-1]:
+    if not (isinstance(level, int) and not isinstance(level, bool)) or not scale or level <= scale[-1]:
         return None
     return Conflict(((section, key), ("labels", "scale")), f"no grade of the scale reaches it: {consequence}",
                     f"set {key} to at most {scale[-1]}")

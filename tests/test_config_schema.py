@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from qrelkit.cli import run
-from qrelkit.config import DEFAULTS, SCHEMA, Config, check_value, find_line, load_config
+from qrelkit.config import SCHEMA, Config, check_value, defaults_tree, find_line, load_config
 from qrelkit.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,9 +240,10 @@ def _same(a, b) -> bool:
 
 
 def test_defaults_equal_the_former_config_defaults():
+    tree = defaults_tree()
     for sec, keys in OLD_CONFIG_DEFAULTS.items():
         for k, v in keys.items():
-            assert _same(DEFAULTS[sec][k], v), (sec, k, DEFAULTS[sec][k], v)
+            assert _same(tree[sec][k], v), (sec, k, tree[sec][k], v)
 
 
 def test_reuse_defaults_come_from_the_schema():
@@ -294,8 +295,8 @@ def test_dedupe_defaults_come_from_the_schema():
     base = DedupeParams()
     assert p == base                                     # the CLI's defaults are the library's
     for k in SCHEMA["dedupe"]:
-        assert getattr(p, k) == DEFAULTS["dedupe"][k] == getattr(base, k), k
-    assert _norm(cfg) == Normalization(**{k: DEFAULTS["dedupe"][k] for k in ("lower", "strip_html", "keep_digits")})
+        assert getattr(p, k) == defaults_tree()["dedupe"][k] == getattr(base, k), k
+    assert _norm(cfg) == Normalization(**{k: defaults_tree()["dedupe"][k] for k in ("lower", "strip_html", "keep_digits")})
     assert _params(cfg, threshold=0.8).threshold == 0.8
     with pytest.raises(InputError) as e:
         _params(cfg, threshold=1.5)
@@ -473,7 +474,7 @@ def test_python_api_defaults_agree_with_the_schema():
     for fn, keys in checks.items():
         sig = inspect.signature(fn)
         for arg, (sec, key) in keys.items():
-            assert sig.parameters[arg].default == DEFAULTS[sec][key], (fn.__name__, arg)
+            assert sig.parameters[arg].default == defaults_tree()[sec][key], (fn.__name__, arg)
     assert "Bpref" in DEFAULT_MEASURES and "none: AP, nDCG@10, P@10, Bpref, Judged@10" in SCHEMA["reuse"]["measures"].help
 
 
