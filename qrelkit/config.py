@@ -239,31 +239,12 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
             "those of their batches, and may take a topic's places held by assessors without an account"),
     ),
-    "dedupe": _keys(
-        Key("ngram", "int", 3, "words per shingle", min=1),
-        Key("num_perm", "int", 128, "MinHash permutations", min=1),
-        Key("bands", "int", 32, "LSH bands", min=1),
-        Key("rows", "int", 4, "rows per LSH band", min=1),
-        Key("seed", "int", 1, "seed of the MinHash permutations", min=0),
-        Key("threshold", "float", 0.6, "Jaccard a pair (and a member vs. its canonical) must reach", **_UNIT),
-        Key("verify", "str", "exact", "check of candidate pairs and members: exact Jaccard of the shingle sets, "
-            "the signatures' estimate, or none", choices=("none", "signature", "exact")),
-        Key("mode", "str", "components", "classes: connected components or NIST's first claims",
-            choices=("components", "greedy")),
-        Key("linkage", "str", "canonical", "members verified against the canonical, or single linkage",
-            choices=("canonical", "single")),
-        Key("canonical", "str", "first", "canonical passage: first in corpus order, or judged first",
-            choices=("first", "priority")),
-        Key("lower", "bool", True, "lower-case the text"),
-        Key("strip_html", "bool", True, "strip HTML tags"),
-        Key("keep_digits", "bool", True, "digits form words (false: letters only, as NIST)"),
-    ),
 }
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
 #: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
-DECLARATION_MODULES: tuple[str, ...] = ()
+DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.dedupe.params",)
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared

@@ -249,6 +249,15 @@ class Params:
                     values[name] = cls.coerce(name, copy.deepcopy(v))
         return cls(**values)
 
+    def __post_init__(self) -> None:
+        """Every field with a declared key is checked against it (a value built in Python, or a
+        configuration's: the same rules as a protocol file's)."""
+        for f in dataclasses.fields(self):
+            section, key = self.source(f.name)
+            spec = _spec(type(self), section, key)
+            if spec is not None:
+                check(spec, section, getattr(self, f.name))
+
     @classmethod
     def coerce(cls, field: str, value: Any) -> Any:
         """A stored value as the field holds it (the identity here; subclasses convert)."""

@@ -48,7 +48,10 @@ def specs(names: list[str]) -> list[str]:
         if name in seen:
             continue
         out.append(name)
-        info = pkgutil.ModuleInfo(None, name, ispkg=hasattr(importlib.import_module(name), "__path__"))
+        mod = importlib.import_module(name)
+        for attr in getattr(mod, "__all__", ()):  # a package that loads its names at first use (PEP 562): load them
+            getattr(mod, attr)
+        info = pkgutil.ModuleInfo(None, name, ispkg=hasattr(mod, "__path__"))
         seen.update(m.name for m in pdoc.extract.walk_packages2([info]))
     return out
 

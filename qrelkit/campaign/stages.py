@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -26,8 +26,8 @@ from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.cal.store import combine_log
 from qrelkit.campaign.store import CampaignStore
 from qrelkit.config import Config, assessor_file_name
-from qrelkit.dedupe.cluster import DedupeParams, cluster_corpus
-from qrelkit.dedupe.tokenize import Normalization
+from qrelkit.dedupe.cluster import cluster_corpus
+from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
 from qrelkit.io.manifest import read_manifest
@@ -338,8 +338,7 @@ def stage_select(ctx: Context) -> dict:
 def stage_dedupe(ctx: Context) -> dict:
     """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
     ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
-    names = {f.name for f in fields(DedupeParams)} - {"chunk_rows"}
-    params = DedupeParams(**{k: ctx.cfg.get_value("dedupe", k) for k in sorted(names)})
+    params = DedupeParams.from_config(ctx.cfg)
     clu = cluster_corpus(ctx.paths["corpus"], params)
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.__dict__.pop("classes", None)
@@ -478,7 +477,7 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        norm = Normalization(**{k: bool(ctx.cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
+        norm = DedupeParams.from_config(ctx.cfg).norm
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
                        shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
         os.replace(tmp, out)

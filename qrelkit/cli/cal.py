@@ -17,6 +17,7 @@ from qrelkit.cal.stopping import replay_store
 from qrelkit.cal.store import init_store, open_store, store_errors
 from qrelkit.cli import common
 from qrelkit.config import SCHEMA, check_value
+from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import lookup_texts, passages_upper_bound
@@ -245,9 +246,7 @@ def replay(
 def _norm(cfg):
     """The tokenizer settings of the near-duplicate module (config ``[dedupe]``): CAL features
     and near-duplicate detection see the same words."""
-    from qrelkit.dedupe.tokenize import Normalization  # lazy: numba kernels, slow to import
-
-    return Normalization(**{k: bool(cfg.get_value("dedupe", k)) for k in ("lower", "strip_html", "keep_digits")})
+    return DedupeParams.from_config(cfg).norm
 
 
 def _cal_params(cfg, **overrides):

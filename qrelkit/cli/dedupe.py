@@ -17,6 +17,7 @@ from qrelkit.io.classes import dedupe_runs, read_classes
 from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import judged, read_qrels, write_qrels
 from qrelkit.io.runs import write_trec_run
+from qrelkit.dedupe.params import DedupeParams
 from qrelkit.io.tables import write_table
 
 # Imports inside the commands (qrelkit.dedupe): it compiles numba kernels and 'dedupe cluster --dask'
@@ -25,11 +26,8 @@ app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs,
 
 
 def _params(cfg, **flags):
-    from qrelkit.dedupe import DedupeParams  # lazy: qrelkit.dedupe loads numba
-
-    keys = ["ngram", "num_perm", "bands", "rows", "seed", "threshold", "verify", "mode", "linkage", "canonical", "lower",
-            "strip_html", "keep_digits"]
-    return DedupeParams(**{k: cfg.get_value("dedupe", k, flags.get(k)) for k in keys})
+    """``[dedupe]`` of the config with the command's flags (a flag given wins)."""
+    return DedupeParams.from_config(cfg, **flags)
 
 
 def _write_nist(lines: pa.Table, path: Path) -> None:

@@ -19,7 +19,7 @@ a class.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -29,65 +29,13 @@ import pyarrow.compute as pc
 from qrelkit.dedupe import lsh
 from qrelkit.dedupe._exact import exact_pairs
 from qrelkit.dedupe.minhash import permutations, signatures, sorted_sets
-from qrelkit.dedupe.tokenize import Normalization
+from qrelkit.dedupe.params import CANONICAL, LINKAGE, MODES, VERIFY, DedupeParams, Normalization  # noqa: F401 - public here too
 from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import iter_corpus, passages_upper_bound
 
 CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()), ("class_size", pa.int32())])
-VERIFY = ("none", "signature", "exact")
-MODES = ("components", "greedy")
-CANONICAL = ("first", "priority")
-LINKAGE = ("canonical", "single")
 SMALL_COMPONENT = 32  # verified components up to this size get all their pairs checked (star classes)
-
-
-@dataclass
-class DedupeParams:
-    """Every parameter of a clustering run (stored in the output's metadata)."""
-
-    ngram: int = 3
-    num_perm: int = 128
-    bands: int = 32
-    rows: int = 4
-    seed: int = 1
-    threshold: float = 0.6
-    verify: str = "exact"
-    mode: str = "components"
-    linkage: str = "canonical"
-    canonical: str = "first"
-    lower: bool = True
-    strip_html: bool = True
-    keep_digits: bool = True
-    chunk_rows: int = 100_000
-
-    def __post_init__(self) -> None:
-        if self.bands * self.rows > self.num_perm:
-            raise InputError("bad-option", f"bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
-        if self.bands < 1 or self.rows < 1 or self.ngram < 1 or self.num_perm < 1:
-            raise InputError("bad-option", "bands, rows, ngram and num_perm must be >= 1")
-        if self.verify not in VERIFY:
-            raise InputError("bad-option", f"verify must be one of {VERIFY}")
-        if self.mode not in MODES:
-            raise InputError("bad-option", f"mode must be one of {MODES}")
-        if self.linkage not in LINKAGE:
-            raise InputError("bad-option", f"linkage must be one of {LINKAGE}")
-        if self.canonical not in CANONICAL:
-            raise InputError("bad-option", f"canonical must be one of {CANONICAL}")
-        if not 0 <= self.threshold <= 1:
-            raise InputError("bad-option", "threshold must be in [0, 1]")
-
-    @property
-    def norm(self) -> Normalization:
-        return Normalization(lower=self.lower, strip_html=self.strip_html, keep_digits=self.keep_digits)
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("chunk_rows")
-        return d
-
-    def s_curve(self) -> dict[float, float]:
-        return lsh.s_curve(self.bands, self.rows)
 
 
 @dataclass

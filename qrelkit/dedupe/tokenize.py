@@ -24,29 +24,18 @@ same value from the shingle's text (``b"w1 w2 w3"``), so it can serve as a ``has
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 
 import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qrelkit.dedupe.params import Normalization
+
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 SHINGLE_SEED = np.uint64(0x9E3779B97F4A7C15)
 MASK64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """How text becomes words (see the module doc)."""
-
-    lower: bool = True
-    strip_html: bool = True
-    keep_digits: bool = False
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @nb.njit(inline="always", cache=True)
