@@ -49,13 +49,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("name", "str", "", "name of the protocol (informative)"),
         Key("source", "str", "", "where the protocol is published (informative)"),
     ),
-    "runs": _keys(
-        Key("max_depth", "int", None, "at most this many items per topic in a run (rule max-depth); none: no limit",
-            min=1, optional=True),
-        Key("expected_depth", "int", None, "fewer items than this per topic is reported (warning shallow-topics)",
-            min=1, optional=True),
-        Key("lenient", "bool", False, "repair run defects (counted) instead of failing on the first"),
-    ),
     "selection": _keys(
         Key("include_baselines", "bool", True, "every baseline run feeds the pool"),
         Key("per_group", "int", 3, "the N highest-priority runs per group (and subtask) feed the pool", min=0),
@@ -244,7 +237,7 @@ _LEGACY: dict[str, dict[str, Key]] = {
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
 #: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
-DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.dedupe.params",)
+DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params")
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared

@@ -31,6 +31,7 @@ from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import check_corpus
 from qrelkit.io.manifest import read_manifest
+from qrelkit.io.params import RunsParams
 from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
@@ -113,9 +114,8 @@ class Campaign:
         tdf = read_topics(paths["topics"])
         man = read_manifest(paths["manifest"])
         run_files = _files(paths["runs"])
-        read_runs(run_files, lenient=bool(cfg.get_value("runs", "lenient")), topics=tdf["qid"].tolist(),
-                  max_depth=cfg.get_value("runs", "max_depth"), expected_depth=cfg.get_value("runs", "expected_depth"),
-                  manifest=man, ties=str(cfg.get_value("pool", "ties")))
+        read_runs(run_files, **RunsParams.from_config(cfg).read_args(), topics=tdf["qid"].tolist(), manifest=man,
+                  ties=str(cfg.get_value("pool", "ties")))
         corpus_check = check_corpus(paths["corpus"])  # every rule, in one pass that also fingerprints it
         if corpus_check.passages == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))

@@ -31,6 +31,7 @@ from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
 from qrelkit.io.manifest import read_manifest
+from qrelkit.io.params import RunsParams
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
@@ -125,10 +126,8 @@ class Context:
 
     @cached_property
     def runset(self):
-        return read_runs([Path(p) for p in self.paths["runs"]], lenient=bool(self.cfg.get_value("runs", "lenient")),
-                         topics=self.topic_ids, max_depth=self.cfg.get_value("runs", "max_depth"),
-                         expected_depth=self.cfg.get_value("runs", "expected_depth"),
-                         manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
+        return read_runs([Path(p) for p in self.paths["runs"]], **RunsParams.from_config(self.cfg).read_args(),
+                         topics=self.topic_ids, manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
 
     @cached_property
     def manifest(self) -> pd.DataFrame:

@@ -12,6 +12,7 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.io.params import RunsParams
 from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.qrels import read_qrels
@@ -45,7 +46,7 @@ def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -
 def read_eval_qrels(path: Path, cfg, lenient: Optional[bool], counts: dict[str, int]):
     """Qrels for evaluation: grades outside the config's ``[labels] scale`` are the error
     ``grade-out-of-scale`` (lenient: the line is dropped and counted in ``counts``)."""
-    return read_qrels(path, lenient=bool(cfg.get_value("runs", "lenient", lenient)),
+    return read_qrels(path, lenient=RunsParams.from_config(cfg, lenient=lenient).lenient,
                       scale=cfg.get_value("labels", "scale"), counts=counts)
 
 

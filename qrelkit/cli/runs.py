@@ -10,6 +10,7 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.io import runsets
+from qrelkit.io.params import RunsParams
 from qrelkit.io.runs import RunSet, expand_sources, write_trec_run
 from qrelkit.io.tables import write_table
 
@@ -18,12 +19,15 @@ app = typer.Typer(help="Validate and canonicalize runs.", no_args_is_help=True)
 RunsArg = typer.Argument(..., help="Run files (TREC text, .gz, Parquet) or folders of them.")
 
 
-def load_runs(runs: List[Path], cfg, **options) -> RunSet:
-    """:func:`qrelkit.io.runsets.load_runs` (the config's validation settings, flags win) with a
-    progress bar on stderr; ``options`` are its keyword arguments."""
+def load_runs(runs: List[Path], cfg, *, lenient: Optional[bool] = None, max_depth: Optional[int] = None,
+              expected_depth: Optional[int] = None, **options) -> RunSet:
+    """:func:`qrelkit.io.runsets.load_runs` with the config's ``[runs]`` (the flags given win:
+    :class:`~qrelkit.io.params.RunsParams`) and a progress bar on stderr; ``options`` are its
+    other keyword arguments."""
+    params = RunsParams.from_config(cfg, lenient=lenient, max_depth=max_depth, expected_depth=expected_depth)
     paths = expand_sources(runs)
     with common.progress("reading runs", len(paths)) as advance:
-        return runsets.load_runs(paths, cfg, progress=advance, **options)
+        return runsets.load_runs(paths, params, progress=advance, **options)
 
 
 @app.command("validate")
