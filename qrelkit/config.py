@@ -95,45 +95,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("assessors_per_item", "int", 1, "assessors judging each item (never one assessor twice)", min=1),
         Key("seed", "int", 0, "seed of the assignment to assessors", min=0),
     ),
-    "labels": _keys(
-        Key("scale", "list[int]", [0, 1, 2, 3], "grades an assessor may give"),
-        Key("passage_relevant", "list[int]", [2, 3], "grades that make a passage relevant (scheme 'passage')",
-            unordered=True),
-        Key("document_relevant", "list[int]", [1, 2, 3], "grades that make a document relevant (scheme 'document')",
-            unordered=True),
-        Key("document_rule", "str", "max", "passage -> document grade", choices=("max", "min", "median_high")),
-        Key("grade_map", "map[int,int]", {}, "passage grade -> document grade table applied first, e.g. { 1 = 0 }"),
-        Key("schemes", "map[str,list[int]]", {}, "further named binarization schemes: name = [grades]"),
-        Key("vote_threshold", "int", 2, "several assessors: a vote is relevant at this grade or above"),
-        Key("graded", "str", "ceil_median", "graded label of several assessors",
-            choices=("ceil_median", "median_high")),
-        Key("fallback", "list[str]", ["original", "lowest"], "no majority (a tie): these rules, left to right",
-            choices=("original", "lowest", "highest", "not-relevant", "relevant", "drop")),
-        Key("original_threshold", "int", 1, "an original qrel at or above this grade is relevant"),
-        Key("min_assessors", "int", 1, "a topic enters the evaluation set with at least this many assessors", min=1),
-        Key("require_original_relevant", "bool", False, "a topic also needs a relevant original qrel"),
-        Key("label", "str", "graded", "qrels written from aggregated labels", choices=("graded", "binary")),
-        Key("agreement_level", "str", "ordinal", "Krippendorff's alpha level of measurement",
-            choices=("nominal", "ordinal", "interval", "ratio")),
-    ),
-    "eval": _keys(
-        Key("measures", "list[str]", ["nDCG@10", "AP", "RR@10", "P@10", "Judged@10"], "ir-measures measures"),
-        Key("relevant", "str|int", None, "relevant grades of binary measures: a scheme or a level; none: 1",
-            optional=True),
-        Key("missing", "str", "zero", "judged topics missing from a run", choices=("zero", "skip", "error")),
-        Key("k", "int", 10, "outcome breakdown: top k", min=1),
-        Key("tests", "list[str]", ["ttest", "wilcoxon", "ranksum", "randomization"], "significance tests",
-            choices=("ttest", "wilcoxon", "ranksum", "randomization")),
-        Key("corrections", "list[str]", ["bonferroni", "holm"], "multiple-comparison corrections",
-            choices=("bonferroni", "holm")),
-        Key("alpha", "float", 0.05, "significance level", **_UNIT),
-        Key("randomizations", "int", 10000, "permutations of the randomization test", min=1),
-        Key("seed", "int", 0, "seed of the randomization test", min=0),
-        Key("duplicate_measures", "list[str]", ["P@10", "nDCG@10"], "measures of the near-duplicate treatments"),
-        Key("depth", "int", None, "evaluate runs cut at this depth; none: whole runs", min=1, optional=True),
-        Key("ranking", "str", "trec_eval", "order of a run's documents: trec_eval (scores as float32, ties by "
-            "docid descending) or exact (64-bit scores)", choices=("trec_eval", "exact")),
-    ),
     "prefs": _keys(
         Key("pairs_per_task", "int", 10, "real pairs per crowd task", min=1),
         Key("test_pairs", "int", 3, "test pairs per task (known relevant vs. off-topic)", min=0),
@@ -201,21 +162,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
     "stopping.target": _keys(
         Key("size", "int", 10, "target rule: relevant passages in the target sample", min=1),
     ),
-    "reuse": _keys(
-        Key("procedure", "str", "group", "leave out one group, one run or one type", choices=("group", "run", "type")),
-        Key("uniqueness", "str", "pooled", "'only it contributed' through the pooled or all submitted runs",
-            choices=("pooled", "submitted")),
-        Key("orphans", "str", "shared", "judged items no run contributed: never removed, or attributed",
-            choices=("shared", "retrieved")),
-        Key("orphan_depth", "int", 100, "orphans retrieved: attributed within this depth", min=1),
-        Key("removal", "str", "remove", "unique judged items: removed, or kept as unjudged",
-            choices=("remove", "unjudged")),
-        Key("measures", "list[str]", None, "measures of the study; none: AP, nDCG@10, P@10, Bpref, Judged@10",
-            optional=True),
-        Key("density_threshold", "float", 0.4, "'sufficiently complete' at this relevance density or below", **_UNIT),
-        Key("voorhees_relevant_share", "float", 0.333, "Voorhees' share of relevant items found by one group",
-            **_UNIT),
-    ),
     "campaign": _keys(
         Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
             "qrels always run)", choices=CAMPAIGN_STAGES, unordered=True),
@@ -237,7 +183,8 @@ _LEGACY: dict[str, dict[str, Key]] = {
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
 #: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
-DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params")
+DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params", "qrelkit.labels.params",
+                                              "qrelkit.evaluate.params", "qrelkit.reuse.params")
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared

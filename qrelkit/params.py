@@ -242,7 +242,8 @@ class Params:
             flag = flags.get(name)
             if flag is not None:
                 spec = _spec(cls, section, key)
-                values[name] = cls.coerce(name, check(spec, section, flag, file="<flag>") if spec else flag)
+                flag = cls.coerce(name, flag)
+                values[name] = cls.coerce(name, check(spec, section, flag, file="<flag>")) if spec else flag
             else:
                 v = lookup(cfg, section, key)
                 if not is_missing(v):

@@ -18,6 +18,7 @@ from qrelkit.campaign.stages import combine_rule
 from qrelkit.cal.features import load_features
 from qrelkit.cli import run as cli
 from qrelkit.config import load_config
+from qrelkit.labels.params import LabelsParams
 from qrelkit.labels import VoteRule, aggregate_judgments, aggregation_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def test_dl2022_config_aggregates_by_the_vote():
     assert cfg.get_value("campaign", "combine") == "vote"
     rule = combine_rule(cfg)
     assert rule == VoteRule(threshold=2, graded="ceil_median", fallback=("original", "lowest"))
-    assert aggregation_options(cfg)["threshold"] == rule.threshold
+    assert aggregation_options(LabelsParams.from_config(cfg))["threshold"] == rule.threshold
 
 
 def test_vote_and_median_high_decide_differently(both):

@@ -18,10 +18,12 @@ import pandas as pd
 import pytest
 
 from qrelkit.cli import run
+from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runsets import load_runs
 from qrelkit.io.tables import read_metadata, read_table
+from qrelkit.reuse.params import ReuseParams
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def test_relevance_level_and_scoring_options_are_eval_score(camp, tmp_path):
     assert relevance_level("passage") == relevance_level("2,3")
     rs = load_runs(camp / "runs")
     ev = evaluate(rs.table, read_qrels(camp / "qrels.txt"), run_names=rs.runs,
-                  **scoring_options(measures=["AP", "P@10"], relevant=">=2"))
+                  **scoring_options(EvalParams.from_config(None, measures=["AP", "P@10"], relevant=">=2")))
     assert read_table(out).equals(ev.per_query)
 
 
@@ -89,8 +91,8 @@ def test_comparison_options_are_eval_compare(camp, tmp_path):
                 "--measure", "AP", "--tests", "ttest,randomization", "--randomizations", "200", "--seed", "3",
                 "--baseline", "p_bm25"]) == 0
     rs = load_runs(camp / "runs")
-    ev = evaluate(rs.table, read_qrels(camp / "qrels.txt"), run_names=rs.runs, **scoring_options(measures=["AP"]))
-    co = comparison_options(tests=["ttest", "randomization"], randomizations=200, seed=3)
+    ev = evaluate(rs.table, read_qrels(camp / "qrels.txt"), run_names=rs.runs, **scoring_options(EvalParams.from_config(None, measures=["AP"])))
+    co = comparison_options(EvalParams.from_config(None, tests=["ttest", "randomization"], randomizations=200, seed=3))
     co.pop("k")
     sig = significance(ev.per_query, ev.measures, baseline="p_bm25", **co)
     pd.testing.assert_frame_equal(_frame(out), sig.reset_index(drop=True), check_dtype=False)
@@ -115,7 +117,7 @@ def test_reuse_study_is_reuse_leave_out(camp, tmp_path, capsys, with_pool):
 
     q = read_qrels(camp / "qrels.txt")
     man = read_manifest(camp / "manifest.csv")
-    opts = leave_out_options(measures=["AP", "P@10"])
+    opts = leave_out_options(ReuseParams.from_config(None, measures=["AP", "P@10"]))
     ps = pool_setting(pool=pool, depth=None if pool else 5)
     rs = load_runs(camp / "runs", manifest=camp / "manifest.csv", ties=ps.ties)
     pooled, source = pooled_runs(rs.runs, man, ps.params, pool_name=str(pool))

@@ -254,7 +254,9 @@ def test_reuse_defaults_come_from_the_schema():
     assert not hasattr(reuse_cli, "REUSE_DEFAULTS")
     cfg = load_config(None)
     assert {k: cfg.get_value("reuse", k) for k in OLD_REUSE} == OLD_REUSE
-    opts = leave_out_options(cfg)
+    from qrelkit.reuse.params import ReuseParams
+
+    opts = leave_out_options(ReuseParams.from_config(cfg))
     names = {"voorhees_relevant_share": "voorhees_share"}
     assert {k: opts[names.get(k, k)] for k in OLD_REUSE if k != "measures"} == \
         {k: v for k, v in OLD_REUSE.items() if k != "measures"}

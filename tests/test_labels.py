@@ -13,6 +13,7 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
+from qrelkit.labels.params import LabelsParams
 from qrelkit.io.qrels import QRELS_SCHEMA, read_qrels
 from qrelkit.labels import (
     aggregate_judgments, assessor_agreement, binarize, compare_labels, expand_qrels, max_rule_feasibility,
@@ -133,7 +134,7 @@ def test_agreement_statistics_come_from_the_libraries():
 
 
 def test_binarization_schemes_are_named_in_the_config():
-    cfg = load_config(ROOT / "configs" / "trec-dl-2022.toml")
+    cfg = LabelsParams.from_config(load_config(ROOT / "configs" / "trec-dl-2022.toml"))
     assert scheme_grades("passage", cfg) == [2, 3] and scheme_grades("document", cfg) == [1, 2, 3]
     assert scheme_grades("strict", cfg) == [3] and scheme_grades(">=2", cfg) == [2, 3] and scheme_grades("1,3", cfg) == [1, 3]
     assert threshold_of([2, 3], [0, 1, 2, 3]) == 2 and threshold_of([1, 2, 3]) == 1

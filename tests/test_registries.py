@@ -23,6 +23,7 @@ from qrelkit.cal.store import init_store
 from qrelkit.cli import run
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
+from qrelkit.labels.params import LabelsParams
 from qrelkit.labels.binarize import available_schemes, register_scheme, scheme_grades
 from qrelkit.pooler import (
     available_pools, depth_pool, fractional_ids, fractional_pool, fused_pool, make_pool, register_pool, top1_pool,
@@ -152,12 +153,12 @@ def schemes(monkeypatch):
 
 
 def test_scheme_registry(schemes, tmp_path):
-    cfg = load_config(None)
+    cfg = LabelsParams.from_config(load_config(None))
     assert scheme_grades("passage", cfg) == [2, 3] and scheme_grades("document", cfg) == [1, 2, 3]
     assert scheme_grades(" 3,2 ", cfg) == [2, 3] and scheme_grades(">=1", cfg) == [1, 2, 3] and scheme_grades([3, 2]) == [2, 3]
     assert {"passage", "document"} <= set(available_schemes(cfg))
     register_scheme("top-only", [3])
-    register_scheme("half", lambda c: [g for g in c.get_value("labels", "scale") if g >= 2])
+    register_scheme("half", lambda labels: [g for g in labels.scale if g >= 2])
     assert scheme_grades("top-only", cfg) == [3] and scheme_grades("half", cfg) == [2, 3]
     assert {"top-only", "half"} <= set(available_schemes(cfg))
     # the config is the user's word: its [labels.schemes] wins over a registered scheme, but
@@ -166,7 +167,7 @@ def test_scheme_registry(schemes, tmp_path):
     with pytest.raises(InputError, match=r"\[scheme-shadows-level\]"):
         load_config(tmp_path / "c.toml")
     (tmp_path / "c.toml").write_text("[labels]\npassage_relevant = [3]\n[labels.schemes]\ntop-only = [2, 3]\n")
-    c2 = load_config(tmp_path / "c.toml")
+    c2 = LabelsParams.from_config(load_config(tmp_path / "c.toml"))
     assert scheme_grades("top-only", c2) == [2, 3] and scheme_grades("passage", c2) == [3] and "top-only" in available_schemes(c2)
     with pytest.raises(InputError, match=r"\[bad-scheme\] unknown binarization scheme 'nope'"):
         scheme_grades("nope", cfg)
@@ -182,7 +183,7 @@ def test_a_registered_scheme_reaches_the_commands(schemes, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["relevant_grades"] == [3]
     assert (tmp_path / "b.txt").read_text().split("\n")[:3] == ["1 0 p1 1", "1 0 p2 0", "1 0 p3 0"]
     from qrelkit.labels.relevance import relevance_level
-    assert relevance_level("top-only", load_config(None)) == 3
+    assert relevance_level("top-only") == 3
 
 
 # -- pool kinds ------------------------------------------------------------------------------------

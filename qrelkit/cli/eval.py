@@ -12,7 +12,9 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.params import RunsParams
+from qrelkit.labels.params import LabelsParams
 from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.qrels import read_qrels
@@ -41,6 +43,16 @@ def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -
         return (*load_canonical_runs(runs[0], topics), {})
     rs = load_runs(runs, cfg, lenient=lenient)
     return rs.table, rs.runs, rs.repairs()
+
+
+def _scoring(cfg, measure, missing, relevant, *, duplicates: bool = False) -> dict:
+    """:func:`qrelkit.evaluate.protocol.scoring_options` of the config's ``[eval]`` with the flags
+    (given measures replace the configured ones)."""
+    from qrelkit.evaluate.protocol import scoring_options  # lazy: qrelkit.evaluate loads ir_measures
+
+    key = "duplicate_measures" if duplicates else "measures"
+    params = EvalParams.from_config(cfg, missing=missing, relevant=relevant, **{key: list(measure or ()) or None})
+    return scoring_options(params, LabelsParams.from_config(cfg), duplicates=duplicates)
 
 
 def read_eval_qrels(path: Path, cfg, lenient: Optional[bool], counts: dict[str, int]):
@@ -83,10 +95,8 @@ def score(
     policy for judged topics a run misses; per-query and aggregate tables."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
     from qrelkit.evaluate import RANKINGS, evaluate  # lazy: qrelkit.evaluate loads ir_measures
-    from qrelkit.evaluate.protocol import scoring_options  # lazy: qrelkit.evaluate loads ir_measures
-
     cfg = common.config(config)
-    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
+    so = _scoring(cfg, measure, missing, relevant)
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     ev = evaluate(table, q, run_names=names, **so)
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": so["missing"],
@@ -146,12 +156,13 @@ def compare(
     find a relevant item in the top k; ESL and RR on 'both')."""
     common.check_io(inputs=[runs, qrels, config], outputs=[output, breakdown_out, cases_out])
     from qrelkit.evaluate import evaluate, outcome_breakdown, significance  # lazy: qrelkit.evaluate loads ir_measures
-    from qrelkit.evaluate.protocol import comparison_options, scoring_options  # lazy: qrelkit.evaluate loads ir_measures
+    from qrelkit.evaluate.protocol import comparison_options  # lazy: qrelkit.evaluate loads ir_measures
 
     cfg = common.config(config)
-    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant)
-    co = comparison_options(cfg, tests=_names(tests) if tests else None, alpha=alpha, randomizations=randomizations,
-                            corrections=_names(corrections) if corrections else None, seed=seed, k=k)
+    so = _scoring(cfg, measure, missing, relevant)
+    co = comparison_options(EvalParams.from_config(cfg, tests=_names(tests) if tests else None, alpha=alpha,
+                                                   randomizations=randomizations, seed=seed, k=k,
+                                                   corrections=_names(corrections) if corrections else None))
     pairs = _pairs(pair) if pair else None
     q, table, names, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     ev = evaluate(table, q, run_names=names, **so)
@@ -204,11 +215,9 @@ def duplicates(
     qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
     common.check_io(inputs=[runs, qrels, classes, config], outputs=[output, plot])
     from qrelkit.evaluate import duplicate_effects, plot_duplicates  # lazy: qrelkit.evaluate loads ir_measures
-    from qrelkit.evaluate.protocol import scoring_options  # lazy: qrelkit.evaluate loads ir_measures
-
     cfg = common.config(config)
-    so = scoring_options(cfg, measures=measure, missing=missing, relevant=relevant, measures_key="duplicate_measures")
-    d = cfg.get_value("eval", "depth", depth)
+    so = _scoring(cfg, measure, missing, relevant, duplicates=True)
+    d = EvalParams.from_config(cfg, depth=depth).depth
     q, table, _, fixed = _eval_inputs(runs, qrels, cfg, lenient)
     df = duplicate_effects(table, q, read_classes(classes), depth=d, **so)
     pol = so["missing"]

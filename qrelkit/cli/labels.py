@@ -15,6 +15,7 @@ from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes, read_classes
 from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
+from qrelkit.labels.params import LabelsParams
 from qrelkit.labels import (
     aggregate_judgments, aggregation_options, assessor_agreement, binarize, compare_labels, expand_qrels,
     labels_to_table, parse_grade_map, passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
@@ -84,13 +85,14 @@ def aggregate(
     cfg = common.config(config)
     j = _read_judgments(judgments)
     orig = read_qrels(original) if original else None
-    params = aggregation_options(cfg, threshold=threshold, graded=graded, fallback=fallback,
-                                 original_threshold=original_threshold, min_assessors=min_assessors,
-                                 require_original_relevant=require_original)
+    lp = LabelsParams.from_config(cfg, vote_threshold=threshold, graded=graded, fallback=fallback, label=label,
+                                  original_threshold=original_threshold, min_assessors=min_assessors,
+                                  require_original_relevant=require_original)
+    params = aggregation_options(lp)
     agg = aggregate_judgments(j, original=orig, **params)
     s = agg.summary()
     common.refuse_empty_result([output, qrels_out], s["reason"], force=force)
-    lab = str(cfg.get_value("labels", "label", label))
+    lab = lp.label
     meta = {**params, "judgments": [str(f) for f in judgments], "original": str(original) if original else None,
             "config": cfg.source}
     write_table(labels_to_table(agg.labels), output, kind="labels", params=meta)
@@ -116,10 +118,9 @@ def agreement_cmd(
     """Inter-assessor agreement: Krippendorff's alpha, Fleiss' kappa, pairwise Cohen's kappa."""
     common.check_io(inputs=[judgments, config], outputs=[output])
     cfg = common.config(config)
-    thr = threshold if threshold is not None else cfg.get_value("labels", "vote_threshold")
-    lvl = str(cfg.get_value("labels", "agreement_level", level))
-    summary, pairs = assessor_agreement(_read_judgments(judgments), threshold=thr,
-                                        scale=cfg.get_value("labels", "scale"), level=lvl)
+    lp = LabelsParams.from_config(cfg, vote_threshold=threshold, agreement_level=level)
+    thr, lvl = lp.vote_threshold, lp.agreement_level
+    summary, pairs = assessor_agreement(_read_judgments(judgments), threshold=thr, scale=lp.scale, level=lvl)
     _frame_out(pairs, output, "agreement-pairs", {"judgments": [str(f) for f in judgments], "threshold": thr,
                                                   "level": lvl})
     if as_json:
@@ -141,7 +142,7 @@ def binarize_cmd(
     """Binary qrels: the scheme's grades -> 1, other judged grades -> 0 (negative grades kept)."""
     common.check_io(inputs=[qrels, config], outputs=[output])
     cfg = common.config(config)
-    grades = scheme_grades(scheme, cfg)
+    grades = scheme_grades(scheme, LabelsParams.from_config(cfg))
     q = read_qrels(qrels)
     out = binarize(q, grades)
     write_qrels_any(out, output, kind="qrels", params={"qrels": str(qrels), "scheme": scheme, "relevant": grades})
@@ -164,7 +165,8 @@ def expand(
     """Expanded qrels: every near-duplicate of a judged passage gets its class's label."""
     common.check_io(inputs=[qrels, classes, config], outputs=[output, report_out, conflicts_out])
     cfg = common.config(config)
-    rel_at = threshold_of(scheme_grades(scheme, cfg), cfg.get_value("labels", "scale"))
+    lp = LabelsParams.from_config(cfg)
+    rel_at = threshold_of(scheme_grades(scheme, lp), lp.scale)
     exp = expand_qrels(read_qrels(qrels), read_classes(classes), relevant_at=rel_at)
     params = {"qrels": str(qrels), "classes": str(classes), "scheme": scheme}
     write_qrels_any(exp.qrels, output, kind="qrels-expanded", params=params)
@@ -206,8 +208,9 @@ def propagate(
         passages |= {d for d, c in zip(cls["docid"].to_pylist(), cls["class_id"].to_pylist()) if c in judged_classes}
     with common.progress("mapping passages to documents", None):
         m = passage_document_map(corpus=corpus, mapping=mapping, id_separator=id_separator, passages=passages)
-    r = str(cfg.get_value("labels", "document_rule", rule))
-    gm = parse_grade_map(grade_map if grade_map is not None else cfg.get_value("labels", "grade_map"))
+    lp = LabelsParams.from_config(cfg, document_rule=rule,
+                                  grade_map=parse_grade_map(grade_map) if grade_map is not None else None)
+    r, gm = lp.document_rule, parse_grade_map(lp.grade_map)
     res = propagate_to_documents(q, m, rule=r, grade_map=gm, classes=cls)
     common.refuse_empty_result([output, documents_out], res.empty_reason(), force=force)
     params = {"qrels": str(qrels), "corpus": str(corpus) if corpus else None, "mapping": str(mapping) if mapping else None,
@@ -243,7 +246,7 @@ def compare(
     kappa, Krippendorff's alpha (e.g. propagated document labels vs direct document judgments)."""
     common.check_io(inputs=[a, b, config], outputs=[output])
     cfg = common.config(config)
-    grades = scheme_grades(scheme, cfg) if scheme else None
+    grades = scheme_grades(scheme, LabelsParams.from_config(cfg)) if scheme else None
     summary, conf = compare_labels(read_qrels(a), read_qrels(b), relevant=grades)
     _frame_out(conf, output, "label-agreement", {"a": str(a), "b": str(b), "scheme": scheme})
     if as_json:

@@ -10,6 +10,9 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.evaluate.params import EvalParams
+from qrelkit.labels.params import LabelsParams
+from qrelkit.reuse.params import ReuseParams
 from qrelkit.io.classes import read_classes
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.qrels import read_qrels
@@ -56,8 +59,10 @@ def leave_out_cmd(
     from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels  # lazy: ir_measures
 
     cfg = common.config(config)
-    opts = leave_out_options(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans, orphan_depth=orphan_depth,
-                             removal=removal, measures=measure, missing=missing, relevant=relevant)
+    opts = leave_out_options(ReuseParams.from_config(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans,
+                                                     orphan_depth=orphan_depth, removal=removal,
+                                                     measures=list(measure or ()) or None),
+                             EvalParams.from_config(cfg, missing=missing, relevant=relevant), LabelsParams.from_config(cfg))
     man = read_manifest(manifest) if manifest else None
     q = read_qrels(qrels)
     ps = pool_setting(cfg, pool, depth=depth, run_depth=run_depth)

@@ -1,23 +1,16 @@
 """Near-duplicate passages: MinHash signatures, LSH, clustering, run dedupe, qrels expansion.
 
-The names below are loaded at their first use (PEP 562): importing the package, or its
-parameters' declarations (:mod:`qrelkit.dedupe.params`), loads no kernel.
-"""
+Its names are loaded at their first use (:mod:`qrelkit.lazy`): importing the package, or its
+parameters' declarations (:mod:`qrelkit.dedupe.params`), loads no kernel."""
 
-import importlib
+from qrelkit.lazy import attach
 
-_WHERE = {
-    "expansion_table": "apply", "label_class_members": "apply",
-    "DedupeParams": "params", "Normalization": "params",
-    "class_stats": "cluster", "cluster_corpus": "cluster", "nist_lines": "cluster", "read_nist": "cluster",
-    "shingle_hash": "tokenize", "shingles": "tokenize", "words": "tokenize",
-}
+__getattr__ = attach(__name__, {
+    "apply": ("expansion_table", "label_class_members",),
+    "params": ("DedupeParams", "Normalization",),
+    "cluster": ("class_stats", "cluster_corpus", "nist_lines", "read_nist",),
+    "tokenize": ("shingle_hash", "shingles", "words",),
+})
 
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = globals()[name] = getattr(importlib.import_module(f"qrelkit.dedupe.{_WHERE[name]}"), name)
-        return value
-    raise AttributeError(f"module 'qrelkit.dedupe' has no attribute {name!r}")
+__all__ = ["DedupeParams", "Normalization", "class_stats", "cluster_corpus", "expansion_table", "label_class_members",
+           "nist_lines", "read_nist", "shingle_hash", "shingles", "words"]

@@ -1,17 +1,24 @@
 """Evaluation: scoring runs with ir-measures (canonical order, judged topics, a stated
 missing-topic policy), duplicates in evaluation, and comparisons between runs. See
-``docs/labels-and-evaluation.md``."""
+``docs/labels-and-evaluation.md``.
 
-from qrelkit.evaluate.compare import (
-    breakdown_from_rr, correct, leaderboard_correlation, outcome_breakdown, pvalue, significance, tau_ap,
-)
-from qrelkit.evaluate.core import (
-    MISSING_POLICIES, RANKINGS, Evaluation, evaluate, load_canonical_runs, per_query_matrix, qrels_dict,
-)
-from qrelkit.evaluate.duplicates import (
-    canonical_only_runs, deduped_runs, duplicate_effects, plot_duplicates,
-)
-from qrelkit.evaluate.measures import NCG, computable, parse_measures, supported_names, with_relevance
+Its names are loaded at their first use (:mod:`qrelkit.lazy`): importing the package, or its
+parameters' declarations, loads none of its machinery."""
+
+from qrelkit.lazy import attach
+
+__getattr__ = attach(__name__, {
+    "compare": (
+        "breakdown_from_rr", "correct", "leaderboard_correlation", "outcome_breakdown", "pvalue", "significance",
+        "tau_ap",
+    ),
+    "core": (
+        "MISSING_POLICIES", "RANKINGS", "Evaluation", "evaluate", "load_canonical_runs", "per_query_matrix",
+        "qrels_dict",
+    ),
+    "duplicates": ("canonical_only_runs", "deduped_runs", "duplicate_effects", "plot_duplicates",),
+    "measures": ("NCG", "computable", "parse_measures", "supported_names", "with_relevance",),
+})
 
 __all__ = [
     "MISSING_POLICIES", "NCG", "RANKINGS", "Evaluation", "breakdown_from_rr", "canonical_only_runs", "computable", "correct", "deduped_runs",

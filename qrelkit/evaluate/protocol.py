@@ -10,52 +10,44 @@ Python user passing the same values gets the same keyword arguments for
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-from qrelkit.config import load_config
+from qrelkit.evaluate.params import EvalParams
+from qrelkit.labels.params import LabelsParams
 from qrelkit.labels.relevance import relevance_level
 
 
-def scoring_options(config: Any = None, *, measures: Sequence[str] = (), missing: str | None = None,
-                    relevant: str | int | None = None, measures_key: str = "measures") -> dict:
-    """Keyword arguments of :func:`~qrelkit.evaluate.core.evaluate`: ``measures`` (the given
-    ones, else the config's ``[eval] <measures_key>``), ``missing``, ``rel``
-    (:func:`~qrelkit.labels.relevance.relevance_level`) and ``ranking``; a given value wins over
-    the config's.
+def scoring_options(params: EvalParams | None = None, labels: LabelsParams | None = None, *,
+                    duplicates: bool = False) -> dict:
+    """Keyword arguments of :func:`~qrelkit.evaluate.core.evaluate` from the ``[eval]`` parameters
+    (and ``[labels]``, for a relevance scheme): ``measures`` (``duplicate_measures`` with
+    ``duplicates``), ``missing``, ``rel`` (:func:`~qrelkit.labels.relevance.relevance_level`) and
+    ``ranking``; the declared defaults without.
 
     Examples
     --------
+    >>> from qrelkit.evaluate.params import EvalParams
     >>> from qrelkit.evaluate.protocol import scoring_options
-    >>> opts = scoring_options(measures=["nDCG@10"], relevant="2")
+    >>> opts = scoring_options(EvalParams.from_config(None, measures=["nDCG@10"], relevant="2"))
     >>> opts["measures"], opts["rel"], opts["missing"]
     (['nDCG@10'], 2, 'zero')
     """
-    cfg = config if config is not None else load_config(None)
-    ms = list(measures) if measures else list(cfg.get_value("eval", measures_key))
-    missing = str(cfg.get_value("eval", "missing", missing))
-    rel = relevance_level(relevant, cfg)
-    return dict(measures=ms, missing=missing, rel=rel, ranking=str(cfg.get_value("eval", "ranking")))
+    p = params or EvalParams()
+    return dict(measures=list(p.duplicate_measures if duplicates else p.measures), missing=p.missing,
+                rel=relevance_level(p.relevant, labels), ranking=p.ranking)
 
 
-def comparison_options(config: Any = None, *, tests: Sequence[str] | None = None,
-                       corrections: Sequence[str] | None = None, alpha: float | None = None,
-                       randomizations: int | None = None, seed: int | None = None, k: int | None = None) -> dict:
-    """The settings of a comparison: ``tests``, ``corrections``, ``alpha``, ``n_resamples``
-    and ``seed`` (for :func:`~qrelkit.evaluate.compare.significance`) and ``k`` (the outcome
-    breakdown's top k); a given value wins over the config's ``[eval]`` one.
+def comparison_options(params: EvalParams | None = None) -> dict:
+    """The settings of a comparison from the ``[eval]`` parameters: ``tests``, ``corrections``,
+    ``alpha``, ``n_resamples`` and ``seed`` (for :func:`~qrelkit.evaluate.compare.significance`)
+    and ``k`` (the outcome breakdown's top k).
 
     Examples
     --------
+    >>> from qrelkit.evaluate.params import EvalParams
     >>> from qrelkit.evaluate.protocol import comparison_options
-    >>> comparison_options(tests=["ttest"], k=5)["tests"], comparison_options(k=5)["k"]
-    (['ttest'], 5)
+    >>> opts = comparison_options(EvalParams.from_config(None, tests=["ttest"], k=5))
+    >>> opts["tests"], opts["k"], opts["n_resamples"]
+    (['ttest'], 5, 10000)
     """
-    cfg = config if config is not None else load_config(None)
-    return dict(
-        tests=list(tests) if tests else list(cfg.get_value("eval", "tests")),
-        corrections=list(corrections) if corrections else list(cfg.get_value("eval", "corrections")),
-        alpha=float(cfg.get_value("eval", "alpha", alpha)),
-        n_resamples=int(cfg.get_value("eval", "randomizations", randomizations)),
-        seed=int(cfg.get_value("eval", "seed", seed)),
-        k=int(cfg.get_value("eval", "k", k)),
-    )
+    p = params or EvalParams()
+    return dict(tests=list(p.tests), corrections=list(p.corrections), alpha=p.alpha, n_resamples=p.randomizations,
+                seed=p.seed, k=p.k)

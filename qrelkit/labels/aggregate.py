@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
+from qrelkit.labels.params import KEYS, LabelsParams
 
 FALLBACKS = ("original", "lowest", "highest", "not-relevant", "relevant", "drop")
 FINAL_FALLBACKS = ("lowest", "highest", "not-relevant", "relevant", "drop")
@@ -146,13 +146,13 @@ def _original_map(original: pa.Table | None) -> dict[tuple[str, str], int]:
 def aggregate_judgments(
     judgments,
     *,
-    threshold: int = 2,
-    graded: str = "ceil_median",
-    fallback: Sequence[str] | str = ("original", "lowest"),
+    threshold: int = KEYS["vote_threshold"].default,
+    graded: str = KEYS["graded"].default,
+    fallback: Sequence[str] | str = tuple(KEYS["fallback"].default),
     original: pa.Table | None = None,
-    original_threshold: int = 1,
-    min_assessors: int = 1,
-    require_original_relevant: bool = False,
+    original_threshold: int = KEYS["original_threshold"].default,
+    min_assessors: int = KEYS["min_assessors"].default,
+    require_original_relevant: bool = KEYS["require_original_relevant"].default,
 ) -> Aggregation:
     """Aggregate a judgments table (``qid, docid, assessor, grade``) into one label per
     (topic, passage); see the module documentation for every rule.
@@ -256,31 +256,23 @@ def aggregate_judgments(
     return Aggregation(labels=labels, topics=tdf, params=params)
 
 
-def aggregation_options(config: Any = None, *, threshold: int | None = None, graded: str | None = None,
-                        fallback: Sequence[str] | str | None = None, original_threshold: int | None = None,
-                        min_assessors: int | None = None, require_original_relevant: bool | None = None) -> dict:
-    """Keyword arguments of :func:`aggregate_judgments` from the config's ``[labels]`` section
+def aggregation_options(labels: LabelsParams | None = None) -> dict:
+    """Keyword arguments of :func:`aggregate_judgments` from the ``[labels]`` parameters
     (``vote_threshold``, ``graded``, ``fallback``, ``original_threshold``, ``min_assessors``,
-    ``require_original_relevant``); a given value wins (``fallback`` may be ``"a,b"``).
+    ``require_original_relevant``; the declared defaults without).
 
     Examples
     --------
     >>> from qrelkit.labels.aggregate import aggregation_options
-    >>> opts = aggregation_options(fallback="lowest")
+    >>> from qrelkit.labels.params import LabelsParams
+    >>> opts = aggregation_options(LabelsParams.from_config(None, fallback="lowest"))
     >>> opts["threshold"], opts["graded"], opts["fallback"]
     (2, 'ceil_median', ['lowest'])
     """
-    cfg = config if config is not None else load_config(None)
-    fb = fallback if fallback is not None else cfg.get_value("labels", "fallback")
-    return {
-        "threshold": int(cfg.get_value("labels", "vote_threshold", threshold)),
-        "graded": str(cfg.get_value("labels", "graded", graded)),
-        "fallback": [f.strip() for f in fb.split(",") if f.strip()] if isinstance(fb, str) else list(fb),
-        "original_threshold": int(cfg.get_value("labels", "original_threshold", original_threshold)),
-        "min_assessors": int(cfg.get_value("labels", "min_assessors", min_assessors)),
-        "require_original_relevant": bool(cfg.get_value("labels", "require_original_relevant",
-                                                        require_original_relevant)),
-    }
+    p = labels or LabelsParams()
+    return {"threshold": p.vote_threshold, "graded": p.graded, "fallback": list(p.fallback),
+            "original_threshold": p.original_threshold, "min_assessors": p.min_assessors,
+            "require_original_relevant": p.require_original_relevant}
 
 
 @dataclass(frozen=True)
@@ -306,15 +298,15 @@ class VoteRule:
     {'qid': ['1', '1'], 'docid': ['p1', 'p2'], 'rel': [1, 2]}
     """
 
-    threshold: int = 2
-    graded: str = "ceil_median"
-    fallback: tuple[str, ...] = ("original", "lowest")
+    threshold: int = KEYS["vote_threshold"].default
+    graded: str = KEYS["graded"].default
+    fallback: tuple[str, ...] = tuple(KEYS["fallback"].default)
 
     @classmethod
     def from_config(cls, config: Any = None) -> "VoteRule":
         """The rule of the config's ``[labels]`` (``vote_threshold``, ``graded``, ``fallback``), as
         ``qrelkit labels aggregate`` resolves them (:func:`aggregation_options`)."""
-        o = aggregation_options(config)
+        o = aggregation_options(LabelsParams.from_config(config))
         return cls(threshold=o["threshold"], graded=o["graded"], fallback=tuple(o["fallback"]))
 
     def grades(self, judgments: pd.DataFrame) -> pa.Table:

@@ -17,14 +17,14 @@ from typing import Any, Callable, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
-from qrelkit.config import load_config
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
+from qrelkit.labels.params import LabelsParams
 
 
 Grades = Union[Sequence[int], Callable[[Any], Sequence[int]]]
 
-#: registered schemes: name -> grades, or a function of the config returning them
+#: registered schemes: name -> grades, or a function of the ``[labels]`` parameters returning them
 _SCHEMES: dict[str, Grades] = {}
 #: the schemes the ``[labels]`` keys define; a ``[labels.schemes]`` entry cannot redefine them
 _LEVELS = ("passage", "document")
@@ -33,9 +33,9 @@ _LEVELS = ("passage", "document")
 def register_scheme(name: str, grades: Grades) -> None:
     """Make the binarization scheme ``name`` available to :func:`scheme_grades` (and so to every
     command's ``--scheme`` / ``--relevant``): ``grades`` is the relevant grades, or a function
-    of the config that returns them. A ``[labels.schemes]`` entry of the same name wins over a
-    registered scheme (the config is the user's word); ``passage`` and ``document`` are the
-    config's ``[labels]`` keys.
+    of the ``[labels]`` parameters (:class:`~qrelkit.labels.params.LabelsParams`) that returns
+    them. A ``[labels.schemes]`` entry of the same name wins over a registered scheme (the
+    protocol file is the user's word); ``passage`` and ``document`` are ``[labels]`` keys.
 
     Examples
     --------
@@ -49,44 +49,44 @@ def register_scheme(name: str, grades: Grades) -> None:
     _SCHEMES[name] = grades if callable(grades) else tuple(int(g) for g in grades)
 
 
-def available_schemes(config: Any = None) -> list[str]:
-    """The scheme names :func:`scheme_grades` knows: registered ones and the config's
-    ``[labels.schemes]``, sorted (inline ``"2,3"`` and ``">=2"`` are always accepted too)."""
-    cfg = config if config is not None else load_config(None)
-    return sorted(set(_SCHEMES) | set(cfg.get_value("labels", "schemes") or {}))
+def available_schemes(labels: LabelsParams | None = None) -> list[str]:
+    """The scheme names :func:`scheme_grades` knows: registered ones and ``[labels.schemes]``,
+    sorted (inline ``"2,3"`` and ``">=2"`` are always accepted too)."""
+    return sorted(set(_SCHEMES) | set((labels or LabelsParams()).schemes or {}))
 
 
-def _level(key: str) -> Callable[[Any], Sequence[int]]:
-    return lambda cfg: cfg.get_value("labels", key)
+def _level(key: str) -> Callable[[LabelsParams], Sequence[int]]:
+    return lambda labels: getattr(labels, key)
 
 
-def _named(s: str, cfg: Any) -> Sequence[int] | None:
+def _named(s: str, labels: LabelsParams) -> Sequence[int] | None:
     """The grades of a named scheme, or None: ``passage``/``document``, then
     ``[labels.schemes]``, then the registry."""
-    schemes = cfg.get_value("labels", "schemes") or {}
+    schemes = labels.schemes or {}
     if s in schemes and s not in _LEVELS:
         return schemes[s]
     if s in _SCHEMES:
         g = _SCHEMES[s]
-        return g(cfg) if callable(g) else g
+        return g(labels) if callable(g) else g
     return None
 
 
-def scheme_grades(name: str | Sequence[int], config: Any = None) -> list[int]:
+def scheme_grades(name: str | Sequence[int], labels: LabelsParams | None = None) -> list[int]:
     """The relevant grades of scheme ``name``: ``passage``, ``document``, a name from
-    ``[labels.schemes]`` or :func:`register_scheme`, ``"2,3"``, ``">=2"`` (on the config's
-    scale) or a list of ints. Every command and library function resolves a scheme here."""
-    cfg = config if config is not None else load_config(None)
+    ``[labels.schemes]`` or :func:`register_scheme`, ``"2,3"``, ``">=2"`` (on ``[labels] scale``)
+    or a list of ints, with the ``[labels]`` parameters ``labels`` (the declared defaults
+    without). Every command and library function resolves a scheme here."""
+    labels = labels or LabelsParams()
     if not isinstance(name, str):
         return sorted({int(g) for g in name})
     s = name.strip()
-    named = _named(s, cfg)
+    named = _named(s, labels)
     if named is not None:
         return sorted(int(g) for g in named)
     try:
         if s.startswith(">="):
             t = int(s[2:])
-            return [g for g in sorted(int(x) for x in cfg.get_value("labels", "scale")) if g >= t]
+            return [g for g in sorted(int(x) for x in labels.scale) if g >= t]
         return sorted({int(x) for x in s.split(",") if x.strip()})
     except ValueError:
         raise InputError("bad-scheme", f"unknown binarization scheme {name!r} (passage, document, a name in "

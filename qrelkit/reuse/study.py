@@ -8,6 +8,7 @@ command computes (``tests/test_cli_shape_parity.py`` checks it).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -18,45 +19,41 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.config import load_config
+from qrelkit.evaluate.params import EvalParams
 from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.manifest import read_run_depths
 from qrelkit.io.qrels import write_qrels
+from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.protocol import configured_selection
 from qrelkit.pooler.select import manifest_column
 from qrelkit.pooler.saved import read_pool
 from qrelkit.reuse.leaveout import DEFAULT_MEASURES, LeaveOutResult, reduced_qrels
+from qrelkit.reuse.params import ReuseParams
 
 
-def leave_out_options(config: Any = None, *, procedure: str | None = None, uniqueness: str | None = None,
-                      orphans: str | None = None, orphan_depth: int | None = None, removal: str | None = None,
-                      measures: Sequence[str] = (), missing: str | None = None,
-                      relevant: str | int | None = None) -> dict:
-    """Keyword arguments of :func:`~qrelkit.reuse.leaveout.leave_out` from the config's
-    ``[reuse]`` section (and ``[eval]`` missing, relevant, ranking, resolved by
-    :func:`~qrelkit.evaluate.protocol.scoring_options`): a given value wins, then the config's,
-    then the schema's default.
+def leave_out_options(params: ReuseParams | None = None, scoring: EvalParams | None = None,
+                      labels: LabelsParams | None = None) -> dict:
+    """Keyword arguments of :func:`~qrelkit.reuse.leaveout.leave_out` from the ``[reuse]``
+    parameters (and ``[eval]`` missing, relevant, ranking, with ``[labels]`` for a relevance
+    scheme, resolved by :func:`~qrelkit.evaluate.protocol.scoring_options`; the measures are
+    ``[reuse] measures``, else :data:`~qrelkit.reuse.leaveout.DEFAULT_MEASURES`); the declared
+    defaults without.
 
     Examples
     --------
+    >>> from qrelkit.reuse.params import ReuseParams
     >>> from qrelkit.reuse.study import leave_out_options
-    >>> opts = leave_out_options(procedure="run")
+    >>> opts = leave_out_options(ReuseParams.from_config(None, procedure="run"))
     >>> opts["procedure"], opts["removal"], opts["missing"]
     ('run', 'remove', 'zero')
     """
-    cfg = config if config is not None else load_config(None)
-    scoring = scoring_options(cfg, measures=measures or cfg.get_value("reuse", "measures") or DEFAULT_MEASURES,
-                              missing=missing, relevant=relevant)
-    return dict(
-        procedure=str(cfg.get_value("reuse", "procedure", procedure)),
-        uniqueness=str(cfg.get_value("reuse", "uniqueness", uniqueness)),
-        orphans=str(cfg.get_value("reuse", "orphans", orphans)),
-        orphan_depth=int(cfg.get_value("reuse", "orphan_depth", orphan_depth)),
-        removal=str(cfg.get_value("reuse", "removal", removal)),
-        measures=scoring["measures"], missing=scoring["missing"], rel=scoring["rel"],
-        density_threshold=float(cfg.get_value("reuse", "density_threshold")),
-        voorhees_share=float(cfg.get_value("reuse", "voorhees_relevant_share")),
-        ranking=scoring["ranking"],
-    )
+    p = params or ReuseParams()
+    ev = dataclasses.replace(scoring or EvalParams(), measures=list(p.measures or DEFAULT_MEASURES))
+    so = scoring_options(ev, labels)
+    return dict(procedure=p.procedure, uniqueness=p.uniqueness, orphans=p.orphans, orphan_depth=p.orphan_depth,
+                removal=p.removal, measures=so["measures"], missing=so["missing"], rel=so["rel"],
+                density_threshold=p.density_threshold, voorhees_share=p.voorhees_relevant_share,
+                ranking=so["ranking"])
 
 
 @dataclass
