@@ -95,27 +95,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("assessors_per_item", "int", 1, "assessors judging each item (never one assessor twice)", min=1),
         Key("seed", "int", 0, "seed of the assignment to assessors", min=0),
     ),
-    "prefs": _keys(
-        Key("pairs_per_task", "int", 10, "real pairs per crowd task", min=1),
-        Key("test_pairs", "int", 3, "test pairs per task (known relevant vs. off-topic)", min=0),
-        Key("test_min_rel", "int", 1, "grade a qrel needs to be the known relevant passage of a test pair"),
-        Key("price_per_task", "float", 2.0, "paid to the worker per task", min=0.0),
-        Key("fee_per_task", "float", 0.4, "platform fee per task", min=0.0),
-        Key("assignments", "int", 1, "workers per task", min=1),
-        Key("alpha", "float", 0.05, "win ratios: significance level", **_UNIT),
-        Key("correction", "str", "bonferroni", "win ratios: correction", choices=("bonferroni", "holm")),
-        Key("measure", "str", "RR@10", "re-scoring measure (ir-measures)"),
-        Key("rel", "int", 1, "original qrels: grade counted as relevant by the measure"),
-        Key("ci", "str", "t", "confidence intervals", choices=("t", "bootstrap")),
-        Key("ci_level", "float", 0.95, "confidence level", **_UNIT),
-        Key("bootstrap_resamples", "int", 10000, "bootstrap resamples", min=1),
-        Key("seed", "int", 0, "seed of tasks, bootstrap and the simulated oracle", min=0),
-        Key("workers", "int", 5, "simulated workers", min=1),
-        Key("error_rate", "float", 0.1, "simulated: a good worker picks the worse passage", **_UNIT),
-        Key("test_error_rate", "float", 0.0, "simulated: a worker fails a test pair", **_UNIT),
-        Key("ties", "str", "latent", "simulated: equal grades", choices=("latent", "random")),
-        Key("failing_mode", "str", "random", "simulated: a failing worker's answers", choices=("random", "inverted")),
-    ),
     "cal": _keys(
         Key("batch_size", "int", 25, "passages per CAL batch", min=1),
         Key("fractional_batch_size_later", "int", 50, "fractional thread: batch size from fractional_later_from on",
@@ -184,7 +163,8 @@ _LEGACY: dict[str, dict[str, Key]] = {
 #: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
 DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params", "qrelkit.labels.params",
-                                              "qrelkit.evaluate.params", "qrelkit.reuse.params")
+                                              "qrelkit.evaluate.params", "qrelkit.reuse.params",
+                                              "qrelkit.prefs.params")
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared

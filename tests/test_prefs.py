@@ -510,12 +510,12 @@ def test_config_prefs_section():
     import tomllib
     from pathlib import Path
 
-    from qrelkit.config import DEFAULTS, load_config
+    from qrelkit.config import defaults_tree, load_config
 
     root = Path(__file__).resolve().parents[1]
     cfg = tomllib.loads((root / "configs" / "trec-dl-2022.toml").read_text())["prefs"]
     assert (cfg["pairs_per_task"], cfg["test_pairs"], cfg["alpha"]) == (10, 3, 0.05)
     assert (cfg["price_per_task"], cfg["fee_per_task"], cfg["correction"], cfg["measure"]) == (2.0, 0.4, "bonferroni", "RR@10")
-    assert set(DEFAULTS["prefs"]) == set(cfg)  # every key has a built-in default
+    assert set(defaults_tree()["prefs"]) == set(cfg)  # every key has a built-in default
     c = load_config(None)
     assert c.get_value("prefs", "pairs_per_task") == 10 and c.get_value("prefs", "error_rate") == 0.1

@@ -34,6 +34,7 @@ from qrelkit.io.tables import write_table
 from qrelkit.pooler import top1_pool
 from qrelkit.prefs import TASK_SCHEMA, make_tasks, pool_pairs, read_answers, reissue_tasks, screen_answers
 from qrelkit.prefs.common import to_arrow
+from qrelkit.prefs.params import PrefsParams
 from qrelkit.prefs.tasks import base_task, normalize_tasks
 
 PREFS_DIR = "prefs"
@@ -86,7 +87,9 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
         prefix = prefix if prefix else ("P" if not sets else f"P{len(sets) + 1}-")
         out = set(excluded_assessors(store))  # who failed a test pair answers no more tasks
         names = [str(a) for a in (assessors or cfg.get_value("campaign", "assessors")) if str(a) not in out]
-        n_assign = int(cfg.get_value("prefs", "assignments", assignments))
+        pp = PrefsParams.from_config(cfg, assignments=assignments, seed=seed, pairs_per_task=pairs_per_task,
+                                     test_pairs=test_pairs, test_min_rel=test_min_rel)
+        n_assign = pp.assignments
         if not names or n_assign > len(set(names)):
             raise InputError("bad-option", f"{n_assign} assessor(s) per task need as many assessors (not excluded), "
                              f"got {names}")
@@ -99,11 +102,9 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
         if not len(pairs):
             raise InputError("no-pairs", "no pair to judge (every topic's pool holds one item, or --topics left none)")
         tdf = store.topics()
-        s = int(cfg.get_value("prefs", "seed", seed))
-        tasks = make_tasks(pairs, store.export_qrels(combine=combine_rule(cfg)),
-                           pairs_per_task=int(cfg.get_value("prefs", "pairs_per_task", pairs_per_task)),
-                           test_pairs=int(cfg.get_value("prefs", "test_pairs", test_pairs)),
-                           test_min_rel=int(cfg.get_value("prefs", "test_min_rel", test_min_rel)), seed=s, prefix=prefix,
+        s = pp.seed
+        tasks = make_tasks(pairs, store.export_qrels(combine=combine_rule(cfg)), pairs_per_task=pp.pairs_per_task,
+                           test_pairs=pp.test_pairs, test_min_rel=pp.test_min_rel, seed=s, prefix=prefix,
                            queries=dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str))))
         index = text_index(directory, store)
         try:

@@ -12,13 +12,14 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.dedupe.params import DedupeParams
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.classes import dedupe_runs, read_classes
 from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import judged, read_qrels, write_qrels
 from qrelkit.io.runs import write_trec_run
-from qrelkit.dedupe.params import DedupeParams
 from qrelkit.io.tables import write_table
+from qrelkit.labels.params import LabelsParams
 
 # Imports inside the commands (qrelkit.dedupe): it compiles numba kernels and 'dedupe cluster --dask'
 # loads dask.distributed, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
@@ -227,7 +228,7 @@ def expand(
         write_table(ex, output, kind="qrels-expanded", params={"qrels": str(qrels), "classes": str(classes)})
     else:
         write_qrels(ex, output)
-    tab = expansion_table(q, ex, labels=list(cfg.get_value("labels", "scale")))
+    tab = expansion_table(q, ex, labels=list(LabelsParams.from_config(cfg).scale))
     if table_out is not None:
         write_table(pa.Table.from_pandas(tab.astype({"qid": str}), preserve_index=False), table_out,
                     kind="qrels-expansion", params={"qrels": str(qrels), "classes": str(classes)})

@@ -59,7 +59,7 @@ def read_eval_qrels(path: Path, cfg, lenient: Optional[bool], counts: dict[str, 
     """Qrels for evaluation: grades outside the config's ``[labels] scale`` are the error
     ``grade-out-of-scale`` (lenient: the line is dropped and counted in ``counts``)."""
     return read_qrels(path, lenient=RunsParams.from_config(cfg, lenient=lenient).lenient,
-                      scale=cfg.get_value("labels", "scale"), counts=counts)
+                      scale=LabelsParams.from_config(cfg).scale, counts=counts)
 
 
 def _eval_inputs(runs: List[Path], qrels: Path, cfg, lenient: Optional[bool]):

@@ -15,6 +15,7 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.prefs.params import PrefsParams
 from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import lookup_texts
@@ -56,7 +57,8 @@ def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> tuple[pa.Table, dic
 
 
 def _v(cfg, key: str, override=None):
-    return cfg.get_value("prefs", key, override)
+    """``[prefs] key`` of the config, the flag ``override`` winning (:class:`~qrelkit.prefs.params.PrefsParams`)."""
+    return getattr(PrefsParams.from_config(cfg, **{key: override}), key)
 
 
 def _pool(path: Path) -> pa.Table:

@@ -59,10 +59,9 @@ def leave_out_cmd(
     from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels  # lazy: ir_measures
 
     cfg = common.config(config)
-    opts = leave_out_options(ReuseParams.from_config(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans,
-                                                     orphan_depth=orphan_depth, removal=removal,
-                                                     measures=list(measure or ()) or None),
-                             EvalParams.from_config(cfg, missing=missing, relevant=relevant), LabelsParams.from_config(cfg))
+    rp = ReuseParams.from_config(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans,
+                                 orphan_depth=orphan_depth, removal=removal, measures=list(measure or ()) or None)
+    opts = leave_out_options(rp, EvalParams.from_config(cfg, missing=missing, relevant=relevant), LabelsParams.from_config(cfg))
     man = read_manifest(manifest) if manifest else None
     q = read_qrels(qrels)
     ps = pool_setting(cfg, pool, depth=depth, run_depth=run_depth)
