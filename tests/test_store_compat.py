@@ -17,8 +17,8 @@ import pytest
 
 from qrelkit import init_store, open_store
 from qrelkit.campaign import Campaign
-from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store
-from qrelkit.io.textindex import TextIndex, open_text_index
+from qrelkit.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store
+from qrelkit.store.textindex import TextIndex, open_text_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "stores"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -37,8 +37,8 @@ def records(df: pd.DataFrame) -> list[dict]:
 
 
 def judging_readings(s) -> dict:
-    return {"qrels": s.export_qrels().to_pydict(), "log": s.export_log().to_pydict(), "counts": s.counts(),
-            "batches": records(s.batches()), "history": records(s.judgment_log(history=True).drop(columns=["time"]))}
+    return {"qrels": s.judgments.export_qrels().to_pydict(), "log": s.judgments.export_log().to_pydict(), "counts": s.counts(),
+            "batches": records(s.batches.all()), "history": records(s.judgments.records(history=True).drop(columns=["time"]))}
 
 
 @pytest.mark.parametrize("readonly", [True, False])
@@ -51,27 +51,27 @@ def test_a_released_judging_store_reads_the_same(tmp_path, readonly):
 def test_a_released_judging_store_takes_writes(tmp_path):
     db = unpack("judging.db", tmp_path / "judging.db")
     with init_store(db, ["4"]) as s:  # init on an existing store adds topics
-        s.import_judgment("2", "p3", "ann", 2, "2-1")  # the retracted judgment judged again
-        assert s.retract("1", "p1", "bob", "1-1") == 1
-        b = s.issue_batch("4", None, ["q1"], kind="pool")
-        s.import_judgment("4", "q1", "cat", 1, b)
+        s.judgments.import_judgment("2", "p3", "ann", 2, "2-1")  # the retracted judgment judged again
+        assert s.judgments.retract("1", "p1", "bob", "1-1") == 1
+        b = s.batches.issue("4", None, ["q1"], kind="pool")
+        s.judgments.import_judgment("4", "q1", "cat", 1, b)
     with open_store(db, readonly=True) as s:
-        q = s.export_qrels().to_pandas()
+        q = s.judgments.export_qrels().to_pandas()
         assert s.counts()["topics"] == 4
     got = dict(zip(zip(q["qid"], q["docid"]), q["rel"]))
     assert got[("2", "p3")] == 2 and got[("4", "q1")] == 1 and got[("1", "p1")] == 2  # ann's alone now
 
 
 def campaign_readings(s) -> dict:
-    return {"judgments": records(s.judgments(include_sample=True)),
-            "history": records(s.judgment_log(history=True).drop(columns=["time"])),
-            "stages": sorted(s.stages_done()), "cal_rounds": {q: list(v) for q, v in s.cal_rounds().items()},
+    return {"judgments": records(s.judgments.log(include_sample=True)),
+            "history": records(s.judgments.records(history=True).drop(columns=["time"])),
+            "stages": sorted(s.state.stages_done()), "cal_rounds": {q: list(v) for q, v in s.state.cal_rounds().items()},
             "accounts": [{k: a[k] for k in ("name", "organizer", "topics", "generation")}
-                         | {"revoked": a["revoked"] is not None} for a in s.accounts()],
-            "pref_answers": records(s.pref_answers()),
-            "pref_log": records(s.pref_answer_log().drop(columns=["answered", "retracted"])),
-            "pending": records(s.pending()), "assignments": records(s.assignments()),
-            "warnings": records(s.warnings()), "schema_versions": s.schema_versions()}
+                         | {"revoked": a["revoked"] is not None} for a in s.accounts.all()],
+            "pref_answers": records(s.prefs.answers()),
+            "pref_log": records(s.prefs.answer_log().drop(columns=["answered", "retracted"])),
+            "pending": records(s.assignments.pending()), "assignments": records(s.assignments.all()),
+            "warnings": records(s.state.warnings()), "schema_versions": s.schema_versions()}
 
 
 @pytest.fixture
@@ -94,22 +94,22 @@ def test_a_released_campaign_store_reads_the_same(camp, readonly):
 def test_a_released_campaign_store_takes_writes(camp):
     with open_campaign_store(camp) as s:
         assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
-        secret = s.web_secret()
-        acc = s.add_account("eve", "0" * 64, topics=["1002"])
-        assert acc["generation"] == 1 and s.account_by_token("0" * 64)["name"] == "eve"
-        s.revoke_account("ann")
-        task = s.pref_tasks()["task_id"].iloc[0]
-        assert s.answer_pref(task, 3, "ann", "right")  # the undone comparison answered again
-        row = s.judgments().iloc[0]
-        assert s.retract(row["qid"], row["docid"], row["assessor"], row["batch_id"]) == row["grade"]
-        s.set_state(note="fixture")
-        s.warn("test", "written by a later qrelkit")
+        secret = s.accounts.web_secret()
+        acc = s.accounts.add("eve", "0" * 64, topics=["1002"])
+        assert acc["generation"] == 1 and s.accounts.by_token("0" * 64)["name"] == "eve"
+        s.accounts.revoke("ann")
+        task = s.prefs.tasks()["task_id"].iloc[0]
+        assert s.prefs.answer(task, 3, "ann", "right")  # the undone comparison answered again
+        row = s.judgments.log().iloc[0]
+        assert s.judgments.retract(row["qid"], row["docid"], row["assessor"], row["batch_id"]) == row["grade"]
+        s.state.update(note="fixture")
+        s.state.warn("test", "written by a later qrelkit")
     with open_campaign_store(camp, readonly=True) as s:
-        assert s.get_state("web_secret") == secret  # the release's secret kept
-        assert s.get_state("note") == "fixture" and s.account("ann")["revoked"] is not None
-        assert len(s.pref_answers()) == len(EXPECTED["campaign"]["pref_answers"]) + 1
-        assert len(s.judgments(include_sample=True)) == len(EXPECTED["campaign"]["judgments"]) - 1
-        assert records(s.warnings()) == [{"stage": "test", "message": "written by a later qrelkit"}]
+        assert s.state.get("web_secret") == secret  # the release's secret kept
+        assert s.state.get("note") == "fixture" and s.accounts.get("ann")["revoked"] is not None
+        assert len(s.prefs.answers()) == len(EXPECTED["campaign"]["pref_answers"]) + 1
+        assert len(s.judgments.log(include_sample=True)) == len(EXPECTED["campaign"]["judgments"]) - 1
+        assert records(s.state.warnings()) == [{"stage": "test", "message": "written by a later qrelkit"}]
 
 
 def test_released_text_indexes_read_the_same(tmp_path):

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import typer
 
-from qrelkit.cal.store import open_store, store_errors
+from qrelkit.store import open_store, store_errors
 from qrelkit.cli import common
 from qrelkit.cli.cal import LockTimeoutOpt, app
 from qrelkit.errors import InputError
