@@ -19,7 +19,7 @@ import pytest
 import qrelkit.cal.stopping as stopping
 import qrelkit.pooler.registry as pool_registry
 from qrelkit.cal.stopping import PLUGINS_ENV, available_rules, get_rule, replay_store, status_table
-from qrelkit.cal.store import init_store
+from qrelkit.store import init_store
 from qrelkit.cli import run
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
@@ -73,9 +73,9 @@ def _store(tmp_path):
     rows = []
     for b in range(8):
         items = [f"d{b * 25 + i}" for i in range(25)]
-        bid = store.issue_batch("1", "all", items)
+        bid = store.batches.issue("1", "all", items)
         rows += [("1", d, "A1", 2 if b == 0 else 0, bid) for d in items]
-    store.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+    store.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
     return store
 
 

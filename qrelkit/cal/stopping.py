@@ -73,7 +73,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from qrelkit.cal.store import combine_log
+from qrelkit.store.combine import combine_log
 from qrelkit.config import default as config_default, defaults as config_defaults
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
@@ -555,11 +555,11 @@ def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState
 def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = (2, 3),
                      combine: str = "median_high", budget: int | None = None,
                      collection_size: int | None = None, max_batch_seq: int | None = None) -> JudgingState:
-    """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.cal.store.JudgingStore`
+    """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.store.judging.JudgingStore`
     (optionally only up to the batch issued as ``max_batch_seq``): judged passages in judging
     order, one grade per passage (``combine``), the passages issued in the thread's cal batches,
     its sample batches as the target sample, and the thread's collection size unless given."""
-    log = store.judgments(topic, thread, max_batch_seq=max_batch_seq)
+    log = store.judgments.log(topic, thread, max_batch_seq=max_batch_seq)
     return _state_from_judgments(store, topic, thread, log, relevant=relevant, combine=combine, budget=budget,
                                  collection_size=collection_size, max_batch_seq=max_batch_seq)
 
@@ -570,18 +570,18 @@ def _state_from_judgments(store, topic: str, thread: str, log: pd.DataFrame, *, 
     """:func:`state_from_store` from ``log``, the thread's judgments already read from ``store``."""
     lab = combine_log(log, combine=combine)
     if collection_size is None:
-        th = store.threads(topic)
+        th = store.topics.threads(topic)
         row = th[th["thread"] == thread]
         if len(row) and pd.notna(row["collection_size"].iat[0]):
             collection_size = int(row["collection_size"].iat[0])
     return _state_from_log(lab, relevant, budget=budget, collection_size=collection_size,
-                           issued=frozenset(store.issued_passages(topic, thread, max_batch_seq=max_batch_seq)),
+                           issued=frozenset(store.batches.issued_passages(topic, thread, max_batch_seq=max_batch_seq)),
                            sample=_sample_from_store(store, topic, relevant, combine, collection_size),
                            topic=str(topic), thread=thread)
 
 
 def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
-    return _sample_from_log(store.judgments(topic, None, include_sample=True), relevant, combine, collection_size)
+    return _sample_from_log(store.judgments.log(topic, None, include_sample=True), relevant, combine, collection_size)
 
 
 def _sample_from_log(log: pd.DataFrame, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
@@ -608,7 +608,7 @@ STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "ba
 def _in_view(kind: np.ndarray, thread_of: np.ndarray, thread: str) -> np.ndarray:
     """Which rows (judgments or issued items, by batch ``kind`` and ``thread``) are in a
     thread's view, sample batches excluded: ``all`` sees every pool and cal batch, the others
-    the pool batches and their own cal batches (as :meth:`~qrelkit.cal.store.JudgingStore.judgments`)."""
+    the pool batches and their own cal batches (as :meth:`~qrelkit.store.interfaces.JudgmentLog.log`)."""
     if thread == "all":
         return kind != "sample"
     return (kind == "pool") | ((kind == "cal") & (thread_of == thread))
@@ -628,12 +628,12 @@ def thread_states(threads: pd.DataFrame, log: pd.DataFrame, *, items: pd.DataFra
                   relevant: Sequence[int] = (2, 3), combine: Any = "median_high",
                   budget: int | None = None) -> Iterable[JudgingState]:
     """The current :class:`JudgingState` of every row of ``threads`` (``qid, thread,
-    collection_size``, as :meth:`~qrelkit.cal.store.JudgingStore.threads` gives) from a judgment
-    log already read (:meth:`~qrelkit.cal.store.JudgingStore.judgments`, samples included when the
-    target method needs them; topics not in it have nothing judged): each thread's view, one grade
-    per passage by ``combine`` (:func:`~qrelkit.cal.store.combine_log`) in judging order, the
+    collection_size``, as :meth:`~qrelkit.store.interfaces.Topics.threads` gives) from a judgment
+    log already read (:meth:`~qrelkit.store.interfaces.JudgmentLog.log`, samples included when the
+                      target method needs them; topics not in it have nothing judged): each thread's view, one grade
+    per passage by ``combine`` (:func:`~qrelkit.store.combine.combine_log`) in judging order, the
     budget, the target sample. ``items``: the issued items (``qid, kind, thread, passage``,
-    :meth:`~qrelkit.cal.store.JudgingStore.issued_items`) for the states' ``issued`` sets; None
+    :meth:`~qrelkit.store.interfaces.Batches.issued_items`) for the states' ``issued`` sets; None
     leaves them empty (the density rule does not read them). The same states as
     :func:`state_from_store`, from one pass over the log instead of queries per thread.
 
@@ -678,8 +678,9 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
     before, 0.8 s after; ``benchmarks/bench_store.py``). ``log``: the store's whole log
     (``judgments(None, None, include_sample=True)``) when the caller has read it already."""
     if log is None:
-        log = store.judgments(None, None, include_sample=True)
-    return thread_states(threads, log, items=store.issued_items(), relevant=relevant, combine=combine, budget=budget)
+        log = store.judgments.log(None, None, include_sample=True)
+    return thread_states(threads, log, items=store.batches.issued_items(), relevant=relevant, combine=combine,
+                         budget=budget)
 
 
 def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
@@ -694,9 +695,9 @@ def status_table(store, *, rule: str = "density", config: Mapping | None = None,
     r = get_rule(rule, config, **params)
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
-    batches = store.batches()
+    batches = store.batches.all()
     n_open = batches[batches["status"] == "open"].groupby(["qid", "thread"]).size().to_dict()
-    th = store.threads()
+    th = store.topics.threads()
     if threads:
         th = th[th["thread"].isin(list(threads))]
     if progress is not None:
@@ -743,11 +744,11 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
     rows = []
-    for t in store.threads().itertuples(index=False):
+    for t in store.topics.threads().itertuples(index=False):
         if threads and t.thread not in threads:
             continue
         csize = None if pd.isna(t.collection_size) else int(t.collection_size)
-        log = store.judgments(t.qid, t.thread)
+        log = store.judgments.log(t.qid, t.thread)
         full = _state_from_judgments(store, t.qid, t.thread, log, relevant=rel, combine=combine, budget=bud,
                                      collection_size=csize)
         seqs = list(dict.fromkeys(log["batch_seq"].tolist()))
@@ -757,7 +758,7 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
         for b, seq in enumerate(seqs, 1):
             if simple:
                 st = full.prefix(full.batch_ends[b - 1])
-                st = replace(st, issued=frozenset(store.issued_passages(t.qid, t.thread, max_batch_seq=seq)))
+                st = replace(st, issued=frozenset(store.batches.issued_passages(t.qid, t.thread, max_batch_seq=seq)))
             else:
                 st = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud,
                                       collection_size=csize, max_batch_seq=seq)

@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.cal.store import combine_log
 from qrelkit.campaign.stages import combine_rule
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest
@@ -27,6 +26,7 @@ from qrelkit.io.tables import read_frame
 from qrelkit.plots import pyplot
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.pooler import pool_stats
+from qrelkit.store import combine_log
 
 
 def _png(fig) -> str:
@@ -181,24 +181,25 @@ def build(campaign, store, cfg) -> _Doc:
     rendered by :func:`write_report`."""
     d = campaign.dir
     doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
-    done = store.stages_done()
-    warnings = store.warnings()
+    done = store.state.stages_done()
+    warnings = store.state.warnings()
     doc.h("Stages")
     doc.table(pd.DataFrame([{"stage": k, "summary": ", ".join(f"{a}={b}" for a, b in v.items())} for k, v in done.items()]))
     doc.p(f"{len(warnings)} warning(s).")
     doc.table(warnings)
-    ct = store.campaign_topics()
+    ct = store.state.topics()
     topics = ct["qid"].astype(str).tolist()
     pool = _read(d, "pool.parquet")
     if pool is not None:
-        ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False), read_manifest(store.get_state("paths")["manifest"]))
+        ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False),
+                        read_manifest(store.state.get("paths")["manifest"]))
         doc.h("Pool sizes per topic")
         doc.table(ps["topics"])
         doc.h("Pool items contributed per run")
         doc.table(ps["runs"])
     doc.h("Screening outcomes")
     doc.table(ct[["qid", "screening", "screened", "screened_relevant"]])
-    log = store.judgments(None, "all")
+    log = store.judgments.log(None, "all")
     doc.h("Judged per topic by stage and thread")
     if len(log):
         lab = log.drop_duplicates(["qid", "docid", "batch_id"])

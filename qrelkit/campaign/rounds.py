@@ -29,7 +29,7 @@ _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
 
 
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
-    th = ctx.store.threads()
+    th = ctx.store.topics.threads()
     keep = set(kept_topics(ctx)) if topics is None else set(topics) & set(kept_topics(ctx))
     return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
 
@@ -38,10 +38,10 @@ def sync_decisions(ctx: Context) -> None:
     """A kept topic whose official thread is no longer active is decided: its action, rule and
     reason are the thread's (its state, and its reason ``"rule: why"``); its other threads stop.
     Derived from the stored thread states, so a kill between two writes loses nothing."""
-    decided = ctx.store.decided_topics()
+    decided = ctx.store.state.decided_topics()
     kept = set(kept_topics(ctx))
     threads: dict[str, list[tuple[str, str, str]]] = {}
-    for qid, thread, state, reason in ctx.store.thread_rows():
+    for qid, thread, state, reason in ctx.store.topics.thread_rows():
         threads.setdefault(qid, []).append((thread, state, reason))
     for qid in ctx.topic_ids:
         mine = threads.get(qid, [])
@@ -50,10 +50,12 @@ def sync_decisions(ctx: Context) -> None:
             continue
         if qid not in decided:
             rule, _, why = str(off[0][1]).partition(": ")
-            ctx.store.set_topics([{"qid": qid, "decision": _ACTION.get(off[0][0], "stop"), "rule": rule, "reason": why}])
+            ctx.store.state.set_topics([{"qid": qid, "decision": _ACTION.get(off[0][0], "stop"), "rule": rule,
+                                         "reason": why}])
         for thread, state, _ in mine:
             if state == "active":
-                ctx.store.set_thread_state(qid, thread, "stopped", f"topic decided by thread {ctx.official_thread}")
+                ctx.store.topics.set_thread_state(qid, thread, "stopped",
+                                                  f"topic decided by thread {ctx.official_thread}")
 
 
 def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
@@ -67,14 +69,14 @@ def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
     if not len(active):
         return
     qids = list(dict.fromkeys(active["qid"]))
-    log = (ctx.store.judgments(None, "all") if topics is None or len(qids) > 8
-           else pd.concat([ctx.store.judgments(q, "all") for q in qids], ignore_index=True))
+    log = (ctx.store.judgments.log(None, "all") if topics is None or len(qids) > 8
+           else pd.concat([ctx.store.judgments.log(q, "all") for q in qids], ignore_index=True))
     states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine,
                            budget=None if budget is None else int(budget))
     for t, st in zip(active.itertuples(index=False), states):
         d = rule.decide(st)
         if d.stopped:
-            ctx.store.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
+            ctx.store.topics.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
     sync_decisions(ctx)
 
 
@@ -84,7 +86,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
     stop; every CAL batch of these topics without assessors gets its topic's round's."""
     s = ctx.store
     feats = features(ctx)
-    b = s.batches(counts=False)
+    b = s.batches.all(counts=False)
     cal = b[b["kind"] == "cal"]
     have = cal.groupby(["qid", "thread"]).size().to_dict()
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -101,16 +103,17 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
                                        allow_open=True, cache=ctx.candidates)
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
-                s.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
+                s.topics.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
         lost = int(report.attrs.get("judged_passages_not_in_features", 0))
         if lost:
-            s.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features (not trained on)")
+            s.state.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features "
+                         "(not trained on)")
     sync_decisions(ctx)
-    b = s.batches(counts=False)
-    assigned = set(s.assignments()["batch_id"])
+    b = s.batches.all(counts=False)
+    assigned = set(s.assignments.all()["batch_id"])
     mine = b[(b["kind"] == "cal") & b["qid"].isin(set(topics))]
-    s.assign_many({bid: ctx.assessors_for(qid, rounds[qid][0])
-                   for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
+    s.assignments.assign({bid: ctx.assessors_for(qid, rounds[qid][0])
+                          for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
 
 
 def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str]) -> list[str]:
@@ -127,13 +130,13 @@ def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str
     for q, g in act.groupby("qid", sort=False):
         if rounds[q][0] >= max_rounds:
             for t in g["thread"]:
-                ctx.store.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
+                ctx.store.topics.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
             stopped = True
         else:
             moved.append(q)
     if stopped:
         sync_decisions(ctx)
-    ctx.store.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
+    ctx.store.state.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
     return moved
 
 
@@ -145,13 +148,13 @@ def stage_cal(ctx: Context) -> dict | Waiting:
     topic had and the count of each topic decision."""
     store = ctx.store
     while True:
-        rounds = store.cal_rounds()
+        rounds = store.state.cal_rounds()
         issue = [q for q in kept_topics(ctx) if rounds[q][1] == "issue"]
         if issue:
             ctx.say(f"CAL round {max(rounds[q][0] for q in issue)}: {len(issue)} topic(s)")
             ctx.repair_encountered()
             _issue(ctx, rounds, issue)
-            store.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
+            store.state.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
             rounds.update({q: (rounds[q][0], "judge") for q in issue})
         else:
             sync_decisions(ctx)  # (the issue phase syncs)
@@ -166,4 +169,5 @@ def stage_cal(ctx: Context) -> dict | Waiting:
         wait = ctx.judge("cal")  # no topic can move: what is out (or, judged meanwhile, go on)
         if wait:
             return wait
-    return {"rounds": max((r for r, _ in store.cal_rounds().values()), default=0), "decisions": store.decision_counts()}
+    return {"rounds": max((r for r, _ in store.state.cal_rounds().values()), default=0),
+            "decisions": store.state.decision_counts()}

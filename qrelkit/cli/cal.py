@@ -14,7 +14,7 @@ import typer
 
 from qrelkit.cal.screening import status_with_screening
 from qrelkit.cal.stopping import replay_store
-from qrelkit.cal.store import init_store, open_store, store_errors
+from qrelkit.store import init_store, open_store, store_errors
 from qrelkit.cli import common
 from qrelkit.config import SCHEMA, check_value
 from qrelkit.errors import InputError, repair_counts
@@ -131,7 +131,7 @@ def import_(
             raise InputError("unreadable", "no such file", file=str(f))
     with _open(store, timeout=lock_timeout, operation="cal import") as s, \
             common.progress("cal import: reading", len(files)) as advance:
-        report = s.import_files(files, lenient=lenient, scale=sc, progress=advance)
+        report = s.judgments.import_files(files, lenient=lenient, scale=sc, progress=advance)
     if conflicts_out is not None:
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
                       {"store": str(store), "files": [str(f) for f in files]})
@@ -155,7 +155,8 @@ def export(
     """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
     common.check_io(outputs=[output], read_stores=[store])
     with _open(store, readonly=True) as s:
-        table = s.export_log(thread=thread) if log else s.export_qrels(combine=combine, thread=thread)
+        table = (s.judgments.export_log(thread=thread) if log
+                 else s.judgments.export_qrels(combine=combine, thread=thread))
     params = {"thread": thread} if log else {"thread": thread, "combine": combine}
     if log:
         write_table(table, output, kind="judgment-log", params=params)
