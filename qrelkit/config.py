@@ -662,7 +662,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     ...     print(exc)
     --set: [unknown-key] unknown key 'dpth' in [pool]; did you mean 'depth'?
     """
-    cfg = Config(copy.deepcopy(DEFAULTS))
+    load_plugins()
+    doc: Mapping[str, Any] | None = None
     if path is not None:
         p = Path(path)
         text = read_text(p)
@@ -671,15 +672,15 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
         except tomllib.TOMLDecodeError as exc:
             m = re.search(r"\(at line (\d+)", str(exc))
             raise InputError("bad-toml", str(exc), file=str(p), line=int(m.group(1)) if m else None) from None
-        _file_plugins(doc, str(p), text)
-        valid = validate(doc, str(p), text)
-        for sec, values in valid.items():
+        _file_plugins(doc, str(p), text)  # before the defaults: the plugins declare theirs
+    cfg = Config(copy.deepcopy(DEFAULTS))
+    if doc is not None:
+        for sec, values in validate(doc, str(p), text).items():
             _merge(cfg, sec, values, str(p), text)
         cfg.source = str(p)
     items = list(overrides.items() if isinstance(overrides, Mapping) else (
         ((s + "." + k), v) for s, k, v in map(parse_setting, overrides)))
     items.sort(key=lambda item: item[0] != "protocol.plugins")  # the plugins first: they declare keys
-    load_plugins()
     for name, value in items:
         sec, _, key = name.rpartition(".")
         cfg.set_value(sec, key, value, FLAG, "--set")
@@ -702,8 +703,8 @@ def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = Non
     (a key declared since is its default; a key no longer declared is left out). The rules across
     keys are not run again: the rows passed them when they were recorded."""
     rows = list(rows)
-    load_plugins(next((list(r["value"] or []) for r in rows if (r["section"], r["key"]) == ("protocol", "plugins")), []),
-                 file=source)
+    plugins = next((r["value"] for r in rows if (r["section"], r["key"]) == ("protocol", "plugins")), None)
+    load_plugins(plugins or [], file=source)  # before the defaults: the plugins declare theirs
     cfg = Config(copy.deepcopy(DEFAULTS))
     for r in rows:
         sec, key = str(r["section"]), str(r["key"])

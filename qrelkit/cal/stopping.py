@@ -7,11 +7,15 @@ collection the thread ranks, the passages issued in the thread's batches and a j
 sample. A :class:`Decision` is ``continue``, ``accept``, ``reject`` or ``stop`` with a reason that
 names the numbers it compared. Decisions use the state **as it is now**: every judgment so far,
 the last batch included (no one-round lag, unlike TARexp's count-based rules, which look at
-the counts of the previous round).
+the counts of the previous round). A rule also describes itself: ``describe(state) ->
+Description`` (what it needs, where the topic stands), which the campaign's report and web pages
+and ``cal status`` print.
 
-Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; modules named
-in ``$QRELKIT_PLUGINS`` are imported to find a rule defined outside qrelkit, docs/cal.md
-"Writing a stopping rule"):
+Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; a rule declares
+its parameters in ``KEYS`` and they are its configuration section, ``[stopping.<rule>]``; a rule
+defined outside qrelkit is found through the modules a protocol file names in ``[protocol]
+plugins`` or ``$QRELKIT_PLUGINS`` names, :func:`qrelkit.config.load_plugins`; docs/cal.md "Writing
+a stopping rule"):
 
 ``density`` — TREC 2022 Deep Learning (docs/protocol.md section 1, step 5), thresholds from the
 config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
@@ -285,6 +289,11 @@ class StoppingRule:
     DEFAULTS: Mapping[str, Any] | None = None
     SECTION: str | None = ""
 
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "KEYS" in vars(cls) and cls.KEYS is not None:  # DEFAULTS as before: the declared defaults
+            cls.DEFAULTS = _defaults(cls.KEYS)
+
     def decide(self, state: JudgingState) -> Decision:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -300,7 +309,8 @@ class StoppingRule:
         """What the rule needs (:meth:`needs`) and where ``state`` stands: by default the reason of
         its decision (``decision``, when the caller has it already)."""
         d = decision or self.decide(state)
-        return Description(self.name, self.needs(), d.reason if not d.stopped else f"{_DONE.get(d.action, d.action)}: {d.reason}")
+        stands = f"{_DONE.get(d.action, d.action)}: {d.reason}" if d.stopped else d.reason
+        return Description(self.name, self.needs(), stands)
 
     @classmethod
     def keys(cls) -> tuple[Key, ...]:
@@ -316,11 +326,10 @@ class StoppingRule:
 
     @classmethod
     def from_config(cls, config: Mapping | None = None, **overrides) -> "StoppingRule":
-        if cls.KEYS is None and cls.DEFAULTS is None:
+        if cls.DEFAULTS is None:
             raise NotImplementedError
         sub = None if cls.SECTION is None else cls.section().partition(".")[2]
-        return cls(**_params(_defaults(cls.keys()) if cls.KEYS is not None else cls.DEFAULTS, _section(config, sub),
-                             overrides))
+        return cls(**_params(cls.DEFAULTS, _section(config, sub), overrides))
 
 
 def _inferred_key(rule: str, name: str, value: Any) -> Key | None:
@@ -441,7 +450,7 @@ class DensityRule(StoppingRule):
     SECTION = None
 
     def __init__(self, **params: Any) -> None:
-        p = _params(_defaults(self.KEYS), {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.accept_density_below = p["accept_density_below"]
         self.accept_min_judged = int(p["accept_min_judged"])
         self.accept_min_relevant = int(p["accept_min_relevant"])
@@ -568,7 +577,7 @@ class KneeRule(StoppingRule):
     SECTION = "knee"
 
     def __init__(self, **params: Any) -> None:
-        p = _params(_defaults(self.KEYS), {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.min_judged = int(p["min_judged"])
         self.ratio = float(p["ratio"])
         self.adjust = bool(p["adjust"])
@@ -580,7 +589,8 @@ class KneeRule(StoppingRule):
 
     def needs(self) -> str:
         ratio = f"{self.adjust_base:g} - min(relevant, {self.adjust_cap})" if self.adjust else f"{self.ratio:g}"
-        return f"stops at a slope ratio of {ratio} at the knee of the gain curve, with at least {self.min_judged} judged"
+        return (f"stops at a slope ratio of {ratio} at the knee of the gain curve, with at least {self.min_judged} "
+                "judged")
 
     def decide(self, state: JudgingState) -> Decision:
         s, r = state.judged, state.n_relevant
@@ -609,7 +619,7 @@ class BudgetRule(StoppingRule):
     SECTION = "budget"
 
     def __init__(self, **params: Any) -> None:
-        p = _params(_defaults(self.KEYS), {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.ratio = float(p["ratio"])
         self.target_size = int(p["target_size"])
         self.collection_share = float(p["collection_share"])
@@ -667,7 +677,7 @@ class TargetRule(StoppingRule):
     SECTION = "target"
 
     def __init__(self, **params: Any) -> None:
-        p = _params(_defaults(self.KEYS), {}, params)
+        p = _params(self.DEFAULTS, {}, params)
         self.size = int(p["size"])
         if self.size < 1:
             raise InputError("bad-option", "the target method needs a target size >= 1")
@@ -761,8 +771,8 @@ def _config_budget(config: Mapping | None, budget: int | None) -> int | None:
     return None if val is None else int(val)
 
 
-STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule", "action",
-                  "reason", "stands"]
+STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule",
+                  "action", "reason", "stands"]
 
 
 def _in_view(kind: np.ndarray, thread_of: np.ndarray, thread: str) -> np.ndarray:

@@ -214,8 +214,9 @@ def build(campaign, store, cfg) -> _Doc:
         relevant = {int(g) for g in cfg.get_value("labels", "passage_relevant")}
         doc.h("Relevance density vs. judged")
         labels = combine_log(log, combine=combine_rule(cfg))  # one grade per passage, as the stopping rule sees it
-        doc.figure(_density_figure(labels, relevant, rule.density_line, topics), "relevance density vs. judged per topic"
-                   + ("" if rule.density_line is None else f"; the {rule.density_line:g} line"))
+        line = "" if rule.density_line is None else f"; the {rule.density_line:g} line"
+        doc.figure(_density_figure(labels, relevant, rule.density_line, topics),
+                   f"relevance density vs. judged per topic{line}")
     else:
         doc.p("No judgment yet.")
     doc.h("Stopping decision per topic")

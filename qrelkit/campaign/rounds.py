@@ -60,8 +60,8 @@ def describe_protocol(cfg: Config) -> dict[str, Any]:
     kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs."""
     kind = str(cfg.get_value("pool", "kind"))
     rule = campaign_rule(cfg)
-    return {"pool_kind": kind, "pool": ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None),
-            "rule": rule.name, "needs": rule.needs()}
+    params = ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None)
+    return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs()}
 
 
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:

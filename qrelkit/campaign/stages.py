@@ -372,7 +372,8 @@ def stage_pool(ctx: Context) -> dict:
                                                  "grade": q["rel"], "batch_id": [f"{x}/initial" for x in q["qid"]]}),
                                    source="initial-qrels", scale=None)
     dist = pool_size_distribution(pool)
-    return {**made.summary, "items": int(pool.num_rows), "topics": int(dist["topics"]), "runs_pooled": len(ctx.pooled_runs)}
+    return {**made.summary, "items": int(pool.num_rows), "topics": int(dist["topics"]),
+            "runs_pooled": len(ctx.pooled_runs)}
 
 
 def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) -> int:

@@ -149,7 +149,8 @@ def depth(
     common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     per_run = read_run_depths(run_depth) if run_depth else None
-    made = configured_pool("depth", table, cfg, depth=depth_, per_run_depth=per_run, judged=judged, classes=cls, qrels=q)
+    made = configured_pool("depth", table, cfg, depth=depth_, per_run_depth=per_run, judged=judged, classes=cls,
+                           qrels=q)
     k, pol = made.params["depth"], made.params["judged"]
     write_table(made.table, output, kind="pool-depth", params=_params(
         runs=runs, pooled_runs=pooled, depth=k, per_run_depth=per_run or {}, classes=classes, qrels=qrels,
