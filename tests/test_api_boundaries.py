@@ -313,3 +313,65 @@ def test_no_sqlite_outside_the_storage_package():
     room go through the store (qrelkit/store/)."""
     found = sqlite_imports()
     assert not found, "sqlite3 imported outside qrelkit/store/:\n" + "\n".join(found)
+
+
+#: the pool functions of pooler/ (the registry's built-in kinds) and the orchestrators, which reach
+#: pool kinds and stopping rules by name through the registries (issue 20): ``configured_pool`` /
+#: ``make_pool`` with ``[pool] kind``, ``get_rule`` with ``[stopping] rule``
+POOL_FUNCTIONS = {"depth_pool", "top1_pool", "fused_pool", "fractional_pool"}
+ORCHESTRATORS = {"qrelkit.campaign", "qrelkit.web", "qrelkit.cli"}
+
+
+def registry_bypasses(root: Path = PKG) -> list[str]:
+    """``file:line: what`` for each place in the orchestrators that goes around the registries: a
+    pool function called by name, a stopping rule named by a literal (``get_rule("density")``), a
+    rule's own parameter read (``get_value("stopping", "accept_density_below")``: the rule reads
+    its keys, an orchestrator asks it to describe itself)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if package_of(module_name(path, root)) not in ORCHESTRATORS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            args = [a.value if isinstance(a, ast.Constant) else None for a in node.args]
+            if name in POOL_FUNCTIONS:
+                what = f"{name}() called: name the kind (configured_pool)"
+            elif name == "get_rule" and args and isinstance(args[0], str):
+                what = f"get_rule({args[0]!r}): the rule is [stopping] rule's"
+            elif name == "get_value" and args and isinstance(args[0], str) and args[0].partition(".")[0] == "stopping" \
+                    and args[1:2] != ["rule"]:
+                what = f"get_value({args[0]!r}, {args[1]!r}): a rule's own key (describe it instead)"
+            else:
+                continue
+            found.append(f"{path.relative_to(root.parent).as_posix()}:{node.lineno}: {what}")
+    return found
+
+
+def test_the_bypass_finder_sees_a_bypass(tmp_path):
+    pkg = tmp_path / "qrelkit"
+    for d in ("campaign", "pooler"):
+        (pkg / d).mkdir(parents=True)
+    (pkg / "campaign" / "stages.py").write_text(
+        "from qrelkit.pooler import depth_pool\n"
+        "pool = depth_pool(runs, 10)\n"
+        "rule = get_rule('density', cfg)\n"
+        "ok = get_rule(cfg.get_value('stopping', 'rule'), cfg)\n"
+        "thr = cfg.get_value('stopping', 'accept_density_below')\n"
+        "k = cfg.get_value('stopping.knee', 'ratio')\n")
+    (pkg / "pooler" / "registry.py").write_text("p = depth_pool(runs, 10)\n")   # the registry itself: fine
+    assert registry_bypasses(pkg) == [
+        "qrelkit/campaign/stages.py:2: depth_pool() called: name the kind (configured_pool)",
+        "qrelkit/campaign/stages.py:3: get_rule('density'): the rule is [stopping] rule's",
+        "qrelkit/campaign/stages.py:5: get_value('stopping', 'accept_density_below'): a rule's own key (describe it instead)",
+        "qrelkit/campaign/stages.py:6: get_value('stopping.knee', 'ratio'): a rule's own key (describe it instead)",
+    ]
+
+
+def test_orchestrators_go_through_the_registries():
+    """The campaign, the web app and the command line build pools and choose stopping rules by
+    name, never by calling a pool function or naming the density rule."""
+    found = registry_bypasses()
+    assert not found, "places that go around the registries:\n" + "\n".join(found)

@@ -34,6 +34,7 @@ TABLE = {
     "runs validate": (["runs", "validate", "{run}", "-o", "{OUT}"], "run"),
     "runs canonicalize": (["runs", "canonicalize", "{run}", "-o", "{OUT}"], "run"),
     "pool select": (["pool", "select", "-m", "{manifest}", "-o", "{OUT}"], "manifest"),
+    "pool make": (["pool", "make", "{run}", "-o", "{OUT}"], "run"),
     "pool depth": (["pool", "depth", "{run}", "-o", "{OUT}"], "run"),
     "pool top1": (["pool", "top1", "{run}", "-o", "{OUT}"], "run"),
     "pool fused": (["pool", "fused", "{run}", "-o", "{OUT}"], "run"),

@@ -285,7 +285,7 @@ def test_target_size_from_config(tmp_path):
 # -- registry -----------------------------------------------------------------------------------
 
 
-def test_registry():
+def test_registry(registries):
     assert {"density", "knee", "budget", "target"} <= set(available_rules())
     with pytest.raises(InputError, match=r"\[bad-option\] unknown stopping rule 'nope'"):
         get_rule("nope")
@@ -379,7 +379,7 @@ def test_target_method_from_store_sample(tmp_path):
     store.close()
 
 
-def test_replay_recombines_grades_per_prefix(tmp_path):
+def test_replay_recombines_grades_per_prefix(tmp_path, registries):
     """A second assessor's later grade changes the passage's label only from that batch on."""
     store = init_store(tmp_path / "c.db", {"1": ""})
     b0 = store.batches.issue("1", "all", ["a", "b"])

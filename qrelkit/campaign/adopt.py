@@ -22,7 +22,8 @@ _RUNS = ("validate", "pool", "fractional", "evaluate", "reuse")  # the stages th
 _ONE_GRADE = _JUDGING + ("qrels", "report")  # several assessors' grades -> one ([campaign] combine)
 
 #: the campaign stages that read each configuration key: ``"section.key"`` first, then
-#: ``"section"``; a key listed nowhere is read by every stage (conservative). ``()``: no stage
+#: ``"section"``, then the top section (``stopping`` for ``[stopping.<rule>]``); a key listed
+#: nowhere is read by every stage (conservative; ``[protocol] plugins`` among them). ``()``: no stage
 #: reads it (informative, or read by other commands and the web app only, as they run).
 #: :data:`INIT`: read by ``campaign init`` (the topics' CAL threads, the runs as validated there).
 CONFIG_STAGES: dict[str, tuple[str, ...]] = {
@@ -30,6 +31,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
     "protocol.source": (),
     "runs": (INIT, *_RUNS),
     "selection": ("select",),
+    "pool.kind": ("pool",),
     "pool.depth": ("pool", "fractional"),
     "pool.judged": ("pool",),
     "pool.ties": (INIT, *_RUNS),
@@ -59,10 +61,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
     "cal.shard_size": ("cal",),
     "cal.hashing": ("cal",),
     "cal": ("cal",),
-    "stopping": ("cal", "report"),
-    "stopping.knee": (),  # the campaign's stopping rule is the density rule ([stopping])
-    "stopping.budget": (),
-    "stopping.target": (),
+    "stopping": ("cal", "report"),  # [stopping] rule and every rule's section: the campaign's rule may be any of them
     "reuse": ("reuse",),
     "campaign.assessors": _JUDGING,
     "campaign.owner_judges_cal": ("cal",),
@@ -75,7 +74,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
 
 def stages_using(section: str, key: str) -> tuple[str, ...]:
     """The stages that read ``[section] key`` (:data:`CONFIG_STAGES`; every stage when unknown)."""
-    for name in (f"{section}.{key}", section):
+    for name in (f"{section}.{key}", section, section.partition(".")[0]):
         if name in CONFIG_STAGES:
             return CONFIG_STAGES[name]
     return (INIT, *CAMPAIGN_STAGES)

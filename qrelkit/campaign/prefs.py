@@ -4,8 +4,8 @@ assessors in the web app, one comparison at a time, kept in the campaign store.
 
 * :func:`make_preference_tasks` builds tasks with :func:`qrelkit.prefs.make_tasks` — from a
   pairs table, or by default from the campaign itself: the top-1 pool of its runs plus its
-  best-judged passages (:func:`qrelkit.pooler.top1_pool` with the current labels as the qrels,
-  then :func:`qrelkit.prefs.pool_pairs`); the test pairs' known relevant passages are the
+  best-judged passages (the ``top1`` pool kind, :func:`qrelkit.pooler.configured_pool`, with the
+  current labels as the qrels, then :func:`qrelkit.prefs.pool_pairs`); the test pairs' known relevant passages are the
   campaign's judged ones — and assigns each to ``[prefs] assignments`` assessors.
 * :func:`screen_preferences` applies the protocol's screening (:func:`qrelkit.prefs.read_answers`,
   :func:`qrelkit.prefs.screen_answers`, :func:`qrelkit.prefs.reissue_tasks`) to the answers of
@@ -31,7 +31,7 @@ from qrelkit.campaign.store import campaign_config, check_inputs
 from qrelkit.config import Config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
-from qrelkit.pooler import top1_pool
+from qrelkit.pooler import configured_pool
 from qrelkit.prefs import TASK_SCHEMA, make_tasks, pool_pairs, read_answers, reissue_tasks, screen_answers
 from qrelkit.prefs.common import to_arrow
 from qrelkit.prefs.tasks import base_task, normalize_tasks
@@ -47,8 +47,7 @@ def _campaign_pool(directory: Path, store: CampaignStore, cfg: Config) -> pa.Tab
     perfect = "best"``), near-duplicates as one item when the campaign has classes."""
     ctx = Context(directory, store, cfg, store.state.get("paths"))
     qrels = store.judgments.export_qrels(combine=ctx.combine)
-    return top1_pool(ctx.runset.table, qrels=qrels, perfect_min_rel=int(cfg.get_value("top1", "perfect_min_rel")),
-                     perfect=str(cfg.get_value("top1", "perfect")), classes=ctx.classes)
+    return configured_pool("top1", ctx.runset.table, cfg, qrels=qrels, classes=ctx.classes).table
 
 
 def _assign(task_ids: Sequence[str], assessors: list[str], per_task: int, load: dict[str, int],

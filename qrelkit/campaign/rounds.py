@@ -2,7 +2,8 @@
 configured threads, each round judged, then the stopping rule — **per topic**.
 
 Every kept topic has its own CAL round and phase in the store (``campaign_cal``): ``judge``
-(its batches are out; once every item of the topic is judged, the density rule decides its
+(its batches are out; once every item of the topic is judged, the stopping rule of ``[stopping]
+rule`` (:func:`campaign_rule`; the density rule by default) decides its
 active threads and, when some are still active, the topic moves to the next round's ``issue``)
 and ``issue`` (every active thread of the topic that has no batch for this round gets its next
 one; nothing of the topic is judged in this phase, so a resumed issue phase sees the store the
@@ -17,15 +18,50 @@ outputs are the same whatever order the topics' rounds happen in.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from qrelkit.cal.loop import CalParams, issue_next_batches
-from qrelkit.cal.stopping import ACCEPT, REJECT, get_rule, thread_states
-from qrelkit.campaign.stages import Context, Waiting, features, kept_topics
+from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
+from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
+from qrelkit.config import Config
+from qrelkit.pooler import pool_parameters
 
-RULE = "density"
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
 _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
+
+
+def campaign_rule(cfg: Config) -> StoppingRule:
+    """The campaign's stopping rule: the registered rule ``[stopping] rule`` with its parameters
+    from the configuration (``[stopping]`` for the density rule, ``[stopping.<rule>]``)."""
+    return get_rule(str(cfg.get_value("stopping", "rule")), cfg)
+
+
+def _budget(cfg: Config) -> int | None:
+    budget = cfg.get_value("cal", "budget")
+    return None if budget is None else int(budget)
+
+
+def topic_stopping(store, cfg: Config, qid: str) -> Description:
+    """What the campaign's stopping rule needs and where topic ``qid`` of the campaign's ``store``
+    stands (:meth:`~qrelkit.cal.stopping.StoppingRule.describe`): its official thread's state as the
+    rule sees it in :func:`apply_stopping` (every grade in force, one per passage)."""
+    th = store.topics.threads(qid)
+    th = th[th["thread"] == official_thread(cfg)]
+    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=[int(g) for g in cfg.get_value(
+        "labels", "passage_relevant")], combine=combine_rule(cfg), budget=_budget(cfg))) if len(th) else []
+    return campaign_rule(cfg).describe(states[0] if states else JudgingState((), np.zeros(0, bool), topic=str(qid)))
+
+
+def describe_protocol(cfg: Config) -> dict[str, Any]:
+    """The campaign's pool and stopping rule in words (the web app's organizer page): the pool
+    kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs."""
+    kind = str(cfg.get_value("pool", "kind"))
+    rule = campaign_rule(cfg)
+    params = ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None)
+    return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs()}
 
 
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
@@ -63,16 +99,15 @@ def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
     None; idempotent). Their judgments are read once (one query per topic, or the whole log for
     every topic); each thread's state is :func:`qrelkit.cal.stopping.thread_states`'s (its view,
     one grade per passage by the configured aggregation, the budget)."""
-    rule = get_rule(RULE, ctx.cfg)
-    budget = ctx.cfg.get_value("cal", "budget")
+    rule = campaign_rule(ctx.cfg)
+    budget = _budget(ctx.cfg)
     active = _active(ctx, None if topics is None else set(topics))
     if not len(active):
         return
     qids = list(dict.fromkeys(active["qid"]))
     log = (ctx.store.judgments.log(None, "all") if topics is None or len(qids) > 8
            else pd.concat([ctx.store.judgments.log(q, "all") for q in qids], ignore_index=True))
-    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine,
-                           budget=None if budget is None else int(budget))
+    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine, budget=budget)
     for t, st in zip(active.itertuples(index=False), states):
         d = rule.decide(st)
         if d.stopped:

@@ -33,8 +33,8 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
 from qrelkit.labels.aggregate import VoteRule
-from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
-                            pooled_flag, restrict_runs)
+from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
+                            pool_size_distribution, pooled_flag, restrict_runs)
 from qrelkit.pooler.protocol import selection_options
 from qrelkit.simulate.oracle import judge_batches, truth_map
 from qrelkit.store import CampaignStore, TextIndex, combine_log, open_text_index
@@ -65,6 +65,13 @@ def combine_rule(cfg: Config) -> Any:
     (``vote-vs-passage-relevant``, checked when the configuration is loaded)."""
     name = str(cfg.get_value("campaign", "combine"))
     return VoteRule.from_config(cfg) if name == "vote" else name
+
+
+def official_thread(cfg: Config) -> str:
+    """The CAL thread that decides a topic: ``[cal] official_thread``, among ``[cal] threads``."""
+    threads = list(cfg.get_value("cal", "threads"))
+    off = str(cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
+    return off if off in threads else threads[-1]  # a store recorded before that rule
 
 
 TEXT_INDEX = "text-index.sqlite"
@@ -179,8 +186,7 @@ class Context:
 
     @property
     def official_thread(self) -> str:
-        off = str(self.cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
-        return off if off in self.threads else self.threads[-1]  # a store recorded before that rule
+        return official_thread(self.cfg)
 
     def assessors_for(self, qid: str, round_: int = 0) -> list[str]:
         """The assessors of a batch of topic ``qid``: its owner (topic i -> assessor i mod n),
@@ -347,14 +353,16 @@ def stage_dedupe(ctx: Context) -> dict:
 
 
 def stage_pool(ctx: Context) -> dict:
-    """The depth pool of the pooled runs (``[pool] depth``, with the classes and the initial qrels);
-    writes ``pool.parquet`` and imports the initial qrels as judged; returns depth, items, topics and
-    the number of pooled runs."""
+    """The pool of the pooled runs: the kind ``[pool] kind`` (the depth pool: ``[pool] depth``)
+    with its parameters from the configuration (:func:`qrelkit.pooler.configured_pool`), with the
+    classes and the initial qrels; writes ``pool.parquet`` and imports the initial qrels as judged;
+    returns the kind's parameters (depth), items, topics and the number of pooled runs."""
     runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
-    depth = int(ctx.cfg.get_value("pool", "depth"))
     init = ctx.initial_qrels()
-    pool = depth_pool(runs, depth, classes=ctx.classes, qrels=init, judged=str(ctx.cfg.get_value("pool", "judged")))
-    ctx.write(pool, "pool.parquet", "pool-depth", depth=depth, pooled_runs=ctx.pooled_runs)
+    made = configured_pool(None, runs, ctx.cfg, classes=ctx.classes, qrels=init)
+    pool = made.table
+    write_table(pool, ctx.dir / "pool.parquet", kind=f"pool-{made.kind}", params={**made.summary,
+                                                                              "pooled_runs": ctx.pooled_runs})
     if init is not None:  # judgments made before the campaign count as judged (one batch per topic)
         q = init.to_pandas()
         q = q[(q["rel"] >= 0) & q["qid"].isin(set(ctx.topic_ids))]
@@ -362,7 +370,8 @@ def stage_pool(ctx: Context) -> dict:
                                 "batch_id": [f"{x}/initial" for x in q["qid"]]})
         ctx.store.judgments.import_judgments(initial, source="initial-qrels", scale=None)
     dist = pool_size_distribution(pool)
-    return {"depth": depth, "items": int(pool.num_rows), "topics": int(dist["topics"]), "runs_pooled": len(ctx.pooled_runs)}
+    return {**made.summary, "items": int(pool.num_rows), "topics": int(dist["topics"]),
+            "runs_pooled": len(ctx.pooled_runs)}
 
 
 def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) -> int:
@@ -444,16 +453,17 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
 
 
 def stage_fractional(ctx: Context) -> dict | Waiting:
-    """The fractional pool: a seeded fraction of the corpus, pooled to ``[pool] depth`` from the
-    pooled runs restricted to it; writes ``pool-fractional.parquet``, issues its new passages of the
-    kept topics and has them judged; returns fraction, kept passages and items, or :class:`Waiting`."""
+    """The fractional pool: a seeded fraction of the corpus, the depth pool (``[pool] depth``,
+    whatever ``[pool] kind``: the protocol's) of the pooled runs restricted to it; writes
+    ``pool-fractional.parquet``, issues its new passages of the kept topics and has them judged;
+    returns fraction, kept passages and items, or :class:`Waiting`."""
     frac = float(ctx.cfg.get_value("fractional", "fraction"))
     seed = int(ctx.cfg.get_value("fractional", "seed"))
-    depth = int(ctx.cfg.get_value("pool", "depth"))
     kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.classes)
     runs = restrict_runs(filter_runs(ctx.runset.table, ctx.pooled_runs), kept, classes=ctx.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
-    pool = depth_pool(runs, depth, classes=ctx.classes)
+    made = configured_pool("depth", runs, ctx.cfg, classes=ctx.classes)
+    pool, depth = made.table, made.arguments["depth"]
     keep = set(kept_topics(ctx))
     mask = [q in keep and (q, d) not in done for q, d in zip(pool["qid"].to_pylist(), pool["docid"].to_pylist())]
     pool = pool.filter(pa.array(mask, pa.bool_()))

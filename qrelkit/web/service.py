@@ -24,6 +24,7 @@ import pandas as pd
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
+from qrelkit.campaign.rounds import describe_protocol, topic_stopping
 from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
 from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
@@ -180,16 +181,20 @@ class CampaignService:
 
     def topic_status(self, qid: str) -> dict[str, Any]:
         """Stage and rule status of a topic: screening, decision (rule, reason), threads, judged,
-        relevant and density over the grades in force."""
+        relevant and density over the grades in force, and the campaign's stopping rule on it
+        (``stopping``: what it needs, where the topic stands; :func:`qrelkit.campaign.rounds.topic_stopping`)."""
         s = self.store()
         ct = self._topic_row(qid)
         n, r = self._label_counts(qid)
         out = {"qid": qid, **{k: ct[k] for k in ("screening", "decision", "rule", "reason")},
                "threads": [{"thread": t, "state": st} for t, st in s.topics.thread_states(qid)],
                "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
-               "accept_density_below": self.cfg.get_value("stopping", "accept_density_below"),
-               "accept_min_judged": self.cfg.get_value("stopping", "accept_min_judged")}
+               "stopping": topic_stopping(s, self.cfg, qid).as_dict()}
         return out
+
+    def protocol(self) -> dict[str, Any]:
+        """The campaign's pool kind and stopping rule in words (:func:`qrelkit.campaign.rounds.describe_protocol`)."""
+        return describe_protocol(self.cfg)
 
     def _label_counts(self, qid: str) -> tuple[int, int]:
         """Judged passages of a topic and how many are relevant, one grade per passage by
