@@ -129,7 +129,7 @@ def campaign_once(sim: Path, folder: Path, config: Path, *, error_rate: float, s
         res = c.run(oracle=sim / "qrels.txt", error_rate=error_rate, seed=seed)
         wall = time.perf_counter() - t0
     with open_campaign_store(folder) as s:
-        cal_batches = int((s.batches()["kind"] == "cal").sum())
+        cal_batches = int((s.batches.all()["kind"] == "cal").sum())
         judgments = s.counts()["judgments"]
     stage_sum = sum(res["seconds"].values())
     return {"state": res["state"], "topics": res["topics"], "init_s": round(t_init, 3), "run_wall_s": round(wall, 3),

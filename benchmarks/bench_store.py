@@ -29,7 +29,7 @@ import pandas as pd
 
 from _machine import busy_cpu_s, cpu_s, others_cores, wait_idle
 from qrelkit.cal.stopping import status_table
-from qrelkit.cal.store import init_store, open_store
+from qrelkit.store import init_store, open_store
 
 TOPICS = 200
 
@@ -54,37 +54,37 @@ def status_store(path: Path) -> None:
     with init_store(path, [str(q) for q in range(1, TOPICS + 1)], collection_size=10_000, synchronous="OFF") as s:
         for q in map(str, range(1, TOPICS + 1)):
             pool = [f"p{q}_{i}" for i in range(100)]
-            b = s.issue_batch(q, None, pool, kind="pool")
+            b = s.batches.issue(q, None, pool, kind="pool")
             rows += [(q, p, "A", int(rng.integers(0, 4)), b) for p in pool]
             for th in ("fractional", "local", "all"):
                 for it in range(4):
                     items = [f"{th[0]}{q}_{it}_{i}" for i in range(25)]
-                    b = s.issue_batch(q, th, items, kind="cal")
+                    b = s.batches.issue(q, th, items, kind="cal")
                     if it < 3:
                         rows += [(q, p, "A", int(rng.integers(0, 4)), b) for p in items]
-        s.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+        s.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
 
 
 def changed_log(path: Path) -> dict:
     n = 300_000
     df = judgments(n, per_batch=100)
     with init_store(path, [f"q{x:03d}" for x in range(TOPICS)], synchronous="OFF") as s:
-        s.import_judgments(df)
+        s.judgments.import_judgments(df)
         undone = df.iloc[::100]
         for r in undone.itertuples(index=False):
-            s.retract(r.qid, r.docid, r.assessor, r.batch_id)
-        s.import_judgments(undone.iloc[::2].assign(grade=lambda d: (d["grade"] + 1) % 4))
+            s.judgments.retract(r.qid, r.docid, r.assessor, r.batch_id)
+        s.judgments.import_judgments(undone.iloc[::2].assign(grade=lambda d: (d["grade"] + 1) % 4))
     out = {}
     with open_store(path) as s:
-        out["judgments_300k"] = timed(lambda: len(s.judgments()))
-        out["export_qrels_300k"] = timed(lambda: s.export_qrels().num_rows)
+        out["judgments_300k"] = timed(lambda: len(s.judgments.log()))
+        out["export_qrels_300k"] = timed(lambda: s.judgments.export_qrels().num_rows)
         one, undo = [], []
         for k in range(200):
             t0 = time.perf_counter()
-            s.import_judgment(f"q{k % TOPICS:03d}", f"new{k}", "A2", k % 4, f"b{k}")
+            s.judgments.import_judgment(f"q{k % TOPICS:03d}", f"new{k}", "A2", k % 4, f"b{k}")
             one.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            s.retract(f"q{k % TOPICS:03d}", f"new{k}", "A2", f"b{k}")
+            s.judgments.retract(f"q{k % TOPICS:03d}", f"new{k}", "A2", f"b{k}")
             undo.append(time.perf_counter() - t0)
         out["import_judgment_ms"] = round(float(np.median(one)) * 1000, 2)
         out["retract_ms"] = round(float(np.median(undo)) * 1000, 2)
@@ -106,10 +106,10 @@ def main() -> None:
     out = {}
     wait_idle(args.idle_wait)
     with init_store(d / "one.db", topics) as s:
-        out["import_one_call"] = timed(lambda: s.import_judgments(df).imported)
-        out["reimport_one_call"] = timed(lambda: s.import_judgments(df).counts.get("repeated"))
+        out["import_one_call"] = timed(lambda: s.judgments.import_judgments(df).imported)
+        out["reimport_one_call"] = timed(lambda: s.judgments.import_judgments(df).counts.get("repeated"))
     with init_store(d / "many.db", topics) as s:
-        out["import_1000_calls"] = timed(lambda: sum(s.import_judgments(df.iloc[k * 100:(k + 1) * 100]).imported
+        out["import_1000_calls"] = timed(lambda: sum(s.judgments.import_judgments(df.iloc[k * 100:(k + 1) * 100]).imported
                                                      for k in range(1000)))
     status_store(d / "status.db")
     wait_idle(args.idle_wait)

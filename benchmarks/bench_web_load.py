@@ -295,8 +295,8 @@ class Assessor:
 def check_store(camp: Path, acked: list[tuple[str, str, str, str]], source: str = "web") -> dict:
     """Every acknowledged judgment stored exactly once, nothing else of ``source`` stored."""
     with open_campaign_store(camp) as s:
-        rows = s._db.execute("SELECT topic, passage, assessor, batch FROM judgments WHERE source = ?",
-                             (source,)).fetchall()
+        rows = s.db.conn.execute("SELECT topic, passage, assessor, batch FROM judgments WHERE source = ?",
+                                 (source,)).fetchall()
     stored = [tuple(map(str, r)) for r in rows]
     ack = set(acked)
     counts: dict[tuple, int] = {}
@@ -317,7 +317,7 @@ def run_load(camp: Path, truth: dict, url: str, *, assessors: int, judgments: in
     figures (see the module documentation) without the store check."""
     names = names_of(assessors)
     with open_campaign_store(camp) as s:
-        qids = s.topics()["qid"].astype(str).tolist()
+        qids = s.topics.all()["qid"].astype(str).tolist()
     people = [Assessor(url, add_account(camp, n)["link"], n, qids[i], truth) for i, n in enumerate(names)]
     start = threading.Barrier(len(people))
     running = [len(people)]
@@ -380,7 +380,7 @@ def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, thin
     res.update(r)
     res["store"] = check_store(camp, acked)
     with open_campaign_store(camp) as s:
-        b = s.batches(counts=False)
+        b = s.batches.all(counts=False)
         res["batches_issued"] = {k: int(v) for k, v in b["kind"].value_counts().items()}
     res["target"] = {"post_p95_ms_max": 50}
     return res
@@ -412,8 +412,8 @@ def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
         res["server_ready_s"] = round(time.perf_counter() - t0, 1)
         res["load_at_start"] = load_avg()
         with open_campaign_store(camp) as s:
-            qids = s.topics()["qid"].astype(str).tolist()
-            names = {a["name"] for a in s.accounts() if a["revoked"] is None}
+            qids = s.topics.all()["qid"].astype(str).tolist()
+            names = {a["name"] for a in s.accounts.all() if a["revoked"] is None}
             owners = {q: _owner(s, q) for q in qids}
         for n in names & set(owners.values()):  # a run before: a new link (only a token's hash is kept)
             revoke_account(camp, n)
@@ -431,7 +431,7 @@ def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
 
 def _owner(store, qid: str) -> str:
     """The assessor assigned to the topic's open CAL batches (its owner: one assessor per item)."""
-    pend = store.pending(None, qid)
+    pend = store.assignments.pending(None, qid)
     return str(pend["assessor"].iat[0]) if len(pend) else ""
 
 

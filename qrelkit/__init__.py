@@ -4,11 +4,12 @@ The objects a notebook user needs are importable from the top::
 
     from qrelkit import read_runs, read_qrels, depth_pool, evaluate, leave_out
 
-Runs, qrels, topics and corpora are read by :mod:`qrelkit.io`; pools and assessor batches are
-made by :mod:`qrelkit.pooler`; near-duplicates by :mod:`qrelkit.dedupe`; continuous active
-learning on a judging store by :mod:`qrelkit.cal`; labels by :mod:`qrelkit.labels`; scores and
-comparisons by :mod:`qrelkit.evaluate`; reusability studies by :mod:`qrelkit.reuse`; preference
-judging by :mod:`qrelkit.prefs`. The command line (:mod:`qrelkit.cli`) is a thin layer over them.
+Runs, qrels, topics and corpora are read by :mod:`qrelkit.io`; judgments are kept by the stores
+of :mod:`qrelkit.store`; pools and assessor batches are made by :mod:`qrelkit.pooler`;
+near-duplicates by :mod:`qrelkit.dedupe`; continuous active learning on a judging store by
+:mod:`qrelkit.cal`; labels by :mod:`qrelkit.labels`; scores and comparisons by
+:mod:`qrelkit.evaluate`; reusability studies by :mod:`qrelkit.reuse`; preference judging by
+:mod:`qrelkit.prefs`. The command line (:mod:`qrelkit.cli`) is a thin layer over them.
 """
 
 import importlib as _importlib
@@ -43,10 +44,10 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "import_batches": "qrelkit.pooler.batches",
     # near-duplicates (qrelkit.dedupe)
     "cluster_corpus": "qrelkit.dedupe.cluster",
-    # continuous active learning (qrelkit.cal)
-    "JudgingStore": "qrelkit.cal.store",
-    "init_store": "qrelkit.cal.store",
-    "open_store": "qrelkit.cal.store",
+    # judging stores (qrelkit.store)
+    "JudgingStore": "qrelkit.store.judging",
+    "init_store": "qrelkit.store.judging",
+    "open_store": "qrelkit.store.judging",
     # labels (qrelkit.labels); ``expand_qrels`` is the labels one (with provenance), not
     # ``qrelkit.dedupe.apply.label_class_members`` which it wraps
     "aggregate_judgments": "qrelkit.labels.aggregate",

@@ -5,7 +5,9 @@ Commands take ``--config FILE``; an explicit flag overrides the file; the built-
 (the TREC 2022 Deep Learning values) fill whatever the file leaves out.
 
 :data:`SCHEMA` declares every section and key: its type, range or choices, default and a
-one-line help. It is the single source of defaults (:data:`DEFAULTS`, :func:`default`, the
+one-line help; the stopping rules and pool kinds add theirs as they register (a rule's
+``[stopping.<rule>]``, the choices of ``[stopping] rule`` and ``[pool] kind``: :func:`declare_section`,
+:func:`load_plugins`). It is the single source of defaults (:func:`defaults_tree`, :func:`default`, the
 library's parameter classes, docs/commands.md). A file is validated when it is loaded: an
 unknown section or key is ``[unknown-key]`` (with the closest known name), a value of the
 wrong type ``[bad-type]`` (an integer key takes no float and no bool: ``depth = 2.5`` is an
@@ -23,7 +25,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -48,6 +50,8 @@ _LEGACY: dict[str, dict[str, Key]] = {
     "protocol": _keys(
         Key("name", "str", "", "name of the protocol (informative)"),
         Key("source", "str", "", "where the protocol is published (informative)"),
+        Key("plugins", "list[str]", [], "modules imported when the file is loaded, before it is checked: they register "
+            "stopping rules and pool kinds (with their sections, e.g. [stopping.<rule>]); also $QRELKIT_PLUGINS"),
     ),
     "selection": _keys(
         Key("include_baselines", "bool", True, "every baseline run feeds the pool"),
@@ -60,6 +64,8 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("exclude", "list[str]", [], "runs never pooled", unordered=True),
     ),
     "pool": _keys(
+        Key("kind", "str", "depth", "the campaign's pool: a registered pool kind (its parameters: [pool] depth and "
+            "judged for depth, [top1], [fused], [pool.<kind>] for a plugin's)", choices=("depth",)),
         Key("depth", "int", 10, "pool depth: the top k of every pooled run", min=1),
         Key("dedupe", "bool", True, "pool near-duplicate class ids when classes are given (informative)"),
         Key("judged", "str", "mark", "items already in the given qrels: keep, mark or drop them",
@@ -116,31 +122,12 @@ _LEGACY: dict[str, dict[str, Key]] = {
             "every distinct word", min=1, optional=True),
     ),
     "stopping": _keys(
-        Key("accept_density_below", "float", 0.4, "density rule: accept below this density ...", **_UNIT),
-        Key("accept_min_judged", "int", 150, "... with at least this many judged ...", min=0),
-        Key("accept_min_relevant", "int", 4, "... and at least this many relevant", min=0),
-        Key("reject_min_judged", "int", 301, "reject with at least this many judged ...", min=0),
-        Key("reject_density_above", "float", 0.5, "... and a density above this", **_UNIT),
-        Key("budget_min_judged", "int", 150, "budget spent: reject with fewer judged than this ...", min=0),
-        Key("budget_min_relevant", "int", 4, "... or fewer relevant than this ...", min=0),
-        Key("budget_density_at_least", "float", 0.4, "... or a density at least this", **_UNIT),
+        Key("rule", "str", "density", "the campaign's stopping rule: a registered rule (its parameters: [stopping] for "
+            "density, [stopping.<rule>] for the others)", choices=("density",)),
     ),
-    "stopping.knee": _keys(
-        Key("min_judged", "int", 150, "knee rule: judge at least this many first", min=0),
-        Key("ratio", "float", 6.0, "slope ratio that stops (adjust = false)", min=0.0),
-        Key("adjust", "bool", True, "published adjustment: ratio adjust_base - min(relevant, adjust_cap)"),
-        Key("adjust_base", "int", 156, "base of the adjusted ratio", min=0),
-        Key("adjust_cap", "int", 150, "cap on the relevant count in the adjusted ratio", min=0),
-    ),
-    "stopping.budget": _keys(
-        Key("ratio", "float", 6.0, "budget rule: slope ratio that stops", min=0.0),
-        Key("target_size", "int", 10, "stop when judged >= target_size x collection / relevant (and the ratio)",
-            min=1),
-        Key("collection_share", "float", 0.75, "stop when this share of the collection is judged", **_UNIT),
-    ),
-    "stopping.target": _keys(
-        Key("size", "int", 10, "target rule: relevant passages in the target sample", min=1),
-    ),
+    # the rules' own keys (the density rule's in [stopping], [stopping.knee], [stopping.budget],
+    # [stopping.target], a plugin's [stopping.<rule>]) are declared by the rules as they register
+    # (qrelkit.cal.stopping, :func:`declare_section`)
     "campaign": _keys(
         Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
             "qrels always run)", choices=CAMPAIGN_STAGES, unordered=True),
@@ -191,9 +178,31 @@ class _Schema(Mapping):
             self._data = {s: both[s] for s in order}
         return self._data
 
-    def refresh(self) -> None:
-        """Assemble again at the next use (after a plugin declared a section)."""
-        self._data = None
+    def declare(self, section: str, keys: dict[str, Key], *, merge: bool = False) -> None:
+        """Declare ``[section]`` with ``keys`` after the assembly (a registry's section, see
+        :func:`declare_section`): a new subsection after its parent's last one."""
+        data = self._get()
+        if section in data:
+            data[section] = {**data[section], **keys} if merge else keys
+            return
+        top = section.partition(".")[0]
+        items = list(data.items())
+        at = max(i for i, (s, _) in enumerate(items) if s.partition(".")[0] == top) + 1
+        items.insert(at, (section, keys))
+        data.clear()
+        data.update(items)
+
+    def snapshot(self) -> dict[str, dict[str, Key]]:
+        """The sections and keys as they are now (for :meth:`restore`)."""
+        return {s: dict(keys) for s, keys in self._get().items()}
+
+    def restore(self, snapshot: Mapping[str, Mapping[str, Key]]) -> None:
+        """The sections and keys of a :meth:`snapshot` (a test that registered its own rules)."""
+        self._data = {s: dict(keys) for s, keys in snapshot.items()}
+
+    def replace_key(self, section: str, key: Key) -> None:
+        """Replace the declaration of ``[section] <key.name>`` (a registry's new choice)."""
+        self._get()[section][key.name] = key
 
     def __getitem__(self, section: str) -> dict[str, Key]:
         return self._get()[section]
@@ -206,7 +215,8 @@ class _Schema(Mapping):
 
 
 #: section (``stopping.knee`` for ``[stopping.knee]``) -> key name -> :class:`Key`
-SCHEMA: Mapping[str, dict[str, Key]] = _Schema()
+SCHEMA = _Schema()
+
 
 def _slot(tree: dict[str, Any], section: str) -> dict[str, Any]:
     """The dict of ``section`` in a nested ``{section: {key: value}}`` tree (``a.b``: ``tree[a][b]``),
@@ -236,12 +246,89 @@ def format_value(value: Any) -> str:
 
 def default(section: str, key: str) -> Any:
     """The declared default of ``[section] key`` (a copy)."""
-    return copy.deepcopy(SCHEMA[section][key].default)
+    return copy.deepcopy(_declared(section)[key].default)
 
 
 def defaults(section: str) -> dict[str, Any]:
     """Every declared default of a section (``stopping.knee`` for a subsection)."""
-    return {k: copy.deepcopy(v.default) for k, v in SCHEMA[section].items()}
+    return {k: copy.deepcopy(v.default) for k, v in _declared(section).items()}
+
+
+# --------------------------------------------------------------------------- sections the registries declare
+#
+# A stopping rule declares its own keys (``[stopping.<rule>]``; the density rule's are in
+# ``[stopping]``) and every registered rule and pool kind is a choice of ``[stopping] rule`` and
+# ``[pool] kind``: the registries (qrelkit.cal.stopping, qrelkit.pooler.registry) tell this module
+# as they register (:func:`declare_section`, :func:`add_choice`). They sit above it (the levels of
+# tests/test_api_boundaries.py), so it names them and imports them the first time the whole
+# schema is needed (:func:`load_plugins`: by :func:`load_config`, :func:`config_from_rows`,
+# :func:`schema`), as ``qrelkit/__init__`` resolves its names; none of them imports numba. A
+# plugin (a module outside qrelkit) registers the same way; a protocol file names it in
+# ``[protocol] plugins``, or the environment in ``$QRELKIT_PLUGINS``.
+
+#: qrelkit's own modules that register stopping rules and pool kinds (and so declare configuration)
+REGISTRIES = ("qrelkit.cal.stopping", "qrelkit.pooler.registry")
+#: environment variable: further plugin modules (importable names, comma-separated)
+PLUGINS_ENV = "QRELKIT_PLUGINS"
+_registries_loaded = False
+
+
+def _import_plugin(name: str, where: str, file: str | None, line: int | None) -> None:
+    try:
+        importlib.import_module(name)  # lazy: a module named by the user (or a registry above this one)
+    except InputError:
+        raise
+    except Exception as e:  # a module that does not import (missing, or failing as it runs) is the user's to fix
+        raise InputError("bad-plugin", f"cannot import {name!r} named in {where}: {e}", file, line) from None
+
+
+def load_plugins(modules: Iterable[str] = (), *, file: str | None = None, line: int | None = None) -> None:
+    """Import qrelkit's registries (:data:`REGISTRIES`, once), the modules named in
+    ``$QRELKIT_PLUGINS`` and ``modules`` (a protocol file's ``[protocol] plugins``, located at
+    ``file``:``line``): each registers its stopping rules and pool kinds, and so their
+    configuration. A module that cannot be imported is ``[bad-plugin]``."""
+    global _registries_loaded
+    if not _registries_loaded:
+        _registries_loaded = True  # before importing: a registry that loads a configuration does not come back here
+        for name in REGISTRIES:
+            _import_plugin(name, "qrelkit", None, None)
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        _import_plugin(name, f"${PLUGINS_ENV}", None, None)
+    for name in modules:
+        _import_plugin(str(name), "[protocol] plugins", file, line)
+
+
+def schema() -> dict[str, dict[str, Key]]:
+    """:data:`SCHEMA` with every registered section and choice (the registries and the plugins
+    of ``$QRELKIT_PLUGINS`` imported first)."""
+    load_plugins()
+    return SCHEMA
+
+
+def _declared(section: str) -> dict[str, Key]:
+    """The keys of ``section`` (the registries imported first when it is not declared yet)."""
+    if section not in SCHEMA:
+        load_plugins()
+    return SCHEMA[section]
+
+
+def declare_section(section: str, keys: Iterable[Key], *, merge: bool = False) -> None:
+    """Declare ``[section]`` (``stopping.knee``) with ``keys``: a registered component's own
+    parameters, checked, defaulted, listed and documented as every other key. A new subsection
+    comes after its parent's last one; declaring a section again replaces its keys. ``merge``:
+    add the keys to the section instead (the density rule's, in ``[stopping]``)."""
+    top, _, sub = section.partition(".")
+    if top not in {s.partition(".")[0] for s in SCHEMA} or (sub and sub in SCHEMA.get(top, {})):
+        raise ValueError(f"cannot declare [{section}]: no section [{top}], or [{top}] has a key {sub!r}")
+    SCHEMA.declare(section, _keys(*keys), merge=merge)
+
+
+def add_choice(section: str, key: str, value: str) -> None:
+    """Make ``value`` one of the choices of ``[section] key`` (a registry's new name: ``[pool] kind``,
+    ``[stopping] rule``)."""
+    k = SCHEMA[section][key]
+    if value not in (k.choices or ()):
+        SCHEMA.replace_key(section, replace(k, choices=(*(k.choices or ()), value)))
 
 
 # --------------------------------------------------------------------------- validation
@@ -299,8 +386,9 @@ def _subsections(section: str) -> dict[str, str]:
 
 
 def validate(doc: Mapping[str, Any], file: str | None = None, text: str | None = None) -> dict[str, dict[str, Any]]:
-    """Check a parsed TOML document against :data:`SCHEMA`; returns it with values as stored."""
-    top = {s.partition(".")[0] for s in SCHEMA}
+    """Check a parsed TOML document against :data:`SCHEMA` (every registered section: :func:`schema`);
+    returns it with values as stored."""
+    top = {s.partition(".")[0] for s in schema()}
 
     def line_of(*path: str) -> int | None:
         return find_line(text, path) if text is not None else None
@@ -357,7 +445,9 @@ class Config(dict):
                 override = check_value(section, key, override, file="<flag>")
                 self.origins[f"{section}.{key}"] = (FLAG, None)
             return override
-        sec = self.get(section, {})
+        top, _, sub = section.partition(".")
+        sec = self.get(top, {})
+        sec = sec.get(sub, {}) if sub else sec  # [stopping.knee]: config["stopping"]["knee"]
         if key in sec:
             return sec[key]
         return copy.deepcopy(SCHEMA[section][key].default) if declared else None
@@ -369,6 +459,8 @@ class Config(dict):
         if key not in SCHEMA[section]:
             raise _unknown("key", key, SCHEMA[section], where, None, where=f" in [{section}]")
         value = check_value(section, key, value, file=where)
+        if (section, key) == ("protocol", "plugins"):
+            load_plugins(value, file=where)
         _slot(self, section)[key] = value
         self.origins[f"{section}.{key}"] = (origin, where)
 
@@ -419,7 +511,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     ...     print(exc)
     --set: [unknown-key] unknown key 'dpth' in [pool]; did you mean 'depth'?
     """
-    cfg = Config(defaults_tree())
+    load_plugins()
+    doc: Mapping[str, Any] | None = None
     if path is not None:
         p = Path(path)
         text = read_text(p)
@@ -428,16 +521,29 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
         except tomllib.TOMLDecodeError as exc:
             m = re.search(r"\(at line (\d+)", str(exc))
             raise InputError("bad-toml", str(exc), file=str(p), line=int(m.group(1)) if m else None) from None
-        valid = validate(doc, str(p), text)
-        for sec, values in valid.items():
+        _file_plugins(doc, str(p), text)  # before the defaults: the plugins declare theirs
+    cfg = Config(defaults_tree())
+    if doc is not None:
+        for sec, values in validate(doc, str(p), text).items():
             _merge(cfg, sec, values, str(p), text)
         cfg.source = str(p)
-    items = overrides.items() if isinstance(overrides, Mapping) else (
-        ((s + "." + k), v) for s, k, v in map(parse_setting, overrides))
+    items = list(overrides.items() if isinstance(overrides, Mapping) else (
+        ((s + "." + k), v) for s, k, v in map(parse_setting, overrides)))
+    items.sort(key=lambda item: item[0] != "protocol.plugins")  # the plugins first: they declare keys
     for name, value in items:
         sec, _, key = name.rpartition(".")
         cfg.set_value(sec, key, value, FLAG, "--set")
     return check_rules(cfg)
+
+
+def _file_plugins(doc: Mapping[str, Any], file: str, text: str) -> None:
+    """Import the modules of the file's ``[protocol] plugins`` (checked first: they declare the
+    sections of their rules and pool kinds, which the rest of the file may set)."""
+    protocol = doc.get("protocol")
+    if not isinstance(protocol, Mapping) or "plugins" not in protocol:
+        return
+    line = find_line(text, ("protocol", "plugins"))
+    load_plugins(check_value("protocol", "plugins", protocol["plugins"], file, line), file=file, line=line)
 
 
 def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = None) -> Config:
@@ -445,6 +551,9 @@ def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = Non
     where``; a campaign store's ``campaign_config``): the values as they were, over the defaults
     (a key declared since is its default; a key no longer declared is left out). The rules across
     keys are not run again: the rows passed them when they were recorded."""
+    rows = list(rows)
+    plugins = next((r["value"] for r in rows if (r["section"], r["key"]) == ("protocol", "plugins")), None)
+    load_plugins(plugins or [], file=source)  # before the defaults: the plugins declare theirs
     cfg = Config(defaults_tree())
     for r in rows:
         sec, key = str(r["section"]), str(r["key"])
@@ -743,7 +852,7 @@ def _relevant_level(cfg: Config) -> Conflict | None:
     return _level_above_scale(cfg, "eval", "relevant", "binary measures would find nothing relevant")
 
 
-# -- [cal], [stopping] --------------------------------------------------------------------------
+# -- [cal] --------------------------------------------------------------------------------
 
 
 @cross_rule("cal", "official-thread-not-run")
@@ -755,23 +864,6 @@ def _official_thread(cfg: Config) -> Conflict | None:
         return None
     return Conflict((("cal", "official_thread"), ("cal", "threads")), f"thread {off!r} does not run",
                     f"add {off!r} to threads, or make official_thread one of {threads or 'the threads'}")
-
-
-@cross_rule("stopping", "never-accepted")
-def _never_accepted(cfg: Config) -> Conflict | None:
-    """No topic can ever be accepted: the density rule needs a density below ``[stopping]
-    accept_density_below`` = 0, and there is no ``[cal] budget`` (or its rule needs a density below
-    ``budget_density_at_least`` = 0 too)."""
-    if float(_v(cfg, "stopping", "accept_density_below")) > 0:
-        return None
-    budget = _v(cfg, "cal", "budget")
-    if budget is not None and float(_v(cfg, "stopping", "budget_density_at_least")) > 0:
-        return None
-    keys = (("stopping", "accept_density_below"), ("cal", "budget"))
-    if budget is not None:
-        keys += (("stopping", "budget_density_at_least"),)
-    return Conflict(keys, "no density is below 0, so no topic could ever be accepted",
-                    "raise accept_density_below (or set a [cal] budget with budget_density_at_least above 0)")
 
 
 # -- [selection], [runs], [pool] ----------------------------------------------------------------

@@ -1,11 +1,41 @@
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@contextlib.contextmanager
+def restored_registries():
+    """The stopping rules and pool kinds registered, and the configuration they declare (sections,
+    choices of ``[stopping] rule`` and ``[pool] kind``, rules across keys), as they were before the
+    block: a test may register its own."""
+    import qrelkit.cal.stopping as stopping  # lazy: only the tests that register something
+    import qrelkit.config as config
+    import qrelkit.pooler.registry as pools
+
+    config.load_plugins()
+    saved = [(d, {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
+             for d in (stopping._RULES, pools._POOLS, config.CROSS_RULES)]
+    schema = config.SCHEMA.snapshot()
+    try:
+        yield
+    finally:
+        for now, before in saved:
+            now.clear()
+            now.update(before)
+        config.SCHEMA.restore(schema)
+
+
+@pytest.fixture
+def registries():
+    """:func:`restored_registries` around a test."""
+    with restored_registries():
+        yield
 
 
 def shared(*parts: str) -> Path:

@@ -230,14 +230,15 @@ def test_imports_inside_functions_are_lazy_and_say_why():
     assert not found, f"{len(found)} imports inside functions without a 'lazy' comment:\n" + "\n".join(found)
 
 
-#: the floors of the house (docs: io/ the floor, the rooms, campaign/, then the roofs cli/ and web/);
-#: a package imports only from its own level or below. ``qrelkit`` (the top-level ``__init__``,
-#: whose names resolve lazily by string) and the top-level modules (errors, config, jit) sit with io.
+#: the floors of the house (docs: io/ the floor, the stores, the rooms, campaign/, then the roofs cli/
+#: and web/); a package imports only from its own level or below. ``qrelkit`` (the top-level
+#: ``__init__``, whose names resolve lazily by string) and the top-level modules (errors, config,
+#: jit) sit with io. store/ is below every room: it keeps what they make and knows none of them.
 LEVELS = {"qrelkit.io": 0, "qrelkit.errors": 0, "qrelkit.config": 0, "qrelkit.jit": 0, "qrelkit.plots": 0,
-          "qrelkit.params": 0, "qrelkit.lazy": 0, "qrelkit": 0,
-          "qrelkit.pooler": 1, "qrelkit.dedupe": 1, "qrelkit.cal": 1, "qrelkit.labels": 1, "qrelkit.evaluate": 1,
-          "qrelkit.prefs": 1, "qrelkit.reuse": 1, "qrelkit.simulate": 1,
-          "qrelkit.campaign": 2, "qrelkit.web": 3, "qrelkit.cli": 4}
+          "qrelkit.params": 0, "qrelkit.lazy": 0, "qrelkit": 0, "qrelkit.store": 1,
+          "qrelkit.pooler": 2, "qrelkit.dedupe": 2, "qrelkit.cal": 2, "qrelkit.labels": 2, "qrelkit.evaluate": 2,
+          "qrelkit.prefs": 2, "qrelkit.reuse": 2, "qrelkit.simulate": 2,
+          "qrelkit.campaign": 3, "qrelkit.web": 4, "qrelkit.cli": 5}
 #: the one upward exception: the ``serve`` command of the command line starts the web app
 ALLOWED_UP = {("qrelkit.cli", "qrelkit.web")}
 
@@ -277,3 +278,100 @@ def test_the_level_walker_sees_an_upward_import(tmp_path):
     (pkg / "cli" / "serve.py").write_text("from qrelkit import web\n")
     assert upward_imports(pkg) == ["qrelkit/cal/store.py:1: qrelkit.cal -> qrelkit.web",
                                    "qrelkit/web/app.py:1: qrelkit.web -> qrelkit.cli"]
+
+
+#: the one package that may use SQLite (issue 20: storage split by concern, in one package)
+STORAGE = "qrelkit.store"
+
+
+def sqlite_imports(root: Path = PKG) -> list[str]:
+    """``file:line: module`` for each import of ``sqlite3`` outside the storage package: every
+    other package keeps and reads what it stores through the store's interfaces, and a store's
+    SQLite errors reach it as :class:`~qrelkit.errors.InputError`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if package_of(module_name(path, root)) == STORAGE:
+            continue
+        for line, module, name in imported(path, root):
+            if module.split(".")[0] == "sqlite3" or (module == "" and name.split(".")[0] == "sqlite3"):
+                found.append(f"{path.relative_to(root.parent).as_posix()}:{line}: {module or name}")
+    return found
+
+
+def test_the_sqlite_finder_sees_an_import(tmp_path):
+    pkg = tmp_path / "qrelkit"
+    for d in ("store", "web", "io"):
+        (pkg / d).mkdir(parents=True)
+    (pkg / "store" / "sqlite.py").write_text("import sqlite3\n")
+    (pkg / "web" / "service.py").write_text("import os\nimport sqlite3\n")
+    (pkg / "io" / "textindex.py").write_text("def f():\n    from sqlite3 import connect  # lazy\n")
+    assert sqlite_imports(pkg) == ["qrelkit/io/textindex.py:2: sqlite3", "qrelkit/web/service.py:2: sqlite3"]
+
+
+def test_no_sqlite_outside_the_storage_package():
+    """SQLite is the storage package's business: the web app, the command line, io/ and every
+    room go through the store (qrelkit/store/)."""
+    found = sqlite_imports()
+    assert not found, "sqlite3 imported outside qrelkit/store/:\n" + "\n".join(found)
+
+
+#: the pool functions of pooler/ (the registry's built-in kinds) and the orchestrators, which reach
+#: pool kinds and stopping rules by name through the registries (issue 20): ``configured_pool`` /
+#: ``make_pool`` with ``[pool] kind``, ``get_rule`` with ``[stopping] rule``
+POOL_FUNCTIONS = {"depth_pool", "top1_pool", "fused_pool", "fractional_pool"}
+ORCHESTRATORS = {"qrelkit.campaign", "qrelkit.web", "qrelkit.cli"}
+
+
+def registry_bypasses(root: Path = PKG) -> list[str]:
+    """``file:line: what`` for each place in the orchestrators that goes around the registries: a
+    pool function called by name, a stopping rule named by a literal (``get_rule("density")``), a
+    rule's own parameter read (``get_value("stopping", "accept_density_below")``: the rule reads
+    its keys, an orchestrator asks it to describe itself)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if package_of(module_name(path, root)) not in ORCHESTRATORS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            args = [a.value if isinstance(a, ast.Constant) else None for a in node.args]
+            if name in POOL_FUNCTIONS:
+                what = f"{name}() called: name the kind (configured_pool)"
+            elif name == "get_rule" and args and isinstance(args[0], str):
+                what = f"get_rule({args[0]!r}): the rule is [stopping] rule's"
+            elif name == "get_value" and args and isinstance(args[0], str) and args[0].partition(".")[0] == "stopping" \
+                    and args[1:2] != ["rule"]:
+                what = f"get_value({args[0]!r}, {args[1]!r}): a rule's own key (describe it instead)"
+            else:
+                continue
+            found.append(f"{path.relative_to(root.parent).as_posix()}:{node.lineno}: {what}")
+    return found
+
+
+def test_the_bypass_finder_sees_a_bypass(tmp_path):
+    pkg = tmp_path / "qrelkit"
+    for d in ("campaign", "pooler"):
+        (pkg / d).mkdir(parents=True)
+    (pkg / "campaign" / "stages.py").write_text(
+        "from qrelkit.pooler import depth_pool\n"
+        "pool = depth_pool(runs, 10)\n"
+        "rule = get_rule('density', cfg)\n"
+        "ok = get_rule(cfg.get_value('stopping', 'rule'), cfg)\n"
+        "thr = cfg.get_value('stopping', 'accept_density_below')\n"
+        "k = cfg.get_value('stopping.knee', 'ratio')\n")
+    (pkg / "pooler" / "registry.py").write_text("p = depth_pool(runs, 10)\n")   # the registry itself: fine
+    assert registry_bypasses(pkg) == [
+        "qrelkit/campaign/stages.py:2: depth_pool() called: name the kind (configured_pool)",
+        "qrelkit/campaign/stages.py:3: get_rule('density'): the rule is [stopping] rule's",
+        "qrelkit/campaign/stages.py:5: get_value('stopping', 'accept_density_below'): a rule's own key (describe it instead)",
+        "qrelkit/campaign/stages.py:6: get_value('stopping.knee', 'ratio'): a rule's own key (describe it instead)",
+    ]
+
+
+def test_orchestrators_go_through_the_registries():
+    """The campaign, the web app and the command line build pools and choose stopping rules by
+    name, never by calling a pool function or naming the density rule."""
+    found = registry_bypasses()
+    assert not found, "places that go around the registries:\n" + "\n".join(found)

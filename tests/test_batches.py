@@ -120,7 +120,7 @@ def test_import_missing_column(tmp_path, issued):
 
 
 def test_judgments_to_qrels():
-    from qrelkit.pooler.batches import judgments_to_qrels
+    from qrelkit.store.combine import judgments_to_qrels
 
     j = pd.DataFrame({"qid": ["2", "2", "2", "10"], "docid": ["a", "a", "a", "b"], "assessor": ["x", "y", "z", "x"],
                       "grade": [0, 3, 2, 1], "batch_id": ["2-1"] * 3 + ["10-1"]})
@@ -145,7 +145,7 @@ def test_combined_grade_is_the_rule_per_topic_and_passage(rows, combine):
     the min of its grades, whatever the order of the rows."""
     import statistics
 
-    from qrelkit.pooler.batches import judgments_to_qrels
+    from qrelkit.store.combine import judgments_to_qrels
 
     df = pd.DataFrame(rows, columns=["qid", "docid", "grade"])
     rule = {"median_high": statistics.median_high, "max": max, "min": min}[combine]
@@ -156,7 +156,7 @@ def test_combined_grade_is_the_rule_per_topic_and_passage(rows, combine):
 
 
 def test_combined_grade_rejects_missing_grades_and_skips_missing_keys():
-    from qrelkit.pooler.batches import judgments_to_qrels
+    from qrelkit.store.combine import judgments_to_qrels
 
     with pytest.raises(InputError, match="missing-value"):
         judgments_to_qrels(pd.DataFrame({"qid": ["1", "1"], "docid": ["a", "a"], "grade": [float("nan"), 1.0]}))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from qrelkit.cal.store import init_store
+from qrelkit.store import init_store
 
 
 def judgments(n: int, per_batch: int = 10, topics: int = 50) -> pd.DataFrame:
@@ -20,11 +20,11 @@ def judgments(n: int, per_batch: int = 10, topics: int = 50) -> pd.DataFrame:
 def check_import(path, n: int) -> None:
     df = judgments(n)
     with init_store(path, [f"q{x:03d}" for x in range(50)], synchronous="OFF") as s:
-        rep = s.import_judgments(df)
+        rep = s.judgments.import_judgments(df)
         assert rep.imported == n and rep.batches_registered == n // 10
         assert s.counts()["batches"] == n // 10
         # each registered batch belongs to its single topic
-        b = s.batches()
+        b = s.batches.all()
         assert b.set_index("batch_id").at["b7", "qid"] == "q007" and (b["kind"] == "pool").all()
 
 
@@ -38,7 +38,7 @@ def test_a_batch_spanning_topics_is_registered_without_one(tmp_path):
     df = pd.DataFrame({"qid": ["1", "2", "1"], "docid": ["a", "b", "c"], "assessor": "A", "grade": [1, 2, 3],
                        "batch_id": ["mixed", "mixed", "one"]})
     with init_store(tmp_path / "s.db", ["1", "2"]) as s:
-        assert s.import_judgments(df).batches_registered == 2
-        b = s.batches().set_index("batch_id")
+        assert s.judgments.import_judgments(df).batches_registered == 2
+        b = s.batches.all().set_index("batch_id")
         assert pd.isna(b.at["mixed", "qid"]) and b.at["one", "qid"] == "1"
         assert list(b.index) == ["mixed", "one"]      # order of first appearance

@@ -17,7 +17,7 @@ from qrelkit.cal.loop import (
     CalParams, CandidateCache, CalRanker, batch_size, batches_table, candidate_rows, fit_weights, fractional_candidates,
     issue_next_batches, score, score_many, select_top,
 )
-from qrelkit.cal.store import open_store
+from qrelkit.store import open_store
 from qrelkit.cli import run
 from qrelkit.errors import InputError
 
@@ -206,7 +206,7 @@ def test_candidate_cache_computes_once_per_features_fraction_and_seed(monkeypatc
 
 
 def _store_setup(tmp_path, n=600):
-    from qrelkit.cal.store import init_store
+    from qrelkit.store import init_store
 
     t, rel = _corpus(n)
     f = build_features(t, tmp_path / "camp.db.features")
@@ -218,7 +218,7 @@ def _judge(store, batches, rel, pids):
     truth = {p: (3 if r else 0) for p, r in zip(pids, rel)}
     rows = [{"qid": b.topic, "docid": p, "assessor": "A1", "grade": truth[p] if b.topic == "q1" else 0,
              "batch_id": b.batch_id} for b in batches for p, n in zip(b.pids, b.new) if n]
-    return store.import_judgments(pd.DataFrame(rows))
+    return store.judgments.import_judgments(pd.DataFrame(rows))
 
 
 def test_issue_next_batches_with_store(tmp_path):
@@ -227,7 +227,7 @@ def test_issue_next_batches_with_store(tmp_path):
     params = CalParams(seed=1)
     b, rep = issue_next_batches(store, f, params=params, fraction=0.5, fraction_seed=3)
     assert len(b) == 6 and set(rep["action"]) == {"issued"}
-    assert store.batches("q1", "all")["batch_id"].tolist() == ["q1/all/0000"]
+    assert store.batches.all("q1", "all")["batch_id"].tolist() == ["q1/all/0000"]
     # no passage is issued twice for a topic
     q1 = [p for x in b if x.topic == "q1" for p in x.pids]
     assert len(q1) == len(set(q1)) == 75
@@ -244,7 +244,7 @@ def test_issue_next_batches_with_store(tmp_path):
     # the local thread encounters what the other threads judged: copied, not re-judged
     enc = rep3[rep3["thread"] != "all"]["encountered"].sum()
     assert enc > 0  # the seeded setup has the fractional and local rankings reach judged passages
-    log = store.judgments("q1", None)
+    log = store.judgments.log("q1", None)
     assert (log.groupby("docid")["grade"].nunique() == 1).all()
     if enc:
         assert log["docid"].duplicated().any()
@@ -265,9 +265,9 @@ def test_issue_next_batches_with_store(tmp_path):
 
 def test_dry_run_and_inactive_threads(tmp_path):
     f, store, t, rel = _store_setup(tmp_path, 300)
-    store.set_thread_state("q2", "all", "accepted", "done")
+    store.topics.set_thread_state("q2", "all", "accepted", "done")
     b, rep = issue_next_batches(store, f, dry_run=True, threads=["all"])
-    assert [x.batch_id for x in b] == [None] and len(store.batches()) == 0
+    assert [x.batch_id for x in b] == [None] and len(store.batches.all()) == 0
     assert rep.set_index("qid").loc["q2", "action"] == "accepted"
     store.close()
 
@@ -366,6 +366,6 @@ def test_topics_computed_together_as_one_by_one(tmp_path):
     key = [(b.topic, b.thread, b.batch_id, tuple(b.pids), tuple(b.new.tolist())) for b in together]
     assert key == [(b.topic, b.thread, b.batch_id, tuple(b.pids), tuple(b.new.tolist())) for b in alone]
     assert len(together) == 6
-    assert together_store.export_log().equals(alone_store.export_log())
+    assert together_store.judgments.export_log().equals(alone_store.judgments.export_log())
     together_store.close()
     alone_store.close()

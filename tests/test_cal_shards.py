@@ -285,7 +285,7 @@ def test_universe_and_hashing(tmp_path):
 
 
 def test_store_batches_same_with_shards(tmp_path):
-    from qrelkit.cal.store import init_store
+    from qrelkit.store import init_store
 
     t = corpus(1500)
     out = []
@@ -297,9 +297,9 @@ def test_store_batches_same_with_shards(tmp_path):
             bs, _rep = issue_next_batches(st, f, params=CalParams(seed=1), fraction=0.3, fraction_seed=4,
                                           scorer=LocalScorer(f))
             got += [(b.batch_id, b.pids, b.scores.tobytes(), b.new.tolist()) for b in bs]
-            st.import_judgments(pd.DataFrame([{"qid": b.topic, "docid": p, "assessor": "A", "grade": int(p[1:]) % 4,
-                                               "batch_id": b.batch_id} for b in bs for p, n in zip(b.pids, b.new) if n]))
-        out.append((got, st.export_log().to_pylist()))
+            st.judgments.import_judgments(pd.DataFrame([{"qid": b.topic, "docid": p, "assessor": "A", "grade": int(p[1:]) % 4,
+                                                         "batch_id": b.batch_id} for b in bs for p, n in zip(b.pids, b.new) if n]))
+        out.append((got, st.judgments.export_log().to_pylist()))
         st.close()
     assert out[0] == out[1] and len(out[0][0]) == 18
 

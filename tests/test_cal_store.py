@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from qrelkit.cal.store import ConflictError, init_store, open_store
+from qrelkit.store import ConflictError, init_store, open_store
 from qrelkit.cli import run
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
@@ -64,7 +64,7 @@ def _import_child(path, df, stage, hang, ready, done):
             if hang:
                 time.sleep(600)
 
-    store.import_judgments(df, source="child", on_transaction=hook)
+    store.judgments.import_judgments(df, source="child", on_transaction=hook)
     done.set()
 
 
@@ -94,7 +94,7 @@ def test_sigkill_inside_the_transaction_leaves_nothing(store_path):
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # the store is usable at once: the lock died with the process
     with open_store(store_path, timeout=5) as s:
-        assert s.import_judgments(df).imported == 10_000
+        assert s.judgments.import_judgments(df).imported == 10_000
     assert count(store_path) == 10_000
 
 
@@ -102,7 +102,7 @@ def test_sigkill_at_random_moments_leaves_all_or_none(tmp_path):
     df = judgments(10_000)
     with init_store(tmp_path / "probe.db", ["1"]) as s:             # how long the transaction takes here
         marks = {}
-        s.import_judgments(df, on_transaction=lambda stage: marks.setdefault(stage, time.perf_counter()))
+        s.judgments.import_judgments(df, on_transaction=lambda stage: marks.setdefault(stage, time.perf_counter()))
         span = time.perf_counter() - marks["begin"]   # from holding the lock to after COMMIT
     rng = random.Random(11)
     outcomes = []
@@ -124,7 +124,7 @@ def test_sigkill_at_random_moments_leaves_all_or_none(tmp_path):
 def _concurrent_child(path, k, start, out):
     start.wait(30)
     with open_store(path) as s:
-        rep = s.import_judgments(judgments(1000, prefix=f"w{k}-", assessor=f"A{k}"), source=f"worker{k}")
+        rep = s.judgments.import_judgments(judgments(1000, prefix=f"w{k}-", assessor=f"A{k}"), source=f"worker{k}")
     out.put((k, rep.imported))
 
 
@@ -141,9 +141,9 @@ def test_eight_processes_import_at_once(store_path):
     assert results == {k: 1000 for k in range(8)}
     assert count(store_path) == 8000
     with open_store(store_path) as s:
-        b = s.batches()
+        b = s.batches.all()
         assert list(b["batch_id"]) == ["1-1"] and b["judged"].iloc[0] == 8000   # registered once, by the first writer
-        assert len(s.judgments("1")) == 8000
+        assert len(s.judgments.log("1")) == 8000
 
 
 # -- idempotence and conflicts --------------------------------------------------------------------
@@ -153,10 +153,10 @@ def test_reimporting_a_file_changes_nothing(store_path, tmp_path):
     f = tmp_path / "judged.csv"
     judgments(500).to_csv(f, index=False)
     with open_store(store_path) as s:
-        first = s.import_files([f])
+        first = s.judgments.import_files([f])
         assert first.imported == 500 and first.batches_registered == 1
         before = snapshot(store_path)
-        again = s.import_files([f, f])
+        again = s.judgments.import_files([f, f])
         assert again.imported == 0 and again.counts["repeated"] == 1000 and again.batches_registered == 0
     assert snapshot(store_path) == before
 
@@ -165,24 +165,24 @@ def test_conflicting_grade_is_reported_and_not_written(store_path, tmp_path):
     f = tmp_path / "a.csv"
     judgments(100).to_csv(f, index=False)
     with open_store(store_path) as s:
-        s.import_files([f])
+        s.judgments.import_files([f])
         before = snapshot(store_path)
         changed = judgments(120)
         changed.loc[7, "grade"] = (changed.loc[7, "grade"] + 1) % 4     # p00007: 3 -> 0
         g = tmp_path / "b.csv"
         changed.to_csv(g, index=False)
         with pytest.raises(ConflictError) as exc:
-            s.import_files([g])
+            s.judgments.import_files([g])
         e = exc.value
         assert e.rule == "conflict" and e.file == str(g) and e.line == 9
         assert "assessor A1 gave topic 1 passage p00007 grade 0 here and grade 3 in the store; nothing imported" in str(e)
         assert len(e.report.conflicts) == 1
         assert snapshot(store_path) == before                  # the 20 new rows were not written either
-        rep = s.import_files([g], lenient=True)
+        rep = s.judgments.import_files([g], lenient=True)
         assert rep.imported == 20 and rep.counts["conflict"] == 1 and rep.counts["repeated"] == 99
         c = rep.conflicts.iloc[0]
         assert (c["docid"], c["grade"], c["stored_grade"], c["line"]) == ("p00007", 0, 3, 9)
-        assert s.labels("1").set_index("docid").loc["p00007", "grade"] == 3     # the stored grade stays
+        assert s.judgments.labels("1").set_index("docid").loc["p00007", "grade"] == 3     # the stored grade stays
 
 
 def test_conflict_within_one_file(store_path, tmp_path):
@@ -192,15 +192,15 @@ def test_conflict_within_one_file(store_path, tmp_path):
     df.to_csv(f, sep="\t", index=False)
     with open_store(store_path) as s:
         with pytest.raises(ConflictError, match="passage p00003"):
-            s.import_files([f])
+            s.judgments.import_files([f])
         assert s.counts()["judgments"] == 0
-        rep = s.import_files([f], lenient=True)
+        rep = s.judgments.import_files([f], lenient=True)
         assert rep.imported == 9 and len(rep.conflicts) == 2 and rep.conflicts["stored_grade"].isna().all()
 
 
 def test_log_is_append_only_and_conflicts_are_refused_by_the_database(store_path):
     with open_store(store_path) as s:
-        s.import_judgments(judgments(3))
+        s.judgments.import_judgments(judgments(3))
     with sqlite3.connect(store_path) as db:
         for sql in ("UPDATE judgments SET grade = 0", "DELETE FROM judgments",
                     "INSERT INTO judgments (topic, passage, grade, assessor, time, batch, source)"
@@ -212,29 +212,29 @@ def test_log_is_append_only_and_conflicts_are_refused_by_the_database(store_path
 
 def test_several_assessors_and_batches(store_path):
     with open_store(store_path) as s:
-        loc = s.issue_batch("1", "local", ["a", "b"])
-        al = s.issue_batch("1", "all", ["c", "a"])
+        loc = s.batches.issue("1", "local", ["a", "b"])
+        al = s.batches.issue("1", "all", ["c", "a"])
         assert (loc, al) == ("1/local/0000", "1/all/0000")
         rows = pd.DataFrame([("1", "a", "A1", 2, al), ("1", "c", "A1", 0, al), ("1", "b", "A1", 0, loc),
                              ("1", "a", "A1", 2, loc), ("1", "a", "A2", 3, loc), ("1", "z", "A3", 1, "1-1")],
                             columns=["qid", "docid", "assessor", "grade", "batch_id"])
-        rep = s.import_judgments(rows)
+        rep = s.judgments.import_judgments(rows)
         assert rep.imported == 6        # the same grade of A1 for "a" in two batches: a log row each
-        log = s.judgments("1", "local")
+        log = s.judgments.log("1", "local")
         assert list(zip(log["docid"], log["assessor"])) == [("a", "A1"), ("a", "A2"), ("b", "A1"), ("z", "A3")]
-        log = s.judgments("1", "all")   # issue order, then position in the batch
+        log = s.judgments.log("1", "all")   # issue order, then position in the batch
         assert list(log["docid"]) == ["a", "a", "b", "c", "a", "z"]
-        assert list(s.judgments("1", "fractional")["docid"]) == ["z"]       # pool batches are shared
-        assert list(s.labels("1", "all", combine="max")["grade"]) == [3, 0, 0, 1]
-        assert set(s.batches()["status"]) == {"complete"}
-        q = {c: s.export_qrels(combine=c).to_pydict() for c in ("median_high", "max", "min")}
+        assert list(s.judgments.log("1", "fractional")["docid"]) == ["z"]       # pool batches are shared
+        assert list(s.judgments.labels("1", "all", combine="max")["grade"]) == [3, 0, 0, 1]
+        assert set(s.batches.all()["status"]) == {"complete"}
+        q = {c: s.judgments.export_qrels(combine=c).to_pydict() for c in ("median_high", "max", "min")}
         assert q["max"]["rel"] == [3, 0, 0, 1] and q["min"]["rel"] == [2, 0, 0, 1] and q["median_high"]["rel"] == [2, 0, 0, 1]
 
 
 def test_rules_with_file_and_line(store_path, tmp_path):
     with open_store(store_path) as s:
-        bid = s.issue_batch("1", "all", ["a", "b"])
-        assert s.batches()["status"].tolist() == ["open"]
+        bid = s.batches.issue("1", "all", ["a", "b"])
+        assert s.batches.all()["status"].tolist() == ["open"]
         cases = {
             "unknown-item": [("1", "zz", "A1", "1", bid)],
             "unknown-topic": [("9", "a", "A1", "1", "9-1")],
@@ -245,18 +245,18 @@ def test_rules_with_file_and_line(store_path, tmp_path):
             f = tmp_path / f"{rule}.csv"
             pd.DataFrame([("1", "a", "A1", "1", bid), *bad], columns=["qid", "docid", "assessor", "grade", "batch_id"]).to_csv(f, index=False)
             with pytest.raises(InputError) as exc:
-                s.import_files([f])
+                s.judgments.import_files([f])
             assert (exc.value.rule, exc.value.file, exc.value.line) == (rule, str(f), 3)
             assert s.counts()["judgments"] == 0
         f = tmp_path / "mixed.csv"
         pd.DataFrame([("1", "a", "A1", "2.0", bid), ("1", "b", "A1", "", bid)] + [r for v in cases.values() for r in v],
                      columns=["qid", "docid", "assessor", "grade", "batch_id"]).to_csv(f, index=False)
-        rep = s.import_files([f], lenient=True)
+        rep = s.judgments.import_files([f], lenient=True)
         assert rep.imported == 1 and all(rep.counts[r] == 1 for r in cases) and rep.counts["ungraded"] == 1
-        assert s.batches()["status"].tolist() == ["open"]            # "b" is not judged yet
+        assert s.batches.all()["status"].tolist() == ["open"]            # "b" is not judged yet
         (tmp_path / "nocol.csv").write_text("qid,docid,grade\n1,a,2\n")
         with pytest.raises(InputError, match=r"nocol.csv:1: \[missing-column\]"):
-            s.import_files([tmp_path / "nocol.csv"])
+            s.judgments.import_files([tmp_path / "nocol.csv"])
 
 
 def test_reads_every_judgment_format(store_path, tmp_path):
@@ -267,8 +267,8 @@ def test_reads_every_judgment_format(store_path, tmp_path):
     df.iloc[20:30].to_json(paths[2], orient="records", lines=True)
     write_table(pa.Table.from_pandas(df.iloc[30:], preserve_index=False), paths[3], kind="judgments", params={})
     with open_store(store_path) as s:
-        assert s.import_files(paths).imported == 40
-        assert s.export_qrels()["rel"].to_pylist() == df["grade"].tolist()
+        assert s.judgments.import_files(paths).imported == 40
+        assert s.judgments.export_qrels()["rel"].to_pylist() == df["grade"].tolist()
 
 
 def test_completed_batches_and_batch_import_output(store_path, tmp_path):
@@ -279,14 +279,14 @@ def test_completed_batches_and_batch_import_output(store_path, tmp_path):
     done = tmp_path / "done.csv"
     batches.to_csv(done, index=False)
     with open_store(store_path) as s:
-        rep = s.import_files([done])
+        rep = s.judgments.import_files([done])
         assert rep.imported == 16 and rep.counts["ungraded"] == 4
-        assert set(s.batches()["batch_id"]) == {"1-1", "1-2", "2-1"}
+        assert set(s.batches.all()["batch_id"]) == {"1-1", "1-2", "2-1"}
     j, _ = import_batches([done])
     out = tmp_path / "judgments.parquet"
     write_table(pa.Table.from_pandas(j, preserve_index=False), out, kind="judgments", params={})
     with open_store(store_path) as s:
-        assert s.import_files([out]).counts == {"imported": 0, "repeated": 16}
+        assert s.judgments.import_files([out]).counts == {"imported": 0, "repeated": 16}
 
 
 def test_exports_are_byte_identical(tmp_path):
@@ -300,11 +300,11 @@ def test_exports_are_byte_identical(tmp_path):
         p = tmp_path / f"s{k}.db"
         with init_store(p, {"1": "", "2": ""}) as s:
             if k == 0:
-                s.import_files(files)
+                s.judgments.import_files(files)
             else:
-                s.import_files([f2])
+                s.judgments.import_files([f2])
                 time.sleep(0.01)
-                s.import_files([f1])
+                s.judgments.import_files([f1])
         for name in ("q.txt", "q.parquet", "log.parquet"):
             args = ["cal", "export", str(p), "-o", str(tmp_path / f"{k}-{name}"), "--combine", "max"]
             assert run(args + (["--log"] if name.startswith("log") else [])) == 0
@@ -334,21 +334,21 @@ def test_not_a_store(tmp_path):
 
 def test_init_adds_topics_and_checks_them(store_path):
     with open_store(store_path) as s:
-        assert s.add_topics({"2": "second topic", "3": "third"}) == 1
-        assert s.topics()["qid"].tolist() == ["1", "2", "3"]
-        assert s.threads("3")["thread"].tolist() == ["fractional", "local", "all"]
+        assert s.topics.add({"2": "second topic", "3": "third"}) == 1
+        assert s.topics.all()["qid"].tolist() == ["1", "2", "3"]
+        assert s.topics.threads("3")["thread"].tolist() == ["fractional", "local", "all"]
         with pytest.raises(InputError, match=r"\[topic-conflict\]"):
-            s.add_topics({"1": "another text"})
+            s.topics.add({"1": "another text"})
         with pytest.raises(InputError, match=r"\[bad-option\]"):
-            s.issue_batch("1", "weird", ["a"])
-        s.set_thread_state("1", "all", "accepted", "density 0.1", collection_size=99)
-        row = s.threads("1").iloc[2]
+            s.batches.issue("1", "weird", ["a"])
+        s.topics.set_thread_state("1", "all", "accepted", "density 0.1", collection_size=99)
+        row = s.topics.threads("1").iloc[2]
         assert (row["state"], row["reason"], row["collection_size"]) == ("accepted", "density 0.1", 99)
         with open_store(store_path) as again:
             with again.transaction():
                 pass
-        assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 2          # FULL
+        assert s.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert s.db.conn.execute("PRAGMA synchronous").fetchone()[0] == 2          # FULL
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -422,18 +422,18 @@ def _changed_store(path: Path) -> None:
     """Judgments, some retracted, some retracted and judged again with another grade, one
     retracted twice over (undo, judge, undo)."""
     with open_store(path) as s:
-        s.import_judgments(judgments(40))
+        s.judgments.import_judgments(judgments(40))
         for i in (1, 5, 9, 13):
-            s.retract("1", f"p{i:05d}", "A1", "1-1")
+            s.judgments.retract("1", f"p{i:05d}", "A1", "1-1")
         again = judgments(40).iloc[[5, 9]].assign(grade=[3, 0])
-        s.import_judgments(again)
-        s.retract("1", "p00009", "A1", "1-1")
+        s.judgments.import_judgments(again)
+        s.judgments.retract("1", "p00009", "A1", "1-1")
 
 
 def _readings(path: Path) -> tuple:
     with open_store(path, readonly=True) as s:
-        return (s.judgments().to_dict("records"), s.export_qrels().to_pylist(), s.export_log().to_pylist(),
-                s.batches().to_dict("records"), s.last_judgment("A1"))
+        return (s.judgments.log().to_dict("records"), s.judgments.export_qrels().to_pylist(), s.judgments.export_log().to_pylist(),
+                s.batches.all().to_dict("records"), s.judgments.last("A1"))
 
 
 def test_a_version_2_store_is_migrated_with_its_grades_in_force(tmp_path):
@@ -452,7 +452,7 @@ def test_a_version_2_store_is_migrated_with_its_grades_in_force(tmp_path):
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
     assert v2_reading == _readings(new)
     with open_store(old) as s:  # migrated in place
-        live = {(r["docid"], r["grade"]) for r in s.judgments().to_dict("records")}
+        live = {(r["docid"], r["grade"]) for r in s.judgments.log().to_dict("records")}
     assert ("p00005", 3) in live and not {d for d, _ in live} & {"p00001", "p00009", "p00013"} and len(live) == 37
     with sqlite3.connect(old) as db, sqlite3.connect(new) as db2:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
@@ -462,10 +462,10 @@ def test_a_version_2_store_is_migrated_with_its_grades_in_force(tmp_path):
     assert _readings(old) == _readings(new)
     # the migrated store goes on: undo and conflict rules on the grades in force
     with open_store(old) as s:
-        assert s.retract("1", "p00005", "A1", "1-1") == 3
+        assert s.judgments.retract("1", "p00005", "A1", "1-1") == 3
         with pytest.raises(ConflictError):
-            s.import_judgments(judgments(40).iloc[[2]].assign(grade=1, batch_id="other"))
-        assert s.import_judgments(judgments(40).iloc[[5]].assign(grade=2)).imported == 1
+            s.judgments.import_judgments(judgments(40).iloc[[2]].assign(grade=1, batch_id="other"))
+        assert s.judgments.import_judgments(judgments(40).iloc[[5]].assign(grade=2)).imported == 1
 
 
 def test_the_state_of_changed_judgments_is_the_last_change(tmp_path):
@@ -475,13 +475,13 @@ def test_the_state_of_changed_judgments_is_the_last_change(tmp_path):
     init_store(p, {"1": "t"}, collection_size=100).close()
     rng = random.Random(4)
     with open_store(p) as s:
-        s.import_judgments(judgments(30))
+        s.judgments.import_judgments(judgments(30))
         for _ in range(200):
             i = rng.randrange(30)
             if rng.random() < 0.5:
-                s.retract("1", f"p{i:05d}", "A1", "1-1")
+                s.judgments.retract("1", f"p{i:05d}", "A1", "1-1")
             else:
-                s.import_judgments(judgments(30).iloc[[i]].assign(grade=rng.randrange(4)), lenient=True)
+                s.judgments.import_judgments(judgments(30).iloc[[i]].assign(grade=rng.randrange(4)), lenient=True)
     with sqlite3.connect(p) as db:
         last = db.execute("SELECT c.judgment, c.grade FROM judgment_changes c WHERE c.seq ="
                           " (SELECT MAX(seq) FROM judgment_changes d WHERE d.judgment = c.judgment) ORDER BY 1").fetchall()
@@ -497,8 +497,8 @@ def test_the_state_follows_a_change_written_with_any_conflict_clause(tmp_path):
     p = tmp_path / "s.db"
     init_store(p, {"1": "t"}, collection_size=100).close()
     with open_store(p) as s:
-        s.import_judgments(judgments(3))
-        s.retract("1", "p00001", "A1", "1-1")
+        s.judgments.import_judgments(judgments(3))
+        s.judgments.retract("1", "p00001", "A1", "1-1")
     with sqlite3.connect(p) as db:
         seq = db.execute("SELECT seq FROM judgments WHERE passage = 'p00001'").fetchone()[0]
         for clause, grade in (("OR IGNORE", 3), ("OR REPLACE", 2)):

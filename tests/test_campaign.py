@@ -72,7 +72,7 @@ def test_init_records_inputs_and_effective_config(sim, tmp_path):
     d = tmp_path / "c"
     assert cli(_init_args(sim, d)) == 0
     with open_campaign_store(d) as s:
-        inputs = s.inputs()
+        inputs = s.state.inputs()
         names = set(inputs["name"])
         assert {"corpus", "topics", "manifest", "run", "config"} <= names
         assert (inputs["name"] == "run").sum() == len(list((sim / "runs").iterdir()))
@@ -81,12 +81,12 @@ def test_init_records_inputs_and_effective_config(sim, tmp_path):
         row = inputs[inputs["name"] == "topics"].iloc[0]
         assert row["sha256"] == hashlib.sha256((sim / "topics.tsv").read_bytes()).hexdigest()
         assert row["size"] == (sim / "topics.tsv").stat().st_size
-        cfg = s.config_rows()
+        cfg = s.state.config_rows()
         depth = cfg[(cfg["section"] == "pool") & (cfg["key"] == "depth")].iloc[0]
         assert depth["value"] == 10 and depth["origin"] == "file"
         assert len(cfg[cfg["section"] == "campaign"]) >= 4
-        assert s.topics()["qid"].tolist() == ["1001", "1002", "1003", "1004"]
-        assert s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == str(CAMPAIGN_SCHEMA_VERSION)
+        assert s.topics.all()["qid"].tolist() == ["1001", "1002", "1003", "1004"]
+        assert s.db.conn.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0] == str(CAMPAIGN_SCHEMA_VERSION)
 
 
 def test_reinit_refused(sim, tmp_path, capsys):
@@ -148,7 +148,7 @@ def test_oracle_campaign_end_to_end(sim, oracle, finished):
     # the judgments agree with the oracle at the simulated error rate (0.1)
     truth = read_qrels(oracle).to_pandas()
     with open_campaign_store(finished) as s:
-        log = s.judgments(None, "all")
+        log = s.judgments.log(None, "all")
         assert set(log["assessor"]) <= {"A01", "A02", "A03", "A04"}
     log = log.drop_duplicates(["qid", "docid", "assessor"])
     m = log.merge(truth, on=["qid", "docid"], how="left").fillna({"rel": 0})
@@ -321,15 +321,15 @@ def test_kill_and_resume_gives_identical_outputs(sim, oracle, finished, tmp_path
             time.sleep(0.01)
         p.wait()
         with open_campaign_store(d) as s:
-            seen.append((round(share, 2), list(s.stages_done())[-1:], s.counts()["judgments"]))
+            seen.append((round(share, 2), list(s.state.stages_done())[-1:], s.counts()["judgments"]))
     print("kill points (share, last stage done, judgments):", seen, "of", total)
     assert killed >= 1
     assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
     for f in FINAL:
         assert (d / f).read_bytes() == (finished / f).read_bytes(), f
     with open_campaign_store(d) as s, open_campaign_store(finished) as t:
-        assert list(s.stages_done()) == list(t.stages_done())
-        assert s.export_log().equals(t.export_log())
+        assert list(s.state.stages_done()) == list(t.state.stages_done())
+        assert s.judgments.export_log().equals(t.judgments.export_log())
 
 
 def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
@@ -340,8 +340,8 @@ def test_several_assessors_per_item_and_topic_ownership(sim, tmp_path):
     assert cli(_init_args(sim, d, cfg)) == 0
     assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.2, seed=5)["state"] == "done"
     with open_campaign_store(d) as s:
-        log = s.judgments(None, "all")
-        asg = s.assignments()
+        log = s.judgments.log(None, "all")
+        asg = s.assignments.all()
     own = log[log["assessor"].isin(["ann", "bob", "cy"])]
     # every item judged by exactly two assessors, never one assessor twice
     first = own[own["kind"] == "pool"]

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from qrelkit.campaign import Campaign, open_campaign_store
+from qrelkit.campaign.store import campaign_config
 from qrelkit.cli import run as cli
 from qrelkit.io.qrels import read_qrels
 
@@ -111,7 +112,7 @@ def test_adopt_a_change_for_a_stage_not_run_yet(sim, tmp_path, capsys):
     out = capsys.readouterr()
     assert "[pool] depth" in out.out and "nothing adopted (--dry-run)" in out.err
     with open_campaign_store(d) as s:
-        assert s.config().get_value("pool", "depth") == 5          # a dry run changes nothing
+        assert campaign_config(s).get_value("pool", "depth") == 5          # a dry run changes nothing
     assert cli(["campaign", "adopt-config", str(d), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["adopted"] and [(c["section"], c["key"], c["old"], c["new"]) for c in res["changes"]] == [
@@ -119,9 +120,9 @@ def test_adopt_a_change_for_a_stage_not_run_yet(sim, tmp_path, capsys):
     res = Campaign(d).run(oracle=sim / "qrels.txt", seed=3, until="pool")
     assert res["state"] == "until pool"
     with open_campaign_store(d) as s:
-        assert s.stages_done()["pool"]["depth"] == 8
-        assert s.config().get_value("pool", "depth") == 8
-        assert any("adopted [pool] depth 5 -> 8" in m for m in s.warnings()["message"])
+        assert s.state.stages_done()["pool"]["depth"] == 8
+        assert campaign_config(s).get_value("pool", "depth") == 8
+        assert any("adopted [pool] depth 5 -> 8" in m for m in s.state.warnings()["message"])
     assert pd.read_parquet(d / "pool.parquet").groupby("qid").size().max() > 5
 
 
@@ -135,7 +136,7 @@ def test_a_long_lived_runner_takes_an_adopted_configuration(sim, tmp_path):
         assert Campaign(d).adopt_config()["adopted"]
         assert r.advance(until="pool")["state"] == "until pool"
     with open_campaign_store(d) as s:
-        assert s.stages_done()["pool"]["depth"] == 8
+        assert s.state.stages_done()["pool"]["depth"] == 8
 
 
 def test_adopt_refused_for_a_stage_done(sim, tmp_path, capsys):
@@ -150,7 +151,7 @@ def test_adopt_refused_for_a_stage_done(sim, tmp_path, capsys):
     assert len(err) == 1 and f"{cfg}:3: [adopt-refused] [pool] depth 5 -> 8 is read by stage pool, which is done" in err[0]
     assert "1 other change" not in err[0]            # [screen] first_n: screening has not started
     with open_campaign_store(d) as s:
-        assert s.config().get_value("pool", "depth") == 5
+        assert campaign_config(s).get_value("pool", "depth") == 5
     assert cli(["campaign", "adopt-config", str(d), "--dry-run", "--json"]) == 0
     rows = {(c["section"], c["key"]): c["refused"] for c in json.loads(capsys.readouterr().out)["changes"]}
     assert rows == {("pool", "depth"): "read by stage pool, which is done", ("screen", "first_n"): None}
@@ -172,13 +173,13 @@ def test_a_new_campaign_from_the_judgments_of_another(sim, reference, tmp_path, 
     assert cli(["campaign", "export", str(reference), "-o", str(judged)]) == 0
     old = read_qrels(judged).to_pandas()
     with open_campaign_store(reference) as s:
-        assert len(old) == len(s.judgments(None, "all").drop_duplicates(["qid", "docid"]))
+        assert len(old) == len(s.judgments.log(None, "all").drop_duplicates(["qid", "docid"]))
     deeper = _protocol(tmp_path, FAST.replace("depth = 5", "depth = 8"))
     d = tmp_path / "new"
     assert _init(sim, d, deeper, "--qrels", str(judged)) == 0
     assert Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=3)["state"] == "done"
     with open_campaign_store(d) as s:
-        asked = s.judgments(None, "all")
+        asked = s.judgments.log(None, "all")
     asked = asked[asked["assessor"] != "qrels"]
     assert len(asked) > 0                                          # the deeper pool's new passages
     again = asked.merge(old, on=["qid", "docid"])
@@ -212,7 +213,7 @@ def test_a_manifest_run_without_a_file_is_refused_at_init(sim, tmp_path, capsys)
     assert _init(sim, d, _protocol(tmp_path), "--lenient", manifest=tmp_path / "m.csv") == 0
     Campaign(d).run(until="validate")
     with open_campaign_store(d) as s:
-        assert any("[missing-run]" in m and "ghost" in m for m in s.warnings()["message"])
+        assert any("[missing-run]" in m and "ghost" in m for m in s.state.warnings()["message"])
 
 
 def test_a_run_file_the_manifest_does_not_name_is_refused_at_init(sim, tmp_path, capsys):
@@ -228,7 +229,7 @@ def test_a_run_file_the_manifest_does_not_name_is_refused_at_init(sim, tmp_path,
     assert _init(sim, d, _protocol(tmp_path), "--lenient", runs=runs) == 0
     Campaign(d).run(until="validate")
     with open_campaign_store(d) as s:
-        assert any("[not-in-manifest]" in m and "stray" in m for m in s.warnings()["message"])
+        assert any("[not-in-manifest]" in m and "stray" in m for m in s.state.warnings()["message"])
 
 
 def test_the_map_of_keys_to_stages_names_real_keys_and_stages():

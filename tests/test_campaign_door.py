@@ -97,12 +97,12 @@ def test_init_refuses_a_folder_with_files_unless_forced(sim, tmp_path, capsys):
 def test_a_failed_init_leaves_no_folder_it_made(sim, tmp_path, capsys, monkeypatch):
     """Init fails after the folders are made (here: while the store records the inputs): the
     store's files and every folder init made are gone, a folder that was there stays."""
-    from qrelkit.campaign.store import CampaignStore
+    from qrelkit.store.state import SqliteCampaignState
 
     def boom(*a, **k):
         raise InputError("unwritable-output", "simulated failure while recording the inputs")
 
-    monkeypatch.setattr(CampaignStore, "record_inputs", boom)
+    monkeypatch.setattr(SqliteCampaignState, "record_inputs", boom)
     d = tmp_path / "new" / "deeper" / "camp"
     assert _init(sim, d) == 2
     assert "simulated failure" in _err(capsys)
@@ -143,7 +143,7 @@ def waiting(sim, tmp_path_factory) -> tuple[Path, Path]:
 
 def _judged(d: Path) -> int:
     with open_campaign_store(d, readonly=True) as s:
-        return len(s.judgments(None, "all"))
+        return len(s.judgments.log(None, "all"))
 
 
 @pytest.mark.parametrize("change,rule", [

@@ -12,7 +12,7 @@ import pytest
 
 from qrelkit.cal.loop import CalParams, issue_next_batches
 from qrelkit.cal.stopping import get_rule, thread_states
-from qrelkit.cal.store import combine_log
+from qrelkit.store import combine_log
 from qrelkit.campaign import Campaign, open_campaign_store
 from qrelkit.campaign.stages import combine_rule
 from qrelkit.cal.features import load_features
@@ -65,7 +65,7 @@ def test_vote_and_median_high_decide_differently(both):
     tables = {}
     for combine, d in both.items():
         with open_campaign_store(d) as s:
-            tables[combine] = s.campaign_topics().set_index("qid")
+            tables[combine] = s.state.topics().set_index("qid")
     m, v = tables["median_high"], tables["vote"]
     # ties of two assessors (e.g. grades 1 and 3): median_high says 3, the vote's fallback (lowest) 1
     assert (v["screened_relevant"] < m["screened_relevant"]).any()
@@ -74,7 +74,7 @@ def test_vote_and_median_high_decide_differently(both):
 
 def _log(d: Path) -> pd.DataFrame:
     with open_campaign_store(d) as s:
-        return s.judgments(None, "all")
+        return s.judgments.log(None, "all")
 
 
 def test_screening_and_stopping_see_the_voted_grade(both):
@@ -90,9 +90,9 @@ def test_screening_and_stopping_see_the_voted_grade(both):
     vote = dict(zip(zip(agg["qid"], agg["docid"]), agg["relevant"].fillna(False).astype(bool)))
     assert all(vote[(q, p)] == (g >= 2) for q, p, g in zip(labels["qid"], labels["docid"], labels["grade"]))
     with open_campaign_store(d) as s:
-        ct = s.campaign_topics().set_index("qid")
-        screens = s.batches()
-        th = s.threads()
+        ct = s.state.topics().set_index("qid")
+        screens = s.batches.all()
+        th = s.topics.threads()
     # screening counted the voted grades of each topic's screening batch
     items = log[log["batch_id"].str.endswith("/screen")][["qid", "docid"]].drop_duplicates()
     lab = items.merge(labels, on=["qid", "docid"])
@@ -114,8 +114,8 @@ def test_cal_trains_on_the_voted_grade(both, tmp_path):
     feats = load_features(d / "features")
     log = _log(d)
     with open_campaign_store(d) as s:
-        topic = s.campaign_topics().query("decision == 'accept'")["qid"].iloc[0]
-        s.set_thread_state(topic, "all", "active")  # (a copy) its next batch, as if it went on
+        topic = s.state.topics().query("decision == 'accept'")["qid"].iloc[0]
+        s.topics.set_thread_state(topic, "all", "active")  # (a copy) its next batch, as if it went on
         seen = {}
         for name, combine in (("vote", rule), ("median_high", "median_high")):
             batches, _ = issue_next_batches(s, feats, topics=[topic], threads=["all"], params=CalParams(),
@@ -143,8 +143,8 @@ def test_the_campaigns_cal_batches_follow_the_aggregation(both):
     logs, items = {}, {}
     for combine, d in both.items():
         with open_campaign_store(d) as s:
-            logs[combine] = s.judgments("1003", "all")
-            items[combine] = s.campaign_items()
+            logs[combine] = s.judgments.log("1003", "all")
+            items[combine] = s.batches.items()
     pool = {c: g[g["kind"] == "pool"][["docid", "assessor", "grade", "batch_id"]].reset_index(drop=True)
             for c, g in logs.items()}
     assert pool["vote"].equals(pool["median_high"])

@@ -43,7 +43,7 @@ def test_list_set_retract_through_the_change_log(finished, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["changed"] == len(mine) and res["stages_to_redo"] == ["qrels", "evaluate", "reuse", "report"]
     with open_campaign_store(d, readonly=True) as s:  # the grade in force is what every reader reads
-        j = s.judgments(row["qid"], "all")
+        j = s.judgments.log(row["qid"], "all")
         assert set(j.loc[j["docid"] == row["docid"], "grade"]) == {0}
     assert cli(["campaign", "judgments", "list", str(d), "--topic", row["qid"], "--history", "--json"]) == 0
     hist = pd.DataFrame(json.loads(capsys.readouterr().out)["judgments"])
@@ -103,7 +103,7 @@ def test_corrections_from_a_file(finished, tmp_path, capsys):
     assert cli(["campaign", "judgments", "set", str(d), "--file", str(tmp_path / "fix.csv"), "--json"]) == 0
     capsys.readouterr()
     with open_campaign_store(d, readonly=True) as s:
-        j = s.judgments("1001", "all")
+        j = s.judgments.log("1001", "all")
         assert set(j.loc[j["docid"].isin(set(df["docid"])), "grade"]) == {3}
     bad = df.assign(grade="x")
     bad.to_csv(tmp_path / "bad.csv", index=False)
@@ -217,7 +217,7 @@ def test_a_disk_too_full_for_the_store_is_not_a_damaged_store(tmp_path):
     store, with the advice to restore it from a backup."""
     import sqlite3
 
-    from qrelkit.cal.store import io_error
+    from qrelkit.store import io_error
 
     err = io_error(sqlite3.OperationalError("database or disk is full"), tmp_path / "campaign.db")
     assert err.rule == "disk-full" and err.file == str(tmp_path / "campaign.db")

@@ -69,7 +69,7 @@ def test_every_warning_is_counted_in_the_report(sim6, tmp_path, monkeypatch):
     monkeypatch.setitem(campaign_runner._FUNCS, "select", select_with_warnings)
     res = c.run(until="select")
     with open_campaign_store(c.dir) as s:
-        w = s.warnings()
+        w = s.state.warnings()
     msgs = dict(zip(w["message"], w["stage"]))
     repaired = [m for m in msgs if "[duplicate-docid]" in m]
     assert repaired and "repaired: first occurrence in the file kept" in repaired[0]  # run validation's repair

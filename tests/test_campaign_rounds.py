@@ -54,7 +54,7 @@ def _judge(d: Path, sim: Path, topics: set[str]) -> int:
     batch and assessor); returns the number of judgments imported."""
     rows = _oracle_rows(d, sim, topics)
     with open_campaign_store(d) as s:
-        return s.import_judgments(rows, source=ORACLE_ASSESSOR_SOURCE).imported if len(rows) else 0
+        return s.judgments.import_judgments(rows, source=ORACLE_ASSESSOR_SOURCE).imported if len(rows) else 0
 
 
 def _cal_out(res: dict) -> dict[str, set[str]]:
@@ -82,7 +82,7 @@ def test_a_topic_whose_batches_are_judged_moves_on_alone(sim, tmp_path):
     assert again["1001"] == first["1001"] and again["1005"] == first["1005"]
     assert again["1003"] and all(b.endswith("/0001") for b in again["1003"])
     with open_campaign_store(d) as s:
-        rounds = s.cal_rounds()
+        rounds = s.state.cal_rounds()
     assert rounds["1003"] == (2, "judge") and rounds["1001"] == rounds["1005"] == (1, "judge")
 
 
@@ -102,8 +102,8 @@ def test_topics_judged_one_at_a_time_in_reverse_give_the_oracle_outputs(sim, ora
     for f in OUTPUTS:
         assert (d / f).read_bytes() == (oracle_run / f).read_bytes(), f
     with open_campaign_store(d) as s, open_campaign_store(oracle_run) as t:
-        assert s.campaign_topics().equals(t.campaign_topics())
-        assert s.cal_rounds() == t.cal_rounds()
+        assert s.state.topics().equals(t.state.topics())
+        assert s.state.cal_rounds() == t.state.cal_rounds()
 
 
 def test_max_rounds_counts_each_topics_rounds(sim, tmp_path):
@@ -113,10 +113,10 @@ def test_max_rounds_counts_each_topics_rounds(sim, tmp_path):
     res = _init(sim, d, cfg).run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
     assert res["state"] == "done"
     with open_campaign_store(d) as s:
-        cal = s.batches()
+        cal = s.batches.all()
         cal = cal[cal["kind"] == "cal"]
-        ct = s.campaign_topics().set_index("qid")
-        rounds = s.cal_rounds()
+        ct = s.state.topics().set_index("qid")
+        rounds = s.state.cal_rounds()
     assert len(cal) and (cal["iteration"] == 0).all()  # one CAL batch per thread and topic
     assert {rounds[q][0] for q in ("1001", "1003", "1005")} == {1}
     assert set(ct.loc[["1001", "1003", "1005"], "rule"]) <= {"max-rounds", "density", "exhausted"}
@@ -181,18 +181,18 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
     c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED, until="fractional")
     _as_version_1(d, "judge", 0)
     with open_campaign_store(d) as s:
-        assert s.cal_rounds() == {q: (0, "judge") for q in s.topics()["qid"]}
+        assert s.state.cal_rounds() == {q: (0, "judge") for q in s.topics.all()["qid"]}
     # a version 1 store in the middle of round 2's issue phase
     _as_version_1(d, "issue", 2)
     with open_campaign_store(d, readonly=True) as s:  # read-only: read as it is, not migrated
-        assert set(s.cal_rounds().values()) == {(2, "issue")} and s.accounts() == [] and len(s.pref_answers()) == 0
-        assert s.schema_versions()["campaign_schema_version"] == 1 and s.get_state("cal_round") == 2
+        assert set(s.state.cal_rounds().values()) == {(2, "issue")} and s.accounts.all() == [] and len(s.prefs.answers()) == 0
+        assert s.schema_versions()["campaign_schema_version"] == 1 and s.state.get("cal_round") == 2
     with open_campaign_store(d) as s:
-        version = s._db.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
+        version = s.db.conn.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
         assert int(version) == CAMPAIGN_SCHEMA_VERSION == 5
-        assert s.accounts() == []
-        assert set(s.cal_rounds().values()) == {(2, "issue")}
-        assert s.get_state("cal_round") is None and s.get_state("cal_phase") is None
+        assert s.accounts.all() == []
+        assert set(s.state.cal_rounds().values()) == {(2, "issue")}
+        assert s.state.get("cal_round") is None and s.state.get("cal_phase") is None
     res = c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)
     assert res["state"] == "done" and "open" not in res["topics"]
 
@@ -201,7 +201,7 @@ def _oracle_rows(d: Path, sim: Path, topics: set[str]) -> pd.DataFrame:
     """What the campaign's oracle would answer for the items owed for ``topics`` (not imported)."""
     truth = read_qrels(sim / "qrels.txt")
     with open_campaign_store(d) as s:
-        pend = s.pending()
+        pend = s.assignments.pending()
     out = []
     for (bid, assessor), g in pend[pend["qid"].isin(topics)].groupby(["batch_id", "assessor"], sort=False):
         done = judge_batches(g[["qid", "docid"]].reset_index(drop=True), truth, error_rate=ERR, scale=(0, 1, 2, 3),
@@ -287,9 +287,9 @@ def test_eight_importers_while_the_runner_computes_a_cal_round(sim, tmp_path, ca
     assert t["issue_start"] <= min(starts) and max(starts) <= t["issue_end"]
     assert min(ends) > t["issue_start"]
     with open_campaign_store(d) as s:
-        log = s.judgments(None, "all")
-        assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        rounds = s.cal_rounds()
+        log = s.judgments.log(None, "all")
+        assert s.db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rounds = s.state.cal_rounds()
     got = log[log["qid"].isin({"1001", "1005"}) & log["batch_id"].isin(set(rows["batch_id"]))]
     assert len(got) == len(rows) == len(got.drop_duplicates(["qid", "docid", "assessor", "batch_id"]))
     assert rounds["1003"][0] == 2  # the runner computed 1003's round 2

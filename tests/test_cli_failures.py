@@ -34,6 +34,7 @@ TABLE = {
     "runs validate": (["runs", "validate", "{run}", "-o", "{OUT}"], "run"),
     "runs canonicalize": (["runs", "canonicalize", "{run}", "-o", "{OUT}"], "run"),
     "pool select": (["pool", "select", "-m", "{manifest}", "-o", "{OUT}"], "manifest"),
+    "pool make": (["pool", "make", "{run}", "-o", "{OUT}"], "run"),
     "pool depth": (["pool", "depth", "{run}", "-o", "{OUT}"], "run"),
     "pool top1": (["pool", "top1", "{run}", "-o", "{OUT}"], "run"),
     "pool fused": (["pool", "fused", "{run}", "-o", "{OUT}"], "run"),
@@ -299,7 +300,7 @@ def test_bad_store_is_refused_and_never_written(name, klass, fx, tmp_path, capsy
 
 def test_damaged_store_check_is_sqlites(fx, tmp_path):
     """The damage the test makes is what SQLite itself reports (the library raises store-damaged)."""
-    from qrelkit.cal.store import open_store
+    from qrelkit.store import open_store
     from qrelkit.errors import InputError
 
     store = tmp_path / "s.db"
@@ -321,7 +322,7 @@ def test_lock_wait_names_the_holder(fx, tmp_path, capsys):
     ready = tmp_path / "ready"
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time, pathlib\n"
-        "from qrelkit.cal.store import open_store\n"
+        "from qrelkit.store import open_store\n"
         "s = open_store(sys.argv[1], operation='test holder')\n"
         "with s.transaction():\n"
         "    pathlib.Path(sys.argv[2]).write_text('x')\n"
@@ -343,14 +344,14 @@ def test_lock_wait_names_the_holder(fx, tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
-    from qrelkit.cal.store import open_store
+    from qrelkit.store import open_store
 
     with open_store(store, readonly=True) as s:
-        assert "B09" not in set(s.judgments()["assessor"])
+        assert "B09" not in set(s.judgments.log()["assessor"])
 
 
 def test_lock_timeout_is_a_library_parameter(fx, tmp_path):
-    from qrelkit.cal.store import open_store
+    from qrelkit.store import open_store
     from qrelkit.errors import InputError
 
     store = tmp_path / "s.db"
@@ -359,7 +360,7 @@ def test_lock_timeout_is_a_library_parameter(fx, tmp_path):
         b = open_store(store, timeout=0.2)
         t0 = time.monotonic()
         with pytest.raises(InputError, match=r"\[store-locked\] waited 0.2 s .*'first writer'"):
-            b.add_topics(["99"])
+            b.topics.add(["99"])
         assert time.monotonic() - t0 < 5
         b.close()
 

@@ -158,7 +158,7 @@ def test_init_reads_the_corpus_once(tmp_path, monkeypatch):
     """campaign init opens the corpus once (the check and its SHA-256 in one pass: no count, then
     hash) and records what that pass computed."""
     from qrelkit.campaign import Campaign
-    from qrelkit.campaign.store import CampaignStore, campaign_path
+    from qrelkit.store import CampaignStore, campaign_path
     from qrelkit.simulate.campaign import simulate_campaign
 
     sim = tmp_path / "sim"
@@ -179,7 +179,7 @@ def test_init_reads_the_corpus_once(tmp_path, monkeypatch):
     assert len(opened) == 1, opened
     store = CampaignStore(campaign_path(tmp_path / "camp"))
     try:
-        rec = store.inputs().query("name == 'corpus'").values.tolist()
+        rec = store.state.inputs().query("name == 'corpus'").values.tolist()
     finally:
         store.close()
     st_ = corpus.stat()

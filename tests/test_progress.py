@@ -13,7 +13,7 @@ import pyarrow as pa
 from rich.console import Console
 
 from qrelkit.cal.stopping import state_from_store, status_table
-from qrelkit.cal.store import init_store
+from qrelkit.store import init_store
 from qrelkit.cli import common
 
 
@@ -36,16 +36,16 @@ def _store(path, n_topics: int):
     rows = []
     for q in map(str, range(1, n_topics + 1)):
         pool = [f"{q}-p{i}" for i in range(6)]
-        b = s.issue_batch(q, None, pool, kind="pool")
+        b = s.batches.issue(q, None, pool, kind="pool")
         rows += [(q, p, "A1", i % 4, b) for i, p in enumerate(pool)] + [(q, pool[0], "A2", 3, b)]
         for th in ("local", "all"):
             items = [f"{q}-{th}{i}" for i in range(5)]
-            b = s.issue_batch(q, th, items)
+            b = s.batches.issue(q, th, items)
             rows += [(q, p, "A1", (i * 3) % 4, b) for i, p in enumerate(items[:4])]   # the last is open
         smp = [f"{q}-s{i}" for i in range(3)] + [f"{q}-local0"]
-        b = s.issue_batch(q, None, smp, kind="sample")
+        b = s.batches.issue(q, None, smp, kind="sample")
         rows += [(q, p, "A3", 2 * (i % 2), b) for i, p in enumerate(smp)]
-    s.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+    s.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
     return s
 
 
@@ -54,7 +54,7 @@ def test_status_states_equal_the_per_thread_states(tmp_path):
     from qrelkit.cal.stopping import _current_states
 
     with _store(tmp_path / "s.db", 4) as s:
-        th = s.threads()
+        th = s.topics.threads()
         for combine in ("median_high", "max"):
             states = list(_current_states(s, th, relevant=[2, 3], combine=combine, budget=50))
             assert len(states) == len(th) == 12
@@ -75,9 +75,9 @@ def test_status_reads_the_store_a_fixed_number_of_times(tmp_path):
     for n in (2, 8):
         with _store(tmp_path / f"s{n}.db", n) as s:
             stmts = []
-            s._db.set_trace_callback(stmts.append)
+            s.db.conn.set_trace_callback(stmts.append)
             status_table(s, rule="knee")
-            s._db.set_trace_callback(None)
+            s.db.conn.set_trace_callback(None)
             counts.append(len(stmts))
     assert counts[0] > 0 and counts[0] == counts[1], counts
 
@@ -98,7 +98,7 @@ def test_import_progress_per_file(tmp_path):
         files.append(f)
     rec = Recorder()
     with init_store(tmp_path / "s.db", ["1"]) as s:
-        assert s.import_files(files, progress=rec).imported == 12
+        assert s.judgments.import_files(files, progress=rec).imported == 12
     assert rec.steps == 3 and all(c == (1, None) for c in rec.calls)
 
 

@@ -19,7 +19,7 @@ import pytest
 import qrelkit.cal.stopping as stopping
 import qrelkit.pooler.registry as pool_registry
 from qrelkit.cal.stopping import PLUGINS_ENV, available_rules, get_rule, replay_store, status_table
-from qrelkit.cal.store import init_store
+from qrelkit.store import init_store
 from qrelkit.cli import run
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
@@ -57,13 +57,12 @@ register_rule("fixed-count", FixedCount)
 
 
 @pytest.fixture
-def rule_plugin(tmp_path, monkeypatch):
+def rule_plugin(tmp_path, monkeypatch, registries):
     """A rule in a tiny module outside qrelkit, named in $QRELKIT_PLUGINS (the registry restored after)."""
     mod = f"my_rules_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**8}"
     (tmp_path / f"{mod}.py").write_text(textwrap.dedent(RULE_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv(PLUGINS_ENV, mod)
-    monkeypatch.setattr(stopping, "_RULES", dict(stopping._RULES))
     yield mod
     sys.modules.pop(mod, None)
 
@@ -74,9 +73,9 @@ def _store(tmp_path):
     rows = []
     for b in range(8):
         items = [f"d{b * 25 + i}" for i in range(25)]
-        bid = store.issue_batch("1", "all", items)
+        bid = store.batches.issue("1", "all", items)
         rows += [("1", d, "A1", 2 if b == 0 else 0, bid) for d in items]
-    store.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+    store.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
     return store
 
 
@@ -103,11 +102,18 @@ def test_a_plugin_rule_through_the_cli(rule_plugin, tmp_path, capsys):
     assert [(t["qid"], t["rule"], t["action"]) for t in st] == [("1", "fixed-count", "stop"), ("2", "fixed-count", "continue")]
     assert run(["cal", "replay", str(db), "-r", "fixed-count", "--set", "n=60", "--json", "--thread", "all"]) == 0
     assert json.loads(capsys.readouterr().out)["threads"][0]["stop_judged"] == 75
-    # the config file's schema declares the built-in rules' sections only: a custom rule's
-    # parameters come from --set (or Python keywords), and [stopping.<custom>] is an unknown key
+    # a registered rule's parameters are its section of the config file, [stopping.<rule>] (issue 20),
+    # checked as every key (types from its DEFAULTS); a rule nobody registered has no section
     cfg = tmp_path / "c.toml"
-    cfg.write_text("[stopping.fixed-count]\nn = 5\n")
-    with pytest.raises(InputError, match=r"\[unknown-key\].*'fixed-count'"):
+    cfg.write_text("[stopping.fixed-count]\nn = 60\n")
+    assert get_rule("fixed-count", load_config(cfg)).n == 60
+    assert run(["cal", "replay", str(db), "-r", "fixed-count", "-c", str(cfg), "--json", "--thread", "all"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"][0]["stop_judged"] == 75
+    cfg.write_text("[stopping.fixed-count]\nn = \"sixty\"\n")
+    with pytest.raises(InputError, match=r"\[bad-type\] \[stopping.fixed-count\] n must be an integer"):
+        load_config(cfg)
+    cfg.write_text("[stopping.fixed-cont]\nn = 5\n")
+    with pytest.raises(InputError, match=r"\[unknown-key\].*'fixed-cont'.*did you mean 'fixed-count'"):
         load_config(cfg)
     assert run(["cal", "replay", str(db), "-r", "fixed-count", "--set", "m=1", "--thread", "all"]) == 2
 
@@ -127,8 +133,7 @@ def test_a_plugin_rule_in_a_fresh_cli_process(rule_plugin, tmp_path):
     assert p.returncode == 2 and "[bad-plugin]" in p.stderr
 
 
-def test_register_rule_as_a_call_or_a_decorator(monkeypatch):
-    monkeypatch.setattr(stopping, "_RULES", dict(stopping._RULES))
+def test_register_rule_as_a_call_or_a_decorator(monkeypatch, registries):
 
     class Never(stopping.StoppingRule):
         DEFAULTS: dict = {}
@@ -210,8 +215,7 @@ def test_built_in_pool_kinds_are_the_pool_functions():
         make_pool("depth", runs, dept=3)
 
 
-def test_a_new_pool_kind_is_one_function_and_one_line(monkeypatch):
-    monkeypatch.setattr(pool_registry, "_POOLS", dict(pool_registry._POOLS))
+def test_a_new_pool_kind_is_one_function_and_one_line(monkeypatch, registries):
 
     def one_run_pool(runs: pa.Table, depth: int = 10, *, run: str = "a") -> pa.Table:
         """The depth pool of one run."""

@@ -15,7 +15,7 @@ from qrelkit.cal.stopping import (
     TargetSample, available_rules, draw_sample, get_rule, knee, register_rule, relevant_grades, replay_state,
     replay_store, state_from_store, status_table,
 )
-from qrelkit.cal.store import init_store
+from qrelkit.store import init_store
 from qrelkit.config import load_config
 from qrelkit.errors import InputError
 
@@ -285,7 +285,7 @@ def test_target_size_from_config(tmp_path):
 # -- registry -----------------------------------------------------------------------------------
 
 
-def test_registry():
+def test_registry(registries):
     assert {"density", "knee", "budget", "target"} <= set(available_rules())
     with pytest.raises(InputError, match=r"\[bad-option\] unknown stopping rule 'nope'"):
         get_rule("nope")
@@ -321,9 +321,9 @@ def _campaign(tmp_path, grades_by_batch: dict[str, list[list[int]]], thread: str
     for q, batches in grades_by_batch.items():
         for it, grades in enumerate(batches):
             items = [f"{q}-p{it}-{i}" for i in range(len(grades))]
-            bid = store.issue_batch(q, thread, items)
+            bid = store.batches.issue(q, thread, items)
             rows += [(q, d, "A1", g, bid) for d, g in zip(items, grades)]
-    store.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
+    store.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
     return store
 
 
@@ -369,8 +369,8 @@ def test_target_method_from_store_sample(tmp_path):
     store = _campaign(tmp_path, {"5": [[2, 0, 0, 2, 0], [0, 2, 0, 0, 0], [0, 0, 0, 0, 0]]})
     # a random sample judged separately: its relevant passages are the targets
     sample = ["5-p1-1", "5-x", "5-p0-3", "5-y"]
-    bid = store.issue_batch("5", None, sample, kind="sample")
-    store.import_judgments(pd.DataFrame({"qid": "5", "docid": sample, "assessor": "A2", "grade": [2, 0, 2, 0], "batch_id": bid}))
+    bid = store.batches.issue("5", None, sample, kind="sample")
+    store.judgments.import_judgments(pd.DataFrame({"qid": "5", "docid": sample, "assessor": "A2", "grade": [2, 0, 2, 0], "batch_id": bid}))
     st = state_from_store(store, "5", "all")
     assert st.sample.passages == tuple(sample) and st.sample.relevant == (True, False, True, False)
     assert st.judged == 15   # the sample is in no thread's sequence
@@ -379,15 +379,15 @@ def test_target_method_from_store_sample(tmp_path):
     store.close()
 
 
-def test_replay_recombines_grades_per_prefix(tmp_path):
+def test_replay_recombines_grades_per_prefix(tmp_path, registries):
     """A second assessor's later grade changes the passage's label only from that batch on."""
     store = init_store(tmp_path / "c.db", {"1": ""})
-    b0 = store.issue_batch("1", "all", ["a", "b"])
-    b1 = store.issue_batch("1", "all", ["c"])
-    store.import_judgments(pd.DataFrame({"qid": "1", "docid": ["a", "b", "c"], "assessor": "A1", "grade": [0, 0, 0],
-                                         "batch_id": [b0, b0, b1]}))
+    b0 = store.batches.issue("1", "all", ["a", "b"])
+    b1 = store.batches.issue("1", "all", ["c"])
+    store.judgments.import_judgments(pd.DataFrame({"qid": "1", "docid": ["a", "b", "c"], "assessor": "A1", "grade": [0, 0, 0],
+                                                   "batch_id": [b0, b0, b1]}))
     # a second assessor judges "a" relevant in a later (pool) batch
-    store.import_judgments(pd.DataFrame({"qid": ["1"], "docid": ["a"], "assessor": ["A2"], "grade": [3], "batch_id": ["late"]}))
+    store.judgments.import_judgments(pd.DataFrame({"qid": ["1"], "docid": ["a"], "assessor": ["A2"], "grade": [3], "batch_id": ["late"]}))
     full = state_from_store(store, "1", "all", combine="max")
     assert full.passages == ("a", "b", "c") and full.n_relevant == 1
     early = state_from_store(store, "1", "all", combine="max", max_batch_seq=2)

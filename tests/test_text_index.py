@@ -1,4 +1,4 @@
-"""The passage text index (qrelkit.io.textindex): the same texts as a corpus scan
+"""The passage text index (qrelkit.store.textindex): the same texts as a corpus scan
 (:func:`qrelkit.io.corpus.lookup_texts`) for every corpus format, without scanning; rebuilt when
 missing or not the corpus's."""
 
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from qrelkit.io.corpus import lookup_texts
-from qrelkit.io.textindex import INDEX_FORMAT, TextIndex, build_text_index, open_text_index
+from qrelkit.store.textindex import INDEX_FORMAT, TextIndex, build_text_index, open_text_index
 
 ROWS = [
     {"pid": "p1", "text": "first passage"},

@@ -24,7 +24,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from qrelkit.campaign.accounts import add_account, revoke_account  # noqa: E402
-from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store  # noqa: E402
+from qrelkit.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from qrelkit.web import create_app  # noqa: E402
 
@@ -128,7 +128,7 @@ class Web:
         assert self.app.state.service.advancer.wait_idle(300)
 
     def client(self, name: str, *, organizer: bool = False, topics: list[str] | None = None) -> "Person":
-        if open_campaign_store(self.camp).account(name) is None:
+        if open_campaign_store(self.camp).accounts.get(name) is None:
             acc = add_account(self.camp, name, organizer=organizer, topics=topics)
             token = acc["link"].rsplit("/", 1)[1]
         else:
@@ -181,7 +181,7 @@ def test_login_link_sets_a_signed_httponly_samesite_session(web):
     assert "httponly" in cookie and "samesite=lax" in cookie and "path=/" in cookie
     assert c.get("/").status_code == 200
     with open_campaign_store(web.camp) as s:  # only the SHA-256 of the token is stored
-        row = s._db.execute("SELECT token_hash FROM campaign_accounts WHERE name = 'ann'").fetchone()[0]
+        row = s.db.conn.execute("SELECT token_hash FROM campaign_accounts WHERE name = 'ann'").fetchone()[0]
     assert acc["link"].rsplit("/", 1)[1] not in row and len(row) == 64
     # a forged cookie is no session
     forged = TestClient(web.app, cookies={"qrelkit_session": r.cookies["qrelkit_session"][:-3] + "xyz"})
@@ -241,7 +241,7 @@ def test_judging_through_batches_to_the_decisions(web, truth):
                              follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/topics/1001"
     with open_campaign_store(web.camp) as s:  # acknowledged: committed
-        assert len(s.assessor_grades("ann", topic="1001")) == 1
+        assert len(s.judgments.assessor_grades("ann", topic="1001")) == 1
     assert people["ann"].topic("1001")["item"]["batch_judged"] == 1
     kinds = set()
     for _ in range(8):  # rounds of: everyone judges what they owe, then the runner advances
@@ -259,9 +259,9 @@ def test_judging_through_batches_to_the_decisions(web, truth):
     assert {"validate", "select", "pool", "screening", "pool-rest", "cal", "qrels"} <= set(h["stages_done"])
     assert kinds == {"pool", "cal"}
     with open_campaign_store(web.camp) as s:
-        b = s.batches()
+        b = s.batches.all()
         assert set(b["kind"]) == {"pool", "cal"} and (b["status"] == "complete").all()
-        log = s.judgments(None, "all")
+        log = s.judgments.log(None, "all")
     assert not log.duplicated(["qid", "docid", "assessor", "batch_id"]).any()
     for name, p in people.items():
         for q in TOPICS[name]:
@@ -304,10 +304,10 @@ def test_undo_retracts_the_last_judgment_and_the_passage_comes_back(web):
     r = p.post("/api/topics/1002/judgments", batch_id=b["batch_id"], docid=b["docid"], grade=3)
     assert r.status_code == 200 and r.json()["status"] == "stored"
     with open_campaign_store(web.camp) as s:
-        mine = s.assessor_grades("cat", topic="1002")
+        mine = s.judgments.assessor_grades("cat", topic="1002")
         assert dict(zip(mine["docid"], mine["grade"])) == {a["docid"]: 0, b["docid"]: 3}
         assert s.counts()["judgments"] == 2  # the log keeps its rows: a retraction and a re-judgment are changes
-        changes = s._db.execute("SELECT grade, source FROM judgment_changes ORDER BY seq").fetchall()
+        changes = s.db.conn.execute("SELECT grade, source FROM judgment_changes ORDER BY seq").fetchall()
     assert changes == [(None, "web-undo"), (3, "web")]
     # undo twice: the re-judged passage, then the one before
     assert p.post("/api/topics/1002/undo").json()["docid"] == b["docid"]
@@ -502,12 +502,12 @@ def test_free_topic_choice_lists_every_topic_and_one_takes_an_unstaffed_one(sim,
         assert ann.post("/api/topics/1002/take").status_code == 409  # ann has it; cat has an account
         assert ann.topic("1002")["item"]["batch_id"] == "1002/screen"
         with open_campaign_store(camp) as s:
-            a = s.assignments()
+            a = s.assignments.all()
             assert sorted(a.loc[a["batch_id"] == "1002/screen", "assessor"]) == ["ann", "cat"]
-            s.issue_assigned("1002", ["p-new"], "1002/extra", ["bob", "cat"])  # as the runner would, later
+            s.assignments.issue("1002", ["p-new"], "1002/extra", ["bob", "cat"])  # as the runner would, later
         assert w.app.state.service.apply_claims() == 1
         with open_campaign_store(camp) as s:
-            a = s.assignments()
+            a = s.assignments.all()
             assert sorted(a.loc[a["batch_id"] == "1002/extra", "assessor"]) == ["ann", "cat"]
         assert ann.judge_all("1002", truth) == 5
 
@@ -520,17 +520,17 @@ def test_take_needs_free_topic_choice(web):
 
 def test_a_version_2_campaign_store_gets_the_accounts_table(camp):
     with open_campaign_store(camp) as s:
-        s._db.execute("DROP TABLE campaign_accounts")
-        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
+        s.db.conn.execute("DROP TABLE campaign_accounts")
+        s.db.conn.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION and s.accounts.all() == []
     acc = add_account(camp, "ann")
     assert acc["name"] == "ann" and acc["generation"] == 1
 
 
 def test_a_version_1_judging_store_is_migrated_and_undo_works(camp):
     with open_campaign_store(camp) as s:
-        s._db.executescript("""DROP VIEW live_judgments; DROP TRIGGER judgments_no_conflict;
+        s.db.conn.executescript("""DROP VIEW live_judgments; DROP TRIGGER judgments_no_conflict;
             DROP TRIGGER judgment_changes_no_conflict; DROP TRIGGER judgment_changes_no_update;
             DROP TRIGGER judgment_changes_no_delete; DROP TABLE judgment_changes;
             UPDATE meta SET value = '1' WHERE key = 'schema_version';""")

@@ -47,7 +47,7 @@ if CHROMIUM is None:
                 "system's Chromium", allow_module_level=True)
 
 from qrelkit.campaign.accounts import add_account  # noqa: E402
-from qrelkit.campaign.store import open_campaign_store  # noqa: E402
+from qrelkit.store import open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from qrelkit.web import create_app  # noqa: E402
 from test_web import _init, simulate_with_payload  # noqa: E402
@@ -249,7 +249,7 @@ def test_judge_undo_reload_and_the_next_cal_batch(judging, watched, truth):
     ten = _judge_by_keys(w, "1001", truth, 10)
     assert len(set(ten)) == 10 and int(w.attr("#progress", "data-judged")) == 10
     with open_campaign_store(srv.camp) as s:
-        assert list(s.assessor_grades("ann", topic="1001")["docid"]) == ten
+        assert list(s.judgments.assessor_grades("ann", topic="1001")["docid"]) == ten
     # undo the last one: it comes back first
     w.key("u")
     assert w.attr("#item", "data-docid") == ten[-1] and int(w.attr("#progress", "data-judged")) == 9
@@ -329,8 +329,8 @@ def test_a_preference_task_with_the_left_and_right_keys(prefs, watched):
     assert w.page.query_selector("#next-task")  # ann has more tasks
     w.shot("preference-done")
     with open_campaign_store(srv.camp) as s:
-        ans = s.pref_answers("ann", task)
-        log = s.pref_answer_log(task)
+        ans = s.prefs.answers("ann", task)
+        log = s.prefs.answer_log(task)
     assert dict(zip(ans["slot"].astype(int), ans["choice"])) == given
     assert len(log) == 14 and log["retracted"].notna().sum() == 1  # the undone answer stays in the log
     w.no_script_ran()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qrelkit.campaign.store import open_campaign_store
+from qrelkit.store import open_campaign_store
 from qrelkit.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,9 +55,9 @@ def test_add_prints_a_link_once_and_stores_only_its_hash(camp, capsys):
     assert run(["campaign", "assessor", "add", str(camp), "A01"]) == 0
     assert "not among" not in capsys.readouterr().err
     with open_campaign_store(camp) as s:
-        dump = "\n".join(s._db.iterdump())
+        dump = "\n".join(s.db.conn.iterdump())
         assert m["token"] not in dump
-        assert s.account("ann")["topics"] == ["1001"] and not s.account("ann")["organizer"]
+        assert s.accounts.get("ann")["topics"] == ["1001"] and not s.accounts.get("ann")["organizer"]
     assert run(["campaign", "assessor", "add", str(camp), "boss", "--organizer", "--base-url",
                 "https://judge.example.org/qk/", "--json"]) == 0
     acc = json.loads(capsys.readouterr().out)
@@ -93,7 +93,7 @@ def test_revoke_and_list(camp, capsys):
     # a revoked account added again gets a new link
     assert run(["campaign", "assessor", "add", str(camp), "ann"]) == 0
     with open_campaign_store(camp) as s:
-        assert s.account("ann")["revoked"] is None and s.account("ann")["generation"] == 3
+        assert s.accounts.get("ann")["revoked"] is None and s.accounts.get("ann")["generation"] == 3
 
 
 def test_serve_refuses_a_folder_without_a_campaign(tmp_path, capsys):

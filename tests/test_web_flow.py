@@ -124,8 +124,8 @@ def test_organizer_and_three_assessors_judge_a_topic_to_its_decision(shell):
         log.close()
     # every assessor judged every item of every batch: screening, the rest of the pool, CAL rounds
     with open_campaign_store(work / "camp") as s:
-        b = s.batches()
-        log_ = s.judgments("1001", "all")
+        b = s.batches.all()
+        log_ = s.judgments.log("1001", "all")
     assert {"1001/screen", "1001/pool-rest"} <= set(b["batch_id"]) and (b["kind"] == "cal").any()
     assert (b["status"] == "complete").all()
     per_item = log_.groupby(["docid", "batch_id"])["assessor"].apply(frozenset)

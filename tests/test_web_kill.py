@@ -78,7 +78,7 @@ def test_kill_9_mid_load_keeps_every_acknowledged_judgment(tmp_path):
     camp, sim = build_campaign(tmp_path / "k", assessors=3, passages=2000, depth=1, batch=10)
     truth = read_truth(sim)
     with open_campaign_store(camp) as s:
-        qids = s.topics()["qid"].astype(str).tolist()
+        qids = s.topics.all()["qid"].astype(str).tolist()
     links = {n: add_account(camp, n)["link"] for n in names_of(3)}
     acked: list[tuple] = []
     unacked: list[tuple[str, dict]] = []
@@ -96,7 +96,7 @@ def test_kill_9_mid_load_keeps_every_acknowledged_judgment(tmp_path):
         sent = set(acked) | {(qids[names_of(3).index(n)], b["docid"], n, b["batch_id"]) for n, b in unacked}
         assert store["stored_rows"] == len(set(acked)) + store["unacknowledged_stored"]
         with open_campaign_store(camp) as s:
-            rows = s._db.execute("SELECT topic, passage, assessor, batch FROM judgments WHERE source = 'web'").fetchall()
+            rows = s.db.conn.execute("SELECT topic, passage, assessor, batch FROM judgments WHERE source = 'web'").fetchall()
         assert {tuple(r) for r in rows} <= sent  # nothing stored that was not sent
     # the retries, on a server started again
     srv = ServerProcess(camp, tmp_path / "server-last.log").start(timeout=DEADLINE)
@@ -124,4 +124,4 @@ def test_kill_9_mid_load_keeps_every_acknowledged_judgment(tmp_path):
     store = check_store(camp, acked)
     assert store["exactly_once"], store
     with open_campaign_store(camp) as s:
-        assert (s.batches(counts=False)["kind"] == "cal").any()
+        assert (s.batches.all(counts=False)["kind"] == "cal").any()

@@ -47,8 +47,8 @@ def test_concurrent_assessors_every_judgment_stored_exactly_once(small, tmp_path
     store = check_store(camp, res["acked"])
     assert store["exactly_once"] and store["stored_rows"] == 200 and store["duplicates"] == 0, store
     with open_campaign_store(camp) as s:
-        kinds = s.batches(counts=False)["kind"].value_counts().to_dict()
-        log = s.judgments(None, "all")
+        kinds = s.batches.all(counts=False)["kind"].value_counts().to_dict()
+        log = s.judgments.log(None, "all")
     assert kinds.get("cal", 0) >= 5  # CAL batches were computed while the others judged
     assert not log.duplicated(["qid", "docid", "assessor", "batch_id"]).any()
 
@@ -57,13 +57,13 @@ def test_a_process_with_open_connections_sees_another_process_writes(small, tmp_
     camp, _ = small
     held = open_campaign_store(camp)  # a connection kept open, as a server's threads keep theirs
     try:
-        before = {a["name"] for a in held.accounts()}
+        before = {a["name"] for a in held.accounts.all()}
         open_campaign_store(camp).close()  # a second open in this process (it used to read the file's header)
         code = ("import sys; from qrelkit.campaign.accounts import add_account; "
                 "add_account(sys.argv[1], 'late1'); add_account(sys.argv[1], 'late2')")
         subprocess.run([sys.executable, "-c", code, str(camp)], check=True, cwd=ROOT,
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-        assert {a["name"] for a in held.accounts()} - before == {"late1", "late2"}
+        assert {a["name"] for a in held.accounts.all()} - before == {"late1", "late2"}
     finally:
         held.close()
 
@@ -86,7 +86,7 @@ def test_the_runner_process_reports_a_failed_run_and_is_started_again(small, tmp
         adv._proc.join(30)
         assert adv(camp)["state"] == "waiting for judgments" and adv._proc.pid != first
         with open_campaign_store(camp) as s:
-            corpus = Path(s.get_state("paths")["corpus"])
+            corpus = Path(s.state.get("paths")["corpus"])
         saved = corpus.read_bytes()
         try:
             corpus.write_bytes(saved + b'{"pid": "extra", "text": "changed"}\n')

@@ -24,7 +24,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, make_preference_tasks  # noqa: E402
 from qrelkit.campaign.prefs import export_preferences  # noqa: E402
-from qrelkit.campaign.store import open_campaign_store  # noqa: E402
+from qrelkit.store import open_campaign_store  # noqa: E402
 from qrelkit.cli import run as cli  # noqa: E402
 from test_web import PAYLOAD, Web, _init, sim, truth  # noqa: E402,F401 - sim and truth are fixtures
 
@@ -55,9 +55,9 @@ def web(camp):
 
 def tasks_of(camp: Path, name: str | None = None) -> pd.DataFrame:
     with open_campaign_store(camp) as s:
-        t = s.pref_tasks()
+        t = s.prefs.tasks()
         if name is not None:
-            mine = s.pref_assignments(name)["task_id"]
+            mine = s.prefs.assignments(name)["task_id"]
             t = t[t["task_id"].isin(set(mine))]
     return t
 
@@ -88,7 +88,7 @@ def test_make_builds_13_comparison_tasks_and_assigns_them_round_robin(camp, caps
     assert all(tid.startswith("P0") for tid in size.index)
     assert (camp / "prefs" / "pool-P.parquet").is_file()
     with open_campaign_store(camp) as s:
-        a = s.pref_assignments()
+        a = s.prefs.assignments()
     per = a["assessor"].value_counts()
     assert set(per.index) == set(NAMES) and per.max() - per.min() <= 1 and len(a) == len(size)
     # passages and queries come with their texts
@@ -131,7 +131,7 @@ def test_answers_are_stored_once_through_the_form_and_the_api(web):
                    follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/prefs/{task}"
     with open_campaign_store(web.camp) as s:  # acknowledged: committed
-        assert s.pref_answers("bob").values.tolist() == [[task, first["slot"], "bob", "left"]]
+        assert s.prefs.answers("bob").values.tolist() == [[task, first["slot"], "bob", "left"]]
     again = bob.post(f"/api/prefs/{task}/answers", slot=first["slot"], choice="L")
     assert again.status_code == 200 and again.json()["status"] == "repeated"
     other = bob.post(f"/api/prefs/{task}/answers", slot=first["slot"], choice="right")
@@ -140,7 +140,7 @@ def test_answers_are_stored_once_through_the_form_and_the_api(web):
     assert v["answered"] == 1 and v["item"]["slot"] != first["slot"] and v["item"]["position"] == 2
     assert "comparison 2 of 13" in bob.c.get(f"/prefs/{task}").text
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers()) == 1
+        assert len(s.prefs.answers()) == 1
 
 
 def test_a_task_not_assigned_to_one_is_404(web):
@@ -155,7 +155,7 @@ def test_a_task_not_assigned_to_one_is_404(web):
     assert r.status_code == 404 and 'id="error-message"' in r.text
     assert ann.c.get(f"/prefs/{anns}").status_code == 200
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers()) == 0
+        assert len(s.prefs.answers()) == 0
 
 
 def test_bad_answers_are_4xx_with_a_message(web):
@@ -178,7 +178,7 @@ def test_bad_answers_are_4xx_with_a_message(web):
         assert r.status_code == status, (r.request.url, r.status_code, r.text)
         assert "Traceback" not in r.text and words in r.text, r.text
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers()) == 0
+        assert len(s.prefs.answers()) == 0
 
 
 def test_failing_a_test_pair_excludes_the_assessor_and_their_tasks_go_to_others(web, truth):
@@ -194,8 +194,8 @@ def test_failing_a_test_pair_excludes_the_assessor_and_their_tasks_go_to_others(
     v = ann.c.get(f"/api/prefs/{anns[0]}").json()
     assert v["state"] == "done" and v["next_task"] is None  # nothing open for her any more
     with open_campaign_store(web.camp) as s:
-        sc = s.get_state("pref_screening")
-        a = s.pref_assignments()
+        sc = s.state.get("pref_screening")
+        a = s.prefs.assignments()
     assert sc["excluded"] == ["ann"] and sc["reissued"] == [anns[0] + ".r1"] and sc["moved"] == len(anns) - 1
     assert sc["judgments"] == 10 and sc["test_failed"] == 3  # bob's 10 real answers; ann's are not used
     assert set(a.loc[a["task_id"] == anns[0] + ".r1", "assessor"]) <= {"bob", "cat"} and len(a[a["task_id"] == anns[0] + ".r1"]) == 1
@@ -240,7 +240,7 @@ def test_export_is_what_prefs_import_reads(web, truth, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["judgments"] == 30 and res["excluded_workers"] == [] and res["test_failed"] == 0
     with open_campaign_store(web.camp) as s:
-        assert s.get_state("pref_screening")["judgments"] == 30
+        assert s.state.get("pref_screening")["judgments"] == 30
 
 
 def test_undo_the_last_answer_then_answer_it_the_other_way(web, tmp_path):
@@ -278,8 +278,8 @@ def test_undo_the_last_answer_then_answer_it_the_other_way(web, tmp_path):
                         "total": 13, "done": False}
     assert bob.post(f"{url}/answers", slot=s2, choice="right").json()["status"] == "stored"
     with open_campaign_store(web.camp) as s:
-        assert s.pref_answers("bob").values.tolist() == [[task, s1, "bob", "left"], [task, s2, "bob", "right"]]
-        log = s.pref_answer_log(task)
+        assert s.prefs.answers("bob").values.tolist() == [[task, s1, "bob", "left"], [task, s2, "bob", "right"]]
+        log = s.prefs.answer_log(task)
     assert log["choice"].tolist() == ["left", "left", "right", "right"] and log["slot"].tolist() == [s1, s2, s2, s2]
     assert log["retracted"].notna().tolist() == [False, True, True, False]
     assert set(log["retracted_by"].dropna()) == {"bob"} and set(log["source"].dropna()) == {"web-undo"}
@@ -315,7 +315,7 @@ def test_undo_is_refused_once_the_task_is_done_and_with_nothing_to_undo(web, tru
     for r, status, words in cases:
         assert r.status_code == status and words in r.text and "Traceback" not in r.text, (r.status_code, r.text)
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers("ann")) == 1 and s.pref_answer_log()["retracted"].isna().all()
+        assert len(s.prefs.answers("ann")) == 1 and s.prefs.answer_log()["retracted"].isna().all()
     # the task finished: the screening ran on it, undo is refused (the page offers none)
     answer_task(ann, web.camp, task, lambda r: good_choice(r, truth))
     last = tasks_of(web.camp, "ann")
@@ -324,8 +324,8 @@ def test_undo_is_refused_once_the_task_is_done_and_with_nothing_to_undo(web, tru
     assert 'id="pref-undo-button"' not in ann.c.get(f"/prefs/{task}").text
     assert ann.c.get(f"/api/prefs/{task}").json()["last"] is None
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers("ann", task)) == 13 and s.pref_answer_log()["retracted"].isna().all()
-        assert s.get_state("pref_screening")["excluded"] == []
+        assert len(s.prefs.answers("ann", task)) == 13 and s.prefs.answer_log()["retracted"].isna().all()
+        assert s.state.get("pref_screening")["excluded"] == []
 
 
 def test_a_retried_undo_undoes_one_answer_only(web):
@@ -348,14 +348,14 @@ def test_a_retried_undo_undoes_one_answer_only(web):
         assert r.status_code == 200 and r.json()["status"] == "repeated" and r.json()["answered"] == 2
         assert r.json()["choice"] == "left" and r.json()["slot"] == slots[2]
     with open_campaign_store(web.camp) as s:
-        assert s.pref_answers("cat")["slot"].tolist() == slots[:2] and s.pref_answer_log()["retracted"].notna().sum() == 1
+        assert s.prefs.answers("cat")["slot"].tolist() == slots[:2] and s.prefs.answer_log()["retracted"].notna().sum() == 1
     # a second undo (naming the answer before) undoes it: undo can be repeated down the task
     assert cat.post(url, slot=slots[1]).json()["status"] == "retracted"
     assert cat.post(url, slot=slots[0]).json()["status"] == "retracted"
     r = cat.post(url, slot=slots[0])
     assert r.json()["status"] == "repeated" and r.json()["answered"] == 0
     with open_campaign_store(web.camp) as s:
-        assert len(s.pref_answers("cat")) == 0 and len(s.pref_answer_log()) == 3
+        assert len(s.prefs.answers("cat")) == 0 and len(s.prefs.answer_log()) == 3
 
 
 def test_an_excluded_assessor_cannot_undo(web, truth):
@@ -364,9 +364,9 @@ def test_an_excluded_assessor_cannot_undo(web, truth):
     answer_task(ann, web.camp, anns[0], lambda r: ("right" if r["expected"] == "left" else "left")
                 if r["kind"] == "test" else good_choice(r, truth))
     with open_campaign_store(web.camp) as s:
-        assert s.get_state("pref_screening")["excluded"] == ["ann"]
-        s.assign_pref(anns[1], "ann")  # one of the tasks moved from her, given back by hand
-        first = s.pref_tasks(anns[1])["slot"].iloc[0]
+        assert s.state.get("pref_screening")["excluded"] == ["ann"]
+        s.prefs.assign(anns[1], "ann")  # one of the tasks moved from her, given back by hand
+        first = s.prefs.tasks(anns[1])["slot"].iloc[0]
     r = ann.post(f"/api/prefs/{anns[1]}/undo", slot=int(first))
     assert r.status_code == 409 and "closed for you" in r.json()["error"]
 
@@ -375,25 +375,25 @@ PREF_TABLES = ("campaign_pref_retractions", "campaign_pref_answers", "campaign_p
 
 
 def _drop_pref_tables(s) -> None:
-    s._db.execute("DROP VIEW live_pref_answers")
+    s.db.conn.execute("DROP VIEW live_pref_answers")
     for t in PREF_TABLES:
-        s._db.execute(f"DROP TABLE {t}")
+        s.db.conn.execute(f"DROP TABLE {t}")
 
 
 def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
     with open_campaign_store(camp) as s:
         _drop_pref_tables(s)
-        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
+        s.db.conn.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
         assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 5
-        assert len(s.pref_tasks()) == 0 and s.accounts() == [] and len(s.pref_answer_log()) == 0
+        assert len(s.prefs.tasks()) == 0 and s.accounts.all() == [] and len(s.prefs.answer_log()) == 0
     # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:
-        s._db.execute("DROP TABLE campaign_accounts")
+        s.db.conn.execute("DROP TABLE campaign_accounts")
         _drop_pref_tables(s)
-        s._db.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
+        s.db.conn.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 5 and s.accounts() == []
+        assert s.schema_versions()["campaign_schema_version"] == 5 and s.accounts.all() == []
     assert make_preference_tasks(camp)["tasks"] > 0
     db = sqlite3.connect(camp / "campaign.db")
     assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
@@ -431,32 +431,32 @@ def test_a_version_4_store_opens_read_only_as_it_is_and_migrates_for_writing(cam
     before = f.read_bytes()
     with open_campaign_store(camp, readonly=True) as s:  # read-only: nothing migrated, nothing written
         assert s.schema_versions()["campaign_schema_version"] == 4
-        assert s.pref_answers("ann").values.tolist() == [[task, slots[0], "ann", "left"], [task, slots[1], "ann", "right"]]
-        assert len(s.pref_tasks()) == n_tasks
+        assert s.prefs.answers("ann").values.tolist() == [[task, slots[0], "ann", "left"], [task, slots[1], "ann", "right"]]
+        assert len(s.prefs.tasks()) == n_tasks
         with pytest.raises(sqlite3.OperationalError):
-            s.answer_pref(task, slots[2], "ann", "left")
+            s.prefs.answer(task, slots[2], "ann", "left")
     tasks, answers = export_preferences(camp)  # a reader: opens the store read-only
     assert len(answers) == 0 and tasks.num_rows == n_tasks
     assert f.read_bytes() == before
     with open_campaign_store(camp) as s:  # for writing: migrated to schema 5 in the opening transaction
         assert s.schema_versions()["campaign_schema_version"] == 5
-        log = s.pref_answer_log()
+        log = s.prefs.answer_log()
         assert log[["seq", "task_id", "slot", "worker", "choice", "answered"]].values.tolist() == [list(r) for r in old]
         assert log["retracted"].isna().all()
-        sql = s._db.execute("SELECT sql FROM sqlite_master WHERE name = 'campaign_pref_answers'").fetchone()[0]
+        sql = s.db.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'campaign_pref_answers'").fetchone()[0]
         assert "UNIQUE" not in sql
         # undo works on the migrated store; the slot answered again gets the next seq
-        assert s.retract_pref(task, "ann", slots[1])["choice"] == "right"
-        assert s.answer_pref(task, slots[1], "ann", "left") is True
-        log = s.pref_answer_log()
+        assert s.prefs.retract(task, "ann", slots[1])["choice"] == "right"
+        assert s.prefs.answer(task, slots[1], "ann", "left") is True
+        log = s.prefs.answer_log()
         assert log["seq"].tolist() == [7, 9, 10] and log["retracted"].notna().tolist() == [False, True, False]
-        assert s.pref_answers("ann")["choice"].tolist() == ["left", "left"]
+        assert s.prefs.answers("ann")["choice"].tolist() == ["left", "left"]
     # a read-only open of an older store still (schema 3: no preference tables at all)
     with open_campaign_store(camp) as s:
         _drop_pref_tables(s)
-        s._db.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
+        s.db.conn.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp, readonly=True) as s:
-        assert len(s.pref_tasks()) == 0 and len(s.pref_answers()) == 0 and len(s.pref_answer_log()) == 0
+        assert len(s.prefs.tasks()) == 0 and len(s.prefs.answers()) == 0 and len(s.prefs.answer_log()) == 0
         assert s.schema_versions()["campaign_schema_version"] == 3
 
 
@@ -464,9 +464,9 @@ def test_the_answers_and_retractions_logs_are_append_only(camp):
     t = tasks_of(camp, "bob")
     task, slot = t["task_id"].iloc[0], int(t["slot"].iloc[0])
     with open_campaign_store(camp) as s:
-        assert s.answer_pref(task, slot, "bob", "left") and s.retract_pref(task, "bob", slot)["status"] == "retracted"
-        assert s.answer_pref(task, slot, "bob", "right")
-        db = s._db
+        assert s.prefs.answer(task, slot, "bob", "left") and s.prefs.retract(task, "bob", slot)["status"] == "retracted"
+        assert s.prefs.answer(task, slot, "bob", "right")
+        db = s.db.conn
         for sql in ("UPDATE campaign_pref_answers SET choice = 'left'", "DELETE FROM campaign_pref_answers",
                     "UPDATE campaign_pref_retractions SET retracted_by = 'x'", "DELETE FROM campaign_pref_retractions"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
@@ -475,11 +475,11 @@ def test_the_answers_and_retractions_logs_are_append_only(camp):
         with pytest.raises(sqlite3.IntegrityError, match="conflict"):
             db.execute("INSERT INTO campaign_pref_answers (task_id, slot, assessor, choice, answered)"
                        " VALUES (?, ?, 'bob', 'left', 'now')", (task, slot))
-        first = int(s.pref_answer_log()["seq"].iloc[0])
+        first = int(s.prefs.answer_log()["seq"].iloc[0])
         with pytest.raises(sqlite3.IntegrityError):
             db.execute("INSERT INTO campaign_pref_retractions (answer, retracted_by, retracted, source)"
                        " VALUES (?, 'bob', 'now', 'x')", (first,))
-        log = s.pref_answer_log(task)
+        log = s.prefs.answer_log(task)
     assert log[["slot", "worker", "choice"]].values.tolist() == [[slot, "bob", "left"], [slot, "bob", "right"]]
     assert log["retracted_by"].tolist()[0] == "bob" and log["source"].tolist()[0] == "web-undo"
     assert pd.isna(log["retracted"].iloc[1])
@@ -503,7 +503,7 @@ def test_an_undo_replayed_after_the_comparison_was_answered_again_undoes_nothing
     r = cat.post(url, slot=k, answer=last["answer"])  # the old undo again
     assert r.status_code == 200 and r.json()["status"] == "repeated" and r.json()["answered"] == 1
     with open_campaign_store(web.camp) as s:
-        assert s.pref_answers("cat")["choice"].tolist() == ["right"]
+        assert s.prefs.answers("cat")["choice"].tolist() == ["right"]
     # an undo naming an answer that is neither the one in force nor an undone one: 409; not a number: 400
     assert cat.post(url, slot=k, answer=last["answer"] + 999).status_code == 409
     assert cat.post(url, slot=k, answer="x").status_code == 400

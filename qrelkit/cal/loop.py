@@ -61,7 +61,7 @@ from qrelkit.cal.scoring import (  # noqa: F401
     PARALLEL_MIN_NNZ, SCORE_GROUP, Candidates, LocalScorer, TopRows, score, score_many, select_top,
 )
 from qrelkit.cal.stopping import _in_view, binarize
-from qrelkit.cal.store import combine_log
+from qrelkit.store.combine import combine_log
 from qrelkit.config import default as config_default
 from qrelkit.errors import InputError
 from qrelkit.pooler.fractional import fractional_masks
@@ -529,10 +529,10 @@ def issue_next_batches(
     For each topic (all, or ``topics``) and thread (the store's, or ``threads``) whose state is
     ``active``: the thread's view of the judgment log (pool batches plus its own CAL batches;
     every batch for ``all``; several assessors' grades combined by ``combine``, a rule name or object
-    as :func:`qrelkit.cal.store.combined_grades` takes) trains the model;
+    as :func:`qrelkit.store.combine.combined_grades` takes) trains the model;
     every passage issued or judged for the topic in any thread is skipped (random-sample
     passages of the target method are neither skipped nor trained on); the batch is recorded
-    with ``store.issue_batch(topic, thread, pids, kind="cal")`` unless ``dry_run``.
+    with ``store.batches.issue(topic, thread, pids, kind="cal")`` unless ``dry_run``.
 
     Passages already judged in another thread are *encountered* when the thread's ranking
     reaches them: they are recorded in the batch (rank order) and their judgments are copied into
@@ -551,13 +551,13 @@ def issue_next_batches(
     with the same features (a campaign runner): the threads' candidates are computed once, not
     on every call (the fractional collection's rows take a pass over every passage id).
     """
-    tdf = store.topics()
+    tdf = store.topics.all()
     want_topics = None if topics is None else {str(t) for t in topics}
     cand_cache = cache if cache is not None else CandidateCache()
     scorer = scorer if scorer is not None else LocalScorer(features)
     # every topic's threads and CAL batches in one read each (not a query per topic)
-    all_threads = dict(tuple(store.threads().groupby("qid", sort=False)))
-    cal_all = store.batches(counts=False)
+    all_threads = dict(tuple(store.topics.threads().groupby("qid", sort=False)))
+    cal_all = store.batches.all(counts=False)
     cal_all = dict(tuple(cal_all[cal_all["kind"] == "cal"].groupby("qid", sort=False)))
     states: dict[str, _TopicState] = {}
     report: dict[tuple[int, int], dict] = {}  # (topic, thread) order -> what happened
@@ -599,11 +599,11 @@ def issue_next_batches(
         for b in st.batches:
             enc = [p_ for p_, n_ in zip(b.pids, b.new.tolist()) if not n_]
             if not dry_run:
-                b.batch_id = store.issue_batch(qid, b.thread, b.pids, kind="cal")
+                b.batch_id = store.batches.issue(qid, b.thread, b.pids, kind="cal")
                 if enc:  # encountered passages bring their judgments into this thread's view
                     copy = st.log[st.log["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
                     copy["batch_id"] = b.batch_id
-                    store.import_judgments(copy, source="encountered")
+                    store.judgments.import_judgments(copy, source="encountered")
             out.append(b)
             report[(st.index, THREADS.index(b.thread))] = {**_row(qid, b.thread, "issued", b.batch_id),
                                                           "items": int(b.new.sum()), "encountered": len(enc)}
@@ -637,8 +637,8 @@ class _TopicState:
 
     @classmethod
     def read(cls, store, qid: str, text: str, index: int, threads: pd.DataFrame, cal_batches: pd.DataFrame) -> "_TopicState":
-        log = store.judgments(qid, None)  # every pool and cal judgment (no samples)
-        items = store.issued_items(qid)
+        log = store.judgments.log(qid, None)  # every pool and cal judgment (no samples)
+        items = store.batches.issued_items(qid)
         judged = set(log["docid"])
         issued = list(dict.fromkeys(items["passage"]))
         return cls(qid, text, index, threads, cal_batches, log, items, judged, issued, set(issued) - judged)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from qrelkit.cal.stopping import status_table
-from qrelkit.cal.store import combine_log
+from qrelkit.store.combine import combine_log
 from qrelkit.config import Config, default as config_default
 from qrelkit.errors import InputError
 
@@ -132,7 +132,8 @@ def store_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame 
                     combine: str = "median_high", **params: Any) -> pd.DataFrame:
     """:func:`screen_topics` over a judging store's judgments (every thread, one grade per
     passage by ``combine``) and topics, with the config's ``[screen]`` rule."""
-    return _screening_from_log(store, store.judgments(None, "all"), pool, ScreeningRule.from_config(config, **params),
+    log = store.judgments.log(None, "all")
+    return _screening_from_log(store, log, pool, ScreeningRule.from_config(config, **params),
                                combine)
 
 
@@ -140,14 +141,14 @@ def _screening_from_log(store, log: pd.DataFrame, pool: pd.DataFrame | None, rul
                         combine: str) -> pd.DataFrame:
     """:func:`store_screening` from ``log``, the store's pool and cal judgments already read."""
     labels = combine_log(log, combine=combine)
-    return screen_topics(labels, pool, topics=store.topics()["qid"].astype(str).tolist(), rule=rule)
+    return screen_topics(labels, pool, topics=store.topics.all()["qid"].astype(str).tolist(), rule=rule)
 
 
 def status_with_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame | None = None,
                           combine: str = "median_high", **status: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``cal status``: the stopping rules' status table (:func:`~qrelkit.cal.stopping.status_table`)
     with a ``screening`` column (the topic's screening decision), and the screening table."""
-    log = store.judgments(None, None, include_sample=True)  # read once: the status and the screening
+    log = store.judgments.log(None, None, include_sample=True)  # read once: the status and the screening
     df = status_table(store, config=config, combine=combine, _log=log, **status)
     scr = _screening_from_log(store, log[log["kind"] != "sample"], pool, ScreeningRule.from_config(config), combine)
     decision = dict(zip(scr["qid"], scr["decision"]))

@@ -7,11 +7,15 @@ collection the thread ranks, the passages issued in the thread's batches and a j
 sample. A :class:`Decision` is ``continue``, ``accept``, ``reject`` or ``stop`` with a reason that
 names the numbers it compared. Decisions use the state **as it is now**: every judgment so far,
 the last batch included (no one-round lag, unlike TARexp's count-based rules, which look at
-the counts of the previous round).
+the counts of the previous round). A rule also describes itself: ``describe(state) ->
+Description`` (what it needs, where the topic stands), which the campaign's report and web pages
+and ``cal status`` print.
 
-Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; modules named
-in ``$QRELKIT_PLUGINS`` are imported to find a rule defined outside qrelkit, docs/cal.md
-"Writing a stopping rule"):
+Rules (registry: :func:`get_rule`, :func:`available_rules`, :func:`register_rule`; a rule declares
+its parameters in ``KEYS`` and they are its configuration section, ``[stopping.<rule>]``; a rule
+defined outside qrelkit is found through the modules a protocol file names in ``[protocol]
+plugins`` or ``$QRELKIT_PLUGINS`` names, :func:`qrelkit.config.load_plugins`; docs/cal.md "Writing
+a stopping rule"):
 
 ``density`` — TREC 2022 Deep Learning (docs/protocol.md section 1, step 5), thresholds from the
 config's ``[stopping]`` section. With n judged, r relevant and density d = r / n:
@@ -64,8 +68,7 @@ whole collection, in which case the relevant passages found are the targets.
 
 from __future__ import annotations
 
-import importlib
-import os
+import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -73,19 +76,56 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from qrelkit.cal.store import combine_log
-from qrelkit.config import default as config_default, defaults as config_defaults
+from qrelkit.store.combine import combine_log
+from qrelkit.config import (
+    PLUGINS_ENV, Config, Conflict, Key, add_choice, cross_rule, declare_section, default as config_default,
+    load_plugins,
+)
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
 
 CONTINUE, ACCEPT, REJECT, STOP = "continue", "accept", "reject", "stop"
 ACTIONS = (CONTINUE, ACCEPT, REJECT, STOP)
 
-# the rules' parameters and defaults: declared in the configuration schema (qrelkit.config.SCHEMA)
-DENSITY_DEFAULTS: dict[str, float | int] = config_defaults("stopping")
-KNEE_DEFAULTS: dict[str, Any] = config_defaults("stopping.knee")
-BUDGET_DEFAULTS: dict[str, Any] = config_defaults("stopping.budget")
-TARGET_DEFAULTS: dict[str, Any] = config_defaults("stopping.target")
+# -- the rules' parameters: each rule declares its keys (the configuration schema takes them as it
+# registers: [stopping] for the density rule, [stopping.<rule>] for the others) --------------------
+
+_UNIT = dict(min=0.0, max=1.0)
+DENSITY_KEYS = (
+    Key("accept_density_below", "float", 0.4, "density rule: accept below this density ...", **_UNIT),
+    Key("accept_min_judged", "int", 150, "... with at least this many judged ...", min=0),
+    Key("accept_min_relevant", "int", 4, "... and at least this many relevant", min=0),
+    Key("reject_min_judged", "int", 301, "reject with at least this many judged ...", min=0),
+    Key("reject_density_above", "float", 0.5, "... and a density above this", **_UNIT),
+    Key("budget_min_judged", "int", 150, "budget spent: reject with fewer judged than this ...", min=0),
+    Key("budget_min_relevant", "int", 4, "... or fewer relevant than this ...", min=0),
+    Key("budget_density_at_least", "float", 0.4, "... or a density at least this", **_UNIT),
+)
+KNEE_KEYS = (
+    Key("min_judged", "int", 150, "knee rule: judge at least this many first", min=0),
+    Key("ratio", "float", 6.0, "slope ratio that stops (adjust = false)", min=0.0),
+    Key("adjust", "bool", True, "published adjustment: ratio adjust_base - min(relevant, adjust_cap)"),
+    Key("adjust_base", "int", 156, "base of the adjusted ratio", min=0),
+    Key("adjust_cap", "int", 150, "cap on the relevant count in the adjusted ratio", min=0),
+)
+BUDGET_KEYS = (
+    Key("ratio", "float", 6.0, "budget rule: slope ratio that stops", min=0.0),
+    Key("target_size", "int", 10, "stop when judged >= target_size x collection / relevant (and the ratio)", min=1),
+    Key("collection_share", "float", 0.75, "stop when this share of the collection is judged", **_UNIT),
+)
+TARGET_KEYS = (
+    Key("size", "int", 10, "target rule: relevant passages in the target sample", min=1),
+)
+
+
+def _defaults(keys: Iterable[Key]) -> dict[str, Any]:
+    return {k.name: k.default for k in keys}
+
+
+DENSITY_DEFAULTS: dict[str, float | int] = _defaults(DENSITY_KEYS)
+KNEE_DEFAULTS: dict[str, Any] = _defaults(KNEE_KEYS)
+BUDGET_DEFAULTS: dict[str, Any] = _defaults(BUDGET_KEYS)
+TARGET_DEFAULTS: dict[str, Any] = _defaults(TARGET_KEYS)
 
 
 # -- state and decision ----------------------------------------------------------------------------
@@ -210,16 +250,49 @@ class Decision:
         return self.action != CONTINUE
 
 
-class StoppingRule:
-    """Base class: ``name`` and ``decide(state) -> Decision``; ``params()`` for reports.
+@dataclass(frozen=True)
+class Description:
+    """A rule describing itself for a topic: ``needs`` (what it needs to decide, e.g. "accepted
+    below density 0.4 with at least 150 judged and 4 relevant"), ``stands`` (where the topic
+    stands, e.g. "at 0.31 with 120 judged and 37 relevant: 30 more to judge") and
+    ``density_line``: the density the rule compares with (the campaign report draws it), None
+    for a rule that has none. ``str()`` is "needs: stands"."""
 
-    A rule that sets ``DEFAULTS`` (its parameters and their defaults) and ``SECTION`` (its
-    config section: ``[stopping.<SECTION>]``, None for ``[stopping]``) inherits
-    :meth:`from_config`; otherwise it defines its own."""
+    rule: str
+    needs: str
+    stands: str
+    density_line: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.needs}: {self.stands}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "needs": self.needs, "stands": self.stands, "density_line": self.density_line,
+                "text": str(self)}
+
+
+_DONE = {ACCEPT: "accepted", REJECT: "rejected", STOP: "stopped"}
+
+
+class StoppingRule:
+    """Base class: ``name`` and ``decide(state) -> Decision``; ``params()`` for reports;
+    ``describe(state)``: what the rule needs and where the topic stands (:class:`Description`).
+
+    A rule declares its parameters in ``KEYS`` (:class:`qrelkit.config.Key`: name, type, default,
+    help; ``DEFAULTS``, a plain ``{name: default}``, still does: the types are then taken from
+    the defaults) and inherits :meth:`from_config`; registered, its keys are the configuration
+    section ``[stopping.<name>]`` (``SECTION``: another name than the rule's; None: ``[stopping]``
+    itself, the density rule's)."""
 
     name = ""
+    KEYS: tuple[Key, ...] | None = None
     DEFAULTS: Mapping[str, Any] | None = None
-    SECTION: str | None = None
+    SECTION: str | None = ""
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "KEYS" in vars(cls) and cls.KEYS is not None:  # DEFAULTS as before: the declared defaults
+            cls.DEFAULTS = _defaults(cls.KEYS)
 
     def decide(self, state: JudgingState) -> Decision:  # pragma: no cover - interface
         raise NotImplementedError
@@ -227,23 +300,56 @@ class StoppingRule:
     def params(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
+    def needs(self) -> str:
+        """What the rule needs to decide, in a phrase (by default its documentation's first line)."""
+        doc = (type(self).__doc__ or "").strip()
+        return doc.splitlines()[0].rstrip(".") if doc else f"the {self.name} rule"
+
+    def describe(self, state: JudgingState, decision: Decision | None = None) -> Description:
+        """What the rule needs (:meth:`needs`) and where ``state`` stands: by default the reason of
+        its decision (``decision``, when the caller has it already)."""
+        d = decision or self.decide(state)
+        stands = f"{_DONE.get(d.action, d.action)}: {d.reason}" if d.stopped else d.reason
+        return Description(self.name, self.needs(), stands)
+
+    @classmethod
+    def keys(cls) -> tuple[Key, ...]:
+        """The rule's declared parameters: ``KEYS``, else the ``DEFAULTS`` whose type is plain."""
+        if cls.KEYS is not None:
+            return tuple(cls.KEYS)
+        return tuple(k for k in (_inferred_key(cls.name, n, v) for n, v in (cls.DEFAULTS or {}).items()) if k)
+
+    @classmethod
+    def section(cls) -> str:
+        """Its configuration section: ``stopping`` or ``stopping.<SECTION or name>``."""
+        return "stopping" if cls.SECTION is None else f"stopping.{cls.SECTION or cls.name}"
+
     @classmethod
     def from_config(cls, config: Mapping | None = None, **overrides) -> "StoppingRule":
         if cls.DEFAULTS is None:
             raise NotImplementedError
-        return cls(**_params(cls.DEFAULTS, _section(config, cls.SECTION), overrides))
+        sub = None if cls.SECTION is None else cls.section().partition(".")[2]
+        return cls(**_params(cls.DEFAULTS, _section(config, sub), overrides))
+
+
+def _inferred_key(rule: str, name: str, value: Any) -> Key | None:
+    """A rule's parameter declared by its default only (``DEFAULTS``): its type from the value."""
+    kinds = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
+    t = next((t for cls, t in kinds if isinstance(value, cls)), None)
+    if isinstance(value, list) and value and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        t = "list[int]"
+    elif isinstance(value, list) and all(isinstance(x, str) for x in value):
+        t = "list[str]"
+    return None if t is None else Key(name, t, value, f"parameter {name} of the {rule} rule")
 
 
 _RULES: dict[str, type[StoppingRule]] = {}
 
-#: environment variable: modules (comma-separated, importable) that register further rules;
-#: imported the first time a name is not found (how ``qrelkit cal status --rule NAME`` finds a
-#: rule defined outside qrelkit)
-PLUGINS_ENV = "QRELKIT_PLUGINS"
-
 
 def register_rule(name: str, cls: type[StoppingRule] | None = None):
-    """Make a rule class available by ``name`` (to :func:`get_rule`, the CLI's ``--rule``).
+    """Make a rule class available by ``name`` (to :func:`get_rule`, the CLI's ``--rule``, a
+    campaign's ``[stopping] rule``) with its configuration section (:meth:`StoppingRule.keys`,
+    ``[stopping.<name>]``).
 
     ``register_rule("mine", MyRule)`` registers and returns the class; without ``cls`` it is a
     class decorator (``@register_rule("mine")``). Registering a name again replaces the rule.
@@ -259,27 +365,24 @@ def register_rule(name: str, cls: type[StoppingRule] | None = None):
     >>> get_rule("never").name
     'never'
     """
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise InputError("bad-option", f"a stopping rule's name is letters, digits, '-' and '_', got {name!r}")
 
     def deco(c: type[StoppingRule]) -> type[StoppingRule]:
         c.name = name
         _RULES[name] = c
+        add_choice("stopping", "rule", name)
+        keys = c.keys()
+        if keys:
+            declare_section(c.section(), keys, merge=c.SECTION is None)
         return c
 
     return deco if cls is None else deco(cls)
 
 
-def _load_plugins() -> None:
-    """Import the modules named in ``$QRELKIT_PLUGINS`` (they register their rules)."""
-    for mod in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(mod)
-        except ImportError as e:
-            raise InputError("bad-plugin", f"cannot import {mod!r} named in ${PLUGINS_ENV}: {e}") from None
-
-
 def available_rules() -> list[str]:
     """The names of the registered rules (plugins in ``$QRELKIT_PLUGINS`` included), sorted."""
-    _load_plugins()
+    load_plugins()
     return sorted(_RULES)
 
 
@@ -287,10 +390,24 @@ def get_rule(name: str, config: Mapping | None = None, **params) -> StoppingRule
     """The rule ``name`` with its parameters from ``config`` (``[stopping]`` for the density
     rule, ``[stopping.<name>]`` for the others), overridden by ``params`` that are not None."""
     if name not in _RULES:
-        _load_plugins()
+        load_plugins()
     if name not in _RULES:
         raise InputError("bad-option", f"unknown stopping rule {name!r}; rules: {', '.join(available_rules())}")
     return _RULES[name].from_config(config, **{k: v for k, v in params.items() if v is not None})
+
+
+def rule_name(config: Mapping | None = None, name: str | None = None) -> str:
+    """``name`` when given, else the configuration's ``[stopping] rule`` (``density``)."""
+    if name:
+        return str(name)
+    if config is not None and hasattr(config, "get_value"):
+        return str(config.get_value("stopping", "rule"))
+    return str(((config or {}).get("stopping", {}) or {}).get("rule", config_default("stopping", "rule")))
+
+
+def rule_section(name: str) -> str:
+    """The configuration section of rule ``name``'s parameters (``stopping.knee``)."""
+    return _RULES[name].section() if name in _RULES else f"stopping.{name}"
 
 
 def _section(config: Mapping | None, sub: str | None) -> dict[str, Any]:
@@ -329,7 +446,7 @@ def _fmt(x: Fraction | float) -> str:
 class DensityRule(StoppingRule):
     """TREC 2022 Deep Learning relevance-density rule (see the module documentation)."""
 
-    DEFAULTS = DENSITY_DEFAULTS
+    KEYS = DENSITY_KEYS
     SECTION = None
 
     def __init__(self, **params: Any) -> None:
@@ -382,6 +499,46 @@ class DensityRule(StoppingRule):
             msg += f"; {state.budget - n} of the budget of {state.budget} left"
         return Decision(CONTINUE, msg, self.name, details)
 
+    def needs(self) -> str:
+        return (f"accepted below density {_fmt(_dec(self.accept_density_below))} with at least "
+                f"{self.accept_min_judged} judged and {self.accept_min_relevant} relevant")
+
+    def describe(self, state: JudgingState, decision: Decision | None = None) -> Description:
+        """Where the topic stands against the accept condition: its density, judged and relevant,
+        and what it still lacks (passages to judge, relevant passages to find, a lower density)."""
+        n, r, d = state.judged, state.n_relevant, state.density_fraction
+        at = f"at {float(d):.2f} with {n} judged and {r} relevant" if n else "nothing judged yet"
+        dec = decision or self.decide(state)
+        if dec.stopped:
+            stands = f"{at}: {_DONE.get(dec.action, dec.action)}" + (f" ({dec.reason})" if dec.action != ACCEPT else "")
+        else:
+            lacks = [f"{self.accept_min_judged - n} more to judge"] if n < self.accept_min_judged else []
+            if r < self.accept_min_relevant:
+                lacks.append(f"{self.accept_min_relevant - r} more relevant to find")
+            if n and d >= _dec(self.accept_density_below):
+                lacks.append(f"the density must fall below {_fmt(_dec(self.accept_density_below))}")
+            if state.budget is not None:
+                lacks.append(f"{state.budget - n} of the budget of {state.budget} left")
+            stands = at + (": " + ", ".join(lacks) if lacks else "")
+        return Description(self.name, self.needs(), stands, float(self.accept_density_below))
+
+
+@cross_rule("stopping", "never-accepted")
+def _never_accepted(cfg: Config) -> Conflict | None:
+    """No topic can ever be accepted: the density rule (``[stopping] rule``) needs a density below
+    ``[stopping] accept_density_below`` = 0, and there is no ``[cal] budget`` (or its rule needs a
+    density below ``budget_density_at_least`` = 0 too)."""
+    if cfg.get_value("stopping", "rule") != "density" or float(cfg.get_value("stopping", "accept_density_below")) > 0:
+        return None
+    budget = cfg.get_value("cal", "budget")
+    if budget is not None and float(cfg.get_value("stopping", "budget_density_at_least")) > 0:
+        return None
+    keys = (("stopping", "accept_density_below"), ("cal", "budget"))
+    if budget is not None:
+        keys += (("stopping", "budget_density_at_least"),)
+    return Conflict(keys, "no density is below 0, so no topic could ever be accepted",
+                    "raise accept_density_below (or set a [cal] budget with budget_density_at_least above 0)")
+
 
 # -- knee and budget methods (Cormack & Grossman 2016) ------------------------------------------
 
@@ -416,7 +573,7 @@ def knee_ratio(state: JudgingState) -> tuple[int, Fraction] | None:
 class KneeRule(StoppingRule):
     """Cormack & Grossman (2016) knee method (see the module documentation)."""
 
-    DEFAULTS = KNEE_DEFAULTS
+    KEYS = KNEE_KEYS
     SECTION = "knee"
 
     def __init__(self, **params: Any) -> None:
@@ -429,6 +586,11 @@ class KneeRule(StoppingRule):
 
     def threshold(self, relevant: int) -> float:
         return self.adjust_base - min(relevant, self.adjust_cap) if self.adjust else self.ratio
+
+    def needs(self) -> str:
+        ratio = f"{self.adjust_base:g} - min(relevant, {self.adjust_cap})" if self.adjust else f"{self.ratio:g}"
+        return (f"stops at a slope ratio of {ratio} at the knee of the gain curve, with at least {self.min_judged} "
+                "judged")
 
     def decide(self, state: JudgingState) -> Decision:
         s, r = state.judged, state.n_relevant
@@ -453,7 +615,7 @@ class KneeRule(StoppingRule):
 class BudgetRule(StoppingRule):
     """Cormack & Grossman (2016) budget method (see the module documentation)."""
 
-    DEFAULTS = BUDGET_DEFAULTS
+    KEYS = BUDGET_KEYS
     SECTION = "budget"
 
     def __init__(self, **params: Any) -> None:
@@ -461,6 +623,10 @@ class BudgetRule(StoppingRule):
         self.ratio = float(p["ratio"])
         self.target_size = int(p["target_size"])
         self.collection_share = float(p["collection_share"])
+
+    def needs(self) -> str:
+        return (f"stops once {self.collection_share:g} of the collection is judged, or at a slope ratio of "
+                f"{self.ratio:g} with at least {self.target_size} x collection / relevant judged")
 
     def decide(self, state: JudgingState) -> Decision:
         s, r, c = state.judged, state.n_relevant, state.collection_size
@@ -507,7 +673,7 @@ def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: s
 class TargetRule(StoppingRule):
     """Cormack & Grossman (2016) target method (see the module documentation)."""
 
-    DEFAULTS = TARGET_DEFAULTS
+    KEYS = TARGET_KEYS
     SECTION = "target"
 
     def __init__(self, **params: Any) -> None:
@@ -515,6 +681,9 @@ class TargetRule(StoppingRule):
         self.size = int(p["size"])
         if self.size < 1:
             raise InputError("bad-option", "the target method needs a target size >= 1")
+
+    def needs(self) -> str:
+        return f"stops once the first {self.size} relevant passages of a random sample are reached"
 
     def decide(self, state: JudgingState) -> Decision:
         s, r = state.judged, state.n_relevant
@@ -555,11 +724,11 @@ def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState
 def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = (2, 3),
                      combine: str = "median_high", budget: int | None = None,
                      collection_size: int | None = None, max_batch_seq: int | None = None) -> JudgingState:
-    """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.cal.store.JudgingStore`
+    """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.store.judging.JudgingStore`
     (optionally only up to the batch issued as ``max_batch_seq``): judged passages in judging
     order, one grade per passage (``combine``), the passages issued in the thread's cal batches,
     its sample batches as the target sample, and the thread's collection size unless given."""
-    log = store.judgments(topic, thread, max_batch_seq=max_batch_seq)
+    log = store.judgments.log(topic, thread, max_batch_seq=max_batch_seq)
     return _state_from_judgments(store, topic, thread, log, relevant=relevant, combine=combine, budget=budget,
                                  collection_size=collection_size, max_batch_seq=max_batch_seq)
 
@@ -570,18 +739,18 @@ def _state_from_judgments(store, topic: str, thread: str, log: pd.DataFrame, *, 
     """:func:`state_from_store` from ``log``, the thread's judgments already read from ``store``."""
     lab = combine_log(log, combine=combine)
     if collection_size is None:
-        th = store.threads(topic)
+        th = store.topics.threads(topic)
         row = th[th["thread"] == thread]
         if len(row) and pd.notna(row["collection_size"].iat[0]):
             collection_size = int(row["collection_size"].iat[0])
     return _state_from_log(lab, relevant, budget=budget, collection_size=collection_size,
-                           issued=frozenset(store.issued_passages(topic, thread, max_batch_seq=max_batch_seq)),
+                           issued=frozenset(store.batches.issued_passages(topic, thread, max_batch_seq=max_batch_seq)),
                            sample=_sample_from_store(store, topic, relevant, combine, collection_size),
                            topic=str(topic), thread=thread)
 
 
 def _sample_from_store(store, topic: str, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
-    return _sample_from_log(store.judgments(topic, None, include_sample=True), relevant, combine, collection_size)
+    return _sample_from_log(store.judgments.log(topic, None, include_sample=True), relevant, combine, collection_size)
 
 
 def _sample_from_log(log: pd.DataFrame, relevant: Sequence[int], combine: str, collection_size: int | None) -> TargetSample | None:
@@ -602,13 +771,14 @@ def _config_budget(config: Mapping | None, budget: int | None) -> int | None:
     return None if val is None else int(val)
 
 
-STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule", "action", "reason"]
+STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule",
+                  "action", "reason", "stands"]
 
 
 def _in_view(kind: np.ndarray, thread_of: np.ndarray, thread: str) -> np.ndarray:
     """Which rows (judgments or issued items, by batch ``kind`` and ``thread``) are in a
     thread's view, sample batches excluded: ``all`` sees every pool and cal batch, the others
-    the pool batches and their own cal batches (as :meth:`~qrelkit.cal.store.JudgingStore.judgments`)."""
+    the pool batches and their own cal batches (as :meth:`~qrelkit.store.interfaces.JudgmentLog.log`)."""
     if thread == "all":
         return kind != "sample"
     return (kind == "pool") | ((kind == "cal") & (thread_of == thread))
@@ -628,12 +798,12 @@ def thread_states(threads: pd.DataFrame, log: pd.DataFrame, *, items: pd.DataFra
                   relevant: Sequence[int] = (2, 3), combine: Any = "median_high",
                   budget: int | None = None) -> Iterable[JudgingState]:
     """The current :class:`JudgingState` of every row of ``threads`` (``qid, thread,
-    collection_size``, as :meth:`~qrelkit.cal.store.JudgingStore.threads` gives) from a judgment
-    log already read (:meth:`~qrelkit.cal.store.JudgingStore.judgments`, samples included when the
-    target method needs them; topics not in it have nothing judged): each thread's view, one grade
-    per passage by ``combine`` (:func:`~qrelkit.cal.store.combine_log`) in judging order, the
+    collection_size``, as :meth:`~qrelkit.store.interfaces.Topics.threads` gives) from a judgment
+    log already read (:meth:`~qrelkit.store.interfaces.JudgmentLog.log`, samples included when the
+                      target method needs them; topics not in it have nothing judged): each thread's view, one grade
+    per passage by ``combine`` (:func:`~qrelkit.store.combine.combine_log`) in judging order, the
     budget, the target sample. ``items``: the issued items (``qid, kind, thread, passage``,
-    :meth:`~qrelkit.cal.store.JudgingStore.issued_items`) for the states' ``issued`` sets; None
+    :meth:`~qrelkit.store.interfaces.Batches.issued_items`) for the states' ``issued`` sets; None
     leaves them empty (the density rule does not read them). The same states as
     :func:`state_from_store`, from one pass over the log instead of queries per thread.
 
@@ -678,25 +848,28 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
     before, 0.8 s after; ``benchmarks/bench_store.py``). ``log``: the store's whole log
     (``judgments(None, None, include_sample=True)``) when the caller has read it already."""
     if log is None:
-        log = store.judgments(None, None, include_sample=True)
-    return thread_states(threads, log, items=store.issued_items(), relevant=relevant, combine=combine, budget=budget)
+        log = store.judgments.log(None, None, include_sample=True)
+    return thread_states(threads, log, items=store.batches.issued_items(), relevant=relevant, combine=combine,
+                         budget=budget)
 
 
-def status_table(store, *, rule: str = "density", config: Mapping | None = None, combine: str = "median_high",
+def status_table(store, *, rule: str | None = None, config: Mapping | None = None, combine: str = "median_high",
                  budget: int | None = None, threads: Sequence[str] | None = None,
                  progress: Callable[..., None] | None = None, _log: pd.DataFrame | None = None,
                  **params) -> pd.DataFrame:
     """Per topic and thread (natural topic order; fractional, local, all): the stored state,
     judged, relevant, density, batches with judgments, open (issued, not fully judged) batches,
-    and the decision of ``rule`` on the current state with its reason (:data:`STATUS_COLUMNS`).
-    ``progress``: called as ``progress(0, total=<threads>)``, then ``progress(1)`` after each
-    topic and thread. (``_log``: the store's whole log, when the caller read it already.)"""
-    r = get_rule(rule, config, **params)
+    the decision of ``rule`` (None: the config's ``[stopping] rule``) on the current state with
+    its reason, and where the thread stands by the rule's own description (``stands``,
+    :meth:`StoppingRule.describe`) (:data:`STATUS_COLUMNS`). ``progress``: called as
+    ``progress(0, total=<threads>)``, then ``progress(1)`` after each topic and thread.
+    (``_log``: the store's whole log, when the caller read it already.)"""
+    r = get_rule(rule_name(config, rule), config, **params)
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
-    batches = store.batches()
+    batches = store.batches.all()
     n_open = batches[batches["status"] == "open"].groupby(["qid", "thread"]).size().to_dict()
-    th = store.threads()
+    th = store.topics.threads()
     if threads:
         th = th[th["thread"].isin(list(threads))]
     if progress is not None:
@@ -705,7 +878,7 @@ def status_table(store, *, rule: str = "density", config: Mapping | None = None,
     for t, st in zip(th.itertuples(index=False), _current_states(store, th, relevant=rel, combine=combine, budget=bud, log=_log)):
         d = r.decide(st)
         rows.append((t.qid, t.thread, t.state, st.judged, st.n_relevant, st.density, len(st.batch_ends),
-                     int(n_open.get((t.qid, t.thread), 0)), r.name, d.action, d.reason))
+                     int(n_open.get((t.qid, t.thread), 0)), r.name, d.action, d.reason, r.describe(st, d).stands))
         if progress is not None:
             progress(1)
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
@@ -743,11 +916,11 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
     rel = relevant_grades(config)
     bud = _config_budget(config, budget)
     rows = []
-    for t in store.threads().itertuples(index=False):
+    for t in store.topics.threads().itertuples(index=False):
         if threads and t.thread not in threads:
             continue
         csize = None if pd.isna(t.collection_size) else int(t.collection_size)
-        log = store.judgments(t.qid, t.thread)
+        log = store.judgments.log(t.qid, t.thread)
         full = _state_from_judgments(store, t.qid, t.thread, log, relevant=rel, combine=combine, budget=bud,
                                      collection_size=csize)
         seqs = list(dict.fromkeys(log["batch_seq"].tolist()))
@@ -757,7 +930,7 @@ def replay_store(store, *, rule: str, config: Mapping | None = None, combine: st
         for b, seq in enumerate(seqs, 1):
             if simple:
                 st = full.prefix(full.batch_ends[b - 1])
-                st = replace(st, issued=frozenset(store.issued_passages(t.qid, t.thread, max_batch_seq=seq)))
+                st = replace(st, issued=frozenset(store.batches.issued_passages(t.qid, t.thread, max_batch_seq=seq)))
             else:
                 st = state_from_store(store, t.qid, t.thread, relevant=rel, combine=combine, budget=bud,
                                       collection_size=csize, max_batch_seq=seq)

@@ -8,7 +8,7 @@ calls their public functions and keeps the state.
 """
 
 from qrelkit.campaign.runner import REQUIRED, STAGES, STATUS_COLUMNS, Campaign, Runner, status_table
-from qrelkit.campaign.store import CAMPAIGN_SCHEMA_VERSION, CampaignStore, open_campaign_store
+from qrelkit.store import CAMPAIGN_SCHEMA_VERSION, CampaignStore, open_campaign_store
 from qrelkit.campaign.corrections import correct_judgments, list_judgments, read_corrections
 from qrelkit.campaign.door import check_folder, check_outputs, protected_paths
 from qrelkit.campaign.accounts import add_account, list_accounts, revoke_account, token_hash

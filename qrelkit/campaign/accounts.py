@@ -15,8 +15,9 @@ import re
 import secrets
 from urllib.parse import urlsplit
 
-from qrelkit.campaign.store import open_campaign_store
+from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
+from qrelkit.store import open_campaign_store
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
 LOGIN_PATH = "/login/"
@@ -54,15 +55,15 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
     check_name(name)
     base = check_base_url(base_url)
     with open_campaign_store(directory) as store:
-        known = set(store.topics()["qid"])
+        known = set(store.topics.all()["qid"])
         wanted = list(dict.fromkeys(str(t).strip() for t in (topics or []) if str(t).strip()))
         missing = [t for t in wanted if t not in known]
         if missing:
             raise InputError("unknown-topic", f"topic(s) {', '.join(missing)} are not in this campaign",
                              file=str(directory))
-        cfg = store.config()
+        cfg = campaign_config(store)
         token = secrets.token_urlsafe(32)
-        acc = store.add_account(name, token_hash(token), organizer=organizer, topics=wanted)
+        acc = store.accounts.add(name, token_hash(token), organizer=organizer, topics=wanted)
     assessors = list(cfg.get_value("campaign", "assessors"))
     return {**acc, "link": f"{base}{LOGIN_PATH}{token}", "assessor": name in assessors, "assessors": assessors}
 
@@ -70,10 +71,10 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
 def revoke_account(directory: str | os.PathLike, name: str) -> dict:
     """Revoke the account ``name``: its link and sessions stop working at once."""
     with open_campaign_store(directory) as store:
-        return store.revoke_account(name)
+        return store.accounts.revoke(name)
 
 
 def list_accounts(directory: str | os.PathLike) -> list[dict]:
     """Every account of the campaign (name, organizer, topics, created, revoked, generation)."""
     with open_campaign_store(directory) as store:
-        return store.accounts()
+        return store.accounts.all()

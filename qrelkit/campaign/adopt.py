@@ -10,9 +10,10 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-from qrelkit.campaign.store import CampaignStore, describe_change, input_record
+from qrelkit.campaign.store import campaign_config, describe_change, input_record, protocol_file_config
 from qrelkit.config import CAMPAIGN_STAGES, Config, changed_values
 from qrelkit.errors import InputError
+from qrelkit.store import CampaignStore
 
 #: the pseudo-stage of what ``campaign init`` read (always done: never adoptable)
 INIT = "init"
@@ -21,7 +22,8 @@ _RUNS = ("validate", "pool", "fractional", "evaluate", "reuse")  # the stages th
 _ONE_GRADE = _JUDGING + ("qrels", "report")  # several assessors' grades -> one ([campaign] combine)
 
 #: the campaign stages that read each configuration key: ``"section.key"`` first, then
-#: ``"section"``; a key listed nowhere is read by every stage (conservative). ``()``: no stage
+#: ``"section"``, then the top section (``stopping`` for ``[stopping.<rule>]``); a key listed
+#: nowhere is read by every stage (conservative; ``[protocol] plugins`` among them). ``()``: no stage
 #: reads it (informative, or read by other commands and the web app only, as they run).
 #: :data:`INIT`: read by ``campaign init`` (the topics' CAL threads, the runs as validated there).
 CONFIG_STAGES: dict[str, tuple[str, ...]] = {
@@ -29,6 +31,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
     "protocol.source": (),
     "runs": (INIT, *_RUNS),
     "selection": ("select",),
+    "pool.kind": ("pool",),
     "pool.depth": ("pool", "fractional"),
     "pool.judged": ("pool",),
     "pool.ties": (INIT, *_RUNS),
@@ -58,10 +61,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
     "cal.shard_size": ("cal",),
     "cal.hashing": ("cal",),
     "cal": ("cal",),
-    "stopping": ("cal", "report"),
-    "stopping.knee": (),  # the campaign's stopping rule is the density rule ([stopping])
-    "stopping.budget": (),
-    "stopping.target": (),
+    "stopping": ("cal", "report"),  # [stopping] rule and every rule's section: the campaign's rule may be any of them
     "reuse": ("reuse",),
     "campaign.assessors": _JUDGING,
     "campaign.owner_judges_cal": ("cal",),
@@ -74,7 +74,7 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
 
 def stages_using(section: str, key: str) -> tuple[str, ...]:
     """The stages that read ``[section] key`` (:data:`CONFIG_STAGES`; every stage when unknown)."""
-    for name in (f"{section}.{key}", section):
+    for name in (f"{section}.{key}", section, section.partition(".")[0]):
         if name in CONFIG_STAGES:
             return CONFIG_STAGES[name]
     return (INIT, *CAMPAIGN_STAGES)
@@ -94,8 +94,8 @@ def under_way(store: CampaignStore, directory: Path) -> dict[str, str]:
     """The stages done or started, with why: ``done``, ``batches issued`` (a judging stage whose
     batches exist), ``CAL features built``; and :data:`INIT`."""
     out = {INIT: "done at campaign init"}
-    out.update({name: "done" for name in store.stages_done()})
-    b = store.batches(counts=False)
+    out.update({name: "done" for name in store.state.stages_done()})
+    b = store.batches.all(counts=False)
     ids, kinds = b["batch_id"].astype(str), b["kind"].astype(str)
     for stage, issued in (("screening", ids.str.endswith("/screen")), ("pool-rest", ids.str.endswith("/pool-rest")),
                           ("fractional", ids.str.endswith("/fractional")), ("cal", kinds == "cal")):
@@ -107,13 +107,13 @@ def under_way(store: CampaignStore, directory: Path) -> dict[str, str]:
 
 
 def config_adoption(store: CampaignStore, directory: Path, now: Config) -> list[dict[str, Any]]:
-    """Every key whose value the protocol file (``now``: :meth:`CampaignStore.protocol_file_config`)
+    """Every key whose value the protocol file (``now``: :func:`~qrelkit.campaign.store.protocol_file_config`)
     changed since the campaign's configuration was recorded: ``section, key, old, new, where,
     stages`` (those that read it) and ``refused`` (``read by stage S, which is ...``: the first of
     them done or started; None when the change can be adopted)."""
     busy = under_way(store, directory)
     out = []
-    for c in changed_values(store.config(), now):
+    for c in changed_values(campaign_config(store), now):
         used = _skip_stages(c) if (c["section"], c["key"]) == ("campaign", "skip") else stages_using(c["section"], c["key"])
         hit = next((s for s in used if s in busy), None)
         out.append({**c, "stages": list(used), "refused": None if hit is None else f"read by stage {hit}, which is {busy[hit]}"})
@@ -126,7 +126,7 @@ def adopt_config(store: CampaignStore, directory: Path, *, dry_run: bool = False
     and the stage, nothing changed). Then the file's effective configuration is the campaign's,
     and its bytes are recorded (a comment-only edit just records them). ``dry_run``: report,
     change nothing. Returns ``changes`` (:func:`config_adoption`) and ``adopted``."""
-    now = store.protocol_file_config()
+    now = protocol_file_config(store)
     if now is None:
         raise InputError("bad-option", "this campaign has no protocol file (it was created without --config)",
                          file=str(directory))
@@ -142,8 +142,8 @@ def adopt_config(store: CampaignStore, directory: Path, *, dry_run: bool = False
     if dry_run:
         return {"changes": changes, "adopted": False}
     when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    store.adopt_config(input_record("config", now.source), now.effective(),
-                       {"when": when, "changes": [describe_change(c) for c in changes]})
+    store.state.adopt_config(input_record("config", now.source), now.effective(),
+                             {"when": when, "changes": [describe_change(c) for c in changes]})
     for c in changes:
-        store.warn("config", f"adopted {describe_change(c)} (read by {', '.join(c['stages']) or 'no stage'})")
+        store.state.warn("config", f"adopted {describe_change(c)} (read by {', '.join(c['stages']) or 'no stage'})")
     return {"changes": changes, "adopted": True}

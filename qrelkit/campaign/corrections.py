@@ -27,9 +27,10 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from qrelkit.campaign.lock import advance_lock
-from qrelkit.campaign.store import open_campaign_store
+from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_answer_table
+from qrelkit.store import open_campaign_store
 
 #: stages whose files are made from the judgments in force after every decision
 CLOSING_STAGES = ("qrels", "evaluate", "reuse", "report")
@@ -43,7 +44,7 @@ def list_judgments(directory: str | os.PathLike, *, topic: str | None = None, as
     then 1, 2, ... for its changes; ``grade`` empty for a retraction)."""
     store = open_campaign_store(directory, readonly=True)
     try:
-        return store.judgment_log(topic=topic, assessor=assessor, batch=batch, history=history)
+        return store.judgments.records(topic=topic, assessor=assessor, batch=batch, history=history)
     finally:
         store.close()
 
@@ -72,14 +73,15 @@ def correct_judgments(directory: str | os.PathLike, rows: pd.DataFrame, *, retra
     with advance_lock(d, what="a judgments correction", on_wait=on_wait):
         store = open_campaign_store(d)
         try:
-            scale = {int(g) for g in store.config().get_value("labels", "scale")}
+            scale = {int(g) for g in campaign_config(store).get_value("labels", "scale")}
             items = list(_items(rows, retract, scale))
             source = "organizer-retract" if retract else "organizer-set"
-            res = store.change_judgments(items, source=source + (f": {reason}" if reason else ""),
-                                         redo=CLOSING_STAGES)
+            with store.transaction():  # the changes and the closing stages forgotten: all or nothing
+                res = store.judgments.change_judgments(items, source=source + (f": {reason}" if reason else ""))
+                again = store.state.forget_stages(CLOSING_STAGES) if res["changed"] else []
         finally:
             store.close()
-    return {"items": len(items), **res}
+    return {"items": len(items), **res, "stages_to_redo": again}
 
 
 def _items(rows: pd.DataFrame, retract: bool, scale: set[int]) -> Iterable[tuple]:

@@ -22,9 +22,9 @@ import fnmatch
 import os
 from pathlib import Path
 
-from qrelkit.campaign.store import STORE_NAME, campaign_path, open_campaign_store
 from qrelkit.errors import InputError
 from qrelkit.io.paths import check_protected, inside
+from qrelkit.store import STORE_NAME, campaign_path, open_campaign_store
 
 #: every name the campaign writes in its folder (files, folders, patterns of temporary files)
 OWNED_NAMES = (
@@ -74,10 +74,10 @@ def protected_paths(directory: str | os.PathLike) -> dict[Path, str]:
     out: dict[Path, str] = {}
     store = open_campaign_store(d, readonly=True)
     try:
-        for name, path in store.inputs()[["name", "path"]].itertuples(index=False):
+        for name, path in store.state.inputs()[["name", "path"]].itertuples(index=False):
             out[Path(path)] = f"the campaign's {name} input {path}"
-        paths = store.get_state("paths") or {}
-        oracle = store.get_state("oracle") or {}
+        paths = store.state.get("paths") or {}
+        oracle = store.state.get("oracle") or {}
     finally:
         store.close()
     if paths.get("runs_dir"):

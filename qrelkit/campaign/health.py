@@ -25,8 +25,9 @@ from typing import Any
 
 from qrelkit.campaign.lock import describe_holder, held_by
 from qrelkit.campaign.stages import batch_file
-from qrelkit.campaign.store import CampaignStore, open_campaign_store
+from qrelkit.campaign.store import campaign_config, input_problems
 from qrelkit.config import CAMPAIGN_STAGES
+from qrelkit.store import CampaignStore, open_campaign_store
 
 def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, config: bool = False) -> str:
     """What an operator does about a problem of rule ``rule`` (one sentence; ``config``: the
@@ -49,11 +50,11 @@ def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, co
 def owed_items(directory: str | os.PathLike, store: CampaignStore, *, free_choice: bool = False) -> list[dict]:
     """Per batch out and assessor (issue order): ``qid, batch_id, kind, assessor, owed, items,
     file, judgeable, note`` (see the module documentation)."""
-    pend = store.pending()
+    pend = store.assignments.pending()
     if not len(pend):
         return []
-    sizes = store.batches(counts=True).set_index("batch_id")["items"].to_dict()
-    accounts = {a["name"]: a for a in store.accounts()}
+    sizes = store.batches.all(counts=True).set_index("batch_id")["items"].to_dict()
+    accounts = {a["name"]: a for a in store.accounts.all()}
     rows = []
     for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
         acc = accounts.get(assessor)
@@ -76,17 +77,17 @@ def campaign_health(directory: str | os.PathLike) -> dict[str, Any]:
     d = Path(directory)
     store = open_campaign_store(d, readonly=True)
     try:
-        config_file = (store.get_state("paths") or {}).get("config")
+        config_file = (store.state.get("paths") or {}).get("config")
         inputs = [{"rule": e.rule, "file": e.file, "message": str(e),
                    "todo": todo(e.rule, d, e.file, config=bool(config_file) and e.file == config_file)}
-                  for e in store.input_problems()]
-        failure = store.failure()
+                  for e in input_problems(store)]
+        failure = store.state.failure()
         if failure:
             failure = {**failure, "todo": todo(str(failure.get("rule")), d)}
-        cfg = store.config()  # the recorded configuration: what the campaign runs with
+        cfg = campaign_config(store)  # the recorded configuration: what the campaign runs with
         free, skip = bool(cfg.get_value("web", "free_topic_choice")), set(cfg.get_value("campaign", "skip"))
         owed = owed_items(d, store, free_choice=free)
-        done = set(store.stages_done())
+        done = set(store.state.stages_done())
     finally:
         store.close()
     lock = held_by(d)

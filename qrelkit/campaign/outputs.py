@@ -30,7 +30,7 @@ QRELS_PASSAGES, QRELS_EXPANDED, QRELS_DOCUMENTS = "qrels-passages.txt", "qrels-e
 
 def final_topics(ctx: Context) -> list[str]:
     """Topics in the final qrels: accepted by the stopping rule (CAL), else kept at screening."""
-    ct = ctx.store.campaign_topics()
+    ct = ctx.store.state.topics()
     dec = dict(zip(ct["qid"], ct["decision"]))
     if ctx.enabled("cal"):
         return [q for q in ctx.topic_ids if dec.get(q) == "accept"]
@@ -47,7 +47,7 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
     if wait:
         return wait
     keep = final_topics(ctx)
-    q = ctx.store.export_qrels(combine=ctx.combine)
+    q = ctx.store.judgments.export_qrels(combine=ctx.combine)
     q = q.filter(pa.compute.is_in(q["qid"], value_set=pa.array(keep, pa.string())))
     write_qrels(q, ctx.dir / QRELS_PASSAGES)
     summary = {"topics": len(keep), "passages": int(q.num_rows)}
@@ -58,7 +58,7 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
     summary["expanded"] = int(exp.qrels.num_rows)
     if exp.qrels.num_rows == 0:
         write_qrels(exp.qrels, ctx.dir / QRELS_DOCUMENTS)
-        ctx.store.warn("qrels", "no topic accepted: the final qrels are empty")
+        ctx.store.state.warn("qrels", "no topic accepted: the final qrels are empty")
         return summary
     try:
         mapping = passage_document_map(corpus=ctx.paths["corpus"], passages=exp.qrels["docid"].to_pylist())
@@ -67,7 +67,7 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
         write_qrels(docs.qrels, ctx.dir / QRELS_DOCUMENTS)
         summary["documents"] = int(docs.qrels.num_rows)
     except InputError as exc:
-        ctx.store.warn("qrels", f"no document qrels: {exc.message}")
+        ctx.store.state.warn("qrels", f"no document qrels: {exc.message}")
     return summary
 
 
@@ -103,15 +103,15 @@ def stage_evaluate(ctx: Context) -> dict:
     counts of topics and runs and the measures (``{"topics": 0}`` and a warning when no topic is left)."""
     q = _final(ctx, QRELS_EXPANDED)
     if q is None:
-        ctx.store.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
+        ctx.store.state.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
         return {"topics": 0}
     opts = scoring_options(EvalParams.from_config(ctx.cfg), LabelsParams.from_config(ctx.cfg))
     ev = evaluate(ctx.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
                   run_names=ctx.runset.runs, ranking=opts["ranking"])
     for run, missing in sorted(ev.missing_by_run.items()):
         if missing:
-            ctx.store.warn("evaluate", f"run {run}: {len(missing)} judged topic(s) not in the run ({', '.join(missing[:5])}"
-                           f"{', ...' if len(missing) > 5 else ''}): missing = {ev.missing}")
+            ctx.store.state.warn("evaluate", f"run {run}: {len(missing)} judged topic(s) not in the run "
+                                 f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}): missing = {ev.missing}")
     pq = ev.per_query.to_pandas()
     ctx.write(pq, "eval-per-query.csv", "eval-per-query")
     ctx.write(ev.summary, "eval-summary.csv", "eval-summary")
@@ -132,7 +132,7 @@ def stage_reuse(ctx: Context) -> dict:
     left-out units and of notes (``{"topics": 0}`` and a warning when no topic is left)."""
     q = _final(ctx, QRELS_PASSAGES)
     if q is None:
-        ctx.store.warn("reuse", "no topic in the final qrels: no reusability study")
+        ctx.store.state.warn("reuse", "no topic in the final qrels: no reusability study")
         return {"topics": 0}
     sel = ctx.selection
     res = leave_out(ctx.runset.table, q, sel.assign(pooled=[pooled_flag(v, r) for v, r in zip(sel["pooled"], sel["run"])]),

@@ -4,8 +4,8 @@ assessors in the web app, one comparison at a time, kept in the campaign store.
 
 * :func:`make_preference_tasks` builds tasks with :func:`qrelkit.prefs.make_tasks` — from a
   pairs table, or by default from the campaign itself: the top-1 pool of its runs plus its
-  best-judged passages (:func:`qrelkit.pooler.top1_pool` with the current labels as the qrels,
-  then :func:`qrelkit.prefs.pool_pairs`); the test pairs' known relevant passages are the
+  best-judged passages (the ``top1`` pool kind, :func:`qrelkit.pooler.configured_pool`, with the
+  current labels as the qrels, then :func:`qrelkit.prefs.pool_pairs`); the test pairs' known relevant passages are the
   campaign's judged ones — and assigns each to ``[prefs] assignments`` assessors.
 * :func:`screen_preferences` applies the protocol's screening (:func:`qrelkit.prefs.read_answers`,
   :func:`qrelkit.prefs.screen_answers`, :func:`qrelkit.prefs.reissue_tasks`) to the answers of
@@ -27,15 +27,16 @@ import pyarrow as pa
 
 from qrelkit.campaign.runner import Campaign
 from qrelkit.campaign.stages import Context, combine_rule, text_index
-from qrelkit.campaign.store import CampaignStore, open_campaign_store
+from qrelkit.campaign.store import campaign_config, check_inputs
 from qrelkit.config import Config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
-from qrelkit.pooler import top1_pool
+from qrelkit.pooler import configured_pool
 from qrelkit.prefs import TASK_SCHEMA, make_tasks, pool_pairs, read_answers, reissue_tasks, screen_answers
 from qrelkit.prefs.common import to_arrow
 from qrelkit.prefs.params import PrefsParams
 from qrelkit.prefs.tasks import base_task, normalize_tasks
+from qrelkit.store import CampaignStore, open_campaign_store
 
 PREFS_DIR = "prefs"
 ANSWER_COLUMNS = ["task_id", "slot", "worker", "choice"]
@@ -45,10 +46,9 @@ def _campaign_pool(directory: Path, store: CampaignStore, cfg: Config) -> pa.Tab
     """The campaign's top-1 pool: every run's first passage per topic plus the topics' judged
     passages of grade >= ``[top1] perfect_min_rel`` (only the best-graded ones with ``[top1]
     perfect = "best"``), near-duplicates as one item when the campaign has classes."""
-    ctx = Context(directory, store, cfg, store.get_state("paths"))
-    qrels = store.export_qrels(combine=ctx.combine)
-    return top1_pool(ctx.runset.table, qrels=qrels, perfect_min_rel=int(cfg.get_value("top1", "perfect_min_rel")),
-                     perfect=str(cfg.get_value("top1", "perfect")), classes=ctx.classes)
+    ctx = Context(directory, store, cfg, store.state.get("paths"))
+    qrels = store.judgments.export_qrels(combine=ctx.combine)
+    return configured_pool("top1", ctx.runset.table, cfg, qrels=qrels, classes=ctx.classes).table
 
 
 def _assign(task_ids: Sequence[str], assessors: list[str], per_task: int, load: dict[str, int],
@@ -80,9 +80,9 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
     directory = Path(directory)
     Campaign(directory)  # [not-a-campaign]
     with open_campaign_store(directory) as store:
-        store.check_inputs()
-        cfg = store.config()
-        state = store.get_state("prefs") or {}
+        check_inputs(store)
+        cfg = campaign_config(store)
+        state = store.state.get("prefs") or {}
         sets = list(state.get("sets", []))
         prefix = prefix if prefix else ("P" if not sets else f"P{len(sets) + 1}-")
         out = set(excluded_assessors(store))  # who failed a test pair answers no more tasks
@@ -101,9 +101,9 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
             pairs = pairs[pairs["qid"].astype(str).isin({str(t) for t in topics})]
         if not len(pairs):
             raise InputError("no-pairs", "no pair to judge (every topic's pool holds one item, or --topics left none)")
-        tdf = store.topics()
+        tdf = store.topics.all()
         s = pp.seed
-        tasks = make_tasks(pairs, store.export_qrels(combine=combine_rule(cfg)), pairs_per_task=pp.pairs_per_task,
+        tasks = make_tasks(pairs, store.judgments.export_qrels(combine=combine_rule(cfg)), pairs_per_task=pp.pairs_per_task,
                            test_pairs=pp.test_pairs, test_min_rel=pp.test_min_rel, seed=s, prefix=prefix,
                            queries=dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str))))
         index = text_index(directory, store)
@@ -114,7 +114,7 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
         tasks["left_text"] = [texts.get(d, ("", None))[0] for d in tasks["left_docid"]]
         tasks["right_text"] = [texts.get(d, ("", None))[0] for d in tasks["right_docid"]]
         ids = list(dict.fromkeys(tasks["task_id"]))
-        taken = set(ids) & set(store.pref_tasks()["task_id"])
+        taken = set(ids) & set(store.prefs.tasks()["task_id"])
         if taken:
             raise InputError("tasks-exist", f"preference task {min(taken)} exists already (give another --prefix)",
                              file=str(directory))
@@ -123,9 +123,9 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
             pool_file = directory / PREFS_DIR / f"pool-{prefix.rstrip('-') or 'P'}.parquet"
             pool_file.parent.mkdir(exist_ok=True)
             write_table(pool, pool_file, kind="pool-top1", params={"campaign": str(directory), "prefix": prefix})
-        store.add_pref_tasks(tasks, plan)
+        store.prefs.add_tasks(tasks, plan)
         known = list(dict.fromkeys([*state.get("assessors", []), *names]))
-        store.set_state(prefs={"sets": [*sets, prefix], "assessors": known, "assignments": n_assign, "seed": s})
+        store.state.update(prefs={"sets": [*sets, prefix], "assessors": known, "assignments": n_assign, "seed": s})
     per: dict[str, int] = {}
     for who in plan.values():
         for a in who:
@@ -141,22 +141,22 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
 
 def finished_sets(store: CampaignStore) -> pd.DataFrame:
     """``task_id, worker``: the (task, assessor) pairs whose every comparison is answered."""
-    ans = store.pref_answers()
+    ans = store.prefs.answers()
     if not len(ans):
         return pd.DataFrame({"task_id": [], "worker": []})
-    size = store.pref_tasks().groupby("task_id").size()
+    size = store.prefs.tasks().groupby("task_id").size()
     n = ans.groupby(["task_id", "worker"]).size().rename("n").reset_index()
     return n.loc[n["n"].to_numpy() == size.reindex(n["task_id"]).to_numpy(), ["task_id", "worker"]].reset_index(drop=True)
 
 
 def excluded_assessors(store: CampaignStore) -> list[str]:
     """The assessors the last screening excluded (they failed a test pair)."""
-    return list((store.get_state("pref_screening") or {}).get("excluded", []))
+    return list((store.state.get("pref_screening") or {}).get("excluded", []))
 
 
 def open_load(store: CampaignStore) -> dict[str, int]:
     """Preference tasks each assessor still has to finish."""
-    a = store.pref_assignments()
+    a = store.prefs.assignments()
     done = {(t, w) for t, w in finished_sets(store).itertuples(index=False)}
     out: dict[str, int] = {}
     for t, w in zip(a["task_id"], a["assessor"]):
@@ -169,7 +169,7 @@ def finished_answers(store: CampaignStore) -> pd.DataFrame:
     """The answers of finished (task, assessor) sets only (``task_id, slot, worker, choice``): a
     task's answers count once all its comparisons are answered (an assessor at work on a task
     is not screened on half of it)."""
-    ans = store.pref_answers()
+    ans = store.prefs.answers()
     keep = finished_sets(store)
     if not len(ans) or not len(keep):
         return ans.iloc[0:0]
@@ -196,14 +196,14 @@ def screen_preferences(store: CampaignStore) -> dict[str, Any]:
     to assessors who were not excluded and never had the task; the unfinished tasks of an
     excluded assessor go to such an assessor. Returns the summary (kept in the store as
     ``pref_screening``). Idempotent: a re-issued task is pending until answered."""
-    tasks = normalize_tasks(store.pref_tasks())
-    state = store.get_state("prefs") or {}
+    tasks = normalize_tasks(store.prefs.tasks())
+    state = store.state.get("prefs") or {}
     n_assign = int(state.get("assignments", 1))
     if not len(tasks):
         return {"tasks": 0}
     res = _screen(tasks, finished_answers(store), n_assign)
     excluded = list(res["excluded"])
-    a = store.pref_assignments()
+    a = store.prefs.assignments()
     done = {(t, w) for t, w in finished_sets(store).itertuples(index=False)}
     at_work = {t for t, w in zip(a["task_id"], a["assessor"]) if (t, w) not in done and w not in excluded}
     reissue = res["reissue"][~res["reissue"]["task_id"].isin(at_work)].reset_index(drop=True)
@@ -218,16 +218,16 @@ def screen_preferences(store: CampaignStore) -> dict[str, Any]:
         ids = list(dict.fromkeys(new["task_id"]))
         excl = {t: set(x) for t, x in zip(new["task_id"], new["exclude_workers"])}
         plan = _assign(ids, names, n_assign, load, {t: excl[t] | had.get(base_task(t), set()) for t in ids})
-        store.add_pref_tasks(new, plan)
+        store.prefs.add_tasks(new, plan)
     for t, w in zip(a["task_id"], a["assessor"]):  # an excluded assessor's unfinished tasks go to others
         if w in excluded and (t, w) not in done:
             to = _assign([t], names, 1, load, {t: had.get(base_task(t), set())})[t]
-            if to and store.assign_pref(t, to[0], instead_of=w):
+            if to and store.prefs.assign(t, to[0], instead_of=w):
                 had.setdefault(base_task(t), set()).add(to[0])
                 moved += 1
     summary = {**res["summary"], "excluded": excluded, "reissued": [str(t) for t in dict.fromkeys(new["task_id"])],
                "moved": moved, "agreement": res["agreement"]}
-    store.set_state(pref_screening=summary)
+    store.state.update(pref_screening=summary)
     return summary
 
 
@@ -240,7 +240,7 @@ def export_preferences(directory: str | os.PathLike) -> tuple[pa.Table, pd.DataF
     choice``; answers undone in the web app left out): ``qrelkit prefs import ANSWERS --tasks
     TASKS`` reads them. The store is opened read-only (an older one is read as it is)."""
     with open_campaign_store(directory, readonly=True) as store:
-        tasks = normalize_tasks(store.pref_tasks())
+        tasks = normalize_tasks(store.prefs.tasks())
         answers = finished_answers(store)
     return to_arrow(tasks, TASK_SCHEMA), answers.reset_index(drop=True)
 
@@ -249,8 +249,8 @@ def preference_status(store: CampaignStore) -> dict[str, Any]:
     """The organizer's figures: tasks (and re-issues), comparisons, finished task sets, open
     assignments, tasks nobody is assigned, per assessor (assigned, finished, excluded), and the
     last screening's summary."""
-    tasks = store.pref_tasks()
-    a = store.pref_assignments()
+    tasks = store.prefs.tasks()
+    a = store.prefs.assignments()
     fin = finished_sets(store)
     excluded = set(excluded_assessors(store))
     per = []
@@ -260,4 +260,4 @@ def preference_status(store: CampaignStore) -> dict[str, Any]:
     ids = list(dict.fromkeys(tasks["task_id"]))
     return {"tasks": len(ids), "reissues": sum(1 for t in ids if base_task(t) != t), "comparisons": int(len(tasks)),
             "finished": int(len(fin)), "unassigned": len(set(ids) - set(a["task_id"])), "assessors": per,
-            "screening": store.get_state("pref_screening")}
+            "screening": store.state.get("pref_screening")}

@@ -1,8 +1,9 @@
 """The campaign report: one self-contained HTML file (figures embedded as base64 PNG) and its
 Markdown twin, from the store and the artefacts of the campaign folder. Sections: stages and
 warnings; pool sizes per topic and per run; screening outcomes; judged per topic by stage and
-thread; relevance density vs. judged (the 0.4 line, as Figure 7 of the TREC 2022 Deep Learning
-overview); the stopping decision per topic with its rule; near-duplicate expansion per grade (as
+thread; relevance density vs. judged (the stopping rule's density line — the density rule's 0.4,
+as Figure 7 of the TREC 2022 Deep Learning overview — or, for a rule without one, what the rule
+needs in words); the stopping decision per topic with its rule; near-duplicate expansion per grade (as
 its Table 4); inter-assessor agreement; the leaderboard with confidence intervals; deduplicated
 runs vs. expanded qrels (as its Figure 6); leave-one-group-out. The same store gives the same
 bytes (no times, no absolute paths)."""
@@ -19,7 +20,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.cal.store import combine_log
+from qrelkit.cal.stopping import JudgingState
+from qrelkit.campaign.rounds import campaign_rule
 from qrelkit.campaign.stages import combine_rule
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest
@@ -27,6 +29,7 @@ from qrelkit.io.tables import read_frame
 from qrelkit.plots import pyplot
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.pooler import pool_stats
+from qrelkit.store import combine_log
 
 
 def _png(fig) -> str:
@@ -101,7 +104,7 @@ def _stage_of(batch_id: str, kind: str, thread: Any) -> str:
     return str(batch_id).rsplit("/", 1)[-1]
 
 
-def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float, topics: list[str]):
+def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float | None, topics: list[str]):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for q in topics:
@@ -111,7 +114,8 @@ def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float, top
         rel = np.cumsum(g["grade"].isin(relevant).to_numpy())
         n = np.arange(1, len(g) + 1)
         ax.plot(n, rel / n, lw=1, label=q)
-    ax.axhline(threshold, color="red", ls="--", lw=1, label=f"density {threshold:g}")
+    if threshold is not None:  # the stopping rule's density (the density rule's 0.4)
+        ax.axhline(threshold, color="red", ls="--", lw=1, label=f"density {threshold:g}")
     ax.set_xlabel("judged passages")
     ax.set_ylabel("relevance density")
     ax.set_ylim(0, 1)
@@ -181,24 +185,26 @@ def build(campaign, store, cfg) -> _Doc:
     rendered by :func:`write_report`."""
     d = campaign.dir
     doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
-    done = store.stages_done()
-    warnings = store.warnings()
+    done = store.state.stages_done()
+    warnings = store.state.warnings()
     doc.h("Stages")
     doc.table(pd.DataFrame([{"stage": k, "summary": ", ".join(f"{a}={b}" for a, b in v.items())} for k, v in done.items()]))
     doc.p(f"{len(warnings)} warning(s).")
     doc.table(warnings)
-    ct = store.campaign_topics()
+    ct = store.state.topics()
     topics = ct["qid"].astype(str).tolist()
     pool = _read(d, "pool.parquet")
     if pool is not None:
-        ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False), read_manifest(store.get_state("paths")["manifest"]))
+        ps = pool_stats(pa.Table.from_pandas(pool, preserve_index=False),
+                        read_manifest(store.state.get("paths")["manifest"]))
         doc.h("Pool sizes per topic")
         doc.table(ps["topics"])
         doc.h("Pool items contributed per run")
         doc.table(ps["runs"])
+    rule = campaign_rule(cfg).describe(JudgingState((), np.zeros(0, bool)))  # what the campaign's rule needs
     doc.h("Screening outcomes")
     doc.table(ct[["qid", "screening", "screened", "screened_relevant"]])
-    log = store.judgments(None, "all")
+    log = store.judgments.log(None, "all")
     doc.h("Judged per topic by stage and thread")
     if len(log):
         lab = log.drop_duplicates(["qid", "docid", "batch_id"])
@@ -207,13 +213,16 @@ def build(campaign, store, cfg) -> _Doc:
         piv = piv.reindex([q for q in topics if q in piv.index]).reset_index()
         doc.table(piv)
         relevant = {int(g) for g in cfg.get_value("labels", "passage_relevant")}
-        thr = float(cfg.get_value("stopping", "accept_density_below"))
         doc.h("Relevance density vs. judged")
         labels = combine_log(log, combine=combine_rule(cfg))  # one grade per passage, as the stopping rule sees it
-        doc.figure(_density_figure(labels, relevant, thr, topics), f"relevance density vs. judged per topic; the {thr:g} line")
+        line = "" if rule.density_line is None else f"; the {rule.density_line:g} line"
+        doc.figure(_density_figure(labels, relevant, rule.density_line, topics),
+                   f"relevance density vs. judged per topic{line}")
     else:
         doc.p("No judgment yet.")
     doc.h("Stopping decision per topic")
+    if rule.density_line is None:  # what the rule needs, when the figure has no line of it
+        doc.p(f"Stopping rule {rule.rule}: {rule.needs}.")
     doc.table(ct[["qid", "decision", "rule", "reason"]])
     exp = _read(d, "expansion.csv")
     doc.h("Near-duplicate expansion per grade")

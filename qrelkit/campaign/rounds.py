@@ -2,7 +2,8 @@
 configured threads, each round judged, then the stopping rule — **per topic**.
 
 Every kept topic has its own CAL round and phase in the store (``campaign_cal``): ``judge``
-(its batches are out; once every item of the topic is judged, the density rule decides its
+(its batches are out; once every item of the topic is judged, the stopping rule of ``[stopping]
+rule`` (:func:`campaign_rule`; the density rule by default) decides its
 active threads and, when some are still active, the topic moves to the next round's ``issue``)
 and ``issue`` (every active thread of the topic that has no batch for this round gets its next
 one; nothing of the topic is judged in this phase, so a resumed issue phase sees the store the
@@ -17,19 +18,54 @@ outputs are the same whatever order the topics' rounds happen in.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from qrelkit.cal.loop import CalParams, issue_next_batches
-from qrelkit.cal.stopping import ACCEPT, REJECT, get_rule, thread_states
-from qrelkit.campaign.stages import Context, Waiting, features, kept_topics
+from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
+from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
+from qrelkit.config import Config
+from qrelkit.pooler import pool_parameters
 
-RULE = "density"
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
 _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
 
 
+def campaign_rule(cfg: Config) -> StoppingRule:
+    """The campaign's stopping rule: the registered rule ``[stopping] rule`` with its parameters
+    from the configuration (``[stopping]`` for the density rule, ``[stopping.<rule>]``)."""
+    return get_rule(str(cfg.get_value("stopping", "rule")), cfg)
+
+
+def _budget(cfg: Config) -> int | None:
+    budget = cfg.get_value("cal", "budget")
+    return None if budget is None else int(budget)
+
+
+def topic_stopping(store, cfg: Config, qid: str) -> Description:
+    """What the campaign's stopping rule needs and where topic ``qid`` of the campaign's ``store``
+    stands (:meth:`~qrelkit.cal.stopping.StoppingRule.describe`): its official thread's state as the
+    rule sees it in :func:`apply_stopping` (every grade in force, one per passage)."""
+    th = store.topics.threads(qid)
+    th = th[th["thread"] == official_thread(cfg)]
+    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=[int(g) for g in cfg.get_value(
+        "labels", "passage_relevant")], combine=combine_rule(cfg), budget=_budget(cfg))) if len(th) else []
+    return campaign_rule(cfg).describe(states[0] if states else JudgingState((), np.zeros(0, bool), topic=str(qid)))
+
+
+def describe_protocol(cfg: Config) -> dict[str, Any]:
+    """The campaign's pool and stopping rule in words (the web app's organizer page): the pool
+    kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs."""
+    kind = str(cfg.get_value("pool", "kind"))
+    rule = campaign_rule(cfg)
+    params = ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None)
+    return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs()}
+
+
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
-    th = ctx.store.threads()
+    th = ctx.store.topics.threads()
     keep = set(kept_topics(ctx)) if topics is None else set(topics) & set(kept_topics(ctx))
     return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
 
@@ -38,10 +74,10 @@ def sync_decisions(ctx: Context) -> None:
     """A kept topic whose official thread is no longer active is decided: its action, rule and
     reason are the thread's (its state, and its reason ``"rule: why"``); its other threads stop.
     Derived from the stored thread states, so a kill between two writes loses nothing."""
-    decided = ctx.store.decided_topics()
+    decided = ctx.store.state.decided_topics()
     kept = set(kept_topics(ctx))
     threads: dict[str, list[tuple[str, str, str]]] = {}
-    for qid, thread, state, reason in ctx.store.thread_rows():
+    for qid, thread, state, reason in ctx.store.topics.thread_rows():
         threads.setdefault(qid, []).append((thread, state, reason))
     for qid in ctx.topic_ids:
         mine = threads.get(qid, [])
@@ -50,10 +86,12 @@ def sync_decisions(ctx: Context) -> None:
             continue
         if qid not in decided:
             rule, _, why = str(off[0][1]).partition(": ")
-            ctx.store.set_topics([{"qid": qid, "decision": _ACTION.get(off[0][0], "stop"), "rule": rule, "reason": why}])
+            ctx.store.state.set_topics([{"qid": qid, "decision": _ACTION.get(off[0][0], "stop"), "rule": rule,
+                                         "reason": why}])
         for thread, state, _ in mine:
             if state == "active":
-                ctx.store.set_thread_state(qid, thread, "stopped", f"topic decided by thread {ctx.official_thread}")
+                ctx.store.topics.set_thread_state(qid, thread, "stopped",
+                                                  f"topic decided by thread {ctx.official_thread}")
 
 
 def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
@@ -61,20 +99,19 @@ def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
     None; idempotent). Their judgments are read once (one query per topic, or the whole log for
     every topic); each thread's state is :func:`qrelkit.cal.stopping.thread_states`'s (its view,
     one grade per passage by the configured aggregation, the budget)."""
-    rule = get_rule(RULE, ctx.cfg)
-    budget = ctx.cfg.get_value("cal", "budget")
+    rule = campaign_rule(ctx.cfg)
+    budget = _budget(ctx.cfg)
     active = _active(ctx, None if topics is None else set(topics))
     if not len(active):
         return
     qids = list(dict.fromkeys(active["qid"]))
-    log = (ctx.store.judgments(None, "all") if topics is None or len(qids) > 8
-           else pd.concat([ctx.store.judgments(q, "all") for q in qids], ignore_index=True))
-    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine,
-                           budget=None if budget is None else int(budget))
+    log = (ctx.store.judgments.log(None, "all") if topics is None or len(qids) > 8
+           else pd.concat([ctx.store.judgments.log(q, "all") for q in qids], ignore_index=True))
+    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine, budget=budget)
     for t, st in zip(active.itertuples(index=False), states):
         d = rule.decide(st)
         if d.stopped:
-            ctx.store.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
+            ctx.store.topics.set_thread_state(t.qid, t.thread, _STATE.get(d.action, "stopped"), f"{d.rule}: {d.reason}")
     sync_decisions(ctx)
 
 
@@ -84,7 +121,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
     stop; every CAL batch of these topics without assessors gets its topic's round's."""
     s = ctx.store
     feats = features(ctx)
-    b = s.batches(counts=False)
+    b = s.batches.all(counts=False)
     cal = b[b["kind"] == "cal"]
     have = cal.groupby(["qid", "thread"]).size().to_dict()
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -101,16 +138,17 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
                                        allow_open=True, cache=ctx.candidates)
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
-                s.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
+                s.topics.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")
         lost = int(report.attrs.get("judged_passages_not_in_features", 0))
         if lost:
-            s.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features (not trained on)")
+            s.state.warn("cal", f"topics {', '.join(qs)}: {lost} judged passage(s) not in the CAL features "
+                         "(not trained on)")
     sync_decisions(ctx)
-    b = s.batches(counts=False)
-    assigned = set(s.assignments()["batch_id"])
+    b = s.batches.all(counts=False)
+    assigned = set(s.assignments.all()["batch_id"])
     mine = b[(b["kind"] == "cal") & b["qid"].isin(set(topics))]
-    s.assign_many({bid: ctx.assessors_for(qid, rounds[qid][0])
-                   for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
+    s.assignments.assign({bid: ctx.assessors_for(qid, rounds[qid][0])
+                          for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
 
 
 def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str]) -> list[str]:
@@ -127,13 +165,13 @@ def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str
     for q, g in act.groupby("qid", sort=False):
         if rounds[q][0] >= max_rounds:
             for t in g["thread"]:
-                ctx.store.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
+                ctx.store.topics.set_thread_state(q, t, "stopped", f"max-rounds: {max_rounds} CAL rounds done")
             stopped = True
         else:
             moved.append(q)
     if stopped:
         sync_decisions(ctx)
-    ctx.store.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
+    ctx.store.state.set_cal_rounds([(q, rounds[q][0] + 1, "issue") for q in moved])
     return moved
 
 
@@ -145,13 +183,13 @@ def stage_cal(ctx: Context) -> dict | Waiting:
     topic had and the count of each topic decision."""
     store = ctx.store
     while True:
-        rounds = store.cal_rounds()
+        rounds = store.state.cal_rounds()
         issue = [q for q in kept_topics(ctx) if rounds[q][1] == "issue"]
         if issue:
             ctx.say(f"CAL round {max(rounds[q][0] for q in issue)}: {len(issue)} topic(s)")
             ctx.repair_encountered()
             _issue(ctx, rounds, issue)
-            store.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
+            store.state.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
             rounds.update({q: (rounds[q][0], "judge") for q in issue})
         else:
             sync_decisions(ctx)  # (the issue phase syncs)
@@ -166,4 +204,5 @@ def stage_cal(ctx: Context) -> dict | Waiting:
         wait = ctx.judge("cal")  # no topic can move: what is out (or, judged meanwhile, go on)
         if wait:
             return wait
-    return {"rounds": max((r for r, _ in store.cal_rounds().values()), default=0), "decisions": store.decision_counts()}
+    return {"rounds": max((r for r, _ in store.state.cal_rounds().values()), default=0),
+            "decisions": store.state.decision_counts()}

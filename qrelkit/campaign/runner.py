@@ -26,7 +26,7 @@ from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.report import write_report
-from qrelkit.campaign.store import CampaignStore, campaign_path, input_record, open_campaign_store, sha256_file
+from qrelkit.campaign.store import campaign_config, check_inputs, input_record, sha256_file
 from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import check_corpus
@@ -36,6 +36,7 @@ from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
+from qrelkit.store import CampaignStore, campaign_path, open_campaign_store
 
 STAGES = CAMPAIGN_STAGES
 REQUIRED = CAMPAIGN_REQUIRED
@@ -141,9 +142,9 @@ class Campaign:
     def _open(self, **kw) -> tuple[CampaignStore, Any, dict]:
         store = open_campaign_store(self.dir, **kw)
         try:
-            store.check_inputs()
-            paths = store.get_state("paths")
-            cfg = store.config()
+            check_inputs(store)
+            paths = store.state.get("paths")
+            cfg = campaign_config(store)
         except BaseException:
             store.close()
             raise
@@ -193,19 +194,20 @@ class Campaign:
         campaign takes as judgments made before it (``campaign init --qrels``) so as not to ask
         for them again. Read from the store alone: inputs changed since init do not stop it."""
         with open_campaign_store(self.dir, readonly=True) as store:
-            return store.export_qrels(combine=stages.combine_rule(store.config()))
+            return store.judgments.export_qrels(combine=stages.combine_rule(campaign_config(store)))
 
     # -- import, status, report --------------------------------------------------------------------
 
     def import_judgments(self, files: Sequence[str | os.PathLike], *, lenient: bool = False):
         """Judgments from assessors (the judging store's import: one transaction, idempotent,
-        conflicts reported — strict: :class:`~qrelkit.cal.store.ConflictError`). Every row must
+        conflicts reported — strict: :class:`~qrelkit.store.ConflictError`). Every row must
         name a batch the campaign issued and an assessor it was issued to
-        (:meth:`CampaignStore.import_assigned`: ``[unknown-batch]``, ``[not-assigned]``). An
+        (:meth:`~qrelkit.store.interfaces.Assignments.import_files`: ``[unknown-batch]``, ``[not-assigned]``). An
         input gone or changed blocks the runs, not the assessors' answers: they are taken."""
         store = open_campaign_store(self.dir)
         try:
-            return store.import_assigned(files, lenient=lenient, scale=store.config().get_value("labels", "scale"))
+            scale = campaign_config(store).get_value("labels", "scale")
+            return store.assignments.import_files(files, lenient=lenient, scale=scale)
         finally:
             store.close()
 
@@ -214,7 +216,7 @@ class Campaign:
         store read as it is: :meth:`health` says what blocks the campaign)."""
         store = open_campaign_store(self.dir, readonly=True)
         try:
-            return status_table(stages.Context(self.dir, store, store.config(), store.get_state("paths")))
+            return status_table(stages.Context(self.dir, store, campaign_config(store), store.state.get("paths")))
         finally:
             store.close()
 
@@ -248,9 +250,9 @@ def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: An
     try:
         store = CampaignStore(campaign_path(d), create=True)
         try:
-            store.add_topics(topics, threads=list(cfg.get_value("cal", "threads")))
-            store.record_inputs(records, cfg.effective())
-            store.set_state(**state)
+            store.topics.add(topics, threads=list(cfg.get_value("cal", "threads")))
+            store.state.record_inputs(records, cfg.effective())
+            store.state.update(**state)
         finally:
             store.close()
         (d / LOCK_NAME).touch()  # with the store, what marks a campaign's folder (qrelkit.io.paths.campaign_folder_of)
@@ -290,26 +292,26 @@ class Runner:
         writable(campaign.dir)
         store = open_campaign_store(campaign.dir, check_same_thread=False)
         try:
-            store.check_inputs(self._seen)
-            paths = store.get_state("paths")
-            cfg = store.config()
+            check_inputs(store, self._seen)
+            paths = store.state.get("paths")
+            cfg = campaign_config(store)
             orc = None if oracle is None else _oracle_record(store, oracle, error_rate, seed)
         except BaseException:
             store.close()
             raise
         self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
-        self._adoptions = len(store.get_state("config_adoptions", []))
+        self._adoptions = len(store.state.get("config_adoptions", []))
 
     def _adopted(self) -> None:
         """A configuration adopted since this runner read it (``campaign adopt-config``): a new
         context with it (the caches built under the former one are dropped)."""
-        n = len(self.ctx.store.get_state("config_adoptions", []))
+        n = len(self.ctx.store.state.get("config_adoptions", []))
         if n != self._adoptions:
             old = self.ctx
             texts = old.cache.pop("texts", None)
             if texts is not None:
                 texts.close()
-            self.ctx = stages.Context(old.dir, old.store, old.store.config(), old.paths, old.oracle)
+            self.ctx = stages.Context(old.dir, old.store, campaign_config(old.store), old.paths, old.oracle)
             self._adoptions = n
 
     def close(self) -> None:
@@ -332,7 +334,7 @@ class Runner:
         web app's first next batch then waits only for its round's computation. Nothing when CAL
         is skipped or done."""
         ctx = self.ctx
-        done = ctx.store.stages_done()
+        done = ctx.store.state.stages_done()
         if not ctx.enabled("cal") or "cal" in done or "pool" not in done:
             return
         warm_up(stages.features(ctx), ctx.threads, fraction=float(ctx.cfg.get_value("fractional", "fraction")),
@@ -349,12 +351,12 @@ class Runner:
             return self._advance(progress, until)
 
     def _advance(self, progress: Callable[[str], None] | None, until: str | None) -> dict:
-        self.ctx.store.check_inputs(self._seen)
+        check_inputs(self.ctx.store, self._seen)
         self._adopted()
         ctx = self.ctx
         ctx.say = progress or (lambda _msg: None)
         ctx.repaired = False
-        done = ctx.store.stages_done()
+        done = ctx.store.state.stages_done()
         state, waiting, seconds = "done", [], {}
         t_all = time.perf_counter()
         plan = _plan(ctx, done, until)
@@ -376,16 +378,17 @@ class Runner:
             if isinstance(result, stages.Waiting):
                 state, waiting = stages.WAITING, result.batches
                 break
-            ctx.store.finish_stage(name, result, seconds[name])
+            ctx.store.state.finish_stage(name, result, seconds[name])
             done[name] = result
             if name == until:
                 state = f"until {until}"
                 break
         total = time.perf_counter() - t_all
-        if ctx.store.failure() is not None:  # whatever failed before, the stages ran now: it is behind us
-            ctx.store.clear_failure()
-        return {"campaign": str(self.campaign.dir), "state": state, "stages_done": list(ctx.store.stages_done()),
-                "waiting": waiting, "topics": ctx.store.decision_counts(), "warnings": int(len(ctx.store.warnings())),
+        if ctx.store.state.failure() is not None:  # whatever failed before, the stages ran now: it is behind us
+            ctx.store.state.clear_failure()
+        return {"campaign": str(self.campaign.dir), "state": state, "stages_done": list(ctx.store.state.stages_done()),
+                "waiting": waiting, "topics": ctx.store.state.decision_counts(),
+                "warnings": int(len(ctx.store.state.warnings())),
                 "seconds": seconds, "seconds_total": round(total, 3),
                 "seconds_outside_stages": round(total - sum(seconds.values()), 3)}
 
@@ -401,7 +404,7 @@ class Runner:
                 "rule": err.rule if isinstance(err, InputError) else "internal-error",
                 "message": str(err) if isinstance(err, InputError) else f"{type(err).__name__}: {err}"}
         with contextlib.suppress(Exception):
-            self.ctx.store.record_failure(info)
+            self.ctx.store.state.record_failure(info)
         return err
 
     def _stage(self, name: str) -> Any:
@@ -417,7 +420,7 @@ class Runner:
                 result = _FUNCS[name](ctx)
         for w in caught:
             if not issubclass(w.category, _NOT_DATA) and "numba" not in str(getattr(w.category, "__module__", "")):
-                ctx.store.warn(name, f"{w.category.__name__}: {w.message}")
+                ctx.store.state.warn(name, f"{w.category.__name__}: {w.message}")
         return result
 
 
@@ -444,12 +447,12 @@ def _oracle_record(store: CampaignStore, oracle: str | os.PathLike, error_rate: 
         raise InputError("unreadable", "no such file", file=str(p))
     orc = {"path": str(p.resolve()), "sha256": sha256_file(p), "error_rate": float(error_rate),
            "seed": int(seed if seed is not None else 0)}
-    known = store.get_state("oracle")
+    known = store.state.get("oracle")
     if known is not None and known != orc:
         raise InputError("oracle-changed", "this campaign was judged by another oracle (file, error rate or "
                          "seed); give the same one", file=str(p))
     if known is None:
-        store.set_state(oracle=orc)
+        store.state.update(oracle=orc)
     return orc
 
 
@@ -464,11 +467,11 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
     s = ctx.store
     lab = ctx.labels()
     rel = set(ctx.relevant)
-    ct = s.campaign_topics().set_index("qid")
-    th = s.threads()
-    pend = s.pending()
+    ct = s.state.topics().set_index("qid")
+    th = s.topics.threads()
+    pend = s.assignments.pending()
     out_by_topic = pend.groupby("qid")["batch_id"].nunique().to_dict() if len(pend) else {}
-    done = s.stages_done()
+    done = s.state.stages_done()
     last = next((n for n in reversed(STAGES) if n in done), "init")
     labs = dict(tuple(lab.groupby("qid", sort=False)))  # one pass, not one scan of the log per topic
     ths = dict(tuple(th.groupby("qid", sort=False)))

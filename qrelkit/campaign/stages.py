@@ -23,8 +23,6 @@ import pyarrow as pa
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import CandidateCache
 from qrelkit.cal.screening import ScreeningRule, screen_topics
-from qrelkit.cal.store import combine_log
-from qrelkit.campaign.store import CampaignStore
 from qrelkit.config import Config, assessor_file_name
 from qrelkit.dedupe.cluster import cluster_corpus
 from qrelkit.dedupe.params import DedupeParams
@@ -35,12 +33,12 @@ from qrelkit.io.params import RunsParams
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
-from qrelkit.io.textindex import TextIndex, open_text_index
 from qrelkit.labels.aggregate import VoteRule
-from qrelkit.pooler import (depth_pool, filter_runs, fractional_ids_from_corpus, pool_selection, pool_size_distribution,
-                            pooled_flag, restrict_runs)
+from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
+                            pool_size_distribution, pooled_flag, restrict_runs)
 from qrelkit.pooler.protocol import selection_options
 from qrelkit.simulate.oracle import judge_batches, truth_map
+from qrelkit.store import CampaignStore, TextIndex, combine_log, open_text_index
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -61,7 +59,7 @@ def stable_seed(*parts: object) -> int:
 
 
 def combine_rule(cfg: Config) -> Any:
-    """``[campaign] combine`` as :func:`qrelkit.cal.store.combined_grades` takes it: a rule name
+    """``[campaign] combine`` as :func:`qrelkit.store.combine.combined_grades` takes it: a rule name
     (median_high, max, min) or, for ``vote``, the labels' majority vote
     (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
     ``fallback``). That the vote and ``[labels] passage_relevant`` agree is a rule across keys
@@ -70,22 +68,29 @@ def combine_rule(cfg: Config) -> Any:
     return VoteRule.from_config(cfg) if name == "vote" else name
 
 
+def official_thread(cfg: Config) -> str:
+    """The CAL thread that decides a topic: ``[cal] official_thread``, among ``[cal] threads``."""
+    threads = list(cfg.get_value("cal", "threads"))
+    off = str(cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
+    return off if off in threads else threads[-1]  # a store recorded before that rule
+
+
 TEXT_INDEX = "text-index.sqlite"
 
 
 def corpus_sha256(store: CampaignStore) -> str:
     """The SHA-256 of the campaign's corpus recorded at init ("" when none is recorded)."""
-    rec = store.inputs()
+    rec = store.state.inputs()
     sha = rec.loc[rec["name"] == "corpus", "sha256"]
     return str(sha.iat[0]) if len(sha) else ""
 
 
 def text_index(directory: str | os.PathLike, store: CampaignStore) -> TextIndex:
     """The campaign's passage text index, ``DIR/text-index.sqlite``
-    (:func:`qrelkit.io.textindex.open_text_index`): built at its first need from the corpus,
+    (:func:`qrelkit.store.textindex.open_text_index`): built at its first need from the corpus,
     recorded with the corpus's SHA-256 of init, built again when missing or not the corpus's.
     The batch files and the web app's pages read passage texts there, never scanning the corpus."""
-    corpus = (store.get_state("paths") or {})["corpus"]
+    corpus = (store.state.get("paths") or {})["corpus"]
     return open_text_index(corpus, Path(directory) / TEXT_INDEX, sha256=corpus_sha256(store))
 
 
@@ -135,7 +140,7 @@ class Context:
 
     @cached_property
     def topic_ids(self) -> list[str]:
-        return self.store.topics()["qid"].astype(str).tolist()
+        return self.store.topics.all()["qid"].astype(str).tolist()
 
     @property
     def selection(self) -> pd.DataFrame:
@@ -180,8 +185,7 @@ class Context:
 
     @property
     def official_thread(self) -> str:
-        off = str(self.cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
-        return off if off in self.threads else self.threads[-1]  # a store recorded before that rule
+        return official_thread(self.cfg)
 
     def assessors_for(self, qid: str, round_: int = 0) -> list[str]:
         """The assessors of a batch of topic ``qid``: its owner (topic i -> assessor i mod n),
@@ -199,7 +203,7 @@ class Context:
 
     def labels(self) -> pd.DataFrame:
         """One grade per judged (topic, passage) in judging order (every batch)."""
-        return combine_log(self.store.judgments(None, "all"), combine=self.combine)
+        return combine_log(self.store.judgments.log(None, "all"), combine=self.combine)
 
     def repair_encountered(self) -> int:
         """A CAL batch whose encountered passages lost their copied judgments (a kill between
@@ -210,24 +214,24 @@ class Context:
             return 0
         self.repaired = True
         s = self.store
-        rows = s.lost_copies()
+        rows = s.batches.lost_copies()
         if not len(rows):
             return 0
-        logs = {q: s.judgments(q, "all") for q in dict.fromkeys(rows["qid"])}  # those topics' logs only
+        logs = {q: s.judgments.log(q, "all") for q in dict.fromkeys(rows["qid"])}  # those topics' logs only
         copies = []
         for (bid, qid), g in rows.groupby(["batch_id", "qid"], sort=False):
             log = logs[qid]
             c = log[log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
             c["batch_id"] = bid
             copies.append(c)
-        s.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
+        s.judgments.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
         return len(rows)
 
     def owed(self) -> pd.DataFrame:
-        """The items assigned assessors still owe (:meth:`CampaignStore.pending`), after the
+        """The items assigned assessors still owe (:meth:`~qrelkit.store.interfaces.Assignments.pending`), after the
         copies of encountered passages a kill lost are made again."""
         self.repair_encountered()
-        return self.store.pending()
+        return self.store.assignments.pending()
 
     def judge(self, stage: str) -> Waiting | None:
         """Have every assigned batch judged: by the oracle (:meth:`answer`), else report what is
@@ -254,7 +258,8 @@ class Context:
             done["batch_id"] = bid
             answers.append(done)
         # every answer in one transaction (each batch's are seeded by the batch alone)
-        self.store.import_judgments(pd.concat(answers, ignore_index=True), source=ORACLE_ASSESSOR_SOURCE, scale=scale)
+        self.store.judgments.import_judgments(pd.concat(answers, ignore_index=True), source=ORACLE_ASSESSOR_SOURCE,
+                                              scale=scale)
 
     @cached_property
     def _oracle_truth(self) -> dict:
@@ -292,7 +297,7 @@ class Context:
             texts = {k: v[0] for k, v in self.texts().texts({d for *_, g, _ in todo for d in g["docid"]}).items()}
         except InputError:
             pass
-        tdf = self.store.topics()
+        tdf = self.store.topics.all()
         topics = dict(zip(tdf["qid"], tdf["text"]))
         for f, bid, assessor, g, key in todo:
             t = pa.table({"batch_id": [bid] * len(g), "qid": g["qid"].tolist(), "query": [topics.get(q, "") for q in g["qid"]],
@@ -319,9 +324,9 @@ def stage_validate(ctx: Context) -> dict:
     issues = rs.issues
     for r in issues.itertuples(index=False):
         if getattr(r, "severity", "") == "warning":
-            ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x)")
+            ctx.store.state.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x)")
         elif getattr(r, "severity", "") == "error":  # only here when lenient: repaired, and said so
-            ctx.store.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x); repaired: {r.repair}")
+            ctx.store.state.warn("validate", f"run {r.run}: [{r.rule}] {r.message} ({r.count}x); repaired: {r.repair}")
     return {"runs": len(rs.runs), "documents": rs.table.num_rows, "topics": len(ctx.topic_ids),
             "issues": int(len(issues)), "repaired": {k: int(v) for k, v in rs.repairs().items() if v}}
 
@@ -346,22 +351,25 @@ def stage_dedupe(ctx: Context) -> dict:
 
 
 def stage_pool(ctx: Context) -> dict:
-    """The depth pool of the pooled runs (``[pool] depth``, with the classes and the initial qrels);
-    writes ``pool.parquet`` and imports the initial qrels as judged; returns depth, items, topics and
-    the number of pooled runs."""
+    """The pool of the pooled runs: the kind ``[pool] kind`` (the depth pool: ``[pool] depth``)
+    with its parameters from the configuration (:func:`qrelkit.pooler.configured_pool`), with the
+    classes and the initial qrels; writes ``pool.parquet`` and imports the initial qrels as judged;
+    returns the kind's parameters (depth), items, topics and the number of pooled runs."""
     runs = filter_runs(ctx.runset.table, ctx.pooled_runs)
-    depth = int(ctx.cfg.get_value("pool", "depth"))
     init = ctx.initial_qrels()
-    pool = depth_pool(runs, depth, classes=ctx.classes, qrels=init, judged=str(ctx.cfg.get_value("pool", "judged")))
-    ctx.write(pool, "pool.parquet", "pool-depth", depth=depth, pooled_runs=ctx.pooled_runs)
+    made = configured_pool(None, runs, ctx.cfg, classes=ctx.classes, qrels=init)
+    pool = made.table
+    write_table(pool, ctx.dir / "pool.parquet", kind=f"pool-{made.kind}", params={**made.summary,
+                                                                              "pooled_runs": ctx.pooled_runs})
     if init is not None:  # judgments made before the campaign count as judged (one batch per topic)
         q = init.to_pandas()
         q = q[(q["rel"] >= 0) & q["qid"].isin(set(ctx.topic_ids))]
-        ctx.store.import_judgments(pd.DataFrame({"qid": q["qid"], "docid": q["docid"], "assessor": "qrels",
-                                                 "grade": q["rel"], "batch_id": [f"{x}/initial" for x in q["qid"]]}),
-                                   source="initial-qrels", scale=None)
+        initial = pd.DataFrame({"qid": q["qid"], "docid": q["docid"], "assessor": "qrels", "grade": q["rel"],
+                                "batch_id": [f"{x}/initial" for x in q["qid"]]})
+        ctx.store.judgments.import_judgments(initial, source="initial-qrels", scale=None)
     dist = pool_size_distribution(pool)
-    return {"depth": depth, "items": int(pool.num_rows), "topics": int(dist["topics"]), "runs_pooled": len(ctx.pooled_runs)}
+    return {**made.summary, "items": int(pool.num_rows), "topics": int(dist["topics"]),
+            "runs_pooled": len(ctx.pooled_runs)}
 
 
 def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) -> int:
@@ -369,13 +377,13 @@ def _issue_pool_batches(ctx: Context, items: dict[str, list[str]], suffix: str) 
     for qid in ctx.topic_ids:
         its = items.get(qid) or []
         if its:
-            ctx.store.issue_assigned(qid, its, f"{qid}/{suffix}", ctx.assessors_for(qid), kind="pool")
+            ctx.store.assignments.issue(qid, its, f"{qid}/{suffix}", ctx.assessors_for(qid), kind="pool")
             n += len(its)
     return n
 
 
 def _judged_or_issued(ctx: Context) -> set[tuple[str, str]]:
-    rows = ctx.store.campaign_items()
+    rows = ctx.store.batches.items()
     out = set(zip(rows["qid"], rows["docid"]))
     lab = ctx.labels()
     return out | set(zip(lab["qid"].astype(str), lab["docid"].astype(str)))
@@ -401,17 +409,17 @@ def stage_screening(ctx: Context) -> dict | Waiting:
         if r.decision != "keep":
             row.update(decision="discarded", rule="screening", reason=f"{r.decision}: {r.relevant} relevant of {r.screened} screened")
         rows.append(row)
-    ctx.store.set_topics(rows)
+    ctx.store.state.set_topics(rows)
     for r in rows:
         if r["screening"] != "keep":
-            for th in ctx.store.threads(r["qid"])["thread"]:
-                ctx.store.set_thread_state(r["qid"], th, "rejected", f"screening: {r['screening']}")
+            for th in ctx.store.topics.threads(r["qid"])["thread"]:
+                ctx.store.topics.set_thread_state(r["qid"], th, "rejected", f"screening: {r['screening']}")
     return {"decisions": {k: int(v) for k, v in scr["decision"].value_counts().sort_index().items()}}
 
 
 def kept_topics(ctx: Context) -> list[str]:
     """The campaign's topics (in order) that screening did not discard."""
-    discarded = ctx.store.decided_topics("discarded")
+    discarded = ctx.store.state.decided_topics("discarded")
     return [q for q in ctx.topic_ids if q not in discarded]
 
 
@@ -432,27 +440,28 @@ def _judged_or_issued_before(ctx: Context, suffix: str) -> set[tuple[str, str]]:
     """(topic, passage) judged or issued before this stage's batches (ids ending in ``suffix``;
     everything so far when there is none yet): on a resumed run, the same set as on the first
     attempt, whatever got judged since."""
-    b = ctx.store.batches(counts=False)
+    b = ctx.store.batches.all(counts=False)
     mine = np.flatnonzero(b["batch_id"].astype(str).str.endswith(suffix).to_numpy())
     before = set(b["batch_id"].iloc[: mine[0]] if len(mine) else b["batch_id"])
-    rows = ctx.store.campaign_items()
+    rows = ctx.store.batches.items()
     out = {(t, p) for bid, t, p in rows.itertuples(index=False) if bid in before}
-    log = ctx.store.judgments(None, "all")
+    log = ctx.store.judgments.log(None, "all")
     log = log[log["batch_id"].isin(before)]
     return out | set(zip(log["qid"].astype(str), log["docid"].astype(str)))
 
 
 def stage_fractional(ctx: Context) -> dict | Waiting:
-    """The fractional pool: a seeded fraction of the corpus, pooled to ``[pool] depth`` from the
-    pooled runs restricted to it; writes ``pool-fractional.parquet``, issues its new passages of the
-    kept topics and has them judged; returns fraction, kept passages and items, or :class:`Waiting`."""
+    """The fractional pool: a seeded fraction of the corpus, the depth pool (``[pool] depth``,
+    whatever ``[pool] kind``: the protocol's) of the pooled runs restricted to it; writes
+    ``pool-fractional.parquet``, issues its new passages of the kept topics and has them judged;
+    returns fraction, kept passages and items, or :class:`Waiting`."""
     frac = float(ctx.cfg.get_value("fractional", "fraction"))
     seed = int(ctx.cfg.get_value("fractional", "seed"))
-    depth = int(ctx.cfg.get_value("pool", "depth"))
     kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.classes)
     runs = restrict_runs(filter_runs(ctx.runset.table, ctx.pooled_runs), kept, classes=ctx.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
-    pool = depth_pool(runs, depth, classes=ctx.classes)
+    made = configured_pool("depth", runs, ctx.cfg, classes=ctx.classes)
+    pool, depth = made.table, made.arguments["depth"]
     keep = set(kept_topics(ctx))
     mask = [q in keep and (q, d) not in done for q, d in zip(pool["qid"].to_pylist(), pool["docid"].to_pylist())]
     pool = pool.filter(pa.array(mask, pa.bool_()))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import importlib
 import inspect
-import sqlite3
 import sys
 
 import typer
@@ -101,9 +100,9 @@ def run(argv: list[str] | None = None) -> int:
     except InputError as exc:
         sys.stderr.write(f"qrelkit: error: {' '.join(str(exc).splitlines())}\n")  # one line, always
         return 2
-    except (OSError, sqlite3.OperationalError) as exc:  # a file-system failure is the user's to fix: one line
+    except OSError as exc:  # a file-system failure is the user's to fix: one line (SQLite's: the store's InputError)
         err = disk_full(exc)
-        if err is None and (not isinstance(exc, OSError) or exc.filename is None):
+        if err is None and exc.filename is None:
             raise  # anything else is a bug: keep the traceback
         sys.stderr.write(f"qrelkit: error: {err or os_error(exc)}\n")
         return 2

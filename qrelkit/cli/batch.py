@@ -15,7 +15,8 @@ from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
 from qrelkit.pooler import import_batches, make_batches, require_texts
-from qrelkit.pooler.batches import import_empty_reason, judgments_to_qrels
+from qrelkit.pooler.batches import import_empty_reason
+from qrelkit.store.combine import judgments_to_qrels
 
 app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
 

@@ -4,7 +4,6 @@ status, export, replay, ...), and the CAL loop (features, next, simulate)."""
 from __future__ import annotations
 
 import contextlib
-import tomllib
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,10 +12,9 @@ import pyarrow as pa
 import typer
 
 from qrelkit.cal.screening import status_with_screening
-from qrelkit.cal.stopping import replay_store
-from qrelkit.cal.store import init_store, open_store, store_errors
+from qrelkit.cal.stopping import get_rule, replay_store, rule_name, rule_section
+from qrelkit.store import init_store, open_store, store_errors
 from qrelkit.cli import common
-from qrelkit.config import SCHEMA, check_value
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError, repair_counts
 from qrelkit.io.classes import read_classes
@@ -29,7 +27,7 @@ from qrelkit.io.topics import read_topics
 app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
 
 StoreArg = typer.Argument(..., help="The campaign's judging store (SQLite file).")
-RuleOpt = typer.Option("density", "--rule", "-r", help="Stopping rule: density | knee | budget | target.")
+RuleOpt = typer.Option(None, "--rule", "-r", help="Stopping rule: density | knee | budget | target, or a registered one (default: config [stopping] rule, density).")
 SetOpt = typer.Option([], "--set", help="Rule parameter KEY=VALUE (repeatable), e.g. min_judged=100.")
 BudgetOpt = typer.Option(None, "--budget", help="Judging budget per topic and thread (default: config [cal] budget, none).")
 ThreadOpt = typer.Option([], "--thread", help="Only this thread (repeatable): fractional | local | all.")
@@ -39,19 +37,7 @@ CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' g
 def _rule_params(items: List[str], rule: str = "density") -> dict:
     """``--set KEY=VALUE`` rule parameters, checked against the rule's config section
     (``[stopping]`` or ``[stopping.<rule>]``) when the schema declares them."""
-    section = "stopping" if rule == "density" else f"stopping.{rule}"
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError("bad-option", f"--set needs KEY=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = raw.strip()
-        if key.strip() in SCHEMA.get(section, {}):
-            out[key.strip()] = check_value(section, key.strip(), out[key.strip()], file="--set")
-    return out
+    return common.key_values(items, rule_section(rule))
 
 
 def _store_path(path: Path) -> Path:
@@ -132,7 +118,7 @@ def import_(
             raise InputError("unreadable", "no such file", file=str(f))
     with _open(store, timeout=lock_timeout, operation="cal import") as s, \
             common.progress("cal import: reading", len(files)) as advance:
-        report = s.import_files(files, lenient=lenient, scale=sc, progress=advance)
+        report = s.judgments.import_files(files, lenient=lenient, scale=sc, progress=advance)
     if conflicts_out is not None:
         _write_report(report.conflicts.astype({"stored_grade": "float64"}), conflicts_out, "cal-conflicts",
                       {"store": str(store), "files": [str(f) for f in files]})
@@ -156,7 +142,8 @@ def export(
     """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
     common.check_io(outputs=[output], read_stores=[store])
     with _open(store, readonly=True) as s:
-        table = s.export_log(thread=thread) if log else s.export_qrels(combine=combine, thread=thread)
+        table = (s.judgments.export_log(thread=thread) if log
+                 else s.judgments.export_qrels(combine=combine, thread=thread))
     params = {"thread": thread} if log else {"thread": thread, "combine": combine}
     if log:
         write_table(table, output, kind="judgment-log", params=params)
@@ -193,19 +180,22 @@ def status(
         if not {"qid", "docid"} <= set(pool_df.column_names):
             raise InputError("missing-column", "a pool table needs columns qid and docid", file=str(pool))
         pool_df = pool_df.select([c for c in ("qid", "docid", "position") if c in pool_df.column_names]).to_pandas()
+    rule = rule_name(cfg, rule)
+    settings = _rule_params(params, rule)
     with _open(store, readonly=True) as s:
         with common.progress("cal status") as advance:
             df, scr = status_with_screening(s, config=cfg, pool=pool_df, rule=rule, combine=combine, budget=budget,
-                                            threads=threads or None, progress=advance, **_rule_params(params, rule))
+                                            threads=threads or None, progress=advance, **settings)
     _write_report(df, output, "cal-status", {"store": str(store), "rule": rule, "params": params, "budget": budget,
                                              "pool": str(pool) if pool else None})
+    needs = get_rule(rule, cfg, **settings).needs()
     if as_json:
-        common.emit({"store": str(store), "rule": rule,
+        common.emit({"store": str(store), "rule": rule, "needs": needs,
                      "threads": common.records(df),
                      "screening": common.records(scr)}, True)
     else:
         shown = df.assign(density=df["density"].map(lambda x: "" if x != x else f"{x:.3f}"))
-        common.print_table(shown, title=f"{store} ({rule} rule)")
+        common.print_table(shown, title=f"{store} ({rule} rule: {needs})")
 
 
 @app.command("replay")

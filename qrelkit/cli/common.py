@@ -8,6 +8,7 @@ import inspect
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional
 
@@ -16,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from qrelkit.config import Config, load_config
+from qrelkit.config import Config, check_value, load_config, schema
+from qrelkit.errors import InputError
 from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every command calls check_io first, with its paths;
 # refuse_empty_result before it writes a result that may be empty
 
@@ -67,6 +69,25 @@ def reflow(text: str) -> str:
 
 def config(path: Optional[Path]) -> Config:
     return load_config(path)
+
+
+def key_values(items: list[str], section: str | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items (the value in TOML syntax, else the bare text) as a dict: a rule's
+    or a pool kind's parameters. A key the configuration declares in ``[section]`` is checked as
+    the file's would be."""
+    known = schema().get(section, {}) if section else {}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError("bad-option", f"--set needs KEY=VALUE, got {item!r}")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        out[key] = check_value(section, key, value, file="--set") if key in known else value
+    return out
 
 
 @contextlib.contextmanager

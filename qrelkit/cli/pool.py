@@ -16,8 +16,7 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import write_trec_run
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (
-    depth_pool, filter_runs, fractional_ids_from_corpus, fused_pool, pool_size_distribution, pool_stats,
-    restrict_runs, top1_pool,
+    configured_pool, filter_runs, fractional_ids_from_corpus, pool_size_distribution, pool_stats, restrict_runs,
 )
 from qrelkit.pooler.protocol import configured_selection
 from qrelkit.pooler.saved import read_pool
@@ -99,6 +98,37 @@ def select(
                            title=f"{int(sel['pooled'].sum())} of {len(sel)} runs pooled")
 
 
+@app.command("make")
+@common.examples("qrelkit pool make runs/ --kind depth --set depth=20 -o pool.parquet",
+                 "qrelkit pool make runs/ -c protocol.toml -m manifest.csv -o pool.parquet")
+def make(
+    runs: List[Path] = RunsArg,
+    output: Path = OutputOpt,
+    kind: Optional[str] = typer.Option(None, "--kind", help="Pool kind: depth | top1 | fused | rrf | rbp | fractional, or a registered one (default: config [pool] kind, depth)."),
+    settings: List[str] = typer.Option([], "--set", help="A parameter of the kind KEY=VALUE (repeatable; default: the config's), e.g. depth=20, take=50, method=rbp."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="The passage corpus (kind fractional: its kept passages are drawn from it)."),
+    manifest: Optional[Path] = ManifestOpt,
+    all_runs: bool = AllRunsOpt,
+    classes: Optional[Path] = ClassesOpt,
+    qrels: Optional[Path] = QrelsOpt,
+    lenient: Optional[bool] = LenientOpt,
+    ties: Optional[str] = TiesOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """The pool of any registered kind, its parameters from the config as the kind reads them
+    (depth: [pool] depth and judged; top1: [top1]; fused, rrf, rbp: [fused]; fractional:
+    [fractional] and [pool] depth; a plugin's: [pool.<kind>]), --set overriding; 'pool depth',
+    'pool top1', 'pool fused' and 'pool fractional' are this command for one kind."""
+    common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output])
+    cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
+    made = configured_pool(kind, table, cfg, classes=cls, qrels=q, corpus=corpus, **common.key_values(settings))
+    write_table(made.table, output, kind=f"pool-{made.kind}", params=_params(
+        runs=runs, pooled_runs=pooled, kind=made.kind, **made.params, classes=classes, qrels=qrels, corpus=corpus,
+        ties=tie, config=cfg.source))
+    _report(made.table, output, pooled, as_json, {"kind": made.kind, **made.params, "ties": tie}, rs)
+
+
 @app.command("depth")
 def depth(
     runs: List[Path] = RunsArg,
@@ -118,16 +148,14 @@ def depth(
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
     common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
-    k = int(cfg.get_value("pool", "depth", depth_))
-    per_run = None
-    if run_depth:
-        per_run = read_run_depths(run_depth)
-    pol = str(cfg.get_value("pool", "judged", judged))
-    pool = depth_pool(table, k, per_run_depth=per_run, classes=cls, qrels=q, judged=pol)
-    write_table(pool, output, kind="pool-depth", params=_params(
+    per_run = read_run_depths(run_depth) if run_depth else None
+    made = configured_pool("depth", table, cfg, depth=depth_, per_run_depth=per_run, judged=judged, classes=cls,
+                           qrels=q)
+    k, pol = made.params["depth"], made.params["judged"]
+    write_table(made.table, output, kind="pool-depth", params=_params(
         runs=runs, pooled_runs=pooled, depth=k, per_run_depth=per_run or {}, classes=classes, qrels=qrels,
         judged=pol, ties=tie, config=cfg.source))
-    _report(pool, output, pooled, as_json, {"depth": k, "ties": tie}, rs)
+    _report(made.table, output, pooled, as_json, {"depth": k, "ties": tie}, rs)
 
 
 @app.command("top1")
@@ -148,11 +176,10 @@ def top1(
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
     common.check_io(inputs=[runs, qrels, manifest, classes, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
-    mr = int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel))
-    pm = str(cfg.get_value("top1", "perfect", perfect))
-    pool = top1_pool(table, qrels=q, perfect_min_rel=mr, perfect=pm, classes=cls)
+    made = configured_pool("top1", table, cfg, perfect_min_rel=perfect_min_rel, perfect=perfect, classes=cls, qrels=q)
+    pool = made.table
     write_table(pool, output, kind="pool-top1", params=_params(runs=runs, pooled_runs=pooled, qrels=qrels,
-                perfect_min_rel=mr, perfect=pm, classes=classes, ties=tie, config=cfg.source))
+                **made.params, classes=classes, ties=tie, config=cfg.source))
     dist = pool_size_distribution(pool)
     _report(pool, output, pooled, as_json, {"histogram": dist["histogram"], "ties": tie}, rs)
 
@@ -178,15 +205,13 @@ def fused(
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
     common.check_io(inputs=[runs, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
-    m = str(cfg.get_value("fused", "method", method))
-    n = int(cfg.get_value("fused", "take", take))
-    kk = float(cfg.get_value("fused", "rrf_k", rrf_k))
-    pp = float(cfg.get_value("fused", "rbp_p", rbp_p))
-    pol = str(cfg.get_value("pool", "judged", judged))
-    pool = fused_pool(table, n, method=m, k=kk, p=pp, classes=cls, qrels=q, judged=pol)
-    write_table(pool, output, kind="pool-fused", params=_params(runs=runs, pooled_runs=pooled, method=m, take=n,
-                rrf_k=kk, rbp_p=pp, classes=classes, qrels=qrels, judged=pol, ties=tie, config=cfg.source))
-    _report(pool, output, pooled, as_json, {"method": m, "take": n, "ties": tie}, rs)
+    made = configured_pool("fused", table, cfg, take=take, method=method, rrf_k=rrf_k, rbp_p=rbp_p, judged=judged,
+                           classes=cls, qrels=q)
+    p = made.params
+    write_table(made.table, output, kind="pool-fused", params=_params(runs=runs, pooled_runs=pooled, method=p["method"],
+                take=p["take"], rrf_k=p["k"], rbp_p=p["p"], classes=classes, qrels=qrels, judged=p["judged"], ties=tie,
+                config=cfg.source))
+    _report(made.table, output, pooled, as_json, {"method": p["method"], "take": p["take"], "ties": tie}, rs)
 
 
 @app.command("fractional")
@@ -214,11 +239,11 @@ def fractional(
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     f = float(cfg.get_value("fractional", "fraction", fraction))
     s = int(cfg.get_value("fractional", "seed", seed))
-    k = int(cfg.get_value("pool", "depth", depth_))
     with common.progress("sampling corpus", None):
         kept = fractional_ids_from_corpus(corpus, f, s, classes=cls)
+    made = configured_pool("fractional", table, cfg, kept=kept, depth=depth_, fraction=f, seed=s, classes=cls, qrels=q)
+    pool, k = made.table, made.params["depth"]
     restricted = restrict_runs(table, kept, classes=cls)
-    pool = depth_pool(restricted, k, classes=cls, qrels=q, judged="drop")
     params = _params(runs=runs, pooled_runs=pooled, corpus=corpus, fraction=f, seed=s, depth=k, classes=classes,
                      qrels=qrels, ties=tie, config=cfg.source)
     if ids_out:

@@ -278,7 +278,7 @@ def aggregation_options(labels: LabelsParams | None = None) -> dict:
 @dataclass(frozen=True)
 class VoteRule:
     """Several assessors' grades of an item -> one grade, by :func:`aggregate_judgments`' majority
-    vote: what a judging store's ``combine`` takes (:func:`qrelkit.cal.store.combine_log`) so that
+    vote: what a judging store's ``combine`` takes (:func:`qrelkit.store.combine.combine_log`) so that
     CAL, its stopping rules and the qrels see the voted label.
 
     The grade is the graded label (``graded``: ceiled median or median_high) when it is on the

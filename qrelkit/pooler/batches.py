@@ -34,7 +34,7 @@ import pyarrow as pa
 from qrelkit.errors import InputError, fail_or_count, quoted
 from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
-from qrelkit.io.qrels import QRELS_SCHEMA, parse_grade, sort_qrels
+from qrelkit.io.qrels import parse_grade
 from qrelkit.io.tables import read_answer_table
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
@@ -276,38 +276,3 @@ def import_empty_reason(judgments: pd.DataFrame, counts: dict[str, int]) -> str 
     return "no judgment imported" + (f" ({why})" if why else " (no rows)")
 
 
-def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high") -> pa.Table:
-    """Qrels from a judgments table, one grade per (topic, passage).
-
-    ``combine`` says how several assessors' grades become one: ``median_high`` (the higher
-    middle grade, always a grade someone gave; the default), ``max`` or ``min``. The labels
-    module offers the full set of aggregation rules (majority vote, ceiled median, ...).
-    """
-    if combine not in ("median_high", "max", "min"):
-        raise InputError("bad-option", f"combine must be median_high, max or min, got {combine!r}")
-    if len(judgments) == 0:
-        return QRELS_SCHEMA.empty_table()
-    try:  # grades compare as numbers, whatever their dtype (text "10" > "2")
-        grades = pd.to_numeric(judgments["grade"], errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
-    except (ValueError, TypeError):
-        raise InputError("grade-outside-scale", "a grade is not a number") from None
-    g = judgments.assign(grade=grades).groupby(["qid", "docid"], sort=False)["grade"]
-    codes = g.ngroup().to_numpy()  # -1: a row with a missing qid or docid, no group's
-    if not np.isfinite(grades[codes >= 0]).all():
-        raise InputError("missing-value", "a judgment has no grade (NaN or missing)")
-    if combine == "max":
-        agg = g.max().reset_index()
-    elif combine == "min":
-        agg = g.min().reset_index()
-    else:  # the higher middle grade of each group, for every group at once (no Python call per group)
-        keep = np.flatnonzero(codes >= 0)
-        order = keep[np.lexsort((grades[keep], codes[keep]))]
-        sc = codes[order]
-        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
-        sizes = np.diff(np.r_[starts, len(order)])
-        first = judgments.iloc[order[starts]]
-        agg = pd.DataFrame({"qid": first["qid"].to_numpy(), "docid": first["docid"].to_numpy(),
-                            "grade": grades[order][starts + sizes // 2]})
-    t = pa.table({"qid": agg["qid"].astype(str).tolist(), "docid": agg["docid"].astype(str).tolist(),
-                  "rel": pa.array(agg["grade"].astype(int).tolist(), pa.int32())})
-    return sort_qrels(t.cast(QRELS_SCHEMA))

@@ -1,43 +1,107 @@
-"""Pool kinds by name: ``make_pool(kind, runs, **params)``, as ir_measures names its measures.
+"""Pool kinds by name: ``make_pool(kind, runs, **params)``, as ir_measures names its measures;
+``configured_pool(kind, runs, config)`` with the kind's parameters from a configuration.
 
-A pool kind is a function ``(runs, **params) -> pool table``; the built-in kinds are the pool
-functions of :mod:`qrelkit.pooler.pools` (unchanged, still public):
+A pool kind is a function ``(runs, **params) -> pool table`` and, registered with it, how it takes
+its parameters from a configuration (``params(config, **overrides) -> the function's keyword
+arguments``, a given override winning: the one place that says which keys a kind reads). The
+built-in kinds are the pool functions of :mod:`qrelkit.pooler.pools` (unchanged, still public):
 
 * ``depth`` — :func:`~qrelkit.pooler.pools.depth_pool` (``depth``, ``per_run_depth``, ``classes``,
-  ``qrels``, ``judged``);
+  ``qrels``, ``judged``; from ``[pool] depth`` and ``judged``);
 * ``top1`` — :func:`~qrelkit.pooler.pools.top1_pool` (``qrels``, ``perfect_min_rel``, ``perfect``,
-  ``classes``);
+  ``classes``; from ``[top1]``);
 * ``fused`` — :func:`~qrelkit.pooler.pools.fused_pool` (``take``, ``method`` rrf | rbp, ``k``, ``p``,
-  ...), and ``rrf`` / ``rbp``, the same with that ``method`` by default;
+  ...; from ``[fused]`` and ``[pool] judged``), and ``rrf`` / ``rbp``, the same with that ``method``;
 * ``fractional`` — :func:`fractional_pool`: the depth pool of the runs restricted to a fractional
-  collection (``kept`` ids), already judged items dropped (``qrelkit pool fractional``).
+  collection (``kept`` ids, or drawn from a ``corpus`` by ``[fractional] fraction`` and ``seed``),
+  already judged items dropped (``qrelkit pool fractional``).
 
-A new kind is one function and one line: ``register_pool("mine", my_pool)``.
+A new kind is one function and one line: ``register_pool("mine", my_pool)``; its parameters then
+come from its own section ``[pool.mine]`` when it declares one (``keys=``), else from overrides
+(``qrelkit pool make --kind mine --set KEY=VALUE``); ``params=`` says otherwise. Every registered
+kind is a choice of ``[pool] kind``, the campaign's pool.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
+from qrelkit.config import Key, add_choice, declare_section, load_config
 from qrelkit.errors import InputError
-from qrelkit.pooler.fractional import restrict_runs
+from qrelkit.pooler.fractional import fractional_ids_from_corpus, restrict_runs
 from qrelkit.pooler.pools import depth_pool, fused_pool, top1_pool
 
 PoolKind = Callable[..., pa.Table]
+#: what a kind may take besides its parameters: the near-duplicate classes, the qrels, the corpus
+INPUTS = ("classes", "qrels", "corpus")
 
-_POOLS: dict[str, PoolKind] = {}
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A registered pool kind: ``fn(runs, **params) -> pool``; ``params(config, **overrides)`` ->
+    ``fn``'s keyword arguments (overrides that are None take the configuration's value; the
+    inputs :data:`INPUTS` are overrides too); ``summary(arguments)``: what a campaign's pool
+    stage records of them (default: the kind and its plain parameters)."""
+
+    name: str
+    fn: PoolKind
+    params: Callable[..., dict]
+    summary: Callable[[dict], dict]
 
 
-def register_pool(name: str, fn: PoolKind | None = None):
+_POOLS: dict[str, PoolSpec] = {}
+
+
+def _plain(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters among ``arguments`` a record can hold (numbers, words, lists and tables of
+    them): not the inputs (classes, qrels, corpus) nor the kept ids."""
+    out = {}
+    for k, v in arguments.items():
+        if k in INPUTS or k == "kept":
+            continue
+        if isinstance(v, os.PathLike):
+            v = str(v)
+        if v is None or isinstance(v, (bool, int, float, str)) or \
+                (isinstance(v, (list, tuple, dict)) and not any(isinstance(x, (pa.Array, pa.Table)) for x in v)):
+            out[k] = v
+    return out
+
+
+def _declared_params(name: str, fn: PoolKind, keys: tuple[str, ...]) -> Callable[..., dict]:
+    """A plugin kind's ``params``: its section ``[pool.<name>]`` (``keys``), the overrides, and the
+    inputs its function takes."""
+    takes = inspect.signature(fn).parameters
+
+    def params(config, **overrides) -> dict:
+        out = {k: config.get_value(f"pool.{name}", k, overrides.pop(k, None)) for k in keys}
+        out.update({k: v for k, v in overrides.items() if k not in INPUTS or k in takes})
+        return out
+
+    return params
+
+
+def register_pool(name: str, fn: PoolKind | None = None, *, params: Callable[..., dict] | None = None,
+                  keys: Iterable[Key] = (), summary: Callable[[dict], dict] | None = None):
     """Make the pool function ``fn(runs, **params) -> pool`` available as ``name`` (to
-    :func:`make_pool`); without ``fn``, a function decorator. Registering a name again replaces it."""
+    :func:`make_pool`, :func:`configured_pool`, ``qrelkit pool make --kind``, ``[pool] kind``);
+    without ``fn``, a function decorator. ``keys``: its own parameters, declared as the section
+    ``[pool.<name>]``; ``params``: how it takes them from a configuration instead
+    (:class:`PoolSpec`). Registering a name again replaces it."""
+    keys = tuple(keys)
 
     def deco(f: PoolKind) -> PoolKind:
-        _POOLS[name] = f
+        if keys:
+            declare_section(f"pool.{name}", keys)
+        _POOLS[name] = PoolSpec(name, f, params or _declared_params(name, f, tuple(k.name for k in keys)),
+                                summary or (lambda a: {"kind": name, **_plain(a)}))
+        add_choice("pool", "kind", name)
         return f
 
     return deco if fn is None else deco(fn)
@@ -48,11 +112,16 @@ def available_pools() -> list[str]:
     return sorted(_POOLS)
 
 
-def pool_kind(name: str) -> PoolKind:
-    """The pool function registered as ``name`` (the error ``bad-option`` when there is none)."""
+def pool_spec(name: str) -> PoolSpec:
+    """The registered kind ``name`` (the error ``bad-option`` when there is none)."""
     if name not in _POOLS:
         raise InputError("bad-option", f"unknown pool kind {name!r}; kinds: {', '.join(available_pools())}")
     return _POOLS[name]
+
+
+def pool_kind(name: str) -> PoolKind:
+    """The pool function registered as ``name`` (the error ``bad-option`` when there is none)."""
+    return pool_spec(name).fn
 
 
 def make_pool(kind: str, runs: pa.Table, **params: Any) -> pa.Table:
@@ -69,25 +138,117 @@ def make_pool(kind: str, runs: pa.Table, **params: Any) -> pa.Table:
     ['p1', 'p1', 'p1']
     """
     fn = pool_kind(kind)
-    try:
-        inspect.signature(fn).bind(runs, **params)
-    except TypeError as e:
-        raise InputError("bad-option", f"pool kind {kind!r}: {e}") from None
+    _bind(f"pool kind {kind!r}", fn, runs, **params)
     return fn(runs, **params)
 
 
-def fractional_pool(runs: pa.Table, kept: pa.Array, depth: int = 10, *, classes: pa.Table | None = None,
-                    qrels: pa.Table | None = None) -> pa.Table:
+def _bind(what: str, fn: Callable, *args: Any, **params: Any) -> None:
+    try:
+        inspect.signature(fn).bind(*args, **params)
+    except TypeError as e:
+        raise InputError("bad-option", f"{what}: {e}") from None
+
+
+@dataclass(frozen=True)
+class ConfiguredPool:
+    """A pool made by :func:`configured_pool`: its ``kind``, the ``table`` and the keyword
+    ``arguments`` the kind's function got."""
+
+    kind: str
+    table: pa.Table
+    arguments: dict
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The arguments a record can hold (the numbers and words; not the tables)."""
+        return _plain(self.arguments)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What a campaign's pool stage records of the parameters (:class:`PoolSpec`)."""
+        return _POOLS[self.kind].summary(self.arguments) if self.kind in _POOLS else self.params
+
+
+def configured_pool(kind: str | None, runs: pa.Table, config: Any = None, **overrides: Any) -> ConfiguredPool:
+    """The pool of kind ``kind`` (None: the configuration's ``[pool] kind``) over ``runs`` with
+    its parameters from ``config`` (the built-in defaults without one) as the kind takes them
+    (:class:`PoolSpec`), ``overrides`` (flags, and the inputs ``classes``, ``qrels``, ``corpus``)
+    winning unless None: what ``qrelkit pool make`` and its aliases, and a campaign's pool stage,
+    build. A parameter the kind does not take is ``[bad-option]``.
+
+    Examples
+    --------
+    >>> from qrelkit.pooler.registry import configured_pool
+    >>> from qrelkit.simulate.toy import toy_runs
+    >>> p = configured_pool("depth", toy_runs(), depth=1)
+    >>> p.kind, p.params, p.summary, p.table.num_rows
+    ('depth', {'depth': 1, 'per_run_depth': None, 'judged': 'mark'}, {'depth': 1}, 6)
+    """
+    cfg = config if config is not None else load_config(None)
+    name = str(cfg.get_value("pool", "kind", kind))
+    spec = pool_spec(name)
+    overrides = {k: v for k, v in overrides.items() if v is not None or k not in INPUTS}  # an input not given
+    _bind(f"pool kind {name!r}", spec.params, cfg, **overrides)
+    arguments = spec.params(cfg, **overrides)
+    return ConfiguredPool(name, make_pool(name, runs, **arguments), arguments)
+
+
+def pool_parameters(kind: str | None = None, config: Any = None) -> dict[str, Any]:
+    """The parameters kind ``kind`` (None: ``[pool] kind``) takes from ``config``, as a record holds
+    them (the inputs left out): ``{"depth": 10, "per_run_depth": None, "judged": "mark"}``."""
+    cfg = config if config is not None else load_config(None)
+    return _plain(pool_spec(str(cfg.get_value("pool", "kind", kind))).params(cfg))
+
+
+def fractional_pool(runs: pa.Table, kept: pa.Array | None = None, depth: int = 10, *, classes: pa.Table | None = None,
+                    qrels: pa.Table | None = None, corpus: str | os.PathLike | None = None, fraction: float = 0.1,
+                    seed: int = 0) -> pa.Table:
     """The depth-``depth`` pool of ``runs`` restricted to the fractional collection ``kept``
-    (:func:`~qrelkit.pooler.fractional.fractional_ids`), items already in ``qrels`` dropped —
-    what ``qrelkit pool fractional`` writes."""
+    (:func:`~qrelkit.pooler.fractional.fractional_ids`; drawn from ``corpus`` with ``fraction`` and
+    ``seed`` when not given), items already in ``qrels`` dropped — what ``qrelkit pool
+    fractional`` writes."""
+    if kept is None:
+        if corpus is None:
+            raise InputError("bad-option", "the fractional pool needs the kept passage ids or the corpus (--corpus)")
+        kept = fractional_ids_from_corpus(Path(corpus), fraction, seed, classes=classes)
     restricted = restrict_runs(runs, kept, classes=classes)
     return depth_pool(restricted, depth, classes=classes, qrels=qrels, judged="drop")
 
 
-register_pool("depth", depth_pool)
-register_pool("top1", top1_pool)
-register_pool("fused", fused_pool)
-register_pool("rrf", partial(fused_pool, method="rrf"))
-register_pool("rbp", partial(fused_pool, method="rbp"))
-register_pool("fractional", fractional_pool)
+# -- the built-in kinds and how each takes its parameters from a configuration ---------------------
+
+
+def _depth_params(cfg, *, depth: int | None = None, per_run_depth: Mapping[str, int] | None = None,
+                  judged: str | None = None, classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
+    return {"depth": int(cfg.get_value("pool", "depth", depth)), "per_run_depth": per_run_depth, "classes": classes,
+            "qrels": qrels, "judged": str(cfg.get_value("pool", "judged", judged))}
+
+
+def _top1_params(cfg, *, perfect_min_rel: int | None = None, perfect: str | None = None,
+                 classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
+    return {"qrels": qrels, "perfect_min_rel": int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel)),
+            "perfect": str(cfg.get_value("top1", "perfect", perfect)), "classes": classes}
+
+
+def _fused_params(cfg, *, take: int | None = None, method: str | None = None, rrf_k: float | None = None,
+                  rbp_p: float | None = None, judged: str | None = None, classes: pa.Table | None = None,
+                  qrels: pa.Table | None = None) -> dict:
+    return {"take": int(cfg.get_value("fused", "take", take)), "method": str(cfg.get_value("fused", "method", method)),
+            "k": float(cfg.get_value("fused", "rrf_k", rrf_k)), "p": float(cfg.get_value("fused", "rbp_p", rbp_p)),
+            "classes": classes, "qrels": qrels, "judged": str(cfg.get_value("pool", "judged", judged))}
+
+
+def _fractional_params(cfg, *, depth: int | None = None, fraction: float | None = None, seed: int | None = None,
+                       kept: pa.Array | None = None, corpus: str | os.PathLike | None = None,
+                       classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
+    return {"kept": kept, "depth": int(cfg.get_value("pool", "depth", depth)), "classes": classes, "qrels": qrels,
+            "corpus": corpus, "fraction": float(cfg.get_value("fractional", "fraction", fraction)),
+            "seed": int(cfg.get_value("fractional", "seed", seed))}
+
+
+register_pool("depth", depth_pool, params=_depth_params, summary=lambda a: {"depth": a["depth"]})
+register_pool("top1", top1_pool, params=_top1_params)
+register_pool("fused", fused_pool, params=_fused_params)
+register_pool("rrf", partial(fused_pool, method="rrf"), params=partial(_fused_params, method="rrf"))
+register_pool("rbp", partial(fused_pool, method="rbp"), params=partial(_fused_params, method="rbp"))
+register_pool("fractional", fractional_pool, params=_fractional_params)

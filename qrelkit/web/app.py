@@ -227,7 +227,7 @@ class _Web:
     def _organizer_data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
                                "agreement": self.svc.agreement(), "status_error": None, "status": [],
-                               "prefs": self.prefs.status()}
+                               "prefs": self.prefs.status(), "protocol": self.svc.protocol()}
         try:
             out["status"] = self.svc.status_rows()
         except InputError as exc:

@@ -4,7 +4,7 @@ comparison at a time — the question, two passages side by side, left or right.
 kept in the campaign store (one transaction each, idempotent); when an assessor finishes a
 task the protocol's screening runs (:func:`qrelkit.campaign.prefs.screen_preferences`). Until
 then the assessor may undo their last answer (a retraction row in the store, never a deletion:
-:meth:`qrelkit.campaign.store.CampaignStore.retract_pref`) and answer that comparison again.
+:meth:`qrelkit.store.interfaces.Preferences.retract`) and answer that comparison again.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ class PreferenceViews:
         """The preference tasks assigned to ``acc``: ``task_id, comparisons, answered, state``
         (``open``, ``done``, or ``closed`` for an assessor the screening excluded)."""
         s = self.svc.store()
-        mine = s.pref_assignments(acc.name)
+        mine = s.prefs.assignments(acc.name)
         if not len(mine):
             return []
-        tasks = s.pref_tasks()
+        tasks = s.prefs.tasks()
         size = tasks.groupby("task_id").size().to_dict()
-        ans = s.pref_answers(acc.name)
+        ans = s.prefs.answers(acc.name)
         answered = ans.groupby("task_id").size().to_dict() if len(ans) else {}
         closed = acc.name in excluded_assessors(s)
         out = []
@@ -53,10 +53,10 @@ class PreferenceViews:
     def _task(self, acc: Account, task_id: str):
         """The comparisons of ``acc``'s task ``task_id`` (404 for a task that is not theirs)."""
         s = self.svc.store()
-        mine = s.pref_assignments(acc.name)
+        mine = s.prefs.assignments(acc.name)
         if task_id not in set(mine["task_id"]):
             raise WebError(404, f"no preference task {task_id} for you")
-        return s.pref_tasks(task_id).sort_values("slot", kind="stable")
+        return s.prefs.tasks(task_id).sort_values("slot", kind="stable")
 
     def view(self, acc: Account, task_id: str) -> dict[str, Any]:
         """The page of a task: the next comparison ``acc`` has not answered (question, left and
@@ -65,13 +65,13 @@ class PreferenceViews:
         done."""
         rows = self._task(acc, task_id)
         s = self.svc.store()
-        ans = s.pref_answers(acc.name, task_id)
+        ans = s.prefs.answers(acc.name, task_id)
         answered = dict(zip(ans["slot"].astype(int), ans["choice"]))
         total = len(rows)
         out: dict[str, Any] = {"task_id": task_id, "total": total, "answered": len(answered), "item": None,
                                "next_task": None, "last": None}
         todo = rows[~rows["slot"].astype(int).isin(set(answered))]
-        log = s.pref_answer_log(task_id) if len(ans) else None
+        log = s.prefs.answer_log(task_id) if len(ans) else None
         mine = None if log is None else log[(log["worker"] == acc.name) & log["retracted"].isna()]
         last = None if mine is None or not len(mine) else {
             "slot": int(mine["slot"].iloc[-1]), "choice": str(mine["choice"].iloc[-1]), "answer": int(mine["seq"].iloc[-1])}
@@ -107,10 +107,10 @@ class PreferenceViews:
             raise WebError(404, f"task {task_id} has no comparison {k}")
         s = self.svc.store()
         closed = acc.name in excluded_assessors(s)
-        if closed and not (s.pref_answers(acc.name, task_id)["slot"].astype(int) == k).any():
+        if closed and not (s.prefs.answers(acc.name, task_id)["slot"].astype(int) == k).any():
             raise WebError(409, f"task {task_id} is closed for you")
-        stored = s.answer_pref(task_id, k, acc.name, side)
-        n = len(s.pref_answers(acc.name, task_id))
+        stored = s.prefs.answer(task_id, k, acc.name, side)
+        n = len(s.prefs.answers(acc.name, task_id))
         done = n >= len(rows)
         if done:  # a retry of the finishing answer screens again (idempotent): a failed screening is not lost
             self.screen()
@@ -130,14 +130,14 @@ class PreferenceViews:
         except ValueError:
             raise WebError(400, f"comparison {slot!r} is not a number") from None
         s = self.svc.store()
-        if acc.name in excluded_assessors(s) and len(s.pref_answers(acc.name, task_id)) < len(rows):
+        if acc.name in excluded_assessors(s) and len(s.prefs.answers(acc.name, task_id)) < len(rows):
             raise WebError(409, f"task {task_id} is closed for you: your answers can no longer be undone")
         try:
             seq = None if answer is None or str(answer).strip() == "" else int(str(answer).strip())
         except ValueError:
             raise WebError(400, f"answer {answer!r} is not a number") from None
-        res = s.retract_pref(task_id, acc.name, k, answer=seq)  # a finished task: [task-finished], 409
-        n = len(s.pref_answers(acc.name, task_id))
+        res = s.prefs.retract(task_id, acc.name, k, answer=seq)  # a finished task: [task-finished], 409
+        n = len(s.prefs.answers(acc.name, task_id))
         return {"task_id": task_id, "slot": res["slot"], "choice": res["choice"], "status": res["status"],
                 "answered": n, "total": len(rows), "done": n >= len(rows)}
 

@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import os
-import sqlite3
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -22,16 +21,17 @@ from typing import Any
 
 import pandas as pd
 
-from qrelkit.cal.store import ConflictError
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
+from qrelkit.campaign.rounds import describe_protocol, topic_stopping
 from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
+from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
-from qrelkit.io.textindex import TextIndex, open_text_index
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
+from qrelkit.store import ConflictError, TextIndex, open_text_index
 from qrelkit.web.worker import Advancer
 
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
@@ -61,7 +61,7 @@ class Account:
 
 
 class PassageTexts:
-    """Passage texts of a campaign from its text index (:func:`qrelkit.io.textindex.open_text_index`,
+    """Passage texts of a campaign from its text index (:func:`qrelkit.store.textindex.open_text_index`,
     ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
     def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000) -> None:
@@ -102,10 +102,10 @@ class CampaignService:
         self._stores: list[CampaignStore] = []
         self._stores_lock = threading.Lock()
         s = self.store()
-        self.secret = s.web_secret()
-        self.cfg = s.config()
-        paths = s.get_state("paths") or {}
-        tdf = s.topics()
+        self.secret = s.accounts.web_secret()
+        self.cfg = campaign_config(s)
+        paths = s.state.get("paths") or {}
+        tdf = s.topics.all()
         self.topic_text = dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str)))
         self.topic_order = list(self.topic_text)
         self.details: dict[str, dict[str, str]] = {}
@@ -139,8 +139,7 @@ class CampaignService:
         connection only in the thread that made it; the others close when collected)."""
         with self._stores_lock:
             for s in self._stores:
-                with contextlib.suppress(sqlite3.ProgrammingError):
-                    s.close()
+                s.close(from_any_thread=True)
             self._stores.clear()
         self._local = threading.local()
         self.texts.close()
@@ -152,14 +151,14 @@ class CampaignService:
 
     def login(self, token: str) -> Account:
         """The active account of a login token; 403 for an unknown or revoked one."""
-        acc = self.store().account_by_token(token_hash(token))
+        acc = self.store().accounts.by_token(token_hash(token))
         if acc is None:
             raise WebError(403, "this login link is not valid (mistyped, or revoked): ask the organizer for a new one")
         return Account(acc["name"], acc["organizer"], tuple(acc["topics"]), acc["generation"])
 
     def account(self, name: str, generation: int) -> Account | None:
         """The account of a session, if it is still active and of the same generation."""
-        acc = self.store().account(name)
+        acc = self.store().accounts.get(name)
         if acc is None or acc["revoked"] is not None or acc["generation"] != generation:
             return None
         return Account(acc["name"], acc["organizer"], tuple(acc["topics"]), acc["generation"])
@@ -169,7 +168,7 @@ class CampaignService:
     def visible_topics(self, acc: Account) -> list[str]:
         """The topics ``acc`` may open: those of the batches assigned to it (every topic with
         ``[web] free_topic_choice``), limited to the account's topics when it has some."""
-        seen = set(self.topic_order) if self.free_choice else self.store().assigned_topic_set(acc.name)
+        seen = set(self.topic_order) if self.free_choice else self.store().assignments.assigned_topic_set(acc.name)
         if acc.topics:
             seen &= set(acc.topics)
         return [q for q in self.topic_order if q in seen]
@@ -182,38 +181,42 @@ class CampaignService:
 
     def topic_status(self, qid: str) -> dict[str, Any]:
         """Stage and rule status of a topic: screening, decision (rule, reason), threads, judged,
-        relevant and density over the grades in force."""
+        relevant and density over the grades in force, and the campaign's stopping rule on it
+        (``stopping``: what it needs, where the topic stands; :func:`qrelkit.campaign.rounds.topic_stopping`)."""
         s = self.store()
         ct = self._topic_row(qid)
         n, r = self._label_counts(qid)
         out = {"qid": qid, **{k: ct[k] for k in ("screening", "decision", "rule", "reason")},
-               "threads": [{"thread": t, "state": st} for t, st in s.thread_states(qid)],
+               "threads": [{"thread": t, "state": st} for t, st in s.topics.thread_states(qid)],
                "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
-               "accept_density_below": self.cfg.get_value("stopping", "accept_density_below"),
-               "accept_min_judged": self.cfg.get_value("stopping", "accept_min_judged")}
+               "stopping": topic_stopping(s, self.cfg, qid).as_dict()}
         return out
+
+    def protocol(self) -> dict[str, Any]:
+        """The campaign's pool kind and stopping rule in words (:func:`qrelkit.campaign.rounds.describe_protocol`)."""
+        return describe_protocol(self.cfg)
 
     def _label_counts(self, qid: str) -> tuple[int, int]:
         """Judged passages of a topic and how many are relevant, one grade per passage by
         ``[campaign] combine``: read as plain rows; combined by the store's rule
-        (:meth:`~qrelkit.cal.store.JudgingStore.labels`) only when some passage has several assessors."""
-        rows = self.store().topic_grades(qid)
+        (:meth:`~qrelkit.store.interfaces.JudgmentLog.labels`) only when some passage has several assessors."""
+        rows = self.store().judgments.topic_grades(qid)
         by: dict[str, dict[str, int]] = {}
         for d, a, g in rows:
             by.setdefault(d, {})[a] = g
         if all(len(v) == 1 for v in by.values()):  # one assessor per passage: every rule gives that grade
             return len(by), sum(1 for v in by.values() if next(iter(v.values())) in self.relevant)
-        lab = self.store().labels(qid, "all", combine=self.combine)
+        lab = self.store().judgments.labels(qid, "all", combine=self.combine)
         return len(lab), int(lab["grade"].isin(self.relevant).sum()) if len(lab) else 0
 
     def topics_overview(self, acc: Account) -> list[dict[str, Any]]:
         """The topic picker's rows: topic, query, items owed by ``acc``, judged by ``acc``, decision."""
         s = self.store()
-        owed = s.pending(acc.name)
+        owed = s.assignments.pending(acc.name)
         by_topic = owed.groupby("qid").size().to_dict() if len(owed) else {}
-        g = s.assessor_grades(acc.name)
+        g = s.judgments.assessor_grades(acc.name)
         mine = g.loc[g["source"] == WEB_SOURCE, "qid"].value_counts().to_dict() if len(g) else {}
-        ct = s.campaign_topics()
+        ct = s.state.topics()
         dec = {q: (None if pd.isna(d) else d) for q, d in zip(ct["qid"], ct["decision"])}
         return [{"qid": q, "query": self.topic_text.get(q, ""), "owed": int(by_topic.get(q, 0)),
                  "judged": int(mine.get(q, 0)), "decision": dec.get(q)} for q in self.visible_topics(acc)]
@@ -224,9 +227,9 @@ class CampaignService:
         """(batch, assessor) places on topic ``qid`` that ``acc`` may take: assessors with no
         active account who still owe items there, in batches ``acc`` is not an assessor of."""
         s = self.store()
-        staffed = {a["name"] for a in s.accounts() if a["revoked"] is None}
-        pend = s.pending(None, qid)
-        a = s.assignments()
+        staffed = {a["name"] for a in s.accounts.all() if a["revoked"] is None}
+        pend = s.assignments.pending(None, qid)
+        a = s.assignments.all()
         mine = set(a.loc[a["assessor"] == acc.name, "batch_id"])
         out = []
         for bid, who in dict.fromkeys(zip(pend["batch_id"], pend["assessor"])):
@@ -263,32 +266,32 @@ class CampaignService:
         if not places:
             raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
         s = self.store()
-        claims = s.get_state("web_claims", [])
+        claims = s.state.get("web_claims", [])
         for _, who in places:
             if [qid, who, acc.name] not in claims:
                 claims.append([qid, who, acc.name])
-        s.set_state(web_claims=claims)
-        taken = sum(s.reassign(bid, who, acc.name) for bid, who in places)
+        s.state.update(web_claims=claims)
+        taken = sum(s.assignments.reassign(bid, who, acc.name) for bid, who in places)
         return {"qid": qid, "status": "taken", "batches": int(taken)}
 
     def apply_claims(self) -> int:
         """Move the places of claimed topics' new batches to their claimers (after each run of
         the runner, which assigns batches to the protocol's names); returns how many moved."""
         s = self.store()
-        claims = s.get_state("web_claims", [])
+        claims = s.state.get("web_claims", [])
         if not claims:
             return 0
-        a = s.assignments()
+        a = s.assignments.all()
         moved = 0
         for qid, who, to in claims:
             for bid in a.loc[(a["qid"] == qid) & (a["assessor"] == who), "batch_id"]:
-                moved += s.reassign(bid, who, to)
+                moved += s.assignments.reassign(bid, who, to)
         return moved
 
     # -- the queue of one assessor on one topic ----------------------------------------------------
 
     def _queue(self, acc: Account, qid: str, session: str) -> list[tuple[str, str]]:
-        owed = self.store().owed_items(acc.name, qid)
+        owed = self.store().assignments.owed_items(acc.name, qid)
         if not owed:
             return []
         owed = sorted(owed, key=lambda r: r[1] != "pool")  # stable: pool batches first, then CAL, each in issue order
@@ -318,8 +321,8 @@ class CampaignService:
         if queue:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
-            b = s.assignment(bid, acc.name)
-            done = s.judged_in_batch(acc.name, bid)
+            b = s.assignments.assignment(bid, acc.name)
+            done = s.judgments.judged_in_batch(acc.name, bid)
             out["item"] = {"batch_id": bid, "docid": docid, "text": self.texts.get(docid, wanted), "kind": b["kind"],
                            "batch_items": len(b["items"]), "batch_judged": int(done)}
             out["state"] = "judging"
@@ -336,7 +339,7 @@ class CampaignService:
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
         self.check_topic(acc, qid)
-        owed = len(self.store().owed_items(acc.name, qid))
+        owed = len(self.store().assignments.owed_items(acc.name, qid))
         state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else
                                         ("computing" if self.advancer.busy else "waiting"))
         return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state}
@@ -350,13 +353,13 @@ class CampaignService:
 
     def _my_batch(self, acc: Account, qid: str, batch_id: str) -> dict:
         self.check_topic(acc, qid)
-        b = self.store().assignment(batch_id, acc.name)
+        b = self.store().assignments.assignment(batch_id, acc.name)
         if b is None or b["qid"] != qid:
             raise WebError(404, f"no batch {batch_id} of topic {qid} for you")
         return b
 
     def _topic_row(self, qid: str) -> dict[str, Any]:
-        return {k: (None if v is None else str(v)) for k, v in self.store().topic_row(qid).items()}
+        return {k: (None if v is None else str(v)) for k, v in self.store().state.topic_row(qid).items()}
 
     def parse_grade(self, grade: Any) -> int:
         """An integer grade of the scale; 400 otherwise."""
@@ -376,21 +379,21 @@ class CampaignService:
         g = self.parse_grade(grade)
         s = self.store()
         # read before one's own grades: a judgment by another tab in between is seen
-        if not s.owed_in_batch(acc.name, batch_id, docid):
-            mine = s.assessor_grades(acc.name, topic=qid, batch=batch_id)
+        if not s.assignments.owed_in_batch(acc.name, batch_id, docid):
+            mine = s.judgments.assessor_grades(acc.name, topic=qid, batch=batch_id)
             if not (mine["docid"] == docid).any():
                 raise WebError(409, f"passage {docid} of batch {batch_id} is no longer asked for (judged in an earlier "
                                     "batch); reload the page")
         try:
-            rep = s.import_judgment(qid, docid, acc.name, g, batch_id, source=WEB_SOURCE, scale=self.scale)
+            rep = s.judgments.import_judgment(qid, docid, acc.name, g, batch_id, source=WEB_SOURCE, scale=self.scale)
         except ConflictError as exc:
             stored = exc.report.conflicts["stored_grade"].iat[0]
             raise WebError(409, f"you gave passage {docid} grade {stored} already: undo it to change it") from None
         with self._skip_lock:
             if self._front.get(session) == (batch_id, docid):
                 del self._front[session]
-        batch_done = not s.owed_in_batch(acc.name, batch_id)
-        if batch_done and not s.topic_owed(qid):  # only then can a run move the topic on (a run asked for
+        batch_done = not s.assignments.owed_in_batch(acc.name, batch_id)
+        if batch_done and not s.assignments.topic_owed(qid):  # only then can a run move the topic on (a run asked for
             self.advancer.request()                # earlier would delay the one that can)
         return {"qid": qid, "batch_id": batch_id, "docid": docid, "grade": g,
                 "status": "stored" if rep.imported else "repeated", "batch_done": bool(batch_done)}
@@ -409,12 +412,12 @@ class CampaignService:
 
     def undo_target(self, acc: Account, qid: str) -> dict | None:
         """The judgment an undo would retract: ``acc``'s last one on ``qid`` made in the web app."""
-        return self.store().last_judgment(acc.name, qid, source=WEB_SOURCE)
+        return self.store().judgments.last(acc.name, qid, source=WEB_SOURCE)
 
     def _used(self, qid: str, last: dict) -> str | None:
         """Why the runner has used a judgment already (None when it has not)."""
         s = self.store()
-        ids = s.batches(qid)["batch_id"].astype(str).tolist()
+        ids = s.batches.all(qid)["batch_id"].astype(str).tolist()
         later = ids[ids.index(last["batch_id"]) + 1:] if last["batch_id"] in ids else []
         ct = self._topic_row(qid)
         if ct["decision"]:
@@ -423,7 +426,7 @@ class CampaignService:
             return f"batch {later[0]} was issued from it"
         if ct["screening"] and str(last["batch_id"]).endswith("/screen"):
             return f"topic {qid} was screened on it"
-        if "qrels" in s.stages_done():
+        if "qrels" in s.state.stages_done():
             return "the final qrels were written"
         return None
 
@@ -434,13 +437,13 @@ class CampaignService:
         why = self._used(qid, last)
         if why:
             raise WebError(409, f"that judgment can no longer be undone: {why}")
-        if self.store().retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
+        if self.store().judgments.retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
             raise WebError(409, "nothing to undo on this topic")
         return last
 
     def undo(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """Retract ``acc``'s last judgment on ``qid`` (a retraction row: see
-        :meth:`qrelkit.cal.store.JudgingStore.retract`) and put its passage first in the queue.
+        :meth:`qrelkit.store.interfaces.JudgmentLog.retract`) and put its passage first in the queue.
         Refused (409) while the runner works, and once the runner has used the judgment."""
         self.check_topic(acc, qid)
         with self._runner_quiet(0.5):  # nothing uses the judgment between the check and the retraction
@@ -452,7 +455,7 @@ class CampaignService:
 
     def my_judgments(self, acc: Account, qid: str | None = None) -> list[dict[str, Any]]:
         """``acc``'s own judgments in force (of ``qid`` when given), in judging order."""
-        log = self.store().judgments(qid, "all")
+        log = self.store().judgments.log(qid, "all")
         log = log[log["assessor"] == acc.name]
         if qid is None:
             log = log[log["qid"].isin(set(self.visible_topics(acc)))]
@@ -462,7 +465,7 @@ class CampaignService:
     def batch_view(self, acc: Account, qid: str, batch_id: str) -> dict[str, Any]:
         """One of ``acc``'s batches: its items and ``acc``'s grades (404 for another's batch)."""
         b = self._my_batch(acc, qid, batch_id)
-        g = self.store().assessor_grades(acc.name, batch=batch_id)
+        g = self.store().judgments.assessor_grades(acc.name, batch=batch_id)
         grades = {d: int(x) for d, x in zip(g["docid"], g["grade"])}
         return {"batch_id": batch_id, "qid": qid, "kind": b["kind"], "status": b["status"],
                 "items": [{"docid": d, "grade": grades.get(d)} for d in b["items"]]}
@@ -472,10 +475,10 @@ class CampaignService:
     def health(self) -> dict[str, Any]:
         """The store's state: schema versions, stages done, topics decided, batches out, runner."""
         s = self.store()
-        pend = s.pending()
-        dec = int(s.campaign_topics()["decision"].notna().sum())
+        pend = s.assignments.pending()
+        dec = int(s.state.topics()["decision"].notna().sum())
         return {"status": "ok", "campaign": str(self.dir), **s.schema_versions(),
-                "stages_done": list(s.stages_done()), "topics": len(self.topic_order), "topics_decided": int(dec),
+                "stages_done": list(s.state.stages_done()), "topics": len(self.topic_order), "topics_decided": int(dec),
                 "batches_out": int(pend["batch_id"].nunique()) if len(pend) else 0, "runner": self.advancer.state,
                 "runner_error": self.advancer.last_error, "runner_runs": self.advancer.runs,
                 "runner_last_s": self.advancer.last_seconds, "runner_recent": self.advancer.recent}
@@ -484,12 +487,12 @@ class CampaignService:
         """Per assessor (accounts and assigned names): judged (in force, copies aside), items owed,
         batches with items owed."""
         s = self.store()
-        judged = s.judged_counts(_NOT_ASSESSORS)
-        pend = s.pending()
+        judged = s.judgments.judged_counts(_NOT_ASSESSORS)
+        pend = s.assignments.pending()
         owed = pend.groupby("assessor").size().to_dict() if len(pend) else {}
         batches = pend.groupby("assessor")["batch_id"].nunique().to_dict() if len(pend) else {}
-        accounts = {a["name"]: a for a in s.accounts()}
-        names = sorted(set(judged) | set(owed) | set(accounts) | set(s.assignments()["assessor"]))
+        accounts = {a["name"]: a for a in s.accounts.all()}
+        names = sorted(set(judged) | set(owed) | set(accounts) | set(s.assignments.all()["assessor"]))
         return [{"assessor": n, "judged": int(judged.get(n, 0)), "owed": int(owed.get(n, 0)),
                  "batches_out": int(batches.get(n, 0)),
                  "account": "none" if n not in accounts else ("revoked" if accounts[n]["revoked"] else
@@ -499,7 +502,7 @@ class CampaignService:
     def agreement(self) -> dict[str, Any]:
         """Inter-assessor agreement so far (:func:`qrelkit.labels.aggregate.assessor_agreement`)
         over the items two or more assessors judged; ``note`` when there are none yet."""
-        log = self.store().judgments(None, "all")[["qid", "docid", "assessor", "grade"]].drop_duplicates()
+        log = self.store().judgments.log(None, "all")[["qid", "docid", "assessor", "grade"]].drop_duplicates()
         multi = log.groupby(["qid", "docid"])["assessor"].transform("nunique") >= 2
         if not multi.any():
             return {"note": "no passage has been judged by two assessors yet", "summary": {}, "pairs": []}
@@ -529,11 +532,11 @@ class CampaignService:
             raise WebError(400, f"qrels kind must be passages, expanded or documents, got {kind!r}")
         s = self.store()
         final = self.dir / f"qrels-{kind}.txt"
-        if "qrels" in s.stages_done() and final.is_file():
+        if "qrels" in s.state.stages_done() and final.is_file():
             return final.name, final.read_bytes()
         if kind != "passages":
             raise WebError(409, f"the {kind} qrels are written by the qrels stage, which is not done yet")
-        table = s.export_qrels(combine=self.combine)
+        table = s.judgments.export_qrels(combine=self.combine)
         with tempfile.TemporaryDirectory() as tmp:
             p = Path(tmp) / "qrels.txt"
             write_qrels(table, p)

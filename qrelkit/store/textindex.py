@@ -16,7 +16,8 @@ The index records the corpus it was built from (absolute path, size, modificatio
 SHA-256 given by the caller — a campaign passes the one it recorded at init): :func:`open_text_index`
 rebuilds it when it is missing, unreadable, of another format, or recorded for another corpus or
 hash. A build writes a temporary file and renames it; builds of one index in one process wait for
-each other. The first passage of an id wins, as in :func:`lookup_texts`.
+each other. The first passage of an id wins, as in :func:`lookup_texts`. The disk's errors while
+building or reading are one line (``[disk-full]``, ``[store-io-error]``: :func:`~qrelkit.store.sqlite.io_error`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import corpus_format, iter_corpus, jsonl_chunk, line_chunks, tsv_chunk
+from qrelkit.store.sqlite import connect
 
 INDEX_FORMAT = "qrelkit-text-index-1"
 _BATCH = 900  # SQLite parameters per lookup query
@@ -80,7 +82,8 @@ def build_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha2
     st = src.stat()
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}.{threading.get_ident()}")
     tmp.unlink(missing_ok=True)
-    db = sqlite3.connect(tmp, isolation_level=None)
+    db = connect(tmp, isolation_level=None)
+    db.store_path = str(out)  # the disk's errors name the index, not its temporary file
     try:
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")
@@ -129,7 +132,7 @@ class TextIndex:
 
     def __init__(self, path: str | os.PathLike, corpus: str | os.PathLike) -> None:
         self.path, self.corpus = Path(path), Path(corpus).resolve()
-        self._db = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        self._db = connect(self.path, readonly=True, check_same_thread=False)
         self._lock = threading.Lock()
         try:
             self.meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
