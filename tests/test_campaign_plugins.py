@@ -95,9 +95,9 @@ def test_a_plugin_rule_and_pool_kind_drive_a_whole_campaign(toy_campaign):
     d = toy_campaign
     assert Campaign(d).status()["stage"].isin(["accept"]).all()
     with open_campaign_store(d) as s:
-        done = s.stages_done()
-        ct = s.campaign_topics()
-        log = s.judgments(None, "all")
+        done = s.state.stages_done()
+        ct = s.state.topics()
+        log = s.judgments.log(None, "all")
     assert "report" in done and "cal" in done
     # the pool stage made the plugin's kind, with its own section's depth
     assert done["pool"]["kind"] == "toy-shallow" and done["pool"]["depth"] == 3
