@@ -180,6 +180,54 @@ def check(spec: Key, section: str, value: Any, file: str | None = None, line: in
     return value
 
 
+# --------------------------------------------------------------------------- a library function's defaults
+
+
+class _AsDeclared:
+    """The default of a library parameter that takes a configuration key's declared default."""
+
+    def __repr__(self) -> str:
+        return "AS_DECLARED"
+
+
+#: the default of a library function's parameter whose value is a declared key's default
+#: (:func:`declared_defaults` puts that default in its place when the function is defined)
+AS_DECLARED: Any = _AsDeclared()
+
+
+def declared_defaults(keys: Mapping[str, Key] | type, **aliases: str | Key):
+    """A decorator: each parameter of the function whose default is :data:`AS_DECLARED` takes
+    the declared default of the key of its name in ``keys`` (a declaration, or a :class:`Params`
+    class), or of ``aliases[parameter]`` (a key name, or another section's :class:`Key`). The
+    default is then written once, in the declaration; the function keeps its plain signature (no
+    wrapper, no cost per call: its defaults are set once). A list default becomes a tuple.
+
+    >>> KEYS = declare("example", Key("depth", "int", 10, "pool depth", min=1), _register=False)
+    >>> @declared_defaults(KEYS, k="depth")
+    ... def pool(runs, depth=AS_DECLARED, *, k=AS_DECLARED, other=3):
+    ...     return depth, k, other
+    >>> pool(None)
+    (10, 10, 3)
+    """
+    table: Mapping[str, Key] = keys.KEYS if isinstance(keys, type) else keys
+
+    def value(name: str) -> Any:
+        ref = aliases.get(name, name)
+        v = copy.deepcopy((ref if isinstance(ref, Key) else table[ref]).default)
+        return tuple(v) if isinstance(v, list) else v
+
+    def deco(fn):
+        code = fn.__code__
+        if fn.__defaults__:
+            names = code.co_varnames[code.co_argcount - len(fn.__defaults__):code.co_argcount]
+            fn.__defaults__ = tuple(value(n) if d is AS_DECLARED else d for n, d in zip(names, fn.__defaults__))
+        if fn.__kwdefaults__:
+            fn.__kwdefaults__ = {n: value(n) if d is AS_DECLARED else d for n, d in fn.__kwdefaults__.items()}
+        return fn
+
+    return deco
+
+
 # --------------------------------------------------------------------------- a component's class
 
 _MISSING = object()

@@ -119,3 +119,127 @@ def test_rooms_read_no_configuration():
             if "qrelkit.config" in _imports(p):
                 found.add(_rel(p))
     assert found <= CONFIG_IMPORT_ALLOWED, sorted(found - CONFIG_IMPORT_ALLOWED)
+
+
+# -- no library signature repeats a default ---------------------------------------------------------
+
+#: functions (``file: function(parameter)``) whose keyword default still repeats a declared default
+#: (this list only shrinks; a stale entry fails too)
+SIGNATURE_DEFAULTS_ALLOWED: set[str] = {
+    "prefs/rescore.py: rescore(perfect_min_rel)", "reuse/attribution.py: build_attribution(depth)",
+    "reuse/leaveout.py: leave_out(depth)",
+}
+
+
+#: the other rooms' sections whose keys a room's functions take (the study of reusability pools
+#: and scores runs), and parameters named otherwise than their key
+CROSS = {"reuse": {"eval", "pool"}, "evaluate": {"pool"}, "prefs": {"top1"}}
+ALIASES = {"voorhees_share": "voorhees_relevant_share", "per_item": "assessors_per_item",
+           "fraction_seed": "seed"}
+
+
+def _owned_sections() -> dict[str, set[str]]:
+    """room -> the sections whose keys its functions take: those of its parameters classes (their
+    own and the other sections they read, ``SOURCES``), and every ``[stopping...]`` for cal."""
+    import importlib
+
+    owners: dict[str, set[str]] = {"cal": {s for s in SCHEMA if s.partition(".")[0] == "stopping"}}
+    for name in DECLARATION_MODULES:
+        mod = importlib.import_module(name)
+        room = name.split(".")[1]
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, Params) and obj is not Params and obj.SECTION:
+                owners.setdefault(room, set()).add(obj.SECTION)
+                owners[room].update(sec for sec, _ in obj.SOURCES.values())
+    for room, sections in CROSS.items():
+        owners.setdefault(room, set()).update(sec for sec in sections if sec in SCHEMA)
+    return owners
+
+
+def _same(value, default) -> bool:
+    if isinstance(value, tuple) and isinstance(default, list):
+        value = list(value)
+    return type(value) is type(default) and value == default
+
+
+def _literal(node, constants: dict):
+    """The value of a literal default, or of a module constant it names (``DEFAULT_X = 0.4``)."""
+    if isinstance(node, ast.Name):
+        return constants.get(node.id, _NOT_LITERAL)
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return _NOT_LITERAL
+
+
+def _constants(tree: ast.Module) -> dict:
+    out = {}
+    for st in tree.body:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) else []
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and st.value is not None:
+            v = _literal(st.value, {})
+            if v is not _NOT_LITERAL:
+                out[targets[0].id] = v
+    return out
+
+
+_NOT_LITERAL = object()
+
+
+def _defaults_of(node: ast.AST):
+    """(name, default node) of a function's parameters with a default, or of a class's fields."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = node.args
+        pos = a.posonlyargs + a.args
+        yield from zip((x.arg for x in pos[len(pos) - len(a.defaults):]), a.defaults)
+        yield from ((x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
+    elif isinstance(node, ast.ClassDef):
+        for st in node.body:
+            if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                yield st.target.id, st.value
+
+
+def signature_repeats(root: Path = PKG, owners: dict[str, set[str]] | None = None) -> set[str]:
+    """``file: function(parameter)`` for each parameter (or dataclass field) of a room's code whose
+    default is a literal equal to the declared default of a key of the same name in a section the
+    room owns: the default written twice (the declaration modules themselves excepted)."""
+    owners = _owned_sections() if owners is None else owners
+    found = set()
+    for room, sections in owners.items():
+        keys: dict[str, list] = {}
+        for sec in sections:
+            for k in SCHEMA.get(sec, {}).values():
+                keys.setdefault(k.name, []).append(k.default)
+        for alias, key in ALIASES.items():
+            keys.setdefault(alias, []).extend(keys.get(key, []))
+        for path in sorted((root / room).rglob("*.py")):
+            if path.name == "params.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            constants = _constants(tree)
+            for node in ast.walk(tree):
+                for name, d in _defaults_of(node):
+                    v = _literal(d, constants) if name in keys else None
+                    if v is not None and v is not _NOT_LITERAL and any(_same(v, kd) for kd in keys[name]):
+                        found.add(f"{path.relative_to(root).as_posix()}: {node.name}({name})")
+    return found
+
+
+def test_the_repeat_finder_sees_a_repeated_default(tmp_path):
+    (tmp_path / "reuse").mkdir()
+    (tmp_path / "reuse" / "study.py").write_text(
+        "def a(x, orphan_depth=100, *, removal='remove', procedure='run'):\n    pass\n"
+        "class B:\n    uniqueness: str = 'pooled'\n    other: int = 100\n"
+        "def c(orphan_depth=AS_DECLARED, removal=True, uniqueness=None):\n    pass\n"
+        "PROCEDURE = 'group'\ndef d(procedure=PROCEDURE):\n    pass\n")
+    assert signature_repeats(tmp_path, {"reuse": {"reuse"}}) == {
+        "reuse/study.py: a(orphan_depth)", "reuse/study.py: a(removal)", "reuse/study.py: B(uniqueness)",
+        "reuse/study.py: d(procedure)"}
+
+
+def test_no_library_signature_repeats_a_declared_default():
+    """A library function takes a key's default from its declaration (:func:`qrelkit.params.declared_defaults`,
+    a :class:`~qrelkit.params.Params` field), never as a second literal."""
+    found = signature_repeats()
+    assert found <= SIGNATURE_DEFAULTS_ALLOWED, sorted(found - SIGNATURE_DEFAULTS_ALLOWED)
+    assert not SIGNATURE_DEFAULTS_ALLOWED - found, f"stale: {sorted(SIGNATURE_DEFAULTS_ALLOWED - found)}"

@@ -19,6 +19,8 @@ from qrelkit.dedupe._exact import jaccard_pairs
 from qrelkit.dedupe.minhash import shingle_sets
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.io.corpus import iter_corpus
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.dedupe.params import DedupeParams
 
 
 @nb.njit(cache=True)
@@ -108,7 +110,8 @@ def evaluate_classes(found: pa.Table, truth: pa.Table, corpus, *, norm: Normaliz
 # Exact truth: every pair of passages whose exact Jaccard of shingle sets reaches a threshold.
 
 
-def shingle_matrix(texts: pa.Array | pa.ChunkedArray, *, ngram: int = 3, norm: Normalization = Normalization()):
+@declared_defaults(DedupeParams)
+def shingle_matrix(texts: pa.Array | pa.ChunkedArray, *, ngram: int = AS_DECLARED, norm: Normalization = Normalization()):
     """Sparse binary passage x shingle matrix (``scipy.sparse.csr_matrix``, int32) of the shingle
     sets qrelkit clusters (32-bit shingle hashes; columns ordered by document frequency, rarest
     first) and the set sizes."""
@@ -136,11 +139,12 @@ def _pairs_of_product(a, bt, sizes_a_rows: np.ndarray, sizes: np.ndarray, row0: 
     return r[ok] + row0, c[ok], jac[ok]
 
 
+@declared_defaults(DedupeParams)
 def exact_similar_pairs(
     texts: pa.Array | pa.ChunkedArray,
     threshold: float,
     *,
-    ngram: int = 3,
+    ngram: int = AS_DECLARED,
     norm: Normalization = Normalization(),
     chunk_rows: int = 2000,
     method: str = "product",
@@ -192,12 +196,13 @@ def exact_similar_pairs(
     return i[order], j[order], s[order]
 
 
+@declared_defaults(DedupeParams)
 def exact_scores(
     class_of: np.ndarray,
     texts: pa.Array | pa.ChunkedArray,
     threshold: float,
     *,
-    ngram: int = 3,
+    ngram: int = AS_DECLARED,
     norm: Normalization = Normalization(),
     truth: tuple[np.ndarray, np.ndarray] | None = None,
     method: str = "product",

@@ -23,6 +23,8 @@ from qrelkit.dedupe.tokenize import (
     string_buffers,
     word_count,
 )
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.dedupe.params import DedupeParams
 
 EMPTY = np.uint32(0xFFFFFFFF)
 MAX_SHINGLE = 16
@@ -118,12 +120,13 @@ def _compact(sh_cap, sh_vals, sh_count, starts, out):
         out[starts[p] : starts[p + 1]] = sh_vals[sh_cap[p] : sh_cap[p] + sh_count[p]]
 
 
+@declared_defaults(DedupeParams)
 def signatures(
     texts: pa.Array | pa.ChunkedArray,
     *,
-    num_perm: int = 128,
-    seed: int = 1,
-    ngram: int = 3,
+    num_perm: int = AS_DECLARED,
+    seed: int = AS_DECLARED,
+    ngram: int = AS_DECLARED,
     norm: Normalization = Normalization(),
     perms: tuple[np.ndarray, np.ndarray] | None = None,
     out: np.ndarray | None = None,
@@ -207,11 +210,12 @@ def _fill_shingles(data, offsets, rows, n, cls, low, starts, out):
         seg.sort()
 
 
+@declared_defaults(DedupeParams)
 def shingle_sets(
     texts: pa.Array | pa.ChunkedArray,
     rows: np.ndarray,
     *,
-    ngram: int = 3,
+    ngram: int = AS_DECLARED,
     norm: Normalization = Normalization(),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique 32-bit shingle hashes of the passages ``rows``: ``(starts, values)`` with the

@@ -40,6 +40,8 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.evaluate.core import evaluate, per_query_matrix
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.evaluate.params import EvalParams
 
 TESTS = ("ttest", "wilcoxon", "ranksum", "randomization")
 CORRECTIONS = ("bonferroni", "holm")
@@ -82,7 +84,8 @@ def ranksum_p(a: np.ndarray, b: np.ndarray) -> float:
     return _p(lambda: stats.ranksums(a, b))
 
 
-def randomization_p(a: np.ndarray, b: np.ndarray, *, n_resamples: int = 10000, seed: int = 0) -> float:
+@declared_defaults(EvalParams)
+def randomization_p(a: np.ndarray, b: np.ndarray, *, n_resamples: int = 10000, seed: int = AS_DECLARED) -> float:
     """Two-sided paired randomization (permutation) test p-value of the mean difference of ``a`` and
     ``b``, ``n_resamples`` draws seeded by ``seed``; NaN when empty or all equal."""
     from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
@@ -100,7 +103,8 @@ def randomization_p(a: np.ndarray, b: np.ndarray, *, n_resamples: int = 10000, s
                                              rng=np.random.default_rng(seed)))
 
 
-def pvalue(test: str, a, b, *, n_resamples: int = 10000, seed: int = 0) -> float:
+@declared_defaults(EvalParams)
+def pvalue(test: str, a, b, *, n_resamples: int = 10000, seed: int = AS_DECLARED) -> float:
     """The p-value of paired scores ``a`` and ``b`` by the named ``test`` (one of :data:`TESTS`);
     raises ``bad-option`` for another name."""
     a = np.asarray(a, float)
@@ -116,7 +120,8 @@ def pvalue(test: str, a, b, *, n_resamples: int = 10000, seed: int = 0) -> float
     raise InputError("bad-option", f"test must be one of {', '.join(TESTS)}, got {test!r}")
 
 
-def correct(pvalues: Sequence[float], method: str, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+@declared_defaults(EvalParams)
+def correct(pvalues: Sequence[float], method: str, alpha: float = AS_DECLARED) -> tuple[np.ndarray, np.ndarray]:
     """Corrected p-values and reject flags (statsmodels' ``multipletests``); NaNs are left out."""
     from statsmodels.stats.multitest import multipletests  # lazy: statsmodels takes ~1 s to import
 
@@ -148,17 +153,18 @@ def _pairs(runs: Sequence[str], baseline: str | None, pairs: Iterable[tuple[str,
     return list(combinations(runs, 2))
 
 
+@declared_defaults(EvalParams)
 def significance(
     per_query: pa.Table,
     measures: Sequence[str] | None = None,
     *,
     baseline: str | None = None,
     pairs: Iterable[tuple[str, str]] | None = None,
-    tests: Sequence[str] = TESTS,
-    corrections: Sequence[str] = CORRECTIONS,
-    alpha: float = 0.05,
+    tests: Sequence[str] = AS_DECLARED,
+    corrections: Sequence[str] = AS_DECLARED,
+    alpha: float = AS_DECLARED,
     n_resamples: int = 10000,
-    seed: int = 0,
+    seed: int = AS_DECLARED,
     progress: Callable[..., None] | None = None,
 ) -> pd.DataFrame:
     """Significance tests between runs on per-query values (the table :func:`evaluate` returns).
@@ -252,16 +258,17 @@ def breakdown_from_rr(rr_a: np.ndarray, rr_b: np.ndarray) -> dict:
     return out
 
 
+@declared_defaults(EvalParams)
 def outcome_breakdown(
     runs: pa.Table,
     qrels: pa.Table,
     *,
-    k: int = 10,
+    k: int = AS_DECLARED,
     rel: int = 1,
     baseline: str | None = None,
     pairs: Iterable[tuple[str, str]] | None = None,
-    missing: str = "zero",
-    ranking: str = "trec_eval",
+    missing: str = AS_DECLARED,
+    ranking: str = AS_DECLARED,
     progress: Callable[..., None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Outcome breakdown (docs/protocol.md section 3) for every pair of runs, every run against

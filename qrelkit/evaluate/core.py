@@ -49,6 +49,8 @@ from qrelkit.evaluate.measures import computable, parse_measures, with_relevance
 from qrelkit.io.qrels import QRELS_SCHEMA, judged
 from qrelkit.io.runs import RUN_SCHEMA, canonical_indices, qid_order
 from qrelkit.io.tables import read_metadata
+from qrelkit.params import AS_DECLARED, declared_defaults, param
+from qrelkit.evaluate.params import EvalParams
 
 MISSING_POLICIES = {
     "zero": "judged topics missing from a run score 0 and count in its average (as trec_eval -c)",
@@ -84,7 +86,7 @@ class Evaluation:
     missing_by_run: dict[str, list[str]] = field(default_factory=dict)
     unjudged_rows: int = 0  # run rows dropped because their topic is not judged
     unjudged_topics: int = 0
-    ranking: str = "trec_eval"
+    ranking: str = param(EvalParams.KEYS, "ranking")
 
     def policy_line(self) -> str:
         n_missing = sum(len(v) for v in self.missing_by_run.values())
@@ -147,7 +149,8 @@ def _group_codes(runs: pa.Table, topics: list[str]) -> tuple[list[str], np.ndarr
     return run_names, _codes(runs["run"], run_names), _codes(runs["qid"], topics)
 
 
-def _ensure_canonical(runs: pa.Table, topics: list[str], ranking: str = "trec_eval"):
+@declared_defaults(EvalParams)
+def _ensure_canonical(runs: pa.Table, topics: list[str], ranking: str = AS_DECLARED):
     """``runs`` (already restricted to judged topics) in the ``ranking`` order (grouped by run
     and topic), re-sorted only if needed, with its run names and the run and topic code of
     every row."""
@@ -211,15 +214,16 @@ def _run_dicts(runs: pa.Table, topics: list[str], depths: Iterable[int | None] =
     return out
 
 
+@declared_defaults(EvalParams)
 def evaluate(
     runs: pa.Table,
     qrels: pa.Table,
     measures: Iterable[str | ir_measures.Measure],
     *,
-    missing: str = "zero",
+    missing: str = AS_DECLARED,
     rel: int | None = None,
     run_names: Sequence[str] | None = None,
-    ranking: str = "trec_eval",
+    ranking: str = AS_DECLARED,
 ) -> Evaluation:
     """Score every run of ``runs`` (:data:`qrelkit.io.runs.RUN_SCHEMA`) against ``qrels``
     (:data:`qrelkit.io.qrels.QRELS_SCHEMA`) with ir-measures.

@@ -30,6 +30,8 @@ from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.labels.propagate import expand_qrels
 from qrelkit.plots import pyplot
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.evaluate.params import EvalParams
 
 TREATMENTS = ("none", "corpus", "runs", "qrels")
 
@@ -50,6 +52,7 @@ def canonical_only_runs(runs: pa.Table, classes: pa.Table | None, *, depth: int 
     return canonicalize(runs.filter(keep))
 
 
+@declared_defaults(EvalParams)
 def duplicate_effects(
     runs: pa.Table,
     qrels: pa.Table,
@@ -57,10 +60,10 @@ def duplicate_effects(
     measures: Iterable[str],
     *,
     depth: int | None = None,
-    missing: str = "zero",
+    missing: str = AS_DECLARED,
     rel: int | None = None,
     treatments: Sequence[str] = TREATMENTS,
-    ranking: str = "trec_eval",
+    ranking: str = AS_DECLARED,
 ) -> pd.DataFrame:
     """One row per (run, measure), one column per treatment, plus ``qrels_minus_runs`` (expanded
     qrels minus deduplicated runs: Figure 6's distance from the diagonal). ``ranking``: as

@@ -23,6 +23,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.order import natural_codes
 from qrelkit.io.text import Column, first_problem, parse_columns, read_bytes
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.io.params import RunsParams
 
 QRELS_SCHEMA = pa.schema([("qid", pa.string()), ("docid", pa.string()), ("rel", pa.int32())])
 
@@ -60,7 +62,8 @@ def parse_grade(g: str) -> int | None:
     return int(v)
 
 
-def read_qrels(path: str | os.PathLike, *, lenient: bool = False, scale: Iterable[int] | None = None,
+@declared_defaults(RunsParams)
+def read_qrels(path: str | os.PathLike, *, lenient: bool = AS_DECLARED, scale: Iterable[int] | None = None,
                counts: dict[str, int] | None = None) -> pa.Table:
     """Read qrels (TREC text, ``.gz`` or Parquet) into :data:`QRELS_SCHEMA`.
 

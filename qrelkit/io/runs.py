@@ -34,6 +34,8 @@ from qrelkit.io.atomic import atomic_path
 # qid_order and canonical_indices stay importable from here too (callers outside io/ use them)
 from qrelkit.io.order import block_ranks, canonical_indices, canonical_order, natural_codes, qid_order  # noqa: F401
 from qrelkit.io.text import Column, parse_columns, read_bytes
+from qrelkit.params import AS_DECLARED, declared_defaults, param
+from qrelkit.io.params import RunsParams
 
 RUN_SCHEMA = pa.schema(
     [
@@ -183,7 +185,7 @@ def _first_line(mask: np.ndarray, lines: np.ndarray) -> int | None:
 class RunOptions:
     """What :func:`read_runs` checks. ``max_depth`` and ``expected_depth`` are per topic."""
 
-    lenient: bool = False
+    lenient: bool = param(RunsParams.KEYS, "lenient")
     topics: set[str] | None = None
     max_depth: int | None = None
     expected_depth: int | None = None
@@ -479,10 +481,11 @@ def _common_topic_order(results: list[_FileResult]) -> None:
             r.table = r.table.take(idx)
 
 
+@declared_defaults(RunsParams)
 def read_runs(
     sources: str | os.PathLike | Sequence[str | os.PathLike],
     *,
-    lenient: bool = False,
+    lenient: bool = AS_DECLARED,
     topics: Iterable[str] | None = None,
     max_depth: int | None = None,
     expected_depth: int | None = None,

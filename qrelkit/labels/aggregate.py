@@ -40,6 +40,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 from qrelkit.labels.params import KEYS, LabelsParams
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.labels.params import LabelsParams
 
 FALLBACKS = ("original", "lowest", "highest", "not-relevant", "relevant", "drop")
 FINAL_FALLBACKS = ("lowest", "highest", "not-relevant", "relevant", "drop")
@@ -58,7 +60,8 @@ class Aggregation:
     topics: pd.DataFrame  # qid, assessors, items, relevant, original_relevant_items, original_judged_relevant, included, reason
     params: dict
 
-    def qrels(self, label: str = "graded", included_only: bool = True) -> pa.Table:
+    @declared_defaults(LabelsParams)
+    def qrels(self, label: str = AS_DECLARED, included_only: bool = True) -> pa.Table:
         """Qrels from the labels: ``graded`` (the graded label) or ``binary`` (1 = the vote says
         relevant). Dropped passages and, by default, excluded topics are left out."""
         df = self.labels

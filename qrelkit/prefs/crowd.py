@@ -33,6 +33,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 from qrelkit.prefs.common import rng_for, unit_hash
 from qrelkit.prefs.tasks import ANSWER_COLUMNS, issue_number, base_task, normalize_tasks
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.prefs.params import PrefsParams
 
 TIES = ("latent", "random")
 FAILING_MODES = ("random", "inverted")
@@ -45,18 +47,19 @@ def worker_names(n: int) -> list[str]:
     return [f"W{i + 1:02d}" for i in range(n)]
 
 
+@declared_defaults(PrefsParams)
 def simulate_answers(
     tasks: pd.DataFrame | pa.Table,
     qrels: pa.Table,
     *,
-    workers: int | Sequence[str] = 5,
-    assignments: int = 1,
-    error_rate: float = 0.1,
-    test_error_rate: float = 0.0,
+    workers: int | Sequence[str] = AS_DECLARED,
+    assignments: int = AS_DECLARED,
+    error_rate: float = AS_DECLARED,
+    test_error_rate: float = AS_DECLARED,
     failing: Sequence[str] = (),
-    failing_mode: str = "random",
-    ties: str = "latent",
-    seed: int = 0,
+    failing_mode: str = AS_DECLARED,
+    ties: str = AS_DECLARED,
+    seed: int = AS_DECLARED,
 ) -> pd.DataFrame:
     """Answers of simulated workers to ``tasks`` (module documentation)."""
     if not 0 <= error_rate <= 1 or not 0 <= test_error_rate <= 1:
@@ -121,8 +124,9 @@ def simulate_answers(
     return pd.DataFrame(out, columns=ANSWER_COLUMNS)
 
 
+@declared_defaults(PrefsParams)
 def sparsify_qrels(qrels: pa.Table, *, per_topic: int = 1, min_rel: int = 1, best: bool = False,
-                   seed: int = 0) -> pa.Table:
+                   seed: int = AS_DECLARED) -> pa.Table:
     """MS MARCO-style sparse labels from dense (simulated) qrels: per topic, ``per_topic``
     passages drawn at random (seeded per topic) among those with grade >= ``min_rel`` (with
     ``best``, among those with the topic's highest grade), keeping their grades. Topics without

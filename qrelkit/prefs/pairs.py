@@ -45,6 +45,8 @@ import pyarrow as pa
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
 from qrelkit.prefs.common import STR_LIST, ordered, pair_id, pool_items, as_frame, sort_frame
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.prefs.params import PrefsParams
 
 PAIR_SCHEMA = pa.schema([
     ("qid", pa.string()), ("pair_id", pa.string()), ("doc_a", pa.string()), ("doc_b", pa.string()),
@@ -134,14 +136,15 @@ def maintenance_pairs(
     return _frame(rows)
 
 
+@declared_defaults(PrefsParams)
 def estimate_cost(
     n_pairs: int,
     *,
-    pairs_per_task: int = 10,
-    test_pairs: int = 3,
-    price_per_task: float = 2.0,
-    fee_per_task: float = 0.4,
-    assignments: int = 1,
+    pairs_per_task: int = AS_DECLARED,
+    test_pairs: int = AS_DECLARED,
+    price_per_task: float = AS_DECLARED,
+    fee_per_task: float = AS_DECLARED,
+    assignments: int = AS_DECLARED,
 ) -> dict:
     """Tasks and money needed to judge ``n_pairs`` pairs (see the module documentation)."""
     if pairs_per_task < 1:

@@ -44,6 +44,8 @@ from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT
 from qrelkit.plots import pyplot
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.prefs.params import PrefsParams
 
 CI_METHODS = ("t", "bootstrap")
 BOARD_COLUMNS = ["run", "perfect", "mrr_original", "ci_original_low", "ci_original_high", "rank_original", "mrr_prefs",
@@ -95,8 +97,9 @@ def expand_to_classes(qrels: pa.Table, classes: pa.Table | None) -> pa.Table:
     return sort_qrels(t.cast(QRELS_SCHEMA))
 
 
+@declared_defaults(PrefsParams)
 def confidence_interval(values: np.ndarray, *, method: str = "t", level: float = 0.95, n_resamples: int = 10000,
-                        seed: int = 0, key: str = "") -> tuple[float, float]:
+                        seed: int = AS_DECLARED, key: str = "") -> tuple[float, float]:
     """The ``method`` interval of the mean of ``values`` (module documentation)."""
     from scipy import stats  # lazy: scipy.stats takes ~1-2 s to import
 
@@ -133,22 +136,23 @@ def _ranks(values: pd.Series) -> pd.Series:
     return pd.Series(competition_ranks(values, decimals=None), index=values.index, dtype="Int64")
 
 
+@declared_defaults(PrefsParams)
 def rescore(
     runs: pa.Table,
     original: pa.Table,
     prefs: pa.Table,
     *,
-    measure: str = "RR@10",
-    rel: int = 1,
+    measure: str = AS_DECLARED,
+    rel: int = AS_DECLARED,
     classes: pa.Table | None = None,
     perfect: bool = True,
     perfect_min_rel: int = 1,
     perfect_mode: str = "all",
     perfect_qrels: pa.Table | None = None,
-    ci: str = "t",
+    ci: str = AS_DECLARED,
     level: float = 0.95,
     n_resamples: int = 10000,
-    seed: int = 0,
+    seed: int = AS_DECLARED,
 ) -> Rescored:
     """MRR@10 of every run on preference vs original qrels, intervals and tau (module doc)."""
     if ci not in CI_METHODS:

@@ -56,6 +56,8 @@ from qrelkit.errors import InputError, fail_or_count, quoted
 from qrelkit.io import tables
 from qrelkit.io.order import qid_order
 from qrelkit.prefs.common import STR_LIST, as_list, need_columns, ordered, pair_id, as_frame, rng_for, sort_frame
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.prefs.params import PrefsParams
 
 TASK_SCHEMA = pa.schema([
     ("task_id", pa.string()), ("slot", pa.int32()), ("qid", pa.string()), ("query", pa.string()),
@@ -156,14 +158,15 @@ def _layout(task_id: str, slots: list[dict], seed: int) -> list[dict]:
     return out
 
 
+@declared_defaults(PrefsParams)
 def make_tasks(
     pairs: pd.DataFrame | pa.Table,
     qrels: pa.Table,
     *,
-    pairs_per_task: int = 10,
-    test_pairs: int = 3,
-    test_min_rel: int = 1,
-    seed: int = 0,
+    pairs_per_task: int = AS_DECLARED,
+    test_pairs: int = AS_DECLARED,
+    test_min_rel: int = AS_DECLARED,
+    seed: int = AS_DECLARED,
     prefix: str = "T",
     texts: dict[str, tuple[str, str | None]] | None = None,
     queries: dict[str, str] | None = None,
@@ -253,8 +256,9 @@ def normalize_tasks(tasks: pd.DataFrame | pa.Table, file: str | None = None) -> 
 # ----------------------------------------------------------------------- re-issue
 
 
+@declared_defaults(PrefsParams)
 def reissue_tasks(tasks: pd.DataFrame, reissue: pd.DataFrame, *, exclude_workers: Sequence[str] = (),
-                  seed: int = 0) -> pd.DataFrame:
+                  seed: int = AS_DECLARED) -> pd.DataFrame:
     """New tasks for the ``reissue`` list (:data:`REISSUE_COLUMNS`): the same comparisons as the
     listed task, id ``<base>.r<k>`` (k one more than any re-issue of that base in ``tasks``), a
     fresh seeded order and placement, and ``exclude_workers`` = the task's earlier exclusions,
@@ -405,7 +409,8 @@ def worker_agreement(judgments: pd.DataFrame) -> dict:
     return out
 
 
-def screen_answers(answers: pd.DataFrame, tasks: pd.DataFrame, *, assignments: int = 1) -> dict:
+@declared_defaults(PrefsParams)
+def screen_answers(answers: pd.DataFrame, tasks: pd.DataFrame, *, assignments: int = AS_DECLARED) -> dict:
     """Exclude workers who failed a test pair, list tasks for re-issue, keep the usable real-pair
     judgments and measure agreement. Returns ``{"judgments", "workers", "reissue", "excluded",
     "agreement", "summary"}`` (see the module documentation)."""
@@ -457,13 +462,14 @@ def screen_answers(answers: pd.DataFrame, tasks: pd.DataFrame, *, assignments: i
             "agreement": worker_agreement(judg), "summary": summary}
 
 
+@declared_defaults(PrefsParams)
 def import_answers(
     files: Sequence[str | os.PathLike],
     tasks: pd.DataFrame,
     *,
-    assignments: int = 1,
+    assignments: int = AS_DECLARED,
     lenient: bool = False,
-    seed: int = 0,
+    seed: int = AS_DECLARED,
 ) -> dict:
     """The whole import: :func:`read_answers`, :func:`screen_answers` and, for the tasks to
     re-issue, :func:`reissue_tasks`. Returns the screening result plus ``"answers"``,

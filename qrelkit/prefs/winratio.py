@@ -32,6 +32,8 @@ from qrelkit.io.atomic import atomic_path
 from qrelkit.prefs.common import PERFECT, ordered, pool_items, run_tops
 from qrelkit.prefs.tournament import pair_outcomes
 from qrelkit.plots import pyplot
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.prefs.params import PrefsParams
 
 RATIO_COLUMNS = ["run", "opponent", "differ", "decided", "wins", "losses", "ratio", "p", "p_corrected", "significant"]
 
@@ -49,8 +51,9 @@ class WinRatios:
     alpha: float
 
 
-def win_ratios_from_tops(tops: pd.DataFrame, outcomes: pd.DataFrame, *, alpha: float = 0.05,
-                         correction: str = "bonferroni", order: Sequence[str] | None = None) -> WinRatios:
+@declared_defaults(PrefsParams)
+def win_ratios_from_tops(tops: pd.DataFrame, outcomes: pd.DataFrame, *, alpha: float = AS_DECLARED,
+                         correction: str = AS_DECLARED, order: Sequence[str] | None = None) -> WinRatios:
     """Win ratios from each run's top passage per topic (``run, qid, docid``) and pair outcomes
     (``qid, doc_a, doc_b, winner``)."""
     from scipy.stats import binomtest  # lazy: scipy.stats takes ~1-2 s to import
@@ -100,8 +103,9 @@ def win_ratios_from_tops(tops: pd.DataFrame, outcomes: pd.DataFrame, *, alpha: f
     return WinRatios(table=table, matrix=matrix, wins=wins, runs=runs, correction=correction, alpha=alpha)
 
 
+@declared_defaults(PrefsParams)
 def win_ratios(judgments: pd.DataFrame | pa.Table, pool: pa.Table, *, classes: pa.Table | None = None,
-               alpha: float = 0.05, correction: str = "bonferroni", perfect: bool = True,
+               alpha: float = AS_DECLARED, correction: str = AS_DECLARED, perfect: bool = True,
                order: Sequence[str] | None = None) -> WinRatios:
     """Win-ratio matrix of the pool's runs (and the perfect run) from preference judgments
     (see the module documentation)."""

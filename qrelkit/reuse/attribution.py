@@ -40,6 +40,8 @@ from qrelkit.evaluate.duplicates import deduped_runs
 from qrelkit.io.classes import map_to_classes
 from qrelkit.io.qrels import judged
 from qrelkit.pooler.pools import depth_mask, match_rows
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.reuse.params import ReuseParams
 
 UNIQUENESS = {
     "pooled": "a document counts as contributed by the pooled runs that retrieved it within their pool depth",
@@ -168,7 +170,8 @@ class Attribution:
         owner[it[one]] = un[one]
         return owner, count
 
-    def owners(self, unit_of_run: np.ndarray, n_units: int, orphans: str = "shared") -> dict[str, np.ndarray]:
+    @declared_defaults(ReuseParams)
+    def owners(self, unit_of_run: np.ndarray, n_units: int, orphans: str = AS_DECLARED) -> dict[str, np.ndarray]:
         """Per judged row: ``owner`` (the unit code that alone contributed it, -1 if none or
         several), ``contributors`` (number of contributing units) and ``origin`` code
         (0 contributed by a run, 1 orphan retrieved within the orphan depth, 2 orphan nobody
@@ -194,18 +197,19 @@ class Attribution:
 ORIGIN_NAMES = np.array(["run", "orphan-retrieved", "orphan-shared"], dtype=object)
 
 
+@declared_defaults(ReuseParams)
 def build_attribution(
     runs: pa.Table,
     qrels: pa.Table,
     *,
     pooled: Iterable[str] | None = None,
-    uniqueness: str = "pooled",
+    uniqueness: str = AS_DECLARED,
     depth: int = 10,
     per_run_depth: Mapping[str, int] | None = None,
     pool: pa.Table | None = None,
     classes: pa.Table | None = None,
-    orphans: str = "shared",
-    orphan_depth: int = 100,
+    orphans: str = AS_DECLARED,
+    orphan_depth: int = AS_DECLARED,
 ) -> Attribution:
     """Collect the contributions behind ``qrels`` (see the module documentation).
 
@@ -235,8 +239,9 @@ def build_attribution(
     return Attribution(qrels, names, contrib, classes=classes, orphan_contributions=orphan_contrib)
 
 
+@declared_defaults(ReuseParams)
 def attribution_table(att: Attribution, unit_of_run: np.ndarray, unit_names: Sequence[str],
-                      orphans: str = "shared") -> pa.Table:
+                      orphans: str = AS_DECLARED) -> pa.Table:
     """One row per judged qrels row (:data:`ATTRIBUTION_SCHEMA`): its key, number of
     contributing units, the unit it is unique to (null if none) and its origin."""
     o = att.owners(unit_of_run, len(unit_names), orphans)

@@ -56,6 +56,9 @@ from qrelkit.io.runs import qid_order
 from qrelkit.pooler import pooled_flag
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
+from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.reuse.params import ReuseParams
+from qrelkit.evaluate.params import EvalParams
 
 DEFAULT_MEASURES = ["AP", "nDCG@10", "P@10", "Bpref", "Judged@10"]
 PROCEDURES = {"group": "leave-one-group-out", "run": "leave-one-run-out", "type": "leave-one-type-out"}
@@ -90,7 +93,8 @@ class LeaveOutResult:
                 "removed": self.removed}
 
 
-def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedure: str = "group",
+@declared_defaults(ReuseParams)
+def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedure: str = AS_DECLARED,
              pooled: Iterable[str] | None = None) -> pd.DataFrame:
     """One row per run (sorted): ``run, group, type, pooled, unit``.
 
@@ -250,30 +254,32 @@ def rank_alone(official: np.ndarray, left_out: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ main entry
 
+@declared_defaults(ReuseParams, missing=EvalParams.KEYS["missing"], ranking=EvalParams.KEYS["ranking"],
+                   voorhees_share="voorhees_relevant_share")
 def leave_out(
     runs: pa.Table,
     qrels: pa.Table,
     manifest: pd.DataFrame | None = None,
     *,
-    procedure: str = "group",
-    uniqueness: str = "pooled",
+    procedure: str = AS_DECLARED,
+    uniqueness: str = AS_DECLARED,
     pooled: Iterable[str] | None = None,
     depth: int = 10,
     per_run_depth: Mapping[str, int] | None = None,
     pool: pa.Table | None = None,
     classes: pa.Table | None = None,
-    orphans: str = "shared",
-    orphan_depth: int = 100,
-    removal: str = "remove",
+    orphans: str = AS_DECLARED,
+    orphan_depth: int = AS_DECLARED,
+    removal: str = AS_DECLARED,
     measures: Iterable[str] = DEFAULT_MEASURES,
-    missing: str = "zero",
+    missing: str = AS_DECLARED,
     rel: int | None = None,
     topics: Iterable[str] | None = None,
     official: pa.Table | pd.DataFrame | None = None,
-    density_threshold: float = 0.4,
-    voorhees_share: float = 0.333,
+    density_threshold: float = AS_DECLARED,
+    voorhees_share: float = AS_DECLARED,
     workers: int | None = None,
-    ranking: str = "trec_eval",
+    ranking: str = AS_DECLARED,
     progress: Callable[..., None] | None = None,
 ) -> LeaveOutResult:
     """Leave-one-group-out (or -run-, -type-out) simulation over ``runs`` (canonical run table,
@@ -707,7 +713,8 @@ def _statements(st: _Study, rm: _Removals, off: dict, manifest: pd.DataFrame | N
     return params, notes
 
 
-def reduced_qrels(qrels: pa.Table, removed: pa.Table, unit: str, removal: str = "remove") -> pa.Table:
+@declared_defaults(ReuseParams)
+def reduced_qrels(qrels: pa.Table, removed: pa.Table, unit: str, removal: str = AS_DECLARED) -> pa.Table:
     """The qrels without (``"remove"``) or with grade -1 on (``"unjudged"``) the rows of
     ``removed`` (the :attr:`LeaveOutResult.removed` table) that belong to ``unit``."""
     if removal not in REMOVAL:

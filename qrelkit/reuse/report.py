@@ -20,7 +20,9 @@ import pandas as pd
 from qrelkit.io.atomic import atomic_open, atomic_path
 from qrelkit.io.tables import write_table
 from qrelkit.reuse.leaveout import PROCEDURES, LeaveOutResult
+from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.plots import pyplot
+from qrelkit.reuse.params import ReuseParams
 
 TABLES = ("summary", "runs", "units", "topics", "removed")
 PLOTS = {"density": "density.png", "scores": "scores.png", "ranks": "ranks.png"}
@@ -35,8 +37,9 @@ def _save(fig, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def plot_density(topics: pd.DataFrame, path: str | os.PathLike, *, threshold: float = 0.4,
-                 voorhees_share: float = 0.333) -> None:
+@declared_defaults(ReuseParams, threshold="density_threshold", voorhees_share="voorhees_relevant_share")
+def plot_density(topics: pd.DataFrame, path: str | os.PathLike, *, threshold: float = AS_DECLARED,
+                 voorhees_share: float = AS_DECLARED) -> None:
     """Relevance density per topic, topics sorted by density (as Figure 7 of the TREC 2022 Deep
     Learning overview), with the DL rule's threshold and Voorhees' one-third line."""
     plt = pyplot()
