@@ -78,7 +78,7 @@ def test_dedupe_seed_help_states_the_recorded_default(tmp_path, capsys, monkeypa
     from qrelkit.io.tables import read_metadata
 
     default = DedupeParams().seed
-    assert f"else {default} " in _help(capsys, monkeypatch, "dedupe", "cluster")
+    assert f"[dedupe] seed, {default})" in _help(capsys, monkeypatch, "dedupe", "cluster")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(f'{{"id": "p{i}", "contents": "passage number {i} about things"}}\n' for i in range(20)))
     assert run(["dedupe", "cluster", str(corpus), "-o", str(tmp_path / "k.parquet")]) == 0

@@ -347,9 +347,9 @@ def prefs_make(
     topics: Optional[str] = typer.Option(None, "--topics", help="Comma-separated topics whose pairs are judged."),
     assessors: Optional[str] = typer.Option(None, "--assessors", help="Comma-separated assessors who answer the tasks "
                                             "(default: [campaign] assessors)."),
-    per_task: Optional[int] = typer.Option(None, "--per-task", help="Real pairs per task (default: config, 10)."),
-    test_pairs: Optional[int] = typer.Option(None, "--test-pairs", help="Test pairs per task (default: config, 3)."),
-    assignments: Optional[int] = typer.Option(None, "--assignments", help="Assessors per task (default: config, 1)."),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help=f"Real pairs per task (default: {common.default_of('prefs', 'pairs_per_task')})."),
+    test_pairs: Optional[int] = typer.Option(None, "--test-pairs", help=f"Test pairs per task (default: {common.default_of('prefs', 'test_pairs')})."),
+    assignments: Optional[int] = typer.Option(None, "--assignments", help=f"Assessors per task (default: {common.default_of('prefs', 'assignments')})."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help="Task id prefix (default: P, then P2-, P3-...)."),
     seed: Optional[int] = common.SeedOpt,
     as_json: bool = common.JsonOpt,

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from qrelkit.config import Config, check_value, load_config, schema
+from qrelkit.config import Config, check_value, default as declared_default, load_config, schema
 from qrelkit.errors import InputError
 from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every command calls check_io first, with its paths;
 # refuse_empty_result before it writes a result that may be empty
@@ -25,6 +25,34 @@ from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every
 # no rich markup in what qrelkit prints: ids, rules ('[rule]') and config sections ('[pool]') are text
 stderr = Console(stderr=True, soft_wrap=True, markup=False)
 stdout = Console(markup=False) if Console().is_terminal else Console(width=200, markup=False)
+
+def shown(value: Any) -> str:
+    """A default as a flag's help shows it: ``none``, ``true``/``false``, a comma list, a number
+    (thousands grouped from 10,000) or the word itself.
+
+    >>> shown(None), shown(True), shown([2, 3]), shown(1000000), shown(0.4), shown("RR@10")
+    ('none', 'true', '2,3', '1,000,000', '0.4', 'RR@10')
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(shown(v) for v in value)
+    if isinstance(value, int) and abs(value) >= 10000:
+        return f"{value:,}"
+    return str(value)
+
+
+def default_of(section: str, key: str) -> str:
+    """``config [section] key, VALUE``: where a flag's default comes from and the declared value
+    (for a help text: the default is written once, in the declaration).
+
+    >>> default_of("pool", "depth")
+    'config [pool] depth, 10'
+    """
+    return f"config [{section}] {key}, {shown(declared_default(section, key))}"
+
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="Protocol file (TOML); flags override it.", exists=False)
 JsonOpt = typer.Option(False, "--json", help="Print a machine-readable JSON summary on stdout.")

@@ -139,7 +139,7 @@ def compare(
     pair: List[str] = typer.Option([], "--pair", help="Compare only these pairs: A,B (repeatable)."),
     breakdown_out: Optional[Path] = typer.Option(None, "--breakdown-out", help="Outcome breakdown per pair (PROTOCOL section 3)."),
     cases_out: Optional[Path] = typer.Option(None, "--cases-out", help="Outcome case of every (pair, topic)."),
-    k: Optional[int] = typer.Option(None, "--k", help="Outcome breakdown: top k (default: config, 10)."),
+    k: Optional[int] = typer.Option(None, "--k", help=f"Outcome breakdown: top k (default: {common.default_of('eval', 'k')})."),
     tests: Optional[str] = typer.Option(None, "--tests", help="Comma list of ttest, wilcoxon, ranksum, randomization."),
     corrections: Optional[str] = typer.Option(None, "--corrections", help="Comma list of bonferroni, holm."),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="Significance level for the corrected decisions."),

@@ -65,7 +65,7 @@ def aggregate(
     qrels_out: Optional[Path] = typer.Option(None, "--qrels-out", help="Also write qrels of the included topics."),
     topics_out: Optional[Path] = typer.Option(None, "--topics-out", help="Also write the per-topic inclusion table."),
     original: Optional[Path] = typer.Option(None, "--original", help="Original qrels: fallback 'original' and inclusion."),
-    threshold: Optional[int] = typer.Option(None, "--threshold", help="A grade >= this is a vote for relevant (default: config, 2)."),
+    threshold: Optional[int] = typer.Option(None, "--threshold", help=f"A grade >= this is a vote for relevant (default: {common.default_of('labels', 'vote_threshold')})."),
     graded: Optional[str] = typer.Option(None, "--graded", help="Graded label: ceil_median | median_high."),
     fallback: Optional[str] = typer.Option(None, "--fallback", help="No majority: chain of original, lowest, highest, not-relevant, relevant, drop."),
     original_threshold: Optional[int] = typer.Option(None, "--original-threshold", help="Original grade that counts as relevant."),
