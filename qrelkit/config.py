@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from qrelkit.errors import InputError
 from qrelkit.io.text import read_text
-from qrelkit.params import DECLARED, TYPE_WORDS, UNIT, Key, check, what
+from qrelkit.params import DECLARED, TYPE_WORDS, UNIT, Key, Params, check, declare, param, what
 
 # --------------------------------------------------------------------------- the schema
 
@@ -47,12 +47,6 @@ CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-re
 
 #: the sections still declared here (the others by their components: :data:`DECLARATION_MODULES`)
 _LEGACY: dict[str, dict[str, Key]] = {
-    "protocol": _keys(
-        Key("name", "str", "", "name of the protocol (informative)"),
-        Key("source", "str", "", "where the protocol is published (informative)"),
-        Key("plugins", "list[str]", [], "modules imported when the file is loaded, before it is checked: they register "
-            "stopping rules and pool kinds (with their sections, e.g. [stopping.<rule>]); also $QRELKIT_PLUGINS"),
-    ),
     "selection": _keys(
         Key("include_baselines", "bool", True, "every baseline run feeds the pool"),
         Key("per_group", "int", 3, "the N highest-priority runs per group (and subtask) feed the pool", min=0),
@@ -128,23 +122,80 @@ _LEGACY: dict[str, dict[str, Key]] = {
     # the rules' own keys (the density rule's in [stopping], [stopping.knee], [stopping.budget],
     # [stopping.target], a plugin's [stopping.<rule>]) are declared by the rules as they register
     # (qrelkit.cal.stopping, :func:`declare_section`)
-    "campaign": _keys(
-        Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
-            "qrels always run)", choices=CAMPAIGN_STAGES, unordered=True),
-        Key("assessors", "list[str]", ["A01", "A02", "A03", "A04"], "named assessors; topic i is owned by assessor "
-            "i mod n"),
-        Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
-            "round-robin over the assessors)"),
-        Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade before screening, "
-            "CAL, stopping and the qrels: median_high | max | min, or vote (the labels' majority vote: [labels] "
-            "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
-        Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
-    ),
-    "web": _keys(
-        Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
-            "those of their batches, and may take a topic's places held by assessors without an account"),
-    ),
 }
+
+# --------------------------------------------------------------------------- the protocol's own sections
+#
+# What no room owns: the protocol's name and plugins, how a campaign runs, the web app. Declared
+# here (the campaign and the web app sit above this module), each with its parameters class.
+
+PROTOCOL_KEYS = declare(
+    "protocol",
+    Key("name", "str", "", "name of the protocol (informative)"),
+    Key("source", "str", "", "where the protocol is published (informative)"),
+    Key("plugins", "list[str]", [], "modules imported when the file is loaded, before it is checked: they register "
+        "stopping rules and pool kinds (with their sections, e.g. [stopping.<rule>]); also $QRELKIT_PLUGINS"),
+)
+
+
+@dataclass(frozen=True)
+class ProtocolParams(Params):
+    """``[protocol]``: the protocol's name, where it is published, its plugin modules."""
+
+    SECTION = "protocol"
+    KEYS = PROTOCOL_KEYS
+
+    name: str = param(KEYS, "name")
+    source: str = param(KEYS, "source")
+    plugins: list = param(KEYS, "plugins")
+
+
+CAMPAIGN_KEYS = declare(
+    "campaign",
+    Key("skip", "list[str]", [], "stages left out, e.g. [\"cal\"] or [\"fractional\"] (validate, select, pool and "
+        "qrels always run)", choices=CAMPAIGN_STAGES, unordered=True),
+    Key("assessors", "list[str]", ["A01", "A02", "A03", "A04"], "named assessors; topic i is owned by assessor "
+        "i mod n"),
+    Key("owner_judges_cal", "bool", True, "the assessor who screened a topic judges its CAL rounds (else: "
+        "round-robin over the assessors)"),
+    Key("combine", "str", "median_high", "several assessors' grades of one item -> one grade before screening, "
+        "CAL, stopping and the qrels: median_high | max | min, or vote (the labels' majority vote: [labels] "
+        "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
+    Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
+)
+
+
+@dataclass(frozen=True)
+class CampaignParams(Params):
+    """``[campaign]``: the stages left out, the assessors, who judges CAL rounds, how grades
+    combine, the rounds at most."""
+
+    SECTION = "campaign"
+    KEYS = CAMPAIGN_KEYS
+
+    skip: list = param(KEYS, "skip")
+    assessors: list = param(KEYS, "assessors")
+    owner_judges_cal: bool = param(KEYS, "owner_judges_cal")
+    combine: str = param(KEYS, "combine")
+    max_rounds: int = param(KEYS, "max_rounds")
+
+
+WEB_KEYS = declare(
+    "web",
+    Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
+        "those of their batches, and may take a topic's places held by assessors without an account"),
+)
+
+
+@dataclass(frozen=True)
+class WebParams(Params):
+    """``[web]``: the assessors' web app."""
+
+    SECTION = "web"
+    KEYS = WEB_KEYS
+
+    free_topic_choice: bool = param(KEYS, "free_topic_choice")
+
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
 #: importing nothing of qrelkit but :mod:`qrelkit.params`: loading the schema never loads a room's

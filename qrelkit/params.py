@@ -270,7 +270,7 @@ class Params:
     SOURCES: ClassVar[Mapping[str, tuple[str, str]]] = {}
 
     @classmethod
-    def source(cls, field: str) -> tuple[str, str]:
+    def key_of(cls, field: str) -> tuple[str, str]:
         """``(section, key)`` the field ``field`` is configured by."""
         return cls.SOURCES.get(field, (cls.SECTION, field))
 
@@ -286,7 +286,7 @@ class Params:
             raise TypeError(f"{cls.__name__} has no parameter {', '.join(sorted(unknown))}")
         values: dict[str, Any] = {}
         for name in names:
-            section, key = cls.source(name)
+            section, key = cls.key_of(name)
             flag = flags.get(name)
             if flag is not None:
                 spec = _spec(cls, section, key)
@@ -302,7 +302,7 @@ class Params:
         """Every field with a declared key is checked against it (a value built in Python, or a
         configuration's: the same rules as a protocol file's)."""
         for f in dataclasses.fields(self):
-            section, key = self.source(f.name)
+            section, key = self.key_of(f.name)
             spec = _spec(type(self), section, key)
             if spec is not None:
                 check(spec, section, getattr(self, f.name))
@@ -315,7 +315,7 @@ class Params:
     @classmethod
     def declared_default(cls, field: str) -> Any:
         """The declared default of the key behind ``field`` (a copy)."""
-        section, key = cls.source(field)
+        section, key = cls.key_of(field)
         spec = _spec(cls, section, key)
         return None if spec is None else copy.deepcopy(spec.default)
 

@@ -16,6 +16,7 @@ import secrets
 from urllib.parse import urlsplit
 
 from qrelkit.campaign.store import campaign_config
+from qrelkit.config import CampaignParams
 from qrelkit.errors import InputError
 from qrelkit.store import open_campaign_store
 
@@ -64,7 +65,7 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
         cfg = campaign_config(store)
         token = secrets.token_urlsafe(32)
         acc = store.accounts.add(name, token_hash(token), organizer=organizer, topics=wanted)
-    assessors = list(cfg.get_value("campaign", "assessors"))
+    assessors = list(CampaignParams.from_config(cfg).assessors)
     return {**acc, "link": f"{base}{LOGIN_PATH}{token}", "assessor": name in assessors, "assessors": assessors}
 
 

@@ -30,6 +30,7 @@ from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_answer_table
+from qrelkit.labels.params import LabelsParams
 from qrelkit.store import open_campaign_store
 
 #: stages whose files are made from the judgments in force after every decision
@@ -73,7 +74,7 @@ def correct_judgments(directory: str | os.PathLike, rows: pd.DataFrame, *, retra
     with advance_lock(d, what="a judgments correction", on_wait=on_wait):
         store = open_campaign_store(d)
         try:
-            scale = {int(g) for g in campaign_config(store).get_value("labels", "scale")}
+            scale = {int(g) for g in LabelsParams.from_config(campaign_config(store)).scale}
             items = list(_items(rows, retract, scale))
             source = "organizer-retract" if retract else "organizer-set"
             with store.transaction():  # the changes and the closing stages forgotten: all or nothing

@@ -26,7 +26,7 @@ from typing import Any
 from qrelkit.campaign.lock import describe_holder, held_by
 from qrelkit.campaign.stages import batch_file
 from qrelkit.campaign.store import campaign_config, input_problems
-from qrelkit.config import CAMPAIGN_STAGES
+from qrelkit.config import CAMPAIGN_STAGES, CampaignParams, WebParams
 from qrelkit.store import CampaignStore, open_campaign_store
 
 def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, config: bool = False) -> str:
@@ -85,7 +85,7 @@ def campaign_health(directory: str | os.PathLike) -> dict[str, Any]:
         if failure:
             failure = {**failure, "todo": todo(str(failure.get("rule")), d)}
         cfg = campaign_config(store)  # the recorded configuration: what the campaign runs with
-        free, skip = bool(cfg.get_value("web", "free_topic_choice")), set(cfg.get_value("campaign", "skip"))
+        free, skip = WebParams.from_config(cfg).free_topic_choice, set(CampaignParams.from_config(cfg).skip)
         owed = owed_items(d, store, free_choice=free)
         done = set(store.state.stages_done())
     finally:

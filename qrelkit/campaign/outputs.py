@@ -14,15 +14,12 @@ from qrelkit.dedupe.apply import expansion_table
 from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate
 from qrelkit.evaluate.duplicates import duplicate_effects
-from qrelkit.evaluate.params import EvalParams
 from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.labels.params import LabelsParams
 from qrelkit.labels.propagate import expand_qrels, passage_document_map, propagate_to_documents
 from qrelkit.pooler import pooled_flag
 from qrelkit.reuse import leave_out
-from qrelkit.reuse.params import ReuseParams
 from qrelkit.reuse.study import leave_out_options
 
 QRELS_PASSAGES, QRELS_EXPANDED, QRELS_DOCUMENTS = "qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt"
@@ -53,7 +50,7 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
     summary = {"topics": len(keep), "passages": int(q.num_rows)}
     exp = expand_qrels(q, ctx.classes, relevant_at=min(ctx.relevant))
     write_qrels(exp.qrels, ctx.dir / QRELS_EXPANDED)
-    ctx.write(expansion_table(q, exp.qrels, labels=list(ctx.cfg.get_value("labels", "scale"))), "expansion.csv",
+    ctx.write(expansion_table(q, exp.qrels, labels=list(ctx.settings.labels.scale)), "expansion.csv",
               "qrels-expansion")
     summary["expanded"] = int(exp.qrels.num_rows)
     if exp.qrels.num_rows == 0:
@@ -62,8 +59,8 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
         return summary
     try:
         mapping = passage_document_map(corpus=ctx.paths["corpus"], passages=exp.qrels["docid"].to_pylist())
-        docs = propagate_to_documents(exp.qrels, mapping, rule=str(ctx.cfg.get_value("labels", "document_rule")),
-                                      grade_map=ctx.cfg.get_value("labels", "grade_map") or None)
+        docs = propagate_to_documents(exp.qrels, mapping, rule=ctx.settings.labels.document_rule,
+                                      grade_map=ctx.settings.labels.grade_map or None)
         write_qrels(docs.qrels, ctx.dir / QRELS_DOCUMENTS)
         summary["documents"] = int(docs.qrels.num_rows)
     except InputError as exc:
@@ -105,7 +102,7 @@ def stage_evaluate(ctx: Context) -> dict:
     if q is None:
         ctx.store.state.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
         return {"topics": 0}
-    opts = scoring_options(EvalParams.from_config(ctx.cfg), LabelsParams.from_config(ctx.cfg))
+    opts = scoring_options(ctx.settings.eval, ctx.settings.labels)
     ev = evaluate(ctx.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
                   run_names=ctx.runset.runs, ranking=opts["ranking"])
     for run, missing in sorted(ev.missing_by_run.items()):
@@ -119,7 +116,7 @@ def stage_evaluate(ctx: Context) -> dict:
     out = {"topics": len(ev.topics), "runs": len(ev.runs), "measures": ev.measures}
     if ctx.classes is not None:
         passages = read_qrels(ctx.dir / QRELS_PASSAGES)
-        dup_opts = scoring_options(EvalParams.from_config(ctx.cfg), LabelsParams.from_config(ctx.cfg), duplicates=True)
+        dup_opts = scoring_options(ctx.settings.eval, ctx.settings.labels, duplicates=True)
         dup = duplicate_effects(ctx.runset.table, passages, ctx.classes, dup_opts["measures"],
                                 missing=dup_opts["missing"], rel=dup_opts["rel"], ranking=dup_opts["ranking"])
         ctx.write(dup.round(6), "eval-duplicates.csv", "eval-duplicates")
@@ -137,8 +134,7 @@ def stage_reuse(ctx: Context) -> dict:
     sel = ctx.selection
     res = leave_out(ctx.runset.table, q, sel.assign(pooled=[pooled_flag(v, r) for v, r in zip(sel["pooled"], sel["run"])]),
                     pool=pa.Table.from_pandas(ctx.pool, preserve_index=False), classes=ctx.classes, workers=1,
-                    **leave_out_options(ReuseParams.from_config(ctx.cfg), EvalParams.from_config(ctx.cfg),
-                                        LabelsParams.from_config(ctx.cfg)))
+                    **leave_out_options(ctx.settings.reuse, ctx.settings.eval, ctx.settings.labels))
     for name in ("summary", "runs", "units", "topics"):
         ctx.write(res.tables()[name], f"reuse-{name}.csv", f"reuse-{name}")
     return {"units": int(res.units.num_rows), "notes": len(res.notes)}

@@ -28,7 +28,7 @@ import pyarrow as pa
 from qrelkit.campaign.runner import Campaign
 from qrelkit.campaign.stages import Context, combine_rule, text_index
 from qrelkit.campaign.store import campaign_config, check_inputs
-from qrelkit.config import Config
+from qrelkit.config import CampaignParams, Config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import configured_pool
@@ -86,7 +86,7 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
         sets = list(state.get("sets", []))
         prefix = prefix if prefix else ("P" if not sets else f"P{len(sets) + 1}-")
         out = set(excluded_assessors(store))  # who failed a test pair answers no more tasks
-        names = [str(a) for a in (assessors or cfg.get_value("campaign", "assessors")) if str(a) not in out]
+        names = [str(a) for a in (assessors or CampaignParams.from_config(cfg).assessors) if str(a) not in out]
         pp = PrefsParams.from_config(cfg, assignments=assignments, seed=seed, pairs_per_task=pairs_per_task,
                                      test_pairs=test_pairs, test_min_rel=test_min_rel)
         n_assign = pp.assignments

@@ -23,11 +23,14 @@ import pyarrow as pa
 from qrelkit.cal.stopping import JudgingState
 from qrelkit.campaign.rounds import campaign_rule
 from qrelkit.campaign.stages import combine_rule
+from qrelkit.config import ProtocolParams
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest
 from qrelkit.io.tables import read_frame
 from qrelkit.plots import pyplot
+from qrelkit.evaluate.params import EvalParams
 from qrelkit.labels.aggregate import assessor_agreement
+from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import pool_stats
 from qrelkit.store import combine_log
 
@@ -153,15 +156,14 @@ def _duplicates_figure(dup: pd.DataFrame):
     return fig
 
 
-def _agreement(log: pd.DataFrame, cfg) -> pd.DataFrame | None:
+def _agreement(log: pd.DataFrame, labels: LabelsParams) -> pd.DataFrame | None:
     per_item = log.groupby(["qid", "docid"])["assessor"].nunique()
     if not (per_item >= 2).any():
         return None
     j = log[log["kind"] != "cal"].drop_duplicates(["qid", "docid", "assessor"])
     summary, _pairs = assessor_agreement(j[["qid", "docid", "assessor", "grade"]],
-                                         threshold=min(cfg.get_value("labels", "passage_relevant")),
-                                         scale=cfg.get_value("labels", "scale"),
-                                         level=str(cfg.get_value("labels", "agreement_level")))
+                                         threshold=min(labels.passage_relevant), scale=labels.scale,
+                                         level=labels.agreement_level)
     return pd.DataFrame([{"statistic": k, "value": v} for k, v in summary.items() if not isinstance(v, (dict, list))])
 
 
@@ -184,7 +186,8 @@ def build(campaign, store, cfg) -> _Doc:
     leave-one-group-out) from its ``store``, configuration ``cfg`` and the artefacts in its folder;
     rendered by :func:`write_report`."""
     d = campaign.dir
-    doc = _Doc("Campaign report" + (f": {cfg.get_value('protocol', 'name')}" if cfg.get_value("protocol", "name") else ""))
+    name = ProtocolParams.from_config(cfg).name
+    doc = _Doc("Campaign report" + (f": {name}" if name else ""))
     done = store.state.stages_done()
     warnings = store.state.warnings()
     doc.h("Stages")
@@ -212,7 +215,7 @@ def build(campaign, store, cfg) -> _Doc:
         piv = lab.pivot_table(index="qid", columns="stage", values="docid", aggfunc="count", fill_value=0)
         piv = piv.reindex([q for q in topics if q in piv.index]).reset_index()
         doc.table(piv)
-        relevant = {int(g) for g in cfg.get_value("labels", "passage_relevant")}
+        relevant = {int(g) for g in LabelsParams.from_config(cfg).passage_relevant}
         doc.h("Relevance density vs. judged")
         labels = combine_log(log, combine=combine_rule(cfg))  # one grade per passage, as the stopping rule sees it
         line = "" if rule.density_line is None else f"; the {rule.density_line:g} line"
@@ -228,12 +231,12 @@ def build(campaign, store, cfg) -> _Doc:
     doc.h("Near-duplicate expansion per grade")
     doc.table(exp)
     doc.h("Inter-assessor agreement")
-    agr = _agreement(log, cfg) if len(log) else None
+    agr = _agreement(log, LabelsParams.from_config(cfg)) if len(log) else None
     if agr is None:
         doc.p("One assessor per item: no agreement to measure.")
     else:
         doc.table(agr)
-    leaderboard_section(doc, _read(d, "leaderboard.csv"), str(cfg.get_value("eval", "measures")[0]))
+    leaderboard_section(doc, _read(d, "leaderboard.csv"), str(EvalParams.from_config(cfg).measures[0]))
     dup = _read(d, "eval-duplicates.csv")
     doc.h("Deduplicated runs vs. expanded qrels")
     doc.table(dup)

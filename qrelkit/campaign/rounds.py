@@ -160,7 +160,7 @@ def _next_rounds(ctx: Context, rounds: dict[str, tuple[int, str]], owed: set[str
         return []
     apply_stopping(ctx, list(dict.fromkeys(act["qid"])))
     act = _active(ctx, set(ready))
-    max_rounds = int(ctx.cfg.get_value("campaign", "max_rounds"))
+    max_rounds = ctx.settings.campaign.max_rounds
     moved, stopped = [], False
     for q, g in act.groupby("qid", sort=False):
         if rounds[q][0] >= max_rounds:

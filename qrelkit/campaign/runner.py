@@ -36,6 +36,7 @@ from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
+from qrelkit.labels.params import LabelsParams
 from qrelkit.store import CampaignStore, campaign_path, open_campaign_store
 
 STAGES = CAMPAIGN_STAGES
@@ -121,7 +122,7 @@ class Campaign:
         if corpus_check.passages == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
         if qrels is not None:
-            read_qrels(paths["qrels"], scale=cfg.get_value("labels", "scale"))
+            read_qrels(paths["qrels"], scale=LabelsParams.from_config(cfg).scale)
         records = [("corpus", str(corpus_check.path), corpus_check.size, corpus_check.mtime_ns, corpus_check.sha256)
                    if k == "corpus" else input_record(k, p) for k, p in paths.items() if k != "runs"]
         records += [input_record("run", p) for p in run_files]
@@ -206,7 +207,7 @@ class Campaign:
         input gone or changed blocks the runs, not the assessors' answers: they are taken."""
         store = open_campaign_store(self.dir)
         try:
-            scale = campaign_config(store).get_value("labels", "scale")
+            scale = LabelsParams.from_config(campaign_config(store)).scale
             return store.assignments.import_files(files, lenient=lenient, scale=scale)
         finally:
             store.close()

@@ -23,13 +23,12 @@ import pyarrow as pa
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import CandidateCache
 from qrelkit.cal.screening import ScreeningRule, screen_topics
-from qrelkit.config import Config, assessor_file_name
+from qrelkit.campaign.settings import Settings
+from qrelkit.config import CampaignParams, Config, assessor_file_name
 from qrelkit.dedupe.cluster import cluster_corpus
-from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
 from qrelkit.io.manifest import read_manifest
-from qrelkit.io.params import RunsParams
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
@@ -64,7 +63,7 @@ def combine_rule(cfg: Config) -> Any:
     (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
     ``fallback``). That the vote and ``[labels] passage_relevant`` agree is a rule across keys
     (``vote-vs-passage-relevant``, checked when the configuration is loaded)."""
-    name = str(cfg.get_value("campaign", "combine"))
+    name = CampaignParams.from_config(cfg).combine
     return VoteRule.from_config(cfg) if name == "vote" else name
 
 
@@ -126,12 +125,13 @@ class Context:
         self.cache: dict = {}  # what a long-lived runner keeps across calls: CAL features, texts, batch files
         self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
         self.repaired = False  # lost copies of encountered passages looked for in this run
+        self.settings = Settings.from_config(cfg)  # every component's parameters, read once
 
     # -- inputs ------------------------------------------------------------------------------------
 
     @cached_property
     def runset(self):
-        return read_runs([Path(p) for p in self.paths["runs"]], **RunsParams.from_config(self.cfg).read_args(),
+        return read_runs([Path(p) for p in self.paths["runs"]], **self.settings.runs.read_args(),
                          topics=self.topic_ids, manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
 
     @cached_property
@@ -163,12 +163,12 @@ class Context:
 
     def initial_qrels(self) -> pa.Table | None:
         q = self.paths.get("qrels")
-        return read_qrels(q, scale=self.cfg.get_value("labels", "scale")) if q else None
+        return read_qrels(q, scale=self.settings.labels.scale) if q else None
 
     # -- settings ----------------------------------------------------------------------------------
 
     def enabled(self, stage: str) -> bool:
-        return stage not in self.cfg.get_value("campaign", "skip")
+        return stage not in self.settings.campaign.skip
 
     @cached_property
     def combine(self) -> Any:
@@ -177,7 +177,7 @@ class Context:
 
     @property
     def relevant(self) -> list[int]:
-        return [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
+        return [int(g) for g in self.settings.labels.passage_relevant]
 
     @property
     def threads(self) -> list[str]:
@@ -192,10 +192,10 @@ class Context:
         then the next ones, ``[batch] assessors_per_item`` distinct names; CAL rounds rotate the
         owner unless ``[campaign] owner_judges_cal``."""
         # rules assessors-empty and assessors-too-few refuse what is left here for stores recorded before them
-        names = list(self.cfg.get_value("campaign", "assessors")) or ["A01"]
+        names = list(self.settings.campaign.assessors) or ["A01"]
         k = min(int(self.cfg.get_value("batch", "assessors_per_item")), len(names))
         owner = self.topic_ids.index(str(qid))
-        if round_ and not bool(self.cfg.get_value("campaign", "owner_judges_cal")):
+        if round_ and not self.settings.campaign.owner_judges_cal:
             owner += round_
         return [names[(owner + i) % len(names)] for i in range(k)]
 
@@ -342,7 +342,7 @@ def stage_select(ctx: Context) -> dict:
 def stage_dedupe(ctx: Context) -> dict:
     """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
     ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
-    params = DedupeParams.from_config(ctx.cfg)
+    params = ctx.settings.dedupe
     clu = cluster_corpus(ctx.paths["corpus"], params)
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.__dict__.pop("classes", None)
@@ -485,7 +485,7 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        norm = DedupeParams.from_config(ctx.cfg).norm
+        norm = ctx.settings.dedupe.norm
         build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
                        shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
         os.replace(tmp, out)

@@ -27,10 +27,12 @@ from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import describe_protocol, topic_stopping
 from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
 from qrelkit.campaign.store import campaign_config
+from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
+from qrelkit.labels.params import LabelsParams
 from qrelkit.store import ConflictError, TextIndex, open_text_index
 from qrelkit.web.worker import Advancer
 
@@ -112,9 +114,10 @@ class CampaignService:
         if paths.get("topics") and Path(paths["topics"]).is_file():
             self.details = read_topic_details(paths["topics"])
         self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s))
-        self.scale = [int(g) for g in self.cfg.get_value("labels", "scale")]
-        self.relevant = [int(g) for g in self.cfg.get_value("labels", "passage_relevant")]
-        self.free_choice = bool(self.cfg.get_value("web", "free_topic_choice"))
+        self.labels = LabelsParams.from_config(self.cfg)
+        self.scale = [int(g) for g in self.labels.scale]
+        self.relevant = [int(g) for g in self.labels.passage_relevant]
+        self.free_choice = WebParams.from_config(self.cfg).free_topic_choice
         self.combine = combine_rule(self.cfg)
         self.advancer = advancer or Advancer(self.dir)
         self.advancer.after = self.apply_claims
@@ -508,7 +511,7 @@ class CampaignService:
             return {"note": "no passage has been judged by two assessors yet", "summary": {}, "pairs": []}
         try:
             summary, pairs = assessor_agreement(log[multi], threshold=min(self.relevant), scale=self.scale,
-                                                level=str(self.cfg.get_value("labels", "agreement_level")))
+                                                level=self.labels.agreement_level)
         except InputError as exc:
             return {"note": exc.message, "summary": {}, "pairs": []}
         return {"note": None, "summary": summary, "pairs": json.loads(pairs.to_json(orient="records"))}

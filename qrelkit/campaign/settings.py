@@ -1,0 +1,45 @@
+"""The campaign's parameters, typed, read once from its recorded configuration.
+
+A campaign runs with the configuration recorded at ``campaign init`` (:func:`qrelkit.campaign.store.campaign_config`,
+never the protocol file as it is now). :class:`Settings` turns it, once per run, into the parameters
+objects of the components the stages call (``settings.labels.passage_relevant``,
+``settings.campaign.assessors``, ...): each from its own class's ``from_config``, so each value is
+checked and defaulted by the declaration of its component, and no stage reads a raw key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from qrelkit.config import CampaignParams, Config, ProtocolParams, WebParams
+from qrelkit.dedupe.params import DedupeParams
+from qrelkit.evaluate.params import EvalParams
+from qrelkit.io.params import RunsParams
+from qrelkit.labels.params import LabelsParams
+from qrelkit.prefs.params import PrefsParams
+from qrelkit.reuse.params import ReuseParams
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every component's parameters for one campaign (see the module's docstring)."""
+
+    protocol: ProtocolParams
+    campaign: CampaignParams
+    web: WebParams
+    runs: RunsParams
+    dedupe: DedupeParams
+    labels: LabelsParams
+    eval: EvalParams
+    prefs: PrefsParams
+    reuse: ReuseParams
+
+    @classmethod
+    def from_config(cls, cfg: Config | Mapping | None) -> "Settings":
+        """The parameters of ``cfg`` (a campaign's recorded configuration), each by its class."""
+        return cls(protocol=ProtocolParams.from_config(cfg), campaign=CampaignParams.from_config(cfg),
+                   web=WebParams.from_config(cfg), runs=RunsParams.from_config(cfg),
+                   dedupe=DedupeParams.from_config(cfg), labels=LabelsParams.from_config(cfg),
+                   eval=EvalParams.from_config(cfg), prefs=PrefsParams.from_config(cfg),
+                   reuse=ReuseParams.from_config(cfg))
