@@ -22,7 +22,7 @@ PKG = ROOT / "qrelkit"
 #: the modules that may still call ``Config.get_value``: the configuration itself, and the rooms
 #: whose sections are not yet declared by their components (this list only shrinks)
 GET_VALUE_ALLOWED = {
-    "config.py", "cal/stopping.py", "pooler/protocol.py", "pooler/registry.py", "reuse/study.py",
+    "config.py", "pooler/protocol.py", "pooler/registry.py", "reuse/study.py",
     "campaign/stages.py", "campaign/runner.py", "campaign/prefs.py", "campaign/report.py", "campaign/rounds.py",
     "campaign/outputs.py", "campaign/health.py", "campaign/corrections.py", "campaign/accounts.py", "web/service.py",
     "cli/pool.py", "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
