@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qrelkit.cal.loop import CalParams, issue_next_batches
+from qrelkit.cal.loop import issue_next_batches
+from qrelkit.cal.params import CalParams, ThreadParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
 from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
 from qrelkit.config import Config
@@ -40,8 +41,7 @@ def campaign_rule(cfg: Config) -> StoppingRule:
 
 
 def _budget(cfg: Config) -> int | None:
-    budget = cfg.get_value("cal", "budget")
-    return None if budget is None else int(budget)
+    return ThreadParams.from_config(cfg).budget
 
 
 def topic_stopping(store, cfg: Config, qid: str) -> Description:

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import CandidateCache
+from qrelkit.cal.params import FeatureParams, ThreadParams
 from qrelkit.cal.screening import ScreeningRule, screen_topics
 from qrelkit.config import Config, assessor_file_name
 from qrelkit.dedupe.cluster import cluster_corpus
@@ -70,9 +71,8 @@ def combine_rule(cfg: Config) -> Any:
 
 def official_thread(cfg: Config) -> str:
     """The CAL thread that decides a topic: ``[cal] official_thread``, among ``[cal] threads``."""
-    threads = list(cfg.get_value("cal", "threads"))
-    off = str(cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
-    return off if off in threads else threads[-1]  # a store recorded before that rule
+    p = ThreadParams.from_config(cfg)  # the official thread is among the threads (rule official-thread-not-run)
+    return p.official_thread if p.official_thread in p.threads else p.threads[-1]  # a store recorded before that rule
 
 
 TEXT_INDEX = "text-index.sqlite"
@@ -181,7 +181,7 @@ class Context:
 
     @property
     def threads(self) -> list[str]:
-        return list(self.cfg.get_value("cal", "threads"))
+        return list(ThreadParams.from_config(self.cfg).threads)
 
     @property
     def official_thread(self) -> str:
@@ -486,8 +486,9 @@ def features(ctx: Context):
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         norm = DedupeParams.from_config(ctx.cfg).norm
-        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
-                       shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
+        fp = FeatureParams.from_config(ctx.cfg)
+        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes, shard_size=fp.shard_size,
+                       hashing=fp.hashing)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]
