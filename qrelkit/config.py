@@ -41,7 +41,6 @@ def _keys(*keys: Key) -> dict[str, Key]:
 
 
 _UNIT = UNIT
-_THREADS = ("fractional", "local", "all")
 CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-rest", "fractional", "cal", "qrels",
                    "evaluate", "reuse", "report")
 
@@ -80,12 +79,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("rrf_k", "float", 60.0, "k of reciprocal rank fusion 1 / (k + rank)", min=0.0),
         Key("rbp_p", "float", 0.8, "persistence p of RBP fusion", **_UNIT),
     ),
-    "screen": _keys(
-        Key("first_n", "int", 100, "the assessor judges the first N items of a topic's pool first", min=1),
-        Key("discard_if_relevant_share_at_least", "float", 0.5,
-            "discard the topic when at least this share of the first N is relevant", **_UNIT),
-        Key("discard_if_no_relevant", "bool", True, "discard the topic when none of the first N is relevant"),
-    ),
     "fractional": _keys(
         Key("fraction", "float", 0.1, "share of a seeded random order of the deduplicated corpus", **_UNIT),
         Key("seed", "int", 0, "seed of that random order", min=0),
@@ -94,26 +87,6 @@ _LEGACY: dict[str, dict[str, Key]] = {
         Key("first_n", "int", 100, "per topic: the first N in pool order form the first batch", min=1),
         Key("assessors_per_item", "int", 1, "assessors judging each item (never one assessor twice)", min=1),
         Key("seed", "int", 0, "seed of the assignment to assessors", min=0),
-    ),
-    "cal": _keys(
-        Key("batch_size", "int", 25, "passages per CAL batch", min=1),
-        Key("fractional_batch_size_later", "int", 50, "fractional thread: batch size from fractional_later_from on",
-            min=1),
-        Key("fractional_later_from", "int", 2, "fractional thread: first iteration of the later batch size", min=1),
-        Key("schedule", "str", "fixed", "batch sizes: fixed, or BMI's growing schedule", choices=("fixed", "bmi")),
-        Key("negatives", "int", 100, "random unjudged candidates trained as non-relevant", min=0),
-        Key("C", "float", 1.0, "inverse L2 regularization of the logistic regression", min=0.0),
-        Key("class_weight", "str", "balanced", "class weights of the logistic regression",
-            choices=("balanced", "none")),
-        Key("query_document", "bool", True, "the query text trains as one relevant document"),
-        Key("seed", "int", 0, "seed of the negatives", min=0),
-        Key("threads", "list[str]", list(_THREADS), "CAL threads per topic", choices=_THREADS),
-        Key("official_thread", "str", "all", "thread whose judgments are official (informative)", choices=_THREADS),
-        Key("budget", "int", None, "judging budget per topic and thread; none: no budget", min=1, optional=True),
-        Key("shard_size", "int", 1_000_000, "features: passages per shard of the feature store (memory while "
-            "building and scoring is about one shard)", min=1),
-        Key("hashing", "int", None, "features: fold words into this many hash buckets (bounded vocabulary); none: "
-            "every distinct word", min=1, optional=True),
     ),
     "stopping": _keys(
         Key("rule", "str", "density", "the campaign's stopping rule: a registered rule (its parameters: [stopping] for "
@@ -202,7 +175,7 @@ class WebParams(Params):
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
 DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params", "qrelkit.labels.params",
                                               "qrelkit.evaluate.params", "qrelkit.reuse.params",
-                                              "qrelkit.prefs.params")
+                                              "qrelkit.prefs.params", "qrelkit.cal.params")
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared

@@ -340,7 +340,7 @@ def test_every_key_the_code_reads_is_declared():
             found |= {("reuse", k) for k in re.findall(r"""_opt\(cfg,\s*["'](\w+)["']""", src)}
         if f.name == "prefs.py" and f.parent.name == "cli":
             found |= {("prefs", k) for k in re.findall(r"""_v\(cfg,\s*["'](\w+)["']""", src)}
-    assert len(found) > 60
+    assert len(found) > 40  # fewer as components own their parameters (Params classes read declared keys only)
     missing = sorted((s, k) for s, k in found if k not in SCHEMA.get(s, {}))
     assert not missing, missing
 

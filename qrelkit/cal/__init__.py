@@ -8,17 +8,27 @@ append-only retractions and re-judgments —, atomic and idempotent imports, qre
   ``replay`` over a store.
 
 The CAL loop, features and simulation live in ``qrelkit.cal.features``, ``qrelkit.cal.loop`` and
-``qrelkit.cal.simulation``.
+``qrelkit.cal.simulation``; the parameters of screening and CAL (``[screen]``, ``[cal]``) are declared
+in ``qrelkit.cal.params``.
+
+Its names are loaded at their first use (:mod:`qrelkit.lazy`): importing the package, or its
+parameters' declarations, loads none of its machinery (no pandas, no numba).
 """
 
-from qrelkit.cal.stopping import (
-    ACCEPT, CONTINUE, REJECT, STOP, Decision, Description, JudgingState, StoppingRule, TargetSample, available_rules,
-    draw_sample, get_rule, register_rule, relevant_grades, replay_state, replay_store, rule_name, state_from_store,
-    status_table, thread_states,
-)
+from qrelkit.lazy import attach
+
+__getattr__ = attach(__name__, {
+    "stopping": (
+        "ACCEPT", "CONTINUE", "REJECT", "STOP", "Decision", "Description", "JudgingState", "StoppingRule",
+        "TargetSample", "available_rules", "draw_sample", "get_rule", "register_rule", "relevant_grades",
+        "replay_state", "replay_store", "rule_name", "state_from_store", "status_table", "thread_states",
+    ),
+    "params": ("CalParams", "FeatureParams", "ScreenParams", "ThreadParams",),
+})
 
 __all__ = [
-    "ACCEPT", "CONTINUE", "REJECT", "STOP", "Decision", "Description", "JudgingState", "StoppingRule", "TargetSample",
+    "ACCEPT", "CONTINUE", "CalParams", "Decision", "Description", "FeatureParams", "JudgingState", "REJECT", "STOP",
+    "ScreenParams", "StoppingRule", "TargetSample", "ThreadParams",
     "available_rules", "draw_sample", "get_rule", "register_rule", "relevant_grades", "replay_state", "replay_store",
     "rule_name", "state_from_store", "status_table", "thread_states",
 ]

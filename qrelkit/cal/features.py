@@ -42,19 +42,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from qrelkit.cal.params import FeatureParams
 from qrelkit.cal.shards import (
     FORMAT, FORMAT_VERSION, WIDE, ResidentBudget, Shard, duplicate_pid, install_folder, memory_available, narrow,
     open_shard, pid_hashes,
     read_manifest, save_shard, save_shard_ids, shard_dir, single_folder_canonical, temporary_folder, write_manifest,
 )
-from qrelkit.config import default as config_default
 from qrelkit.dedupe.tokenize import Normalization, word_hash, word_hashes, words
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import iter_corpus
 from qrelkit.jit import twins
 
 _EMPTY = np.int32(-1)
-DEFAULT_SHARD_SIZE = config_default("cal", "shard_size")
+DEFAULT_SHARD_SIZE = FeatureParams.declared_default("shard_size")
 
 __all__ = ["DEFAULT_SHARD_SIZE", "FORMAT", "FORMAT_VERSION", "WIDE", "Features", "SparseRows", "Vocabulary",
            "build_features", "chunks_of", "load_features", "row_pairs", "save_features"]
@@ -737,19 +737,18 @@ def build_features(
     progress:
         Called with the number of passages of each chunk done.
     shard_size:
-        Passages per shard (default: config ``[cal] shard_size``). Memory while building is
-        about one shard's rows; the rows do not depend on it.
+        Passages per shard (``None``: the declared default, ``[cal] shard_size``). Memory while
+        building is about one shard's rows; the rows do not depend on it.
     hashing:
         Fold words into this many buckets (``hash mod N``): at most N columns, bounded vocabulary
-        memory; ``None`` keeps every distinct word.
+        memory; ``None`` keeps every distinct word. Both are checked against their keys
+        (:class:`~qrelkit.cal.params.FeatureParams`).
 
     Duplicate passage ids are an error (rule ``duplicate-id``).
     """
     t0 = time.perf_counter()
-    shard_size = int(shard_size or DEFAULT_SHARD_SIZE)
-    if shard_size < 1 or (hashing is not None and int(hashing) < 1):
-        raise InputError("bad-option", "shard_size and hashing must be at least 1")
-    hashing = int(hashing) if hashing else None
+    fp = FeatureParams(hashing=hashing) if shard_size is None else FeatureParams(shard_size=shard_size, hashing=hashing)
+    shard_size, hashing = fp.shard_size, fp.hashing
     want = _universe(universe)
     out = Path(output) if output is not None else None
     tmp = temporary_folder(out) if out is not None else None

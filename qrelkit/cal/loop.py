@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numba as nb
@@ -56,83 +56,18 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from qrelkit.cal.features import Features, SparseRows
+from qrelkit.cal.params import SCHEDULES, THREADS, CalParams  # noqa: F401  (callers find them here)
 # score, score_many, select_top and PARALLEL_MIN_NNZ live in qrelkit.cal.scoring; callers also find them here
 from qrelkit.cal.scoring import (  # noqa: F401
     PARALLEL_MIN_NNZ, SCORE_GROUP, Candidates, LocalScorer, TopRows, score, score_many, select_top,
 )
 from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.store.combine import combine_log
-from qrelkit.config import default as config_default
-from qrelkit.errors import InputError
 from qrelkit.pooler.fractional import fractional_masks
-
-THREADS = ("fractional", "local", "all")
-SCHEDULES = ("fixed", "bmi")
 
 
 # --------------------------------------------------------------------------- parameters
-
-
-@dataclass(frozen=True)
-class CalParams:
-    """Everything that decides a CAL batch (with the features and the judgments)."""
-
-    # defaults: the configuration schema's [cal] (and [labels] passage_relevant), qrelkit.config
-    batch_size: int = config_default("cal", "batch_size")
-    fractional_batch_size_later: int = config_default("cal", "fractional_batch_size_later")
-    fractional_later_from: int = config_default("cal", "fractional_later_from")
-    schedule: str = config_default("cal", "schedule")
-    negatives: int = config_default("cal", "negatives")
-    C: float = config_default("cal", "C")
-    class_weight: str | None = None if config_default("cal", "class_weight") == "none" else config_default("cal", "class_weight")
-    query_document: bool = config_default("cal", "query_document")
-    relevant: tuple[int, ...] = tuple(config_default("labels", "passage_relevant"))
-    seed: int = config_default("cal", "seed")
-
-    def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise InputError("bad-option", f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
-        if self.batch_size < 1 or self.fractional_batch_size_later < 1:
-            raise InputError("bad-option", "batch sizes must be at least 1")
-        if self.fractional_later_from < 1:
-            raise InputError("bad-option", "fractional_later_from must be at least 1")
-        if self.negatives < 0:
-            raise InputError("bad-option", "negatives must not be negative")
-        if not self.C > 0:
-            raise InputError("bad-option", "C must be positive")
-        if self.class_weight not in (None, "balanced"):
-            raise InputError("bad-option", f"class_weight must be none or 'balanced', got {self.class_weight!r}")
-
-    @classmethod
-    def from_config(cls, cfg: Mapping | None = None, **overrides: Any) -> "CalParams":
-        """Values from a config's ``[cal]`` section (and ``[labels] passage_relevant``), then
-        ``overrides`` that are not None."""
-        kw: dict[str, Any] = {}
-        if cfg is not None:
-            cal = dict(cfg.get("cal", {}) or {})
-            for k in ("batch_size", "fractional_batch_size_later", "fractional_later_from", "schedule", "negatives",
-                      "C", "class_weight", "query_document", "seed"):
-                if k in cal:
-                    kw[k] = cal[k]
-            rel = (cfg.get("labels", {}) or {}).get("passage_relevant")
-            if rel is not None:
-                kw["relevant"] = tuple(int(x) for x in rel)
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        if "relevant" in kw:
-            kw["relevant"] = tuple(int(x) for x in kw["relevant"])
-        for k in ("batch_size", "fractional_batch_size_later", "fractional_later_from", "negatives", "seed"):
-            if k in kw:
-                kw[k] = int(kw[k])
-        if "C" in kw:
-            kw["C"] = float(kw["C"])
-        if kw.get("class_weight") in ("", "none", "None"):
-            kw["class_weight"] = None
-        return cls(**kw)
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["relevant"] = list(self.relevant)
-        return d
+# CalParams (the [cal] keys that decide a batch, declared beside it) lives in qrelkit.cal.params
 
 
 def batch_size(params: CalParams, thread: str, iteration: int) -> int:
@@ -197,7 +132,7 @@ def _train_matrix(block: SparseRows, n_terms: int, scratch: np.ndarray | None = 
     return m, cols
 
 
-def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = 1.0, class_weight: str | None = None,
+def fit_weights(block: SparseRows, labels: np.ndarray, *, C: float = CalParams().C, class_weight: str | None = None,
                 random_state: int = 0,
                 n_terms: int | None = None, out: np.ndarray | None = None,
                 scratch: np.ndarray | None = None) -> tuple[np.ndarray, float, np.ndarray]:

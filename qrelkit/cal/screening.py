@@ -21,16 +21,15 @@ in ``relevant_grades`` (the config's ``[labels] passage_relevant``: 2, 3).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from qrelkit.cal.params import ScreenParams
 from qrelkit.cal.stopping import status_table
 from qrelkit.store.combine import combine_log
-from qrelkit.config import Config, default as config_default
 from qrelkit.errors import InputError
 
 KEEP, DISCARD_TOO_MANY, DISCARD_NONE, INCOMPLETE = "keep", "discard-too-many", "discard-none", "incomplete"
@@ -38,38 +37,9 @@ DECISIONS = (KEEP, DISCARD_TOO_MANY, DISCARD_NONE, INCOMPLETE)
 SCREENING_COLUMNS = ["qid", "to_screen", "screened", "relevant", "share", "decision"]
 
 
-@dataclass(frozen=True)
-class ScreeningRule:
-    """The rule's parameters (defaults: the configuration schema's ``[screen]``)."""
-
-    first_n: int = config_default("screen", "first_n")
-    discard_share: float = config_default("screen", "discard_if_relevant_share_at_least")
-    discard_if_none: bool = config_default("screen", "discard_if_no_relevant")
-    relevant_grades: tuple[int, ...] = tuple(config_default("labels", "passage_relevant"))
-
-    def __post_init__(self) -> None:
-        if int(self.first_n) < 1:
-            raise InputError("out-of-range", f"screening first_n must be >= 1, got {self.first_n!r}")
-        if not 0 <= float(self.discard_share) <= 1:
-            raise InputError("out-of-range", f"screening share must be in [0, 1], got {self.discard_share!r}")
-
-    @classmethod
-    def from_config(cls, config: Any = None, **overrides: Any) -> "ScreeningRule":
-        """From a :class:`~qrelkit.config.Config` or a ``{section: {key: value}}`` mapping
-        (``[screen]``, ``[labels] passage_relevant``; defaults for what it leaves out);
-        ``overrides`` that are not None win."""
-        kw: dict[str, Any] = {}
-        if config is not None and not hasattr(config, "get_value"):
-            config = Config(config)  # a plain {section: {key: value}} mapping
-        if config is not None:
-            kw = {"first_n": config.get_value("screen", "first_n"),
-                  "discard_share": config.get_value("screen", "discard_if_relevant_share_at_least"),
-                  "discard_if_none": config.get_value("screen", "discard_if_no_relevant"),
-                  "relevant_grades": tuple(int(g) for g in config.get_value("labels", "passage_relevant"))}
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        if "relevant_grades" in kw:
-            kw["relevant_grades"] = tuple(int(g) for g in kw["relevant_grades"])
-        return cls(**kw)
+class ScreeningRule(ScreenParams):
+    """The screening rule: its parameters (:class:`~qrelkit.cal.params.ScreenParams`, ``[screen]``
+    and ``[labels] passage_relevant``; ``from_config``) and the decision they make."""
 
     def decide(self, to_screen: int, screened: int, relevant: int) -> str:
         """The decision for a topic whose screening set has ``to_screen`` items, ``screened`` of

@@ -63,6 +63,8 @@ from qrelkit.cal.stopping import JudgingState, TargetSample, draw_sample
 from qrelkit.dedupe.tokenize import Normalization, word_hashes
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
+from qrelkit.labels.params import LabelsParams
+from qrelkit.params import AS_DECLARED, declared_defaults
 
 UNJUDGED_POLICIES = ("zero", "skip")
 TARGETS = (0.75, 0.95)
@@ -75,8 +77,9 @@ LOG_COLUMNS = ["qid", "thread", "iteration", "position", "docid", "grade", "rele
 class Oracle:
     """Grades from qrels for passages given as feature rows."""
 
+    @declared_defaults(CalParams, scale=LabelsParams.KEYS["scale"])
     def __init__(self, qrels: pa.Table, features: Features, *, unjudged: str = "zero", error_rate: float = 0.0,
-                 scale: Sequence[int] = (0, 1, 2, 3), seed: int = 0) -> None:
+                 scale: Sequence[int] = AS_DECLARED, seed: int = AS_DECLARED) -> None:
         if unjudged not in UNJUDGED_POLICIES:
             raise InputError("bad-option", f"unjudged must be one of {', '.join(UNJUDGED_POLICIES)}, got {unjudged!r}")
         if not 0 <= error_rate <= 1:
@@ -254,6 +257,7 @@ class _Thread:
         return sum(1 for i in self.view if L_row[i] in self.truly_relevant)
 
 
+@declared_defaults(CalParams, scale=LabelsParams.KEYS["scale"])
 def simulate_cal(
     features: Features,
     topics: pd.DataFrame,
@@ -271,7 +275,7 @@ def simulate_cal(
     fraction_ids: pa.Array | None = None,
     unjudged: str = "zero",
     error_rate: float = 0.0,
-    scale: Sequence[int] = (0, 1, 2, 3),
+    scale: Sequence[int] = AS_DECLARED,
     progress: Callable[[str], None] | None = None,
     qrels_file: str | None = None,
     scorer=None,

@@ -76,6 +76,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from qrelkit.cal.params import KEYS as CAL_KEYS, PASSAGE_RELEVANT, ThreadParams
 from qrelkit.store.combine import combine_log
 from qrelkit.config import (
     PLUGINS_ENV, Config, Conflict, Key, add_choice, cross_rule, declare_section, default as config_default,
@@ -83,6 +84,8 @@ from qrelkit.config import (
 )
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
+from qrelkit.labels.params import LabelsParams
+from qrelkit.params import AS_DECLARED, declared_defaults
 
 CONTINUE, ACCEPT, REJECT, STOP = "continue", "accept", "reject", "stop"
 ACTIONS = (CONTINUE, ACCEPT, REJECT, STOP)
@@ -192,8 +195,9 @@ class JudgingState:
         object.__setattr__(self, "batch_ends", tuple(int(b) for b in self.batch_ends))
 
     @classmethod
-    def from_grades(cls, passages: Sequence[str], grades: Sequence[int], *, relevant_grades: Iterable[int] = (2, 3),
-                    batches: Sequence[str] | None = None, **kw) -> "JudgingState":
+    def from_grades(cls, passages: Sequence[str], grades: Sequence[int], *,
+                    relevant_grades: Iterable[int] = PASSAGE_RELEVANT, batches: Sequence[str] | None = None,
+                    **kw) -> "JudgingState":
         """A state from grades (binarized by ``relevant_grades``); ``batches`` (one batch id per
         passage, in judging order) gives the batch ends."""
         rel = binarize(grades, relevant_grades)
@@ -400,8 +404,6 @@ def rule_name(config: Mapping | None = None, name: str | None = None) -> str:
     """``name`` when given, else the configuration's ``[stopping] rule`` (``density``)."""
     if name:
         return str(name)
-    if config is not None and hasattr(config, "get_value"):
-        return str(config.get_value("stopping", "rule"))
     return str(((config or {}).get("stopping", {}) or {}).get("rule", config_default("stopping", "rule")))
 
 
@@ -528,10 +530,13 @@ def _never_accepted(cfg: Config) -> Conflict | None:
     """No topic can ever be accepted: the density rule (``[stopping] rule``) needs a density below
     ``[stopping] accept_density_below`` = 0, and there is no ``[cal] budget`` (or its rule needs a
     density below ``budget_density_at_least`` = 0 too)."""
-    if cfg.get_value("stopping", "rule") != "density" or float(cfg.get_value("stopping", "accept_density_below")) > 0:
+    if rule_name(cfg) != "density":
         return None
-    budget = cfg.get_value("cal", "budget")
-    if budget is not None and float(cfg.get_value("stopping", "budget_density_at_least")) > 0:
+    density = get_rule("density", cfg)
+    if float(density.accept_density_below) > 0:
+        return None
+    budget = ThreadParams.from_config(cfg).budget
+    if budget is not None and float(density.budget_density_at_least) > 0:
         return None
     keys = (("stopping", "accept_density_below"), ("cal", "budget"))
     if budget is not None:
@@ -657,7 +662,8 @@ class BudgetRule(StoppingRule):
 # -- target method ---------------------------------------------------------------------------------
 
 
-def draw_sample(collection: Iterable[str], size: int, *, seed: int = 0, topic: str = "") -> list[str]:
+@declared_defaults(CAL_KEYS)
+def draw_sample(collection: Iterable[str], size: int, *, seed: int = AS_DECLARED, topic: str = "") -> list[str]:
     """The first ``size`` passages of a seeded random order of ``collection`` (per topic).
 
     The order depends only on the set of ids, ``seed`` and ``topic`` — not on the input order —
@@ -711,9 +717,7 @@ class TargetRule(StoppingRule):
 
 def relevant_grades(config: Mapping | None) -> list[int]:
     """The grades counted as relevant: the config's ``[labels] passage_relevant`` (2, 3)."""
-    if config is not None and hasattr(config, "get_value"):
-        return [int(g) for g in config.get_value("labels", "passage_relevant")]
-    return [int(g) for g in ((config or {}).get("labels", {}) or {}).get("passage_relevant", config_default("labels", "passage_relevant"))]
+    return [int(g) for g in LabelsParams.from_config(config).passage_relevant]
 
 
 def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState:
@@ -721,7 +725,7 @@ def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState
                                     batches=lab["batch_seq"].tolist(), **kw)
 
 
-def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = (2, 3),
+def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = PASSAGE_RELEVANT,
                      combine: str = "median_high", budget: int | None = None,
                      collection_size: int | None = None, max_batch_seq: int | None = None) -> JudgingState:
     """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.store.judging.JudgingStore`
@@ -765,10 +769,8 @@ def _sample_from_log(log: pd.DataFrame, relevant: Sequence[int], combine: str, c
 
 
 def _config_budget(config: Mapping | None, budget: int | None) -> int | None:
-    if budget is not None:
-        return int(budget)
-    val = ((config or {}).get("cal", {}) or {}).get("budget")
-    return None if val is None else int(val)
+    """``budget`` when given, else the configuration's ``[cal] budget`` (none: no budget)."""
+    return int(budget) if budget is not None else ThreadParams.from_config(config).budget
 
 
 STATUS_COLUMNS = ["qid", "thread", "state", "judged", "relevant", "density", "batches", "open_batches", "rule",
@@ -795,7 +797,7 @@ def _by_topic(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, dict[str, np.n
 
 
 def thread_states(threads: pd.DataFrame, log: pd.DataFrame, *, items: pd.DataFrame | None = None,
-                  relevant: Sequence[int] = (2, 3), combine: Any = "median_high",
+                  relevant: Sequence[int] = PASSAGE_RELEVANT, combine: Any = "median_high",
                   budget: int | None = None) -> Iterable[JudgingState]:
     """The current :class:`JudgingState` of every row of ``threads`` (``qid, thread,
     collection_size``, as :meth:`~qrelkit.store.interfaces.Topics.threads` gives) from a judgment

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qrelkit.cal.loop import CalParams, issue_next_batches
+from qrelkit.cal.loop import issue_next_batches
+from qrelkit.cal.params import ThreadParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
 from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
 from qrelkit.config import Config
@@ -40,8 +41,7 @@ def campaign_rule(cfg: Config) -> StoppingRule:
 
 
 def _budget(cfg: Config) -> int | None:
-    budget = cfg.get_value("cal", "budget")
-    return None if budget is None else int(budget)
+    return ThreadParams.from_config(cfg).budget
 
 
 def topic_stopping(store, cfg: Config, qid: str) -> Description:
@@ -130,7 +130,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
         need = tuple(t for t in g["thread"] if have.get((q, t), 0) < rounds[q][0])
         if need:
             groups.setdefault(need, []).append(q)
-    params = CalParams.from_config(ctx.cfg)
+    params = ctx.settings.cal
     for need, qs in groups.items():
         _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params,
                                        fraction=float(ctx.cfg.get_value("fractional", "fraction")),

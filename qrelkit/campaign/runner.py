@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.cal.loop import warm_up
+from qrelkit.cal.params import ThreadParams
 from qrelkit.campaign import adopt, outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.health import campaign_health
@@ -251,7 +252,7 @@ def _create_store(d: Path, topics: pd.DataFrame, cfg, records: list, **state: An
     try:
         store = CampaignStore(campaign_path(d), create=True)
         try:
-            store.topics.add(topics, threads=list(cfg.get_value("cal", "threads")))
+            store.topics.add(topics, threads=list(ThreadParams.from_config(cfg).threads))
             store.state.record_inputs(records, cfg.effective())
             store.state.update(**state)
         finally:

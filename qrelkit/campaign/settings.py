@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from qrelkit.cal.params import CalParams, FeatureParams, ThreadParams
+from qrelkit.cal.screening import ScreeningRule
 from qrelkit.config import CampaignParams, Config, ProtocolParams, WebParams
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.evaluate.params import EvalParams
@@ -34,6 +36,10 @@ class Settings:
     eval: EvalParams
     prefs: PrefsParams
     reuse: ReuseParams
+    screen: ScreeningRule
+    cal: CalParams
+    threads: ThreadParams
+    features: FeatureParams
 
     @classmethod
     def from_config(cls, cfg: Config | Mapping | None) -> "Settings":
@@ -42,4 +48,6 @@ class Settings:
                    web=WebParams.from_config(cfg), runs=RunsParams.from_config(cfg),
                    dedupe=DedupeParams.from_config(cfg), labels=LabelsParams.from_config(cfg),
                    eval=EvalParams.from_config(cfg), prefs=PrefsParams.from_config(cfg),
-                   reuse=ReuseParams.from_config(cfg))
+                   reuse=ReuseParams.from_config(cfg), screen=ScreeningRule.from_config(cfg),
+                   cal=CalParams.from_config(cfg), threads=ThreadParams.from_config(cfg),
+                   features=FeatureParams.from_config(cfg))

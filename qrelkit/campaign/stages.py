@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import CandidateCache
-from qrelkit.cal.screening import ScreeningRule, screen_topics
+from qrelkit.cal.params import ThreadParams
+from qrelkit.cal.screening import screen_topics
 from qrelkit.campaign.settings import Settings
 from qrelkit.config import CampaignParams, Config, assessor_file_name
 from qrelkit.dedupe.cluster import cluster_corpus
@@ -69,9 +70,8 @@ def combine_rule(cfg: Config) -> Any:
 
 def official_thread(cfg: Config) -> str:
     """The CAL thread that decides a topic: ``[cal] official_thread``, among ``[cal] threads``."""
-    threads = list(cfg.get_value("cal", "threads"))
-    off = str(cfg.get_value("cal", "official_thread"))  # among the threads (rule official-thread-not-run)
-    return off if off in threads else threads[-1]  # a store recorded before that rule
+    p = ThreadParams.from_config(cfg)  # the official thread is among the threads (rule official-thread-not-run)
+    return p.official_thread if p.official_thread in p.threads else p.threads[-1]  # a store recorded before that rule
 
 
 TEXT_INDEX = "text-index.sqlite"
@@ -181,7 +181,7 @@ class Context:
 
     @property
     def threads(self) -> list[str]:
-        return list(self.cfg.get_value("cal", "threads"))
+        return list(self.settings.threads.threads)
 
     @property
     def official_thread(self) -> str:
@@ -393,7 +393,7 @@ def stage_screening(ctx: Context) -> dict | Waiting:
     """Issue the first pool passages of each topic for judging, then screen the topics on those
     judgments (:func:`qrelkit.cal.screening.screen_topics`): a discarded topic has its CAL threads
     rejected; returns the count of each decision, or :class:`Waiting` while judgments are out."""
-    rule = ScreeningRule.from_config(ctx.cfg)
+    rule = ctx.settings.screen
     pool = ctx.pool.sort_values(["position"], kind="stable")
     done = _judged_or_issued(ctx)
     items = {q: [d for d in g["docid"].astype(str).head(rule.first_n) if (q, d) not in done]
@@ -485,9 +485,9 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        norm = ctx.settings.dedupe.norm
-        build_features(ctx.paths["corpus"], tmp, norm=norm, classes=ctx.classes,
-                       shard_size=ctx.cfg.get_value("cal", "shard_size"), hashing=ctx.cfg.get_value("cal", "hashing"))
+        fp = ctx.settings.features
+        build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.classes,
+                       shard_size=fp.shard_size, hashing=fp.hashing)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]

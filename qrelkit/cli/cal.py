@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import typer
 
+from qrelkit.cal.params import KEYS as CAL_KEYS, THREADS, CalParams, FeatureParams, ThreadParams
 from qrelkit.cal.screening import status_with_screening
 from qrelkit.cal.stopping import get_rule, replay_store, rule_name, rule_section
 from qrelkit.store import init_store, open_store, store_errors
@@ -26,10 +27,17 @@ from qrelkit.io.topics import read_topics
 
 app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
 
+
+def _default(key: str) -> str:
+    """``[cal] key``'s declared default as a help text shows it (``25``, ``1,000,000``, ``none``)."""
+    value = CAL_KEYS[key].default
+    return "none" if value is None else f"{value:,}"
+
+
 StoreArg = typer.Argument(..., help="The campaign's judging store (SQLite file).")
 RuleOpt = typer.Option(None, "--rule", "-r", help="Stopping rule: density | knee | budget | target, or a registered one (default: config [stopping] rule, density).")
 SetOpt = typer.Option([], "--set", help="Rule parameter KEY=VALUE (repeatable), e.g. min_judged=100.")
-BudgetOpt = typer.Option(None, "--budget", help="Judging budget per topic and thread (default: config [cal] budget, none).")
+BudgetOpt = typer.Option(None, "--budget", help=f"Judging budget per topic and thread (default: config [cal] budget, {_default('budget')}).")
 ThreadOpt = typer.Option([], "--thread", help="Only this thread (repeatable): fractional | local | all.")
 CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' grades -> one: median_high | max | min.")
 
@@ -79,7 +87,7 @@ def init(
     """Create a judging store (or add topics to one) with CAL threads per topic."""
     common.check_io(inputs=[topics, config], stores=[store])
     cfg = common.config(config)
-    names = [t.strip() for t in threads.split(",")] if threads else list(cfg.get_value("cal", "threads"))
+    names = ThreadParams.from_config(cfg, threads=threads or None).threads
     df = read_topics(topics)
     existed = store.exists()
     try:
@@ -239,16 +247,7 @@ def _norm(cfg):
     return DedupeParams.from_config(cfg).norm
 
 
-def _cal_params(cfg, **overrides):
-    from qrelkit.cal.loop import CalParams  # lazy: numba kernels, slow to import
-
-    # flags pass the schema's checks of their [cal] keys (get_value), as config values do
-    return CalParams.from_config(cfg, **{k: cfg.get_value("cal", k, v) for k, v in overrides.items()})
-
-
 def _threads(value: Optional[str]) -> Optional[list[str]]:
-    from qrelkit.cal.loop import THREADS  # lazy: numba kernels, slow to import
-
     if value is None:
         return None
     names = [t.strip() for t in value.split(",") if t.strip()]
@@ -279,8 +278,8 @@ def features(
     output: Path = typer.Option(..., "-o", "--output", help="Folder for the features; next to the store by default: campaign.db -> campaign.db.features."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes: CAL then selects canonical passages only."),
     universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),
-    shard_size: Optional[int] = typer.Option(None, "--shard-size", help="Passages per shard (default: config [cal] shard_size, 1,000,000): memory while building is about one shard."),
-    hashing: Optional[int] = typer.Option(None, "--hashing", help="Fold words into N hash buckets: at most N columns, bounded vocabulary memory (default: config [cal] hashing, none: every word)."),
+    shard_size: Optional[int] = typer.Option(None, "--shard-size", help=f"Passages per shard (default: config [cal] shard_size, {_default('shard_size')}): memory while building is about one shard."),
+    hashing: Optional[int] = typer.Option(None, "--hashing", help=f"Fold words into N hash buckets: at most N columns, bounded vocabulary memory (default: config [cal] hashing, {_default('hashing')}: every word)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -296,10 +295,10 @@ def features(
               "universe_file": str(universe) if universe else None, "config": cfg.source}
     # the bar's total: lines of the corpus (a universe keeps fewer passages: no total then)
     total = passages_upper_bound(corpus) if common.stderr.is_terminal and universe is None else None
+    fp = FeatureParams.from_config(cfg, shard_size=shard_size, hashing=hashing)
     with common.progress("featurizing", total) as advance:
         feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params,
-                               shard_size=cfg.get_value("cal", "shard_size", shard_size),
-                               hashing=cfg.get_value("cal", "hashing", hashing))
+                               shard_size=fp.shard_size, hashing=fp.hashing)
     summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
                "shards": len(feats.shards), "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
     common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros, "
@@ -336,7 +335,7 @@ def next_(
     threads: Optional[str] = typer.Option(None, "--threads", help="Comma-separated threads (default: every active thread)."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Join passage texts from this corpus (streamed)."),
     assessor: str = typer.Option("", "--assessor", help="Fill the assessor column with this name."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Passages per batch (default: config [cal] batch_size, 25)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help=f"Passages per batch (default: config [cal] batch_size, {_default('batch_size')})."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="fixed | bmi (BMI's growing batches: 1, then +ceil(B/10))."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (default: config [fractional])."),
     allow_open: bool = typer.Option(False, "--allow-open", help="Issue even when the thread's last batch is not judged yet."),
@@ -361,7 +360,7 @@ def next_(
     s = open_store(store, timeout=lock_timeout, operation="cal next")  # a damaged store fails before the work
     fdir = features_dir or store.with_name(store.name + ".features")
     feats = load_features(fdir)
-    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
+    params = CalParams.from_config(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
     frac = float(cfg.get_value("fractional", "fraction", fraction))
     fseed = int(cfg.get_value("fractional", "seed", None))
     with contextlib.closing(s), store_errors(store), _scorer(feats, scheduler, workers) as scorer:
@@ -400,7 +399,7 @@ def simulate(
     error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the oracle gives another grade (seeded)."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes (only with a corpus file)."),
     topic: List[str] = typer.Option([], "--topic", help="Only this topic (repeatable)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Passages per batch (default: config [cal] batch_size, 25)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help=f"Passages per batch (default: config [cal] batch_size, {_default('batch_size')})."),
     schedule: Optional[str] = typer.Option(None, "--schedule", help="fixed | bmi."),
     fraction: Optional[float] = typer.Option(None, "--fraction", help="Fractional collection share (fractional thread)."),
     relevant: Optional[str] = typer.Option(None, "--relevant", help="Grades counted as relevant, comma-separated, e.g. 1 for binary qrels (default: config [labels] passage_relevant, 2,3)."),
@@ -421,7 +420,7 @@ def simulate(
 
     cfg = common.config(config)
     th = _threads(threads)
-    params = _cal_params(cfg, batch_size=batch_size, schedule=schedule, seed=seed, relevant=_grades(relevant))
+    params = CalParams.from_config(cfg, batch_size=batch_size, schedule=schedule, seed=seed, relevant=_grades(relevant))
     tdf = select_topics(read_topics(topics), topic, file=str(topics))
     q = read_qrels(qrels)
     topics_without_relevant(qrels_grades(q), tdf["qid"].astype(str).tolist(), params.relevant, file=str(qrels))
