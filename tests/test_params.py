@@ -22,15 +22,13 @@ PKG = ROOT / "qrelkit"
 #: the modules that may still call ``Config.get_value``: the configuration itself, and the rooms
 #: whose sections are not yet declared by their components (this list only shrinks)
 GET_VALUE_ALLOWED = {
-    "config.py", "cal/screening.py", "cal/stopping.py", "pooler/protocol.py", "pooler/registry.py", "reuse/study.py",
+    "config.py", "cal/screening.py", "cal/stopping.py", "reuse/study.py",
     "campaign/stages.py", "campaign/runner.py", "campaign/prefs.py", "campaign/report.py", "campaign/rounds.py",
     "campaign/outputs.py", "campaign/health.py", "campaign/corrections.py", "campaign/accounts.py", "web/service.py",
     "cli/pool.py", "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
 }
 #: rooms (packages below the configuration) that may still import ``qrelkit.config``
-CONFIG_IMPORT_ALLOWED = {"cal/features.py", "cal/loop.py", "cal/screening.py", "cal/stopping.py", "pooler/protocol.py",
-                         "pooler/registry.py",
-                         "reuse/study.py"}
+CONFIG_IMPORT_ALLOWED = {"cal/features.py", "cal/loop.py", "cal/screening.py", "cal/stopping.py", "reuse/study.py"}
 ROOMS = ("io", "pooler", "dedupe", "cal", "labels", "evaluate", "prefs", "reuse", "simulate")
 
 
@@ -119,3 +117,62 @@ def test_rooms_read_no_configuration():
             if "qrelkit.config" in _imports(p):
                 found.add(_rel(p))
     assert found <= CONFIG_IMPORT_ALLOWED, sorted(found - CONFIG_IMPORT_ALLOWED)
+
+
+#: rooms whose library signatures repeat no declared default (a keyword left None takes the
+#: declaration's value): this set only grows
+NO_REPEATED_DEFAULTS = {"pooler": ("selection", "pool", "top1", "fused", "fractional", "batch")}
+#: a parameter named otherwise than its key: fused_pool's k and p, make_batches' per_item
+ALIASES = {"k": "rrf_k", "p": "rbp_p", "per_item": "assessors_per_item"}
+
+
+def _public_functions(room: str):
+    import importlib
+    import inspect
+
+    for p in sorted((PKG / room).glob("*.py")):
+        if p.name in ("__init__.py", "params.py"):
+            continue
+        mod = importlib.import_module(f"qrelkit.{room}.{p.stem}")
+        for name, fn in vars(mod).items():
+            if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == mod.__name__:
+                yield f"{p.stem}.{name}", inspect.signature(fn)
+
+
+def test_no_library_signature_repeats_a_declared_default():
+    """A keyword of a room's public function named as one of the room's keys has no default of its
+    own (None, or nothing given: the declared default, one place); ``include=()`` is no value."""
+    load_config(None)
+    for room, sections in NO_REPEATED_DEFAULTS.items():
+        keys = {k for s in sections for k in SCHEMA[s]}
+        found = []
+        for where, sig in _public_functions(room):
+            for name, prm in sig.parameters.items():
+                if ALIASES.get(name, name) in keys and prm.default not in (prm.empty, None, ()):
+                    found.append(f"{where}({name}={prm.default!r})")
+        assert not found, found
+
+
+def test_a_default_left_none_is_the_declared_one(monkeypatch):
+    """The pooler's functions read their defaults from the declarations: change a declared default
+    and the function's default follows."""
+    import pyarrow as pa
+
+    from qrelkit.pooler import make_batches, select_pool_runs
+    from qrelkit.pooler import params as pp
+    from qrelkit.pooler.pools import depth_pool
+    from qrelkit.simulate.toy import toy_runs
+
+    runs = toy_runs()
+    assert depth_pool(runs).equals(depth_pool(runs, 10, judged="mark"))
+    monkeypatch.setitem(pp.POOL, "depth", dataclasses.replace(pp.POOL["depth"], default=1))
+    assert depth_pool(runs).equals(depth_pool(runs, 1))
+    pool = pa.table({"qid": ["1"] * 4, "docid": ["a", "b", "c", "d"], "position": [1, 2, 3, 4]})
+    monkeypatch.setitem(pp.BATCH, "first_n", dataclasses.replace(pp.BATCH["first_n"], default=2))
+    assert make_batches(pool)["batch_id"].tolist().count("1-1") == 2
+    import pandas as pd
+
+    man = pd.DataFrame({"run": ["a", "b"], "group": ["g", "g"], "subtask": "p", "priority": [1, 2],
+                        "baseline": [False, False]})
+    monkeypatch.setitem(pp.SELECTION, "per_group", dataclasses.replace(pp.SELECTION["per_group"], default=1))
+    assert select_pool_runs(man)["pooled"].tolist() == [True, False]
