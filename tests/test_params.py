@@ -25,7 +25,7 @@ GET_VALUE_ALLOWED = {
     "config.py", "cal/screening.py", "cal/stopping.py", "reuse/study.py",
     "campaign/stages.py", "campaign/runner.py", "campaign/prefs.py", "campaign/report.py", "campaign/rounds.py",
     "campaign/outputs.py", "campaign/health.py", "campaign/corrections.py", "campaign/accounts.py", "web/service.py",
-    "cli/pool.py", "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
+    "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
 }
 #: rooms (packages below the configuration) that may still import ``qrelkit.config``
 CONFIG_IMPORT_ALLOWED = {"cal/features.py", "cal/loop.py", "cal/screening.py", "cal/stopping.py", "reuse/study.py"}
