@@ -34,8 +34,9 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import read_runs
 from qrelkit.io.tables import read_frame, read_table, write_table
 from qrelkit.labels.aggregate import VoteRule
-from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
-                            pool_size_distribution, pooled_flag, restrict_runs)
+from qrelkit.pooler import (BatchParams, FractionalParams, PoolParams, configured_pool, filter_runs,
+                            fractional_ids_from_corpus, pool_selection, pool_size_distribution, pooled_flag,
+                            restrict_runs)
 from qrelkit.pooler.protocol import selection_options
 from qrelkit.simulate.oracle import judge_batches, truth_map
 from qrelkit.store import CampaignStore, TextIndex, combine_log, open_text_index
@@ -132,7 +133,7 @@ class Context:
     @cached_property
     def runset(self):
         return read_runs([Path(p) for p in self.paths["runs"]], **RunsParams.from_config(self.cfg).read_args(),
-                         topics=self.topic_ids, manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
+                         topics=self.topic_ids, manifest=self.manifest, ties=PoolParams.from_config(self.cfg).ties)
 
     @cached_property
     def manifest(self) -> pd.DataFrame:
@@ -193,7 +194,7 @@ class Context:
         owner unless ``[campaign] owner_judges_cal``."""
         # rules assessors-empty and assessors-too-few refuse what is left here for stores recorded before them
         names = list(self.cfg.get_value("campaign", "assessors")) or ["A01"]
-        k = min(int(self.cfg.get_value("batch", "assessors_per_item")), len(names))
+        k = min(BatchParams.from_config(self.cfg).assessors_per_item, len(names))
         owner = self.topic_ids.index(str(qid))
         if round_ and not bool(self.cfg.get_value("campaign", "owner_judges_cal")):
             owner += round_
@@ -455,8 +456,8 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
     whatever ``[pool] kind``: the protocol's) of the pooled runs restricted to it; writes
     ``pool-fractional.parquet``, issues its new passages of the kept topics and has them judged;
     returns fraction, kept passages and items, or :class:`Waiting`."""
-    frac = float(ctx.cfg.get_value("fractional", "fraction"))
-    seed = int(ctx.cfg.get_value("fractional", "seed"))
+    fp = FractionalParams.from_config(ctx.cfg)
+    frac, seed = fp.fraction, fp.seed
     kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.classes)
     runs = restrict_runs(filter_runs(ctx.runset.table, ctx.pooled_runs), kept, classes=ctx.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
