@@ -231,8 +231,10 @@ def defaults(section: str) -> dict[str, Any]:
 #
 # A stopping rule declares its own keys (``[stopping.<rule>]``; the density rule's are in
 # ``[stopping]``) and every registered rule and pool kind is a choice of ``[stopping] rule`` and
-# ``[pool] kind``: the registries (qrelkit.cal.stopping, qrelkit.pooler.registry) tell this module
-# as they register (:func:`declare_section`, :func:`add_choice`). They sit above it (the levels of
+# ``[pool] kind``: the registries tell the schema as they register — qrelkit.cal.stopping this
+# module (:func:`declare_section`, :func:`add_choice`), qrelkit.pooler.registry the declarations
+# (:func:`qrelkit.params.add_choice` on ``[pool] kind``, :func:`qrelkit.params.declare` of a
+# ``[pool.<kind>]``, which the assembled schema shares and picks up). They sit above it (the levels of
 # tests/test_api_boundaries.py), so it names them and imports them the first time the whole
 # schema is needed (:func:`load_plugins`: by :func:`load_config`, :func:`config_from_rows`,
 # :func:`schema`), as ``qrelkit/__init__`` resolves its names; none of them imports numba. A
