@@ -46,48 +46,6 @@ CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-re
 
 #: the sections still declared here (the others by their components: :data:`DECLARATION_MODULES`)
 _LEGACY: dict[str, dict[str, Key]] = {
-    "selection": _keys(
-        Key("include_baselines", "bool", True, "every baseline run feeds the pool"),
-        Key("per_group", "int", 3, "the N highest-priority runs per group (and subtask) feed the pool", min=0),
-        Key("by_subtask", "bool", True, "apply per_group per subtask"),
-        Key("subtasks", "list[str]", [], "the track's subtasks (informative; subtasks come from the manifest)"),
-        Key("priority_order", "str", "ascending", "ascending: priority 1 is a group's most important run",
-            choices=("ascending", "descending")),
-        Key("include", "list[str]", [], "runs always pooled", unordered=True),
-        Key("exclude", "list[str]", [], "runs never pooled", unordered=True),
-    ),
-    "pool": _keys(
-        Key("kind", "str", "depth", "the campaign's pool: a registered pool kind (its parameters: [pool] depth and "
-            "judged for depth, [top1], [fused], [pool.<kind>] for a plugin's)", choices=("depth",)),
-        Key("depth", "int", 10, "pool depth: the top k of every pooled run", min=1),
-        Key("dedupe", "bool", True, "pool near-duplicate class ids when classes are given (informative)"),
-        Key("judged", "str", "mark", "items already in the given qrels: keep, mark or drop them",
-            choices=("keep", "mark", "drop")),
-        Key("order", "list[str]", ["min_rank", "n_runs desc", "docid"], "assessor order of the pool (fixed)",
-            fixed=True),
-        Key("ties", "str", "docid-desc", "runs' score ties: docid descending (trec_eval), ascending, or file order",
-            choices=("docid-desc", "docid-asc", "file-order")),
-    ),
-    "top1": _keys(
-        Key("perfect_min_rel", "int", 1, "qrels with at least this grade join the top-1 pool (the perfect run)",
-            min=0),
-        Key("perfect", "str", "all", "all such qrels, or only the topic's best-graded", choices=("all", "best")),
-    ),
-    "fused": _keys(
-        Key("method", "str", "rrf", "rank fusion of the runs", choices=("rrf", "rbp")),
-        Key("take", "int", 100, "items per topic taken from the fused ranking", min=1),
-        Key("rrf_k", "float", 60.0, "k of reciprocal rank fusion 1 / (k + rank)", min=0.0),
-        Key("rbp_p", "float", 0.8, "persistence p of RBP fusion", **_UNIT),
-    ),
-    "fractional": _keys(
-        Key("fraction", "float", 0.1, "share of a seeded random order of the deduplicated corpus", **_UNIT),
-        Key("seed", "int", 0, "seed of that random order", min=0),
-    ),
-    "batch": _keys(
-        Key("first_n", "int", 100, "per topic: the first N in pool order form the first batch", min=1),
-        Key("assessors_per_item", "int", 1, "assessors judging each item (never one assessor twice)", min=1),
-        Key("seed", "int", 0, "seed of the assignment to assessors", min=0),
-    ),
     "stopping": _keys(
         Key("rule", "str", "density", "the campaign's stopping rule: a registered rule (its parameters: [stopping] for "
             "density, [stopping.<rule>] for the others)", choices=("density",)),
@@ -175,7 +133,7 @@ class WebParams(Params):
 #: machinery (no numba). A component's section is declared there, beside its parameters class.
 DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.params", "qrelkit.labels.params",
                                               "qrelkit.evaluate.params", "qrelkit.reuse.params",
-                                              "qrelkit.prefs.params", "qrelkit.cal.params")
+                                              "qrelkit.prefs.params", "qrelkit.cal.params", "qrelkit.pooler.params")
 
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared
@@ -192,6 +150,7 @@ class _Schema(Mapping):
 
     def __init__(self) -> None:
         self._data: dict[str, dict[str, Key]] | None = None
+        self._declared = 0  # sections of DECLARED seen: a declared section is the same dict here and there
 
     def _get(self) -> dict[str, dict[str, Key]]:
         if self._data is None:
@@ -200,6 +159,11 @@ class _Schema(Mapping):
             both = {**_LEGACY, **DECLARED}
             order = [s for s in SECTION_ORDER if s in both] + [s for s in DECLARED if s not in SECTION_ORDER]
             self._data = {s: both[s] for s in order}
+            self._declared = len(DECLARED)
+        elif len(DECLARED) != self._declared:  # sections declared since (a registry's, as it registers)
+            self._declared = len(DECLARED)
+            for s in [s for s in DECLARED if s not in self._data]:
+                self.declare(s, DECLARED[s])
         return self._data
 
     def declare(self, section: str, keys: dict[str, Key], *, merge: bool = False) -> None:
@@ -211,7 +175,7 @@ class _Schema(Mapping):
             return
         top = section.partition(".")[0]
         items = list(data.items())
-        at = max(i for i, (s, _) in enumerate(items) if s.partition(".")[0] == top) + 1
+        at = max((i for i, (s, _) in enumerate(items) if s.partition(".")[0] == top), default=len(items) - 1) + 1
         items.insert(at, (section, keys))
         data.clear()
         data.update(items)
@@ -221,8 +185,17 @@ class _Schema(Mapping):
         return {s: dict(keys) for s, keys in self._get().items()}
 
     def restore(self, snapshot: Mapping[str, Mapping[str, Key]]) -> None:
-        """The sections and keys of a :meth:`snapshot` (a test that registered its own rules)."""
-        self._data = {s: dict(keys) for s, keys in snapshot.items()}
+        """The sections and keys of a :meth:`snapshot` (a test that registered its own rules), the
+        components' declarations (:data:`qrelkit.params.DECLARED`) included."""
+        for s in [s for s in DECLARED if s not in snapshot]:
+            del DECLARED[s]
+        data = {}
+        for s, keys in snapshot.items():
+            data[s] = DECLARED.get(s, {})
+            data[s].clear()
+            data[s].update(keys)
+        self._data = data
+        self._declared = len(DECLARED)
 
     def replace_key(self, section: str, key: Key) -> None:
         """Replace the declaration of ``[section] <key.name>`` (a registry's new choice)."""
@@ -282,8 +255,10 @@ def defaults(section: str) -> dict[str, Any]:
 #
 # A stopping rule declares its own keys (``[stopping.<rule>]``; the density rule's are in
 # ``[stopping]``) and every registered rule and pool kind is a choice of ``[stopping] rule`` and
-# ``[pool] kind``: the registries (qrelkit.cal.stopping, qrelkit.pooler.registry) tell this module
-# as they register (:func:`declare_section`, :func:`add_choice`). They sit above it (the levels of
+# ``[pool] kind``: the registries tell the schema as they register — qrelkit.cal.stopping this
+# module (:func:`declare_section`, :func:`add_choice`), qrelkit.pooler.registry the declarations
+# (:func:`qrelkit.params.add_choice` on ``[pool] kind``, :func:`qrelkit.params.declare` of a
+# ``[pool.<kind>]``, which the assembled schema shares and picks up). They sit above it (the levels of
 # tests/test_api_boundaries.py), so it names them and imports them the first time the whole
 # schema is needed (:func:`load_plugins`: by :func:`load_config`, :func:`config_from_rows`,
 # :func:`schema`), as ``qrelkit/__init__`` resolves its names; none of them imports numba. A

@@ -80,18 +80,35 @@ UNIT = dict(min=0.0, max=1.0)  # a share or a probability
 DECLARED: dict[str, dict[str, Key]] = {}
 
 
-def declare(section: str, *keys: Key, _register: bool = True) -> dict[str, Key]:
+def declare(section: str, *keys: Key, again: bool = False, _register: bool = True) -> dict[str, Key]:
     """Declare the keys of ``[section]`` (a dotted name for a subsection): returns them by name,
     for the component's :class:`Params` class. A section is declared once (again with the same
-    keys: nothing changes; with other keys: an error, two components would own it)."""
+    keys: nothing changes; with other keys: an error, two components would own it — unless
+    ``again``: a registry's section, registered again, takes the new keys). The dict returned is
+    the one :data:`DECLARED` holds (and the assembled schema): a change (:func:`add_choice`) is
+    seen by both."""
     out = {k.name: k for k in keys}
     if len(out) != len(keys):
         raise ValueError(f"[{section}] declares a key twice")
-    if _register:
-        known = DECLARED.setdefault(section, out)
-        if known != out:
+    if not _register:
+        return out
+    known = DECLARED.setdefault(section, out)
+    if known != out:
+        if not again:
             raise ValueError(f"[{section}] is declared twice, with other keys")
-    return out
+        known.clear()
+        known.update(out)
+    return known
+
+
+def add_choice(section: str, key: str, value: Any) -> None:
+    """Make ``value`` one of the choices of the declared ``[section] key`` (a registry's new name:
+    ``[pool] kind``), in the declaration itself: the component's class checks against it, and
+    the assembled schema (:data:`qrelkit.config.SCHEMA`) holds the same dict."""
+    keys = DECLARED[section]
+    k = keys[key]
+    if value not in (k.choices or ()):
+        keys[key] = dataclasses.replace(k, choices=(*(k.choices or ()), value))
 
 
 # --------------------------------------------------------------------------- checking one value

@@ -4,6 +4,7 @@ docs, and the protocol's screening rule (qrelkit.cal.screening) reported by `cal
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
@@ -13,8 +14,9 @@ import pandas as pd
 import pytest
 
 from qrelkit.cli import run
-from qrelkit.config import SCHEMA, Config, check_value, defaults_tree, find_line, load_config
+from qrelkit.config import DECLARATION_MODULES, SCHEMA, Config, check_value, defaults_tree, find_line, load_config
 from qrelkit.errors import InputError
+from qrelkit.params import Params
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_LINE = re.compile(r"^qrelkit: error: \S+(:\d+)?: \[[a-z-]+\] .+\n$")
@@ -340,7 +342,11 @@ def test_every_key_the_code_reads_is_declared():
             found |= {("reuse", k) for k in re.findall(r"""_opt\(cfg,\s*["'](\w+)["']""", src)}
         if f.name == "prefs.py" and f.parent.name == "cli":
             found |= {("prefs", k) for k in re.findall(r"""_v\(cfg,\s*["'](\w+)["']""", src)}
-    assert len(found) > 40  # fewer as components own their parameters (Params classes read declared keys only)
+    for name in DECLARATION_MODULES:  # the keys the components read through their parameters classes
+        for cls in vars(importlib.import_module(name)).values():
+            if isinstance(cls, type) and issubclass(cls, Params) and cls is not Params:
+                found |= {(cls.SECTION, k) for k in cls.KEYS} | set(cls.SOURCES.values())
+    assert len(found) > 60
     missing = sorted((s, k) for s, k in found if k not in SCHEMA.get(s, {}))
     assert not missing, missing
 
@@ -452,13 +458,11 @@ def test_cal_status_reports_screening(tmp_path, capsys):
 
 
 def test_python_api_defaults_agree_with_the_schema():
-    """Library functions keep keyword defaults; each must equal the schema's (one value everywhere)."""
+    """Library functions that keep keyword defaults: each must equal the schema's (one value
+    everywhere). The pooler's take theirs from the declarations (tests/test_params.py)."""
     import inspect
 
     from qrelkit.cal.loop import issue_next_batches
-    from qrelkit.pooler.batches import make_batches
-    from qrelkit.pooler.pools import depth_pool
-    from qrelkit.pooler.select import select_pool_runs
     from qrelkit.reuse.leaveout import DEFAULT_MEASURES, leave_out
 
     checks = {
@@ -467,10 +471,6 @@ def test_python_api_defaults_agree_with_the_schema():
                     "removal": ("reuse", "removal"), "missing": ("eval", "missing"), "depth": ("pool", "depth"),
                     "density_threshold": ("reuse", "density_threshold"),
                     "voorhees_share": ("reuse", "voorhees_relevant_share")},
-        select_pool_runs: {k: ("selection", k) for k in ("per_group", "include_baselines", "by_subtask", "priority_order")},
-        depth_pool: {"depth": ("pool", "depth"), "judged": ("pool", "judged")},
-        make_batches: {"first_n": ("batch", "first_n"), "per_item": ("batch", "assessors_per_item"),
-                       "seed": ("batch", "seed")},
         issue_next_batches: {"fraction": ("fractional", "fraction"), "fraction_seed": ("fractional", "seed")},
     }
     for fn, keys in checks.items():

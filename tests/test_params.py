@@ -22,14 +22,11 @@ PKG = ROOT / "qrelkit"
 #: the modules that may still call ``Config.get_value``: the configuration itself, and the rooms
 #: whose sections are not yet declared by their components (this list only shrinks)
 GET_VALUE_ALLOWED = {
-    "config.py", "pooler/protocol.py", "pooler/registry.py", "reuse/study.py",
-    "campaign/stages.py", "campaign/runner.py", "campaign/rounds.py",
-    "cli/pool.py", "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
+    "config.py", "reuse/study.py", "campaign/stages.py", "campaign/runner.py", "campaign/rounds.py",
+    "cli/cal.py", "cli/batch.py", "cli/prefs.py", "cli/simulate.py",
 }
 #: rooms (packages below the configuration) that may still import ``qrelkit.config``
-CONFIG_IMPORT_ALLOWED = {"cal/stopping.py", "pooler/protocol.py",
-                         "pooler/registry.py",
-                         "reuse/study.py"}
+CONFIG_IMPORT_ALLOWED = {"cal/stopping.py", "reuse/study.py"}
 ROOMS = ("io", "pooler", "dedupe", "cal", "labels", "evaluate", "prefs", "reuse", "simulate")
 
 
@@ -125,17 +122,14 @@ def test_rooms_read_no_configuration():
 
 #: functions (``file: function(parameter)``) whose keyword default still repeats a declared default
 #: (this list only shrinks; a stale entry fails too)
-SIGNATURE_DEFAULTS_ALLOWED: set[str] = {
-    "prefs/rescore.py: rescore(perfect_min_rel)", "reuse/attribution.py: build_attribution(depth)",
-    "reuse/leaveout.py: leave_out(depth)", "cal/loop.py: issue_next_batches(fraction_seed)",
-}
+SIGNATURE_DEFAULTS_ALLOWED: set[str] = set()
 
 
 #: the other rooms' sections whose keys a room's functions take (the study of reusability pools
 #: and scores runs), and parameters named otherwise than their key
-CROSS = {"reuse": {"eval", "pool"}, "evaluate": {"pool"}, "prefs": {"top1"}}
+CROSS = {"reuse": {"eval", "pool"}, "evaluate": {"pool"}, "prefs": {"top1"}, "cal": {"fractional"}}
 ALIASES = {"voorhees_share": "voorhees_relevant_share", "per_item": "assessors_per_item",
-           "fraction_seed": "seed"}
+           "fraction_seed": "seed", "perfect_mode": "perfect"}
 
 
 def _owned_sections() -> dict[str, set[str]]:
@@ -220,7 +214,7 @@ def signature_repeats(root: Path = PKG, owners: dict[str, set[str]] | None = Non
             for node in ast.walk(tree):
                 for name, d in _defaults_of(node):
                     v = _literal(d, constants) if name in keys else None
-                    if v is not None and v is not _NOT_LITERAL and any(_same(v, kd) for kd in keys[name]):
+                    if v not in (None, (), []) and v is not _NOT_LITERAL and any(_same(v, kd) for kd in keys[name]):
                         found.add(f"{path.relative_to(root).as_posix()}: {node.name}({name})")
     return found
 
@@ -243,3 +237,62 @@ def test_no_library_signature_repeats_a_declared_default():
     found = signature_repeats()
     assert found <= SIGNATURE_DEFAULTS_ALLOWED, sorted(found - SIGNATURE_DEFAULTS_ALLOWED)
     assert not SIGNATURE_DEFAULTS_ALLOWED - found, f"stale: {sorted(SIGNATURE_DEFAULTS_ALLOWED - found)}"
+
+
+#: rooms whose library signatures repeat no declared default (a keyword left None takes the
+#: declaration's value): this set only grows
+NO_REPEATED_DEFAULTS = {"pooler": ("selection", "pool", "top1", "fused", "fractional", "batch")}
+#: a parameter named otherwise than its key: fused_pool's k and p, make_batches' per_item
+POOLER_ALIASES = {"k": "rrf_k", "p": "rbp_p", "per_item": "assessors_per_item"}
+
+
+def _public_functions(room: str):
+    import importlib
+    import inspect
+
+    for p in sorted((PKG / room).glob("*.py")):
+        if p.name in ("__init__.py", "params.py"):
+            continue
+        mod = importlib.import_module(f"qrelkit.{room}.{p.stem}")
+        for name, fn in vars(mod).items():
+            if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == mod.__name__:
+                yield f"{p.stem}.{name}", inspect.signature(fn)
+
+
+def test_the_pooler_leaves_its_defaults_to_the_declarations():
+    """A keyword of a room's public function named as one of the room's keys has no default of its
+    own (None, or nothing given: the declared default, one place); ``include=()`` is no value."""
+    load_config(None)
+    for room, sections in NO_REPEATED_DEFAULTS.items():
+        keys = {k for s in sections for k in SCHEMA[s]}
+        found = []
+        for where, sig in _public_functions(room):
+            for name, prm in sig.parameters.items():
+                if POOLER_ALIASES.get(name, name) in keys and prm.default not in (prm.empty, None, ()):
+                    found.append(f"{where}({name}={prm.default!r})")
+        assert not found, found
+
+
+def test_a_default_left_none_is_the_declared_one(monkeypatch):
+    """The pooler's functions read their defaults from the declarations: change a declared default
+    and the function's default follows."""
+    import pyarrow as pa
+
+    from qrelkit.pooler import make_batches, select_pool_runs
+    from qrelkit.pooler import params as pp
+    from qrelkit.pooler.pools import depth_pool
+    from qrelkit.simulate.toy import toy_runs
+
+    runs = toy_runs()
+    assert depth_pool(runs).equals(depth_pool(runs, 10, judged="mark"))
+    monkeypatch.setitem(pp.POOL, "depth", dataclasses.replace(pp.POOL["depth"], default=1))
+    assert depth_pool(runs).equals(depth_pool(runs, 1))
+    pool = pa.table({"qid": ["1"] * 4, "docid": ["a", "b", "c", "d"], "position": [1, 2, 3, 4]})
+    monkeypatch.setitem(pp.BATCH, "first_n", dataclasses.replace(pp.BATCH["first_n"], default=2))
+    assert make_batches(pool)["batch_id"].tolist().count("1-1") == 2
+    import pandas as pd
+
+    man = pd.DataFrame({"run": ["a", "b"], "group": ["g", "g"], "subtask": "p", "priority": [1, 2],
+                        "baseline": [False, False]})
+    monkeypatch.setitem(pp.SELECTION, "per_group", dataclasses.replace(pp.SELECTION["per_group"], default=1))
+    assert select_pool_runs(man)["pooled"].tolist() == [True, False]

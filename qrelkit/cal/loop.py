@@ -63,7 +63,9 @@ from qrelkit.cal.scoring import (  # noqa: F401
 )
 from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.store.combine import combine_log
+from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.pooler.fractional import fractional_masks
+from qrelkit.pooler.params import FRACTIONAL
 
 
 # --------------------------------------------------------------------------- parameters
@@ -444,6 +446,7 @@ def warm_up(features: Features, threads: Sequence[str], *, fraction: float, frac
 _NO_BATCHES = pd.DataFrame(columns=["batch_id", "qid", "thread", "iteration", "kind", "status"])
 
 
+@declared_defaults(FRACTIONAL, fraction_seed="seed")
 def issue_next_batches(
     store,
     features: Features,
@@ -451,8 +454,8 @@ def issue_next_batches(
     topics: Sequence[str] | None = None,
     threads: Sequence[str] | None = None,
     params: CalParams = CalParams(),
-    fraction: float = 0.1,
-    fraction_seed: int = 0,
+    fraction: float = AS_DECLARED,
+    fraction_seed: int = AS_DECLARED,
     combine: Any = "median_high",
     allow_open: bool = False,
     dry_run: bool = False,

@@ -28,7 +28,7 @@ from qrelkit.cal.params import ThreadParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
 from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
 from qrelkit.config import Config
-from qrelkit.pooler import pool_parameters
+from qrelkit.pooler import PoolParams, pool_parameters
 
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
 _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
@@ -58,7 +58,7 @@ def topic_stopping(store, cfg: Config, qid: str) -> Description:
 def describe_protocol(cfg: Config) -> dict[str, Any]:
     """The campaign's pool and stopping rule in words (the web app's organizer page): the pool
     kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs."""
-    kind = str(cfg.get_value("pool", "kind"))
+    kind = PoolParams.from_config(cfg).kind
     rule = campaign_rule(cfg)
     params = ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None)
     return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs()}
@@ -130,12 +130,11 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
         need = tuple(t for t in g["thread"] if have.get((q, t), 0) < rounds[q][0])
         if need:
             groups.setdefault(need, []).append(q)
-    params = ctx.settings.cal
+    params, fp = ctx.settings.cal, ctx.settings.fractional
     for need, qs in groups.items():
-        _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params,
-                                       fraction=float(ctx.cfg.get_value("fractional", "fraction")),
-                                       fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), combine=ctx.combine,
-                                       allow_open=True, cache=ctx.candidates)
+        _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params, fraction=fp.fraction,
+                                       fraction_seed=fp.seed, combine=ctx.combine, allow_open=True,
+                                       cache=ctx.candidates)
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
                 s.topics.set_thread_state(r.qid, r.thread, "stopped", "exhausted: no candidate left to judge")

@@ -38,6 +38,7 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
 from qrelkit.io.topics import read_topics
 from qrelkit.labels.params import LabelsParams
+from qrelkit.pooler import PoolParams
 from qrelkit.store import CampaignStore, campaign_path, open_campaign_store
 
 STAGES = CAMPAIGN_STAGES
@@ -118,7 +119,7 @@ class Campaign:
         man = read_manifest(paths["manifest"])
         run_files = _files(paths["runs"])
         read_runs(run_files, **RunsParams.from_config(cfg).read_args(), topics=tdf["qid"].tolist(), manifest=man,
-                  ties=str(cfg.get_value("pool", "ties")))
+                  ties=PoolParams.from_config(cfg).ties)
         corpus_check = check_corpus(paths["corpus"])  # every rule, in one pass that also fingerprints it
         if corpus_check.passages == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
@@ -339,8 +340,8 @@ class Runner:
         done = ctx.store.state.stages_done()
         if not ctx.enabled("cal") or "cal" in done or "pool" not in done:
             return
-        warm_up(stages.features(ctx), ctx.threads, fraction=float(ctx.cfg.get_value("fractional", "fraction")),
-                fraction_seed=int(ctx.cfg.get_value("fractional", "seed")), cache=ctx.candidates)
+        fp = ctx.settings.fractional
+        warm_up(stages.features(ctx), ctx.threads, fraction=fp.fraction, fraction_seed=fp.seed, cache=ctx.candidates)
 
     def advance(self, progress: Callable[[str], None] | None = None, *, until: str | None = None) -> dict:
         """Advance every topic as far as the judgments allow; the same summary as

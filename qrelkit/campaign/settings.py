@@ -19,6 +19,8 @@ from qrelkit.dedupe.params import DedupeParams
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.params import RunsParams
 from qrelkit.labels.params import LabelsParams
+from qrelkit.pooler.params import (BatchParams, FractionalParams, FusedParams, PoolParams, SelectionParams,
+                                   Top1Params)
 from qrelkit.prefs.params import PrefsParams
 from qrelkit.reuse.params import ReuseParams
 
@@ -40,6 +42,12 @@ class Settings:
     cal: CalParams
     threads: ThreadParams
     features: FeatureParams
+    selection: SelectionParams
+    pool: PoolParams
+    top1: Top1Params
+    fused: FusedParams
+    fractional: FractionalParams
+    batch: BatchParams
 
     @classmethod
     def from_config(cls, cfg: Config | Mapping | None) -> "Settings":
@@ -50,4 +58,7 @@ class Settings:
                    eval=EvalParams.from_config(cfg), prefs=PrefsParams.from_config(cfg),
                    reuse=ReuseParams.from_config(cfg), screen=ScreeningRule.from_config(cfg),
                    cal=CalParams.from_config(cfg), threads=ThreadParams.from_config(cfg),
-                   features=FeatureParams.from_config(cfg))
+                   features=FeatureParams.from_config(cfg), selection=SelectionParams.from_config(cfg),
+                   pool=PoolParams.from_config(cfg), top1=Top1Params.from_config(cfg),
+                   fused=FusedParams.from_config(cfg), fractional=FractionalParams.from_config(cfg),
+                   batch=BatchParams.from_config(cfg))

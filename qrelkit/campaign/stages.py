@@ -132,7 +132,7 @@ class Context:
     @cached_property
     def runset(self):
         return read_runs([Path(p) for p in self.paths["runs"]], **self.settings.runs.read_args(),
-                         topics=self.topic_ids, manifest=self.manifest, ties=str(self.cfg.get_value("pool", "ties")))
+                         topics=self.topic_ids, manifest=self.manifest, ties=self.settings.pool.ties)
 
     @cached_property
     def manifest(self) -> pd.DataFrame:
@@ -193,7 +193,7 @@ class Context:
         owner unless ``[campaign] owner_judges_cal``."""
         # rules assessors-empty and assessors-too-few refuse what is left here for stores recorded before them
         names = list(self.settings.campaign.assessors) or ["A01"]
-        k = min(int(self.cfg.get_value("batch", "assessors_per_item")), len(names))
+        k = min(self.settings.batch.assessors_per_item, len(names))
         owner = self.topic_ids.index(str(qid))
         if round_ and not self.settings.campaign.owner_judges_cal:
             owner += round_
@@ -455,8 +455,8 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
     whatever ``[pool] kind``: the protocol's) of the pooled runs restricted to it; writes
     ``pool-fractional.parquet``, issues its new passages of the kept topics and has them judged;
     returns fraction, kept passages and items, or :class:`Waiting`."""
-    frac = float(ctx.cfg.get_value("fractional", "fraction"))
-    seed = int(ctx.cfg.get_value("fractional", "seed"))
+    fp = ctx.settings.fractional
+    frac, seed = fp.fraction, fp.seed
     kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.classes)
     runs = restrict_runs(filter_runs(ctx.runset.table, ctx.pooled_runs), kept, classes=ctx.classes)
     done = _judged_or_issued_before(ctx, "/fractional")

@@ -14,7 +14,7 @@ from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
-from qrelkit.pooler import import_batches, make_batches, require_texts
+from qrelkit.pooler import BatchParams, import_batches, make_batches, require_texts
 from qrelkit.pooler.batches import import_empty_reason
 from qrelkit.store.combine import judgments_to_qrels
 
@@ -47,16 +47,15 @@ def make(
     for col in ("qid", "docid", "position"):
         if col not in t.column_names:
             raise InputError("missing-column", f"not a pool table (no column {col!r})", file=str(pool))
-    who = [n.strip() for n in names.split(",")] if names else (assessors or max(int(cfg.get_value("batch", "assessors_per_item", per_item)), 1))
+    bp = BatchParams.from_config(cfg, first_n=first_n, assessors_per_item=per_item, seed=seed)
+    s, n, k = bp.seed, bp.first_n, bp.assessors_per_item
+    who = [n.strip() for n in names.split(",")] if names else (assessors or max(k, 1))
     texts, dropped = None, 0
     if corpus is not None:
         with common.progress("joining passage texts", None):
             texts = lookup_texts(corpus, set(t["docid"].to_pylist()))
         t, dropped = require_texts(t, texts, corpus=corpus, lenient=lenient)
     queries = dict(zip(*read_topics(topics)[["qid", "text"]].T.values)) if topics else None
-    s = int(cfg.get_value("batch", "seed", seed))
-    n = int(cfg.get_value("batch", "first_n", first_n))
-    k = int(cfg.get_value("batch", "assessors_per_item", per_item))
     batches = make_batches(t, first_n=n, assessors=who, per_item=k, seed=s, texts=texts, queries=queries)
     params = {"pool": str(pool), "corpus": str(corpus) if corpus else None, "first_n": n, "assessors": who,
               "per_item": k, "seed": s}

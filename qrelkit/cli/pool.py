@@ -16,7 +16,8 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import write_trec_run
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (
-    configured_pool, filter_runs, fractional_ids_from_corpus, pool_size_distribution, pool_stats, restrict_runs,
+    FractionalParams, PoolParams, configured_pool, filter_runs, fractional_ids_from_corpus, pool_size_distribution,
+    pool_stats, restrict_runs,
 )
 from qrelkit.pooler.protocol import configured_selection
 from qrelkit.pooler.saved import read_pool
@@ -39,7 +40,7 @@ def _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels):
     """The config, the tie rule (flag, else config), the runs (restricted to the pooled ones when a
     manifest is given), their names, classes, qrels and the run set."""
     cfg = common.config(config)
-    tie = str(cfg.get_value("pool", "ties", ties))
+    tie = PoolParams.from_config(cfg, ties=ties).ties
     man = read_manifest(manifest) if manifest else None
     rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=tie)
     table = rs.table
@@ -237,8 +238,8 @@ def fractional(
     their depth-k pool minus what is already judged."""
     common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output, ids_out, runs_out])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
-    f = float(cfg.get_value("fractional", "fraction", fraction))
-    s = int(cfg.get_value("fractional", "seed", seed))
+    fp = FractionalParams.from_config(cfg, fraction=fraction, seed=seed)
+    f, s = fp.fraction, fp.seed
     with common.progress("sampling corpus", None):
         kept = fractional_ids_from_corpus(corpus, f, s, classes=cls)
     made = configured_pool("fractional", table, cfg, kept=kept, depth=depth_, fraction=f, seed=s, classes=cls, qrels=q)

@@ -36,6 +36,7 @@ from qrelkit.io.keys import stable_int
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import parse_grade
 from qrelkit.io.tables import read_answer_table
+from qrelkit.pooler.params import BatchParams, declared
 
 BATCH_COLUMNS = ["batch_id", "assessor", "qid", "query", "part", "position", "pool_position", "docid", "text", "grade"]
 JUDGMENT_COLUMNS = ["qid", "docid", "assessor", "grade", "batch_id"]
@@ -57,10 +58,10 @@ def assessor_names(assessors: int | Sequence[str]) -> list[str]:
 def make_batches(
     pool: pa.Table,
     *,
-    first_n: int = 100,
+    first_n: int | None = None,
     assessors: int | Sequence[str] = 1,
-    per_item: int = 1,
-    seed: int = 0,
+    per_item: int | None = None,
+    seed: int | None = None,
     texts: dict[str, tuple[str, str | None]] | None = None,
     queries: dict[str, str] | None = None,
 ) -> pd.DataFrame:
@@ -68,6 +69,8 @@ def make_batches(
 
     ``pool`` must carry ``qid``, ``docid`` and ``position`` (assessor order). ``texts`` maps
     passage id -> (text, source docid), e.g. from :func:`qrelkit.io.corpus.lookup_texts`.
+    ``first_n``, ``per_item`` and ``seed`` left None are the declared ``[batch] first_n``,
+    ``assessors_per_item`` and ``seed`` (:class:`~qrelkit.pooler.params.BatchParams`).
 
     Examples
     --------
@@ -78,6 +81,8 @@ def make_batches(
     >>> batches[["batch_id", "assessor", "docid"]].to_dict("list")
     {'batch_id': ['1-1', '1-1', '1-1'], 'assessor': ['ann', 'ann', 'ann'], 'docid': ['d3', 'd1', 'd2']}
     """
+    d = declared(BatchParams, first_n=first_n, assessors_per_item=per_item, seed=seed)
+    first_n, per_item, seed = d["first_n"], d["assessors_per_item"], d["seed"]
     names = assessor_names(assessors)
     if per_item < 1 or per_item > len(names):
         raise InputError("bad-option", f"assessors per item must be between 1 and {len(names)} (the assessors)")

@@ -19,7 +19,7 @@ Runs must be in canonical order (score descending, docid descending; see
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +29,15 @@ from qrelkit.errors import InputError
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.qrels import judged as judged_only
 from qrelkit.io.order import block_ranks, natural_codes, qid_order
+from qrelkit.pooler.params import FusedParams, PoolParams, Top1Params, declared
 
 PROVENANCE_TYPE = pa.list_(pa.struct([("run", pa.string()), ("rank", pa.int32())]))
 JUDGED_POLICIES = ("keep", "mark", "drop")
+
+
+def filter_runs(runs: pa.Table, names: Iterable[str]) -> pa.Table:
+    """Only the rows of the named runs (canonical order is kept)."""
+    return runs.filter(pc.is_in(runs["run"], value_set=pa.array(sorted(set(names)), pa.string())))
 
 
 def depth_mask(runs: pa.Table, depth: int, per_run_depth: Mapping[str, int] | None) -> pa.Array:
@@ -142,13 +148,15 @@ def match_rows(left: pa.Table, right: pa.Table, keys: list[str]) -> np.ndarray:
     return out
 
 
-def attach_judgments(pool: pa.Table, qrels: pa.Table | None, *, judged: str = "mark",
+def attach_judgments(pool: pa.Table, qrels: pa.Table | None, *, judged: str | None = None,
                      classes: pa.Table | None = None) -> pa.Table:
-    """Mark (``judged``, ``rel``) or drop pool items already judged in ``qrels``.
+    """Mark (``judged``, ``rel``) or drop pool items already judged in ``qrels`` (``judged`` None:
+    the declared ``[pool] judged``, mark).
 
     Negative grades ("pooled, unjudged") do not count as judged. With ``classes`` the qrels are
     mapped to class ids first, so a judged member marks its whole class (the highest grade wins).
     """
+    judged = declared(PoolParams, judged=judged)["judged"]
     if judged not in JUDGED_POLICIES:
         raise InputError("bad-option", f"judged must be one of {JUDGED_POLICIES}")
     if qrels is None or judged == "keep":
@@ -172,19 +180,20 @@ def attach_judgments(pool: pa.Table, qrels: pa.Table | None, *, judged: str = "m
 
 def depth_pool(
     runs: pa.Table,
-    depth: int = 10,
+    depth: int | None = None,
     *,
     per_run_depth: Mapping[str, int] | None = None,
     classes: pa.Table | None = None,
     qrels: pa.Table | None = None,
-    judged: str = "mark",
+    judged: str | None = None,
 ) -> pa.Table:
     """Depth-k pool of ``runs`` (already restricted to the pooled runs) with provenance.
 
     ``per_run_depth`` overrides ``depth`` for the runs it names. With ``classes`` (docid ->
     class id), runs are deduplicated first as TREC 2022 did (first hit per class kept, ranks
     renumbered) and the pool holds class ids. With ``qrels``, already judged items are marked
-    (``judged="mark"``) or removed (``"drop"``).
+    (``judged="mark"``) or removed (``"drop"``). ``depth`` and ``judged`` left None are the
+    declared ``[pool] depth`` and ``judged`` (10, mark).
 
     Examples
     --------
@@ -200,6 +209,7 @@ def depth_pool(
     >>> pool["runs"][0].as_py()
     [{'run': 'a', 'rank': 1}]
     """
+    depth = declared(PoolParams, depth=depth)["depth"]
     if depth < 1:
         raise InputError("bad-option", f"pool depth must be >= 1, got {depth}")
     if classes is not None:
@@ -217,15 +227,16 @@ def top1_pool(
     runs: pa.Table,
     *,
     qrels: pa.Table | None = None,
-    perfect_min_rel: int = 1,
-    perfect: str = "all",
+    perfect_min_rel: int | None = None,
+    perfect: str | None = None,
     classes: pa.Table | None = None,
 ) -> pa.Table:
     """Shallow top-1 pool: every run's first passage per topic, plus (with ``qrels``) each topic's
     known relevant passages (grade >= ``perfect_min_rel``), the "perfect run".
 
     ``perfect="all"`` adds every such qrel (sparse MS MARCO-style labels: usually one per topic);
-    ``"best"`` only those with the topic's highest grade (graded collections).
+    ``"best"`` only those with the topic's highest grade (graded collections). Left None, they are
+    the declared ``[top1]`` values (1, all).
 
     Adds ``in_qrels: bool``. A passage only the qrels contribute has ``n_runs`` 0 and a null
     ``min_rank``; ``runs`` lists real runs only.
@@ -242,6 +253,8 @@ def top1_pool(
     {'qid': ['3', '3', '3'], 'docid': ['p1', 'p3', 'p2'], 'n_runs': [1, 1, 0], 'in_qrels': [False, True, True]}
     """
     pool = depth_pool(runs, 1, classes=classes)
+    p = declared(Top1Params, perfect_min_rel=perfect_min_rel, perfect=perfect)
+    perfect_min_rel, perfect = p["perfect_min_rel"], p["perfect"]
     if qrels is None:
         return pool.append_column("in_qrels", pa.array(np.zeros(pool.num_rows, bool)))
     if perfect not in ("all", "best"):
@@ -298,12 +311,12 @@ def fused_pool(
     runs: pa.Table,
     take: int,
     *,
-    method: str = "rrf",
-    k: float = 60.0,
-    p: float = 0.8,
+    method: str | None = None,
+    k: float | None = None,
+    p: float | None = None,
     classes: pa.Table | None = None,
     qrels: pa.Table | None = None,
-    judged: str = "mark",
+    judged: str | None = None,
 ) -> pa.Table:
     """Take-N pool by rank fusion over all runs' full rankings, per topic.
 
@@ -311,7 +324,8 @@ def fused_pool(
     (the RBP weight of the rank). The ``take`` items with the highest fused score per topic
     enter the pool (ties by docid ascending). Adds ``fused_score``; ``position`` follows the
     fused score, and provenance lists every run that retrieved the item at any rank.
-    Works with any qid (strings included).
+    Works with any qid (strings included). ``method``, ``k``, ``p`` and ``judged`` left None are
+    the declared ``[fused] method``, ``rrf_k``, ``rbp_p`` and ``[pool] judged``.
 
     Examples
     --------
@@ -324,6 +338,8 @@ def fused_pool(
     >>> pool["docid"].to_pylist()
     ['p1', 'p3', 'p1', 'p3', 'p1', 'p3']
     """
+    f = declared(FusedParams, method=method, rrf_k=k, rbp_p=p)
+    method, k, p, judged = f["method"], f["rrf_k"], f["rbp_p"], declared(PoolParams, judged=judged)["judged"]
     if method not in ("rrf", "rbp"):
         raise InputError("bad-option", f"fusion method must be rrf or rbp, got {method!r}")
     if take < 1:

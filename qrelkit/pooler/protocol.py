@@ -13,15 +13,16 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from qrelkit.config import load_config
+from qrelkit.pooler.params import SelectionParams
 from qrelkit.pooler.select import pool_selection, select_pool_runs
 
 
 def selection_options(config: Any = None, *, per_group: int | None = None, include_baselines: bool | None = None,
                       include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict:
     """Keyword arguments of :func:`~qrelkit.pooler.select.select_pool_runs` from the config's
-    ``[selection]`` section (the built-in defaults without a config); a given override wins, an
-    empty ``include``/``exclude`` falls back to the config's list.
+    ``[selection]`` section (:class:`~qrelkit.pooler.params.SelectionParams`; the built-in
+    defaults without a config); a given override wins, an empty ``include``/``exclude`` falls
+    back to the config's list.
 
     Examples
     --------
@@ -30,15 +31,9 @@ def selection_options(config: Any = None, *, per_group: int | None = None, inclu
     >>> opts["per_group"], opts["include"]
     (2, [])
     """
-    cfg = config if config is not None else load_config(None)
-    return dict(
-        per_group=int(cfg.get_value("selection", "per_group", per_group)),
-        include_baselines=bool(cfg.get_value("selection", "include_baselines", include_baselines)),
-        by_subtask=bool(cfg.get_value("selection", "by_subtask")),
-        priority_order=str(cfg.get_value("selection", "priority_order")),
-        include=list(include or ()) or cfg.get_value("selection", "include") or [],
-        exclude=list(exclude or ()) or cfg.get_value("selection", "exclude") or [],
-    )
+    return SelectionParams.from_config(config, per_group=per_group, include_baselines=include_baselines,
+                                       include=list(include or ()) or None,
+                                       exclude=list(exclude or ()) or None).select_args()
 
 
 def configured_selection(manifest: pd.DataFrame, config: Any = None, *, select: bool = False, **overrides) -> pd.DataFrame:

@@ -24,6 +24,7 @@ kind is a choice of ``[pool] kind``, the campaign's pool.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from dataclasses import dataclass
@@ -33,9 +34,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from qrelkit.config import Key, add_choice, declare_section, load_config
 from qrelkit.errors import InputError
+from qrelkit.params import Key, add_choice, check, declare, is_missing, lookup
 from qrelkit.pooler.fractional import fractional_ids_from_corpus, restrict_runs
+from qrelkit.pooler.params import POOL, FractionalParams, FusedParams, PoolParams, Top1Params, declared
 from qrelkit.pooler.pools import depth_pool, fused_pool, top1_pool
 
 PoolKind = Callable[..., pa.Table]
@@ -74,13 +76,19 @@ def _plain(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _declared_params(name: str, fn: PoolKind, keys: tuple[str, ...]) -> Callable[..., dict]:
-    """A plugin kind's ``params``: its section ``[pool.<name>]`` (``keys``), the overrides, and the
-    inputs its function takes."""
+def _declared_params(name: str, fn: PoolKind, keys: tuple[Key, ...]) -> Callable[..., dict]:
+    """A plugin kind's ``params``: its section ``[pool.<name>]`` (``keys``: an override that is not
+    None, checked against its key, else the configuration's value, else the declared default), the
+    other overrides, and the inputs its function takes."""
     takes = inspect.signature(fn).parameters
+    section = f"pool.{name}"
 
     def params(config, **overrides) -> dict:
-        out = {k: config.get_value(f"pool.{name}", k, overrides.pop(k, None)) for k in keys}
+        out = {}
+        for k in keys:
+            flag = overrides.pop(k.name, None)
+            value = check(k, section, flag, file="<flag>") if flag is not None else lookup(config, section, k.name)
+            out[k.name] = copy.deepcopy(k.default) if is_missing(value) else value
         out.update({k: v for k, v in overrides.items() if k not in INPUTS or k in takes})
         return out
 
@@ -98,8 +106,10 @@ def register_pool(name: str, fn: PoolKind | None = None, *, params: Callable[...
 
     def deco(f: PoolKind) -> PoolKind:
         if keys:
-            declare_section(f"pool.{name}", keys)
-        _POOLS[name] = PoolSpec(name, f, params or _declared_params(name, f, tuple(k.name for k in keys)),
+            if name in POOL:
+                raise ValueError(f"cannot declare [pool.{name}]: [pool] has a key {name!r}")
+            declare(f"pool.{name}", *keys, again=True)
+        _POOLS[name] = PoolSpec(name, f, params or _declared_params(name, f, keys),
                                 summary or (lambda a: {"kind": name, **_plain(a)}))
         add_choice("pool", "kind", name)
         return f
@@ -184,33 +194,35 @@ def configured_pool(kind: str | None, runs: pa.Table, config: Any = None, **over
     >>> p.kind, p.params, p.summary, p.table.num_rows
     ('depth', {'depth': 1, 'per_run_depth': None, 'judged': 'mark'}, {'depth': 1}, 6)
     """
-    cfg = config if config is not None else load_config(None)
-    name = str(cfg.get_value("pool", "kind", kind))
+    name = PoolParams.from_config(config, kind=kind).kind
     spec = pool_spec(name)
     overrides = {k: v for k, v in overrides.items() if v is not None or k not in INPUTS}  # an input not given
-    _bind(f"pool kind {name!r}", spec.params, cfg, **overrides)
-    arguments = spec.params(cfg, **overrides)
+    _bind(f"pool kind {name!r}", spec.params, config, **overrides)
+    arguments = spec.params(config, **overrides)
     return ConfiguredPool(name, make_pool(name, runs, **arguments), arguments)
 
 
 def pool_parameters(kind: str | None = None, config: Any = None) -> dict[str, Any]:
     """The parameters kind ``kind`` (None: ``[pool] kind``) takes from ``config``, as a record holds
     them (the inputs left out): ``{"depth": 10, "per_run_depth": None, "judged": "mark"}``."""
-    cfg = config if config is not None else load_config(None)
-    return _plain(pool_spec(str(cfg.get_value("pool", "kind", kind))).params(cfg))
+    return _plain(pool_spec(PoolParams.from_config(config, kind=kind).kind).params(config))
 
 
-def fractional_pool(runs: pa.Table, kept: pa.Array | None = None, depth: int = 10, *, classes: pa.Table | None = None,
-                    qrels: pa.Table | None = None, corpus: str | os.PathLike | None = None, fraction: float = 0.1,
-                    seed: int = 0) -> pa.Table:
+def fractional_pool(runs: pa.Table, kept: pa.Array | None = None, depth: int | None = None, *,
+                    classes: pa.Table | None = None, qrels: pa.Table | None = None,
+                    corpus: str | os.PathLike | None = None, fraction: float | None = None,
+                    seed: int | None = None) -> pa.Table:
     """The depth-``depth`` pool of ``runs`` restricted to the fractional collection ``kept``
     (:func:`~qrelkit.pooler.fractional.fractional_ids`; drawn from ``corpus`` with ``fraction`` and
     ``seed`` when not given), items already in ``qrels`` dropped — what ``qrelkit pool
-    fractional`` writes."""
+    fractional`` writes. A parameter left None is the declared default (``[pool] depth``,
+    ``[fractional] fraction`` and ``seed``)."""
+    depth = declared(PoolParams, depth=depth)["depth"]
     if kept is None:
         if corpus is None:
             raise InputError("bad-option", "the fractional pool needs the kept passage ids or the corpus (--corpus)")
-        kept = fractional_ids_from_corpus(Path(corpus), fraction, seed, classes=classes)
+        drawn = declared(FractionalParams, fraction=fraction, seed=seed)
+        kept = fractional_ids_from_corpus(Path(corpus), drawn["fraction"], drawn["seed"], classes=classes)
     restricted = restrict_runs(runs, kept, classes=classes)
     return depth_pool(restricted, depth, classes=classes, qrels=qrels, judged="drop")
 
@@ -220,30 +232,30 @@ def fractional_pool(runs: pa.Table, kept: pa.Array | None = None, depth: int = 1
 
 def _depth_params(cfg, *, depth: int | None = None, per_run_depth: Mapping[str, int] | None = None,
                   judged: str | None = None, classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
-    return {"depth": int(cfg.get_value("pool", "depth", depth)), "per_run_depth": per_run_depth, "classes": classes,
-            "qrels": qrels, "judged": str(cfg.get_value("pool", "judged", judged))}
+    p = PoolParams.from_config(cfg, depth=depth, judged=judged)
+    return {"depth": p.depth, "per_run_depth": per_run_depth, "classes": classes, "qrels": qrels, "judged": p.judged}
 
 
 def _top1_params(cfg, *, perfect_min_rel: int | None = None, perfect: str | None = None,
                  classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
-    return {"qrels": qrels, "perfect_min_rel": int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel)),
-            "perfect": str(cfg.get_value("top1", "perfect", perfect)), "classes": classes}
+    p = Top1Params.from_config(cfg, perfect_min_rel=perfect_min_rel, perfect=perfect)
+    return {"qrels": qrels, "perfect_min_rel": p.perfect_min_rel, "perfect": p.perfect, "classes": classes}
 
 
 def _fused_params(cfg, *, take: int | None = None, method: str | None = None, rrf_k: float | None = None,
                   rbp_p: float | None = None, judged: str | None = None, classes: pa.Table | None = None,
                   qrels: pa.Table | None = None) -> dict:
-    return {"take": int(cfg.get_value("fused", "take", take)), "method": str(cfg.get_value("fused", "method", method)),
-            "k": float(cfg.get_value("fused", "rrf_k", rrf_k)), "p": float(cfg.get_value("fused", "rbp_p", rbp_p)),
-            "classes": classes, "qrels": qrels, "judged": str(cfg.get_value("pool", "judged", judged))}
+    p = FusedParams.from_config(cfg, take=take, method=method, rrf_k=rrf_k, rbp_p=rbp_p)
+    return {"take": p.take, "method": p.method, "k": p.rrf_k, "p": p.rbp_p, "classes": classes, "qrels": qrels,
+            "judged": PoolParams.from_config(cfg, judged=judged).judged}
 
 
 def _fractional_params(cfg, *, depth: int | None = None, fraction: float | None = None, seed: int | None = None,
                        kept: pa.Array | None = None, corpus: str | os.PathLike | None = None,
                        classes: pa.Table | None = None, qrels: pa.Table | None = None) -> dict:
-    return {"kept": kept, "depth": int(cfg.get_value("pool", "depth", depth)), "classes": classes, "qrels": qrels,
-            "corpus": corpus, "fraction": float(cfg.get_value("fractional", "fraction", fraction)),
-            "seed": int(cfg.get_value("fractional", "seed", seed))}
+    f = FractionalParams.from_config(cfg, fraction=fraction, seed=seed)
+    return {"kept": kept, "depth": PoolParams.from_config(cfg, depth=depth).depth, "classes": classes,
+            "qrels": qrels, "corpus": corpus, "fraction": f.fraction, "seed": f.seed}
 
 
 register_pool("depth", depth_pool, params=_depth_params, summary=lambda a: {"depth": a["depth"]})

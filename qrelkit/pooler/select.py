@@ -12,15 +12,16 @@ import numpy as np
 import pandas as pd
 
 from qrelkit.errors import InputError
+from qrelkit.pooler.params import SelectionParams, declared
 
 
 def select_pool_runs(
     manifest: pd.DataFrame,
     *,
-    per_group: int = 3,
-    include_baselines: bool = True,
-    by_subtask: bool = True,
-    priority_order: str = "ascending",
+    per_group: int | None = None,
+    include_baselines: bool | None = None,
+    by_subtask: bool | None = None,
+    priority_order: str | None = None,
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
 ) -> pd.DataFrame:
@@ -29,7 +30,8 @@ def select_pool_runs(
     All baselines (``include_baselines``), plus the ``per_group`` highest-priority runs of each
     group — per subtask when ``by_subtask`` — plus ``include``, minus ``exclude`` (exclusion
     wins). Priority 1 is the highest when ``priority_order="ascending"`` (TREC's convention);
-    ties in priority are broken by run name. Baselines do not use up a group's quota.
+    ties in priority are broken by run name. Baselines do not use up a group's quota. A keyword
+    left None is the declared ``[selection]`` value (:class:`~qrelkit.pooler.params.SelectionParams`).
 
     Returns the manifest with ``pooled: bool`` and ``reason: str`` columns, in manifest order.
     Also importable as ``qrelkit.select_runs``.
@@ -46,6 +48,9 @@ def select_pool_runs(
     >>> dict(zip(selected["run"], selected["reason"]))
     {'a': 'priority 1 of group', 'b': 'not selected', 'c': 'baseline'}
     """
+    d = declared(SelectionParams, per_group=per_group, include_baselines=include_baselines, by_subtask=by_subtask,
+                 priority_order=priority_order)
+    per_group, include_baselines, by_subtask, priority_order = (d[k] for k in d)
     if priority_order not in ("ascending", "descending"):
         raise InputError("bad-option", "priority_order must be 'ascending' or 'descending'")
     if per_group < 0:

@@ -45,6 +45,7 @@ from qrelkit.io.runs import RUN_SCHEMA, canonicalize
 from qrelkit.prefs.common import PERFECT
 from qrelkit.plots import pyplot
 from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.pooler.params import TOP1
 from qrelkit.prefs.params import PrefsParams
 
 CI_METHODS = ("t", "bootstrap")
@@ -136,7 +137,7 @@ def _ranks(values: pd.Series) -> pd.Series:
     return pd.Series(competition_ranks(values, decimals=None), index=values.index, dtype="Int64")
 
 
-@declared_defaults(PrefsParams)
+@declared_defaults(PrefsParams, perfect_min_rel=TOP1["perfect_min_rel"], perfect_mode=TOP1["perfect"])
 def rescore(
     runs: pa.Table,
     original: pa.Table,
@@ -146,8 +147,8 @@ def rescore(
     rel: int = AS_DECLARED,
     classes: pa.Table | None = None,
     perfect: bool = True,
-    perfect_min_rel: int = 1,
-    perfect_mode: str = "all",
+    perfect_min_rel: int = AS_DECLARED,
+    perfect_mode: str = AS_DECLARED,
     perfect_qrels: pa.Table | None = None,
     ci: str = AS_DECLARED,
     level: float = 0.95,

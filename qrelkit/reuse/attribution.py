@@ -41,6 +41,7 @@ from qrelkit.io.classes import map_to_classes
 from qrelkit.io.qrels import judged
 from qrelkit.pooler.pools import depth_mask, match_rows
 from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.pooler.params import POOL
 from qrelkit.reuse.params import ReuseParams
 
 UNIQUENESS = {
@@ -197,14 +198,14 @@ class Attribution:
 ORIGIN_NAMES = np.array(["run", "orphan-retrieved", "orphan-shared"], dtype=object)
 
 
-@declared_defaults(ReuseParams)
+@declared_defaults(ReuseParams, depth=POOL["depth"])
 def build_attribution(
     runs: pa.Table,
     qrels: pa.Table,
     *,
     pooled: Iterable[str] | None = None,
     uniqueness: str = AS_DECLARED,
-    depth: int = 10,
+    depth: int = AS_DECLARED,
     per_run_depth: Mapping[str, int] | None = None,
     pool: pa.Table | None = None,
     classes: pa.Table | None = None,

@@ -57,6 +57,7 @@ from qrelkit.pooler import pooled_flag
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
 from qrelkit.params import AS_DECLARED, declared_defaults
+from qrelkit.pooler.params import POOL
 from qrelkit.reuse.params import ReuseParams
 from qrelkit.evaluate.params import EvalParams
 
@@ -255,7 +256,7 @@ def rank_alone(official: np.ndarray, left_out: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------ main entry
 
 @declared_defaults(ReuseParams, missing=EvalParams.KEYS["missing"], ranking=EvalParams.KEYS["ranking"],
-                   voorhees_share="voorhees_relevant_share")
+                   voorhees_share="voorhees_relevant_share", depth=POOL["depth"])
 def leave_out(
     runs: pa.Table,
     qrels: pa.Table,
@@ -264,7 +265,7 @@ def leave_out(
     procedure: str = AS_DECLARED,
     uniqueness: str = AS_DECLARED,
     pooled: Iterable[str] | None = None,
-    depth: int = 10,
+    depth: int = AS_DECLARED,
     per_run_depth: Mapping[str, int] | None = None,
     pool: pa.Table | None = None,
     classes: pa.Table | None = None,
