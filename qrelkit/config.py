@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping
 from qrelkit.errors import InputError
 from qrelkit.io.text import read_text
 from qrelkit.params import DECLARED, TYPE_WORDS, UNIT, Key, Params, check, declare, param, what
+from qrelkit.params import add_choice as declare_choice
 
 # --------------------------------------------------------------------------- the schema
 
@@ -44,16 +45,6 @@ _UNIT = UNIT
 CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-rest", "fractional", "cal", "qrels",
                    "evaluate", "reuse", "report")
 
-#: the sections still declared here (the others by their components: :data:`DECLARATION_MODULES`)
-_LEGACY: dict[str, dict[str, Key]] = {
-    "stopping": _keys(
-        Key("rule", "str", "density", "the campaign's stopping rule: a registered rule (its parameters: [stopping] for "
-            "density, [stopping.<rule>] for the others)", choices=("density",)),
-    ),
-    # the rules' own keys (the density rule's in [stopping], [stopping.knee], [stopping.budget],
-    # [stopping.target], a plugin's [stopping.<rule>]) are declared by the rules as they register
-    # (qrelkit.cal.stopping, :func:`declare_section`)
-}
 
 # --------------------------------------------------------------------------- the protocol's own sections
 #
@@ -146,7 +137,7 @@ SECTION_ORDER = ("protocol", "runs", "selection", "pool", "top1", "fused", "scre
 class _Schema(Mapping):
     """:data:`SCHEMA`: every section and key a protocol file may set, assembled at its first use
     from the components' declarations (:data:`DECLARATION_MODULES`, imported then) and the
-    sections still declared here, in :data:`SECTION_ORDER`."""
+    sections declared here (the protocol's own), in :data:`SECTION_ORDER`."""
 
     def __init__(self) -> None:
         self._data: dict[str, dict[str, Key]] | None = None
@@ -156,9 +147,8 @@ class _Schema(Mapping):
         if self._data is None:
             for name in DECLARATION_MODULES:
                 importlib.import_module(name)  # a declaration module: qrelkit.params only (see above)
-            both = {**_LEGACY, **DECLARED}
-            order = [s for s in SECTION_ORDER if s in both] + [s for s in DECLARED if s not in SECTION_ORDER]
-            self._data = {s: both[s] for s in order}
+            order = [s for s in SECTION_ORDER if s in DECLARED] + [s for s in DECLARED if s not in SECTION_ORDER]
+            self._data = {s: DECLARED[s] for s in order}
             self._declared = len(DECLARED)
         elif len(DECLARED) != self._declared:  # sections declared since (a registry's, as it registers)
             self._declared = len(DECLARED)
@@ -328,6 +318,8 @@ def add_choice(section: str, key: str, value: str) -> None:
     k = SCHEMA[section][key]
     if value not in (k.choices or ()):
         SCHEMA.replace_key(section, replace(k, choices=(*(k.choices or ()), value)))
+    if key in DECLARED.get(section, {}):  # the component's own declaration, which its class checks against
+        declare_choice(section, key, value)
 
 
 # --------------------------------------------------------------------------- validation

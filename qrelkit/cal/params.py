@@ -30,6 +30,16 @@ SCREEN_KEYS = declare(
     Key("discard_if_no_relevant", "bool", True, "discard the topic when none of the first N is relevant"),
 )
 
+STOPPING_KEYS = declare(
+    "stopping",
+    Key("rule", "str", "density", "the campaign's stopping rule: a registered rule (its parameters: [stopping] for "
+        "density, [stopping.<rule>] for the others)", choices=("density",)),
+)
+# the rules' own keys (the density rule's in [stopping], [stopping.knee], [stopping.budget],
+# [stopping.target], a plugin's [stopping.<rule>]) are declared by the rules as they register
+# (qrelkit.cal.stopping, qrelkit.config.declare_section); each registered rule is a choice of
+# [stopping] rule
+
 _THREADS = ("fractional", "local", "all")
 KEYS = declare(
     "cal",
@@ -184,3 +194,14 @@ class FeatureParams(Params):
 
 
 __all__ = ["KEYS", "PASSAGE_RELEVANT", "SCREEN_KEYS", "SCHEDULES", "THREADS", "CalParams", "FeatureParams", "ScreenParams", "ThreadParams"]
+
+
+@dataclass(frozen=True)
+class StoppingParams(Params):
+    """``[stopping] rule``: the stopping rule a campaign applies, by its registered name (the rule
+    reads its own parameters: :func:`qrelkit.cal.stopping.get_rule`)."""
+
+    SECTION = "stopping"
+    KEYS = STOPPING_KEYS
+
+    rule: str = param(STOPPING_KEYS, "rule")

@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from qrelkit.cal.loop import issue_next_batches
-from qrelkit.cal.params import ThreadParams
+from qrelkit.cal.params import StoppingParams, ThreadParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
 from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
 from qrelkit.config import Config
+from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import PoolParams, pool_parameters
 
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
@@ -37,7 +38,7 @@ _ACTION = {"accepted": ACCEPT, "rejected": REJECT}
 def campaign_rule(cfg: Config) -> StoppingRule:
     """The campaign's stopping rule: the registered rule ``[stopping] rule`` with its parameters
     from the configuration (``[stopping]`` for the density rule, ``[stopping.<rule>]``)."""
-    return get_rule(str(cfg.get_value("stopping", "rule")), cfg)
+    return get_rule(StoppingParams.from_config(cfg).rule, cfg)
 
 
 def _budget(cfg: Config) -> int | None:
@@ -50,8 +51,8 @@ def topic_stopping(store, cfg: Config, qid: str) -> Description:
     rule sees it in :func:`apply_stopping` (every grade in force, one per passage)."""
     th = store.topics.threads(qid)
     th = th[th["thread"] == official_thread(cfg)]
-    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=[int(g) for g in cfg.get_value(
-        "labels", "passage_relevant")], combine=combine_rule(cfg), budget=_budget(cfg))) if len(th) else []
+    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=[int(g) for g in LabelsParams.from_config(
+        cfg).passage_relevant], combine=combine_rule(cfg), budget=_budget(cfg))) if len(th) else []
     return campaign_rule(cfg).describe(states[0] if states else JudgingState((), np.zeros(0, bool), topic=str(qid)))
 
 

@@ -248,7 +248,7 @@ class Context:
         """The oracle answers the owed items ``pend`` (:meth:`owed`): one seeded simulated
         assessor per batch and assessor, every answer in one transaction."""
         truth = self._oracle_truth
-        scale = tuple(self.cfg.get_value("labels", "scale"))
+        scale = tuple(self.settings.labels.scale)
         answers = []
         for (bid, assessor), g in pend.groupby(["batch_id", "assessor"], sort=False):
             rows = g[["qid", "docid"]].reset_index(drop=True)

@@ -14,6 +14,7 @@ from qrelkit.io.corpus import lookup_texts
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.topics import read_topics
+from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import BatchParams, import_batches, make_batches, require_texts
 from qrelkit.pooler.batches import import_empty_reason
 from qrelkit.store.combine import judgments_to_qrels
@@ -27,10 +28,10 @@ def make(
     output: Path = typer.Option(..., "-o", "--output", help="Batch table: .csv, .jsonl or .parquet."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Corpus to join passage texts from (streamed)."),
     topics: Optional[Path] = typer.Option(None, "--topics", "-t", help="Topics file for the query texts."),
-    first_n: Optional[int] = typer.Option(None, "--first-n", help="First batch per topic: this many items (default 100)."),
+    first_n: Optional[int] = typer.Option(None, "--first-n", help=f"First batch per topic: this many items (default: {common.default_of('batch', 'first_n')})."),
     assessors: Optional[int] = typer.Option(None, "--assessors", help="Number of assessors (named A01, A02, ...)."),
     names: Optional[str] = typer.Option(None, "--assessor-names", help="Comma-separated assessor names."),
-    per_item: Optional[int] = typer.Option(None, "--per-item", help="Assessors per item (default: config, 1)."),
+    per_item: Optional[int] = typer.Option(None, "--per-item", help=f"Assessors per item (default: {common.default_of('batch', 'assessors_per_item')})."),
     per_assessor_dir: Optional[Path] = typer.Option(None, "--per-assessor-dir", help="Also write one file per assessor here."),
     lenient: bool = typer.Option(False, "--lenient/--strict", help="Drop pool items whose passage has no text in the --corpus (counted) instead of failing."),
     seed: Optional[int] = common.SeedOpt,
@@ -91,7 +92,7 @@ def import_(
     unless --force."""
     common.check_io(inputs=[files, issued, config], outputs=[output, qrels_out])
     cfg = common.config(config)
-    sc = [int(x) for x in scale.split(",")] if scale else list(cfg.get_value("labels", "scale"))
+    sc = [int(x) for x in scale.split(",")] if scale else list(LabelsParams.from_config(cfg).scale)
     iss = read_table(issued).to_pandas() if issued else None
     judgments, report = import_batches(files, issued=iss, scale=sc, lenient=lenient)
     counts = dict(zip(report["rule"], report["count"].astype(int)))

@@ -24,6 +24,8 @@ from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.io.text import read_text
 from qrelkit.io.topics import read_topics
+from qrelkit.labels.params import LabelsParams
+from qrelkit.pooler.params import FractionalParams
 
 app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
 
@@ -120,7 +122,7 @@ def import_(
     grade from the same assessor for the same topic and passage is a conflict."""
     common.check_io(inputs=[files, config], outputs=[conflicts_out], stores=[store])
     cfg = common.config(config)
-    sc = [int(x) for x in scale.split(",")] if scale else [int(x) for x in cfg.get_value("labels", "scale")]
+    sc = [int(x) for x in scale.split(",")] if scale else [int(x) for x in LabelsParams.from_config(cfg).scale]
     for f in files:
         if not f.is_file():
             raise InputError("unreadable", "no such file", file=str(f))
@@ -361,11 +363,10 @@ def next_(
     fdir = features_dir or store.with_name(store.name + ".features")
     feats = load_features(fdir)
     params = CalParams.from_config(cfg, batch_size=batch_size, schedule=schedule, seed=seed)
-    frac = float(cfg.get_value("fractional", "fraction", fraction))
-    fseed = int(cfg.get_value("fractional", "seed", None))
+    fp = FractionalParams.from_config(cfg, fraction=fraction)
     with contextlib.closing(s), store_errors(store), _scorer(feats, scheduler, workers) as scorer:
         batches, report = issue_next_batches(s, feats, topics=topics or None, threads=_threads(threads), params=params,
-                                             fraction=frac, fraction_seed=fseed, combine=combine,
+                                             fraction=fp.fraction, fraction_seed=fp.seed, combine=combine,
                                              allow_open=allow_open, dry_run=dry_run, scorer=scorer)
     texts = None
     if corpus is not None:
@@ -373,7 +374,7 @@ def next_(
         texts = {k: v[0] for k, v in lookup_texts(corpus, want).items()} if want else {}
     table = batches_table(batches, assessor=assessor, texts=texts)
     write_table(table, output, kind="cal-batches", params={
-        "store": str(store), "features": str(fdir), "cal": params.as_dict(), "fraction": frac, "fraction_seed": fseed,
+        "store": str(store), "features": str(fdir), "cal": params.as_dict(), "fraction": fp.fraction, "fraction_seed": fp.seed,
         "combine": combine, "dry_run": dry_run})
     counts = report["action"].value_counts().to_dict()
     summary = {"output": str(output), "batches": len(batches), "passages": table.num_rows, "actions": counts,
@@ -429,12 +430,12 @@ def simulate(
     rule_objs = watched_rules(rules, stop_when, cfg)
     frac_ids = None
     if "fractional" in th:
-        frac_ids = fractional_pids(feats, float(cfg.get_value("fractional", "fraction", fraction)),
-                                   int(cfg.get_value("fractional", "seed", None)))
+        fp = FractionalParams.from_config(cfg, fraction=fraction)
+        frac_ids = fractional_pids(feats, fp.fraction, fp.seed)
     with common.progress("simulating", len(tdf)) as advance, _scorer(feats, scheduler, workers) as scorer:
         res = simulate_cal(feats, tdf, q, threads=th, params=params, initial=init, rules=rule_objs, stop_when=stop_when,
                            max_effort=max_effort, until_recall=until_recall, budget=budget, fraction_ids=frac_ids,
-                           unjudged=unjudged, error_rate=error_rate, scale=tuple(cfg.get_value("labels", "scale")),
+                           unjudged=unjudged, error_rate=error_rate, scale=tuple(LabelsParams.from_config(cfg).scale),
                            progress=lambda _q: advance(1), qrels_file=str(qrels), scorer=scorer)
     cut = common.records(res.cut)
     write_simulation(res, output, {

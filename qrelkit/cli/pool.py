@@ -105,7 +105,7 @@ def select(
 def make(
     runs: List[Path] = RunsArg,
     output: Path = OutputOpt,
-    kind: Optional[str] = typer.Option(None, "--kind", help="Pool kind: depth | top1 | fused | rrf | rbp | fractional, or a registered one (default: config [pool] kind, depth)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help=f"Pool kind: depth | top1 | fused | rrf | rbp | fractional, or a registered one (default: {common.default_of('pool', 'kind')})."),
     settings: List[str] = typer.Option([], "--set", help="A parameter of the kind KEY=VALUE (repeatable; default: the config's), e.g. depth=20, take=50, method=rbp."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="The passage corpus (kind fractional: its kept passages are drawn from it)."),
     manifest: Optional[Path] = ManifestOpt,
@@ -134,7 +134,7 @@ def make(
 def depth(
     runs: List[Path] = RunsArg,
     output: Path = OutputOpt,
-    depth_: Optional[int] = typer.Option(None, "--depth", "-k", help="Pool depth (default: config, 10)."),
+    depth_: Optional[int] = typer.Option(None, "--depth", "-k", help=f"Pool depth (default: {common.default_of('pool', 'depth')})."),
     run_depth: Optional[Path] = typer.Option(None, "--run-depth", help="CSV run,depth: per-run depths."),
     manifest: Optional[Path] = ManifestOpt,
     all_runs: bool = AllRunsOpt,

@@ -23,6 +23,7 @@ from qrelkit.io.qrels import read_qrels, write_qrels
 from qrelkit.io.runs import RUN_SCHEMA
 from qrelkit.io.tables import read_metadata, read_table, write_table
 from qrelkit.io.topics import read_topics
+from qrelkit.pooler.params import Top1Params
 from qrelkit.prefs.common import PERFECT, to_arrow
 from qrelkit.prefs.crowd import simulate_answers, sparsify_qrels
 from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
@@ -396,9 +397,9 @@ def rescore_cmd(
     common.check_io(inputs=[runs, qrels, prefs, classes, perfect_qrels, config], outputs=[output, per_query_out, plot])
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
+    top1 = Top1Params.from_config(cfg, perfect_min_rel=perfect_min_rel, perfect=perfect_mode)
     kw = dict(measure=str(_v(cfg, "measure", measure)), rel=int(_v(cfg, "rel", rel)), perfect=perfect,
-              perfect_min_rel=int(cfg.get_value("top1", "perfect_min_rel", perfect_min_rel)),
-              perfect_mode=str(cfg.get_value("top1", "perfect", perfect_mode)), ci=str(_v(cfg, "ci", ci)),
+              perfect_min_rel=top1.perfect_min_rel, perfect_mode=top1.perfect, ci=str(_v(cfg, "ci", ci)),
               level=float(_v(cfg, "ci_level", level)), n_resamples=int(_v(cfg, "bootstrap_resamples")),
               seed=int(_v(cfg, "seed", seed)))
     res = rescore(table, read_qrels(qrels), read_qrels(prefs), classes=read_classes(classes) if classes else None,
@@ -442,7 +443,7 @@ def single(
     common.check_io(inputs=[runs, qrels, judgments, classes, config], outputs=[output, categories_out, outcomes_out])
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
-    mr = int(cfg.get_value("top1", "perfect_min_rel", min_rel))
+    mr = Top1Params.from_config(cfg, perfect_min_rel=min_rel).perfect_min_rel
     p, cats = single_ranker_pairs(table, read_qrels(qrels), run, min_rel=mr, classes=read_classes(classes) if classes else None)
     out = single_ranker_outcomes(p, _judgments(judgments)) if judgments else None
     if outcomes_out is not None and out is None:

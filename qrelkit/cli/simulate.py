@@ -11,6 +11,7 @@ import typer
 from qrelkit.cli import common
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_table, write_table
+from qrelkit.labels.params import LabelsParams
 from qrelkit.simulate.campaign import simulate_campaign
 from qrelkit.simulate.oracle import judge_batches
 
@@ -59,7 +60,7 @@ def judge(
     common.check_io(inputs=[batches, qrels, config], outputs=[output])
     cfg = common.config(config)
     done = judge_batches(read_table(batches).to_pandas(), read_qrels(qrels), unjudged=unjudged, error_rate=error_rate,
-                         scale=tuple(cfg.get_value("labels", "scale")), seed=seed or 0)
+                         scale=tuple(LabelsParams.from_config(cfg).scale), seed=seed or 0)
     write_table(pa.Table.from_pandas(done, preserve_index=False), output, kind="batches-completed",
                 params={"batches": str(batches), "qrels": str(qrels), "unjudged": unjudged, "error_rate": error_rate,
                         "seed": seed or 0})

@@ -18,12 +18,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.config import load_config
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.manifest import read_run_depths
 from qrelkit.io.qrels import write_qrels
 from qrelkit.labels.params import LabelsParams
+from qrelkit.pooler.params import PoolParams
 from qrelkit.pooler.protocol import configured_selection
 from qrelkit.pooler.select import manifest_column
 from qrelkit.pooler.saved import read_pool
@@ -75,15 +75,15 @@ def pool_setting(config: Any = None, pool: str | os.PathLike | None = None, *, d
     depth is ``depth``, else the pool's, else the config's ``[pool] depth``; per-run depths come
     from the ``run_depth`` table, else the pool's parameters; ranks for recomputed provenance
     follow the pool's tie rule, else the config's ``[pool] ties``."""
-    cfg = config if config is not None else load_config(None)
+    cfg = PoolParams.from_config(config)
     table, params = read_pool(pool) if pool is not None else (None, {})
-    k = int(depth if depth is not None else params.get("depth") or cfg.get_value("pool", "depth"))
+    k = int(depth if depth is not None else params.get("depth") or cfg.depth)
     per_run = None
     if run_depth:
         per_run = read_run_depths(run_depth)
     elif params.get("per_run_depth"):
         per_run = {str(a): int(b) for a, b in params["per_run_depth"].items()}
-    ties = str(params.get("ties") or cfg.get_value("pool", "ties"))
+    ties = str(params.get("ties") or cfg.ties)
     return PoolSetting(table, k, per_run, ties, params)
 
 
