@@ -101,6 +101,6 @@ def test_the_campaign_budget_and_threads_come_from_the_config(tmp_path):
     (tmp_path / "p.toml").write_text("[cal]\nbudget = 40\nthreads = [\"local\", \"all\"]\n")
     cfg = load_config(tmp_path / "p.toml")
     assert _config_budget(cfg, None) == 40 and _config_budget(cfg, 7) == 7 and _config_budget(None, None) is None
-    from qrelkit.campaign.stages import official_thread
+    from qrelkit.campaign.settings import official_thread
 
     assert official_thread(cfg) == "all"

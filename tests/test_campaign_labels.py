@@ -14,7 +14,7 @@ from qrelkit.cal.loop import CalParams, issue_next_batches
 from qrelkit.cal.stopping import get_rule, thread_states
 from qrelkit.store import combine_log
 from qrelkit.campaign import Campaign, open_campaign_store
-from qrelkit.campaign.stages import combine_rule
+from qrelkit.campaign.settings import combine_rule
 from qrelkit.cal.features import load_features
 from qrelkit.cli import run as cli
 from qrelkit.config import load_config

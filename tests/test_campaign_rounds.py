@@ -18,7 +18,7 @@ import pytest
 
 from qrelkit.campaign import CAMPAIGN_SCHEMA_VERSION, Campaign, open_campaign_store
 from qrelkit.campaign import stages as campaign_stages
-from qrelkit.campaign.stages import ORACLE_ASSESSOR_SOURCE, stable_seed
+from qrelkit.campaign.judging import ORACLE_ASSESSOR_SOURCE, stable_seed
 from qrelkit.cli import run as cli
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels

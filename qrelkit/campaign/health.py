@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from qrelkit.campaign.lock import describe_holder, held_by
-from qrelkit.campaign.stages import batch_file
+from qrelkit.campaign.judging import batch_file
 from qrelkit.campaign.store import campaign_config, input_problems
 from qrelkit.config import CAMPAIGN_STAGES, CampaignParams, WebParams
 from qrelkit.store import CampaignStore, open_campaign_store

@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow as pa
 from scipy import stats
 
-from qrelkit.campaign.stages import Context, Waiting
+from qrelkit.campaign.judging import Waiting
+from qrelkit.campaign.stages import Context
 from qrelkit.dedupe.apply import expansion_table
 from qrelkit.errors import InputError
 from qrelkit.evaluate import evaluate
@@ -30,8 +31,8 @@ def final_topics(ctx: Context) -> list[str]:
     ct = ctx.store.state.topics()
     dec = dict(zip(ct["qid"], ct["decision"]))
     if ctx.enabled("cal"):
-        return [q for q in ctx.topic_ids if dec.get(q) == "accept"]
-    return [q for q in ctx.topic_ids if dec.get(q) != "discarded"]
+        return [q for q in ctx.inputs.topic_ids if dec.get(q) == "accept"]
+    return [q for q in ctx.inputs.topic_ids if dec.get(q) != "discarded"]
 
 
 def stage_qrels(ctx: Context) -> dict | Waiting:
@@ -40,15 +41,15 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
     passages to documents (else a warning); returns the counts (topics, passages, expanded, documents).
     Waits first for items owed again (a judgment retracted by a correction, ``campaign judgments
     retract``, after the judging stages were done): the qrels are made from the judgments asked for."""
-    wait = ctx.judge("qrels")
+    wait = ctx.judging.judge("qrels")
     if wait:
         return wait
     keep = final_topics(ctx)
-    q = ctx.store.judgments.export_qrels(combine=ctx.combine)
+    q = ctx.store.judgments.export_qrels(combine=ctx.settings.combine)
     q = q.filter(pa.compute.is_in(q["qid"], value_set=pa.array(keep, pa.string())))
     write_qrels(q, ctx.dir / QRELS_PASSAGES)
     summary = {"topics": len(keep), "passages": int(q.num_rows)}
-    exp = expand_qrels(q, ctx.classes, relevant_at=min(ctx.relevant))
+    exp = expand_qrels(q, ctx.inputs.classes, relevant_at=min(ctx.settings.relevant))
     write_qrels(exp.qrels, ctx.dir / QRELS_EXPANDED)
     ctx.write(expansion_table(q, exp.qrels, labels=list(ctx.settings.labels.scale)), "expansion.csv",
               "qrels-expansion")
@@ -103,8 +104,8 @@ def stage_evaluate(ctx: Context) -> dict:
         ctx.store.state.warn("evaluate", "no topic in the final qrels: nothing to evaluate")
         return {"topics": 0}
     opts = scoring_options(ctx.settings.eval, ctx.settings.labels)
-    ev = evaluate(ctx.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
-                  run_names=ctx.runset.runs, ranking=opts["ranking"])
+    ev = evaluate(ctx.inputs.runset.table, q, opts["measures"], missing=opts["missing"], rel=opts["rel"],
+                  run_names=ctx.inputs.runset.runs, ranking=opts["ranking"])
     for run, missing in sorted(ev.missing_by_run.items()):
         if missing:
             ctx.store.state.warn("evaluate", f"run {run}: {len(missing)} judged topic(s) not in the run "
@@ -114,10 +115,10 @@ def stage_evaluate(ctx: Context) -> dict:
     ctx.write(ev.summary, "eval-summary.csv", "eval-summary")
     ctx.write(leaderboard(pq), "leaderboard.csv", "campaign-leaderboard")
     out = {"topics": len(ev.topics), "runs": len(ev.runs), "measures": ev.measures}
-    if ctx.classes is not None:
+    if ctx.inputs.classes is not None:
         passages = read_qrels(ctx.dir / QRELS_PASSAGES)
         dup_opts = scoring_options(ctx.settings.eval, ctx.settings.labels, duplicates=True)
-        dup = duplicate_effects(ctx.runset.table, passages, ctx.classes, dup_opts["measures"],
+        dup = duplicate_effects(ctx.inputs.runset.table, passages, ctx.inputs.classes, dup_opts["measures"],
                                 missing=dup_opts["missing"], rel=dup_opts["rel"], ranking=dup_opts["ranking"])
         ctx.write(dup.round(6), "eval-duplicates.csv", "eval-duplicates")
     return out
@@ -131,9 +132,9 @@ def stage_reuse(ctx: Context) -> dict:
     if q is None:
         ctx.store.state.warn("reuse", "no topic in the final qrels: no reusability study")
         return {"topics": 0}
-    sel = ctx.selection
-    res = leave_out(ctx.runset.table, q, sel.assign(pooled=[pooled_flag(v, r) for v, r in zip(sel["pooled"], sel["run"])]),
-                    pool=pa.Table.from_pandas(ctx.pool, preserve_index=False), classes=ctx.classes, workers=1,
+    sel = ctx.inputs.selection
+    res = leave_out(ctx.inputs.runset.table, q, sel.assign(pooled=[pooled_flag(v, r) for v, r in zip(sel["pooled"], sel["run"])]),
+                    pool=pa.Table.from_pandas(ctx.inputs.pool, preserve_index=False), classes=ctx.inputs.classes, workers=1,
                     **leave_out_options(ctx.settings.reuse, ctx.settings.eval, ctx.settings.labels))
     for name in ("summary", "runs", "units", "topics"):
         ctx.write(res.tables()[name], f"reuse-{name}.csv", f"reuse-{name}")

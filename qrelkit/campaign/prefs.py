@@ -26,7 +26,9 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.campaign.runner import Campaign
-from qrelkit.campaign.stages import Context, combine_rule, text_index
+from qrelkit.campaign.judging import text_index
+from qrelkit.campaign.settings import combine_rule
+from qrelkit.campaign.stages import Context
 from qrelkit.campaign.store import campaign_config, check_inputs
 from qrelkit.config import CampaignParams, Config
 from qrelkit.errors import InputError
@@ -47,8 +49,8 @@ def _campaign_pool(directory: Path, store: CampaignStore, cfg: Config) -> pa.Tab
     passages of grade >= ``[top1] perfect_min_rel`` (only the best-graded ones with ``[top1]
     perfect = "best"``), near-duplicates as one item when the campaign has classes."""
     ctx = Context(directory, store, cfg, store.state.get("paths"))
-    qrels = store.judgments.export_qrels(combine=ctx.combine)
-    return configured_pool("top1", ctx.runset.table, cfg, qrels=qrels, classes=ctx.classes).table
+    qrels = store.judgments.export_qrels(combine=ctx.settings.combine)
+    return configured_pool("top1", ctx.inputs.runset.table, cfg, qrels=qrels, classes=ctx.inputs.classes).table
 
 
 def _assign(task_ids: Sequence[str], assessors: list[str], per_task: int, load: dict[str, int],

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from qrelkit.cal.stopping import JudgingState
 from qrelkit.campaign.rounds import campaign_rule
-from qrelkit.campaign.stages import combine_rule
+from qrelkit.campaign.settings import combine_rule
 from qrelkit.config import ProtocolParams
 from qrelkit.io.atomic import atomic_open
 from qrelkit.io.manifest import read_manifest

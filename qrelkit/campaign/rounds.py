@@ -26,7 +26,9 @@ import pandas as pd
 from qrelkit.cal.loop import issue_next_batches
 from qrelkit.cal.params import StoppingParams, ThreadParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
-from qrelkit.campaign.stages import Context, Waiting, combine_rule, features, kept_topics, official_thread
+from qrelkit.campaign.judging import Waiting
+from qrelkit.campaign.settings import combine_rule, official_thread
+from qrelkit.campaign.stages import Context, features, kept_topics
 from qrelkit.config import Config
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import PoolParams, pool_parameters
@@ -68,7 +70,7 @@ def describe_protocol(cfg: Config) -> dict[str, Any]:
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
     th = ctx.store.topics.threads()
     keep = set(kept_topics(ctx)) if topics is None else set(topics) & set(kept_topics(ctx))
-    return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.threads)]
+    return th[(th["state"] == "active") & th["qid"].isin(keep) & th["thread"].isin(ctx.settings.threads.threads)]
 
 
 def sync_decisions(ctx: Context) -> None:
@@ -80,9 +82,9 @@ def sync_decisions(ctx: Context) -> None:
     threads: dict[str, list[tuple[str, str, str]]] = {}
     for qid, thread, state, reason in ctx.store.topics.thread_rows():
         threads.setdefault(qid, []).append((thread, state, reason))
-    for qid in ctx.topic_ids:
+    for qid in ctx.inputs.topic_ids:
         mine = threads.get(qid, [])
-        off = [(state, reason) for thread, state, reason in mine if thread == ctx.official_thread]
+        off = [(state, reason) for thread, state, reason in mine if thread == ctx.settings.official_thread]
         if qid not in kept or not off or off[0][0] == "active":
             continue
         if qid not in decided:
@@ -92,7 +94,7 @@ def sync_decisions(ctx: Context) -> None:
         for thread, state, _ in mine:
             if state == "active":
                 ctx.store.topics.set_thread_state(qid, thread, "stopped",
-                                                  f"topic decided by thread {ctx.official_thread}")
+                                                  f"topic decided by thread {ctx.settings.official_thread}")
 
 
 def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
@@ -101,14 +103,14 @@ def apply_stopping(ctx: Context, topics: list[str] | None = None) -> None:
     every topic); each thread's state is :func:`qrelkit.cal.stopping.thread_states`'s (its view,
     one grade per passage by the configured aggregation, the budget)."""
     rule = campaign_rule(ctx.cfg)
-    budget = _budget(ctx.cfg)
+    budget = ctx.settings.threads.budget
     active = _active(ctx, None if topics is None else set(topics))
     if not len(active):
         return
     qids = list(dict.fromkeys(active["qid"]))
     log = (ctx.store.judgments.log(None, "all") if topics is None or len(qids) > 8
            else pd.concat([ctx.store.judgments.log(q, "all") for q in qids], ignore_index=True))
-    states = thread_states(active, log, relevant=ctx.relevant, combine=ctx.combine, budget=budget)
+    states = thread_states(active, log, relevant=ctx.settings.relevant, combine=ctx.settings.combine, budget=budget)
     for t, st in zip(active.itertuples(index=False), states):
         d = rule.decide(st)
         if d.stopped:
@@ -134,7 +136,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
     params, fp = ctx.settings.cal, ctx.settings.fractional
     for need, qs in groups.items():
         _, report = issue_next_batches(s, feats, topics=qs, threads=list(need), params=params, fraction=fp.fraction,
-                                       fraction_seed=fp.seed, combine=ctx.combine, allow_open=True,
+                                       fraction_seed=fp.seed, combine=ctx.settings.combine, allow_open=True,
                                        cache=ctx.candidates)
         for r in report.itertuples(index=False):
             if r.action == "exhausted":
@@ -147,7 +149,7 @@ def _issue(ctx: Context, rounds: dict[str, tuple[int, str]], topics: list[str]) 
     b = s.batches.all(counts=False)
     assigned = set(s.assignments.all()["batch_id"])
     mine = b[(b["kind"] == "cal") & b["qid"].isin(set(topics))]
-    s.assignments.assign({bid: ctx.assessors_for(qid, rounds[qid][0])
+    s.assignments.assign({bid: ctx.judging.assessors_for(qid, rounds[qid][0])
                           for bid, qid in zip(mine["batch_id"], mine["qid"]) if bid not in assigned})
 
 
@@ -187,21 +189,21 @@ def stage_cal(ctx: Context) -> dict | Waiting:
         issue = [q for q in kept_topics(ctx) if rounds[q][1] == "issue"]
         if issue:
             ctx.say(f"CAL round {max(rounds[q][0] for q in issue)}: {len(issue)} topic(s)")
-            ctx.repair_encountered()
+            ctx.judging.repair_encountered()
             _issue(ctx, rounds, issue)
             store.state.set_cal_rounds([(q, rounds[q][0], "judge") for q in issue])
             rounds.update({q: (rounds[q][0], "judge") for q in issue})
         else:
             sync_decisions(ctx)  # (the issue phase syncs)
-        owed = ctx.owed()
-        if ctx.oracle is not None and len(owed):
-            ctx.answer(owed)  # now nothing is owed
+        owed = ctx.judging.owed()
+        if ctx.judging.oracle is not None and len(owed):
+            ctx.judging.answer(owed)  # now nothing is owed
             owed = owed.iloc[:0]
         if _next_rounds(ctx, rounds, set(owed["qid"])):
             continue
         if not len(_active(ctx)):
             break
-        wait = ctx.judge("cal")  # no topic can move: what is out (or, judged meanwhile, go on)
+        wait = ctx.judging.judge("cal")  # no topic can move: what is out (or, judged meanwhile, go on)
         if wait:
             return wait
     return {"rounds": max((r for r, _ in store.state.cal_rounds().values()), default=0),

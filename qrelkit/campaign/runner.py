@@ -26,7 +26,9 @@ from qrelkit.campaign import adopt, outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin
 from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import LOCK_NAME, advance_lock
+from qrelkit.campaign.judging import WAITING, Waiting
 from qrelkit.campaign.report import write_report
+from qrelkit.campaign.settings import combine_rule
 from qrelkit.campaign.store import campaign_config, check_inputs, input_record, sha256_file
 from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
@@ -197,7 +199,7 @@ class Campaign:
         campaign takes as judgments made before it (``campaign init --qrels``) so as not to ask
         for them again. Read from the store alone: inputs changed since init do not stop it."""
         with open_campaign_store(self.dir, readonly=True) as store:
-            return store.judgments.export_qrels(combine=stages.combine_rule(campaign_config(store)))
+            return store.judgments.export_qrels(combine=combine_rule(campaign_config(store)))
 
     # -- import, status, report --------------------------------------------------------------------
 
@@ -314,7 +316,7 @@ class Runner:
             texts = old.cache.pop("texts", None)
             if texts is not None:
                 texts.close()
-            self.ctx = stages.Context(old.dir, old.store, campaign_config(old.store), old.paths, old.oracle)
+            self.ctx = stages.Context(old.dir, old.store, campaign_config(old.store), old.paths, old.judging.oracle)
             self._adoptions = n
 
     def close(self) -> None:
@@ -341,7 +343,8 @@ class Runner:
         if not ctx.enabled("cal") or "cal" in done or "pool" not in done:
             return
         fp = ctx.settings.fractional
-        warm_up(stages.features(ctx), ctx.threads, fraction=fp.fraction, fraction_seed=fp.seed, cache=ctx.candidates)
+        warm_up(stages.features(ctx), ctx.settings.threads.threads, fraction=fp.fraction, fraction_seed=fp.seed,
+                cache=ctx.candidates)
 
     def advance(self, progress: Callable[[str], None] | None = None, *, until: str | None = None) -> dict:
         """Advance every topic as far as the judgments allow; the same summary as
@@ -358,7 +361,7 @@ class Runner:
         self._adopted()
         ctx = self.ctx
         ctx.say = progress or (lambda _msg: None)
-        ctx.repaired = False
+        ctx.judging.repaired = False
         done = ctx.store.state.stages_done()
         state, waiting, seconds = "done", [], {}
         t_all = time.perf_counter()
@@ -378,8 +381,8 @@ class Runner:
             except Exception as exc:
                 raise self._failed(name, exc)
             seconds[name] = round(time.perf_counter() - t0, 3)
-            if isinstance(result, stages.Waiting):
-                state, waiting = stages.WAITING, result.batches
+            if isinstance(result, Waiting):
+                state, waiting = WAITING, result.batches
                 break
             ctx.store.state.finish_stage(name, result, seconds[name])
             done[name] = result
@@ -468,8 +471,8 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
     CAL thread states, stopping decision and the rule that fired, batches out (assignments with
     items still owed)."""
     s = ctx.store
-    lab = ctx.labels()
-    rel = set(ctx.relevant)
+    lab = ctx.judging.labels()
+    rel = set(ctx.settings.relevant)
     ct = s.state.topics().set_index("qid")
     th = s.topics.threads()
     pend = s.assignments.pending()
@@ -479,7 +482,7 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
     labs = dict(tuple(lab.groupby("qid", sort=False)))  # one pass, not one scan of the log per topic
     ths = dict(tuple(th.groupby("qid", sort=False)))
     rows = []
-    for q in ctx.topic_ids:
+    for q in ctx.inputs.topic_ids:
         g = labs.get(q, lab.iloc[:0])
         n, r = len(g), int(g["grade"].isin(rel).sum())
         c = ct.loc[q] if q in ct.index else None

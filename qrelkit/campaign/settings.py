@@ -10,7 +10,7 @@ checked and defaulted by the declaration of its component, and no stage reads a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from qrelkit.cal.params import CalParams, FeatureParams, ThreadParams
 from qrelkit.cal.screening import ScreeningRule
@@ -18,11 +18,28 @@ from qrelkit.config import CampaignParams, Config, ProtocolParams, WebParams
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.params import RunsParams
+from qrelkit.labels.aggregate import VoteRule
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.params import (BatchParams, FractionalParams, FusedParams, PoolParams, SelectionParams,
                                    Top1Params)
 from qrelkit.prefs.params import PrefsParams
 from qrelkit.reuse.params import ReuseParams
+
+
+def combine_rule(cfg: Config | Mapping | None) -> Any:
+    """``[campaign] combine`` as :func:`qrelkit.store.combine.combined_grades` takes it: a rule name
+    (median_high, max, min) or, for ``vote``, the labels' majority vote
+    (:meth:`qrelkit.labels.VoteRule.from_config`: ``[labels] vote_threshold``, ``graded``,
+    ``fallback``). That the vote and ``[labels] passage_relevant`` agree is a rule across keys
+    (``vote-vs-passage-relevant``, checked when the configuration is loaded)."""
+    name = CampaignParams.from_config(cfg).combine
+    return VoteRule.from_config(cfg) if name == "vote" else name
+
+
+def official_thread(cfg: Config | Mapping | None) -> str:
+    """The CAL thread that decides a topic: ``[cal] official_thread``, among ``[cal] threads``."""
+    p = ThreadParams.from_config(cfg)  # the official thread is among the threads (rule official-thread-not-run)
+    return p.official_thread if p.official_thread in p.threads else p.threads[-1]  # a store recorded before that rule
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,10 @@ class Settings:
     fused: FusedParams
     fractional: FractionalParams
     batch: BatchParams
+    #: how several assessors' grades of an item become one (:func:`combine_rule`)
+    combine: Any
+    #: the CAL thread whose decisions are the topic's (:func:`official_thread`)
+    official_thread: str
 
     @classmethod
     def from_config(cls, cfg: Config | Mapping | None) -> "Settings":
@@ -61,4 +82,10 @@ class Settings:
                    features=FeatureParams.from_config(cfg), selection=SelectionParams.from_config(cfg),
                    pool=PoolParams.from_config(cfg), top1=Top1Params.from_config(cfg),
                    fused=FusedParams.from_config(cfg), fractional=FractionalParams.from_config(cfg),
-                   batch=BatchParams.from_config(cfg))
+                   batch=BatchParams.from_config(cfg), combine=combine_rule(cfg),
+                   official_thread=official_thread(cfg))
+
+    @property
+    def relevant(self) -> list[int]:
+        """The grades that make a passage relevant (``[labels] passage_relevant``)."""
+        return [int(g) for g in self.labels.passage_relevant]

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -25,7 +25,8 @@ from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import describe_protocol, topic_stopping
-from qrelkit.campaign.stages import TEXT_INDEX, combine_rule, corpus_sha256
+from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
+from qrelkit.campaign.settings import combine_rule
 from qrelkit.campaign.store import campaign_config
 from qrelkit.config import WebParams
 from qrelkit.errors import InputError
