@@ -126,7 +126,8 @@ SIGNATURE_DEFAULTS_ALLOWED: set[str] = set()
 
 #: the other rooms' sections whose keys a room's functions take (the study of reusability pools
 #: and scores runs), and parameters named otherwise than their key
-CROSS = {"reuse": {"eval", "pool"}, "evaluate": {"pool"}, "prefs": {"top1"}, "cal": {"fractional"}}
+CROSS = {"reuse": {"eval", "pool"}, "evaluate": {"pool"}, "prefs": {"top1"}, "cal": {"fractional", "campaign"},
+         "store": {"campaign"}}
 ALIASES = {"voorhees_share": "voorhees_relevant_share", "per_item": "assessors_per_item",
            "fraction_seed": "seed", "perfect_mode": "perfect"}
 

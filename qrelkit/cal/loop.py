@@ -62,7 +62,7 @@ from qrelkit.cal.scoring import (  # noqa: F401
     PARALLEL_MIN_NNZ, SCORE_GROUP, Candidates, LocalScorer, TopRows, score, score_many, select_top,
 )
 from qrelkit.cal.stopping import _in_view, binarize
-from qrelkit.store.combine import combine_log
+from qrelkit.store.combine import DEFAULT_COMBINE, combine_log
 from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.pooler.fractional import fractional_masks
 from qrelkit.pooler.params import FRACTIONAL
@@ -456,7 +456,7 @@ def issue_next_batches(
     params: CalParams = CalParams(),
     fraction: float = AS_DECLARED,
     fraction_seed: int = AS_DECLARED,
-    combine: Any = "median_high",
+    combine: Any = DEFAULT_COMBINE,
     allow_open: bool = False,
     dry_run: bool = False,
     scorer=None,

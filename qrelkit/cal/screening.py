@@ -29,7 +29,7 @@ import pandas as pd
 
 from qrelkit.cal.params import ScreenParams
 from qrelkit.cal.stopping import status_table
-from qrelkit.store.combine import combine_log
+from qrelkit.store.combine import DEFAULT_COMBINE, combine_log
 from qrelkit.errors import InputError
 
 KEEP, DISCARD_TOO_MANY, DISCARD_NONE, INCOMPLETE = "keep", "discard-too-many", "discard-none", "incomplete"
@@ -99,7 +99,7 @@ def screen_topics(judgments: pd.DataFrame, pool: pd.DataFrame | None = None, *, 
 
 
 def store_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame | None = None,
-                    combine: str = "median_high", **params: Any) -> pd.DataFrame:
+                    combine: str = DEFAULT_COMBINE, **params: Any) -> pd.DataFrame:
     """:func:`screen_topics` over a judging store's judgments (every thread, one grade per
     passage by ``combine``) and topics, with the config's ``[screen]`` rule."""
     log = store.judgments.log(None, "all")
@@ -115,7 +115,7 @@ def _screening_from_log(store, log: pd.DataFrame, pool: pd.DataFrame | None, rul
 
 
 def status_with_screening(store, *, config: Mapping | None = None, pool: pd.DataFrame | None = None,
-                          combine: str = "median_high", **status: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          combine: str = DEFAULT_COMBINE, **status: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``cal status``: the stopping rules' status table (:func:`~qrelkit.cal.stopping.status_table`)
     with a ``screening`` column (the topic's screening decision), and the screening table."""
     log = store.judgments.log(None, None, include_sample=True)  # read once: the status and the screening

@@ -77,7 +77,7 @@ import numpy as np
 import pandas as pd
 
 from qrelkit.cal.params import KEYS as CAL_KEYS, PASSAGE_RELEVANT, ThreadParams
-from qrelkit.store.combine import combine_log
+from qrelkit.store.combine import DEFAULT_COMBINE, combine_log
 from qrelkit.config import (
     PLUGINS_ENV, Config, Conflict, Key, add_choice, cross_rule, declare_section, default as config_default,
     load_plugins,
@@ -726,7 +726,7 @@ def _state_from_log(lab: pd.DataFrame, rel: Sequence[int], **kw) -> JudgingState
 
 
 def state_from_store(store, topic: str, thread: str = "all", *, relevant: Sequence[int] = PASSAGE_RELEVANT,
-                     combine: str = "median_high", budget: int | None = None,
+                     combine: str = DEFAULT_COMBINE, budget: int | None = None,
                      collection_size: int | None = None, max_batch_seq: int | None = None) -> JudgingState:
     """The :class:`JudgingState` of one topic and thread of a :class:`~qrelkit.store.judging.JudgingStore`
     (optionally only up to the batch issued as ``max_batch_seq``): judged passages in judging
@@ -797,7 +797,7 @@ def _by_topic(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, dict[str, np.n
 
 
 def thread_states(threads: pd.DataFrame, log: pd.DataFrame, *, items: pd.DataFrame | None = None,
-                  relevant: Sequence[int] = PASSAGE_RELEVANT, combine: Any = "median_high",
+                  relevant: Sequence[int] = PASSAGE_RELEVANT, combine: Any = DEFAULT_COMBINE,
                   budget: int | None = None) -> Iterable[JudgingState]:
     """The current :class:`JudgingState` of every row of ``threads`` (``qid, thread,
     collection_size``, as :meth:`~qrelkit.store.interfaces.Topics.threads` gives) from a judgment
@@ -855,7 +855,7 @@ def _current_states(store, threads: pd.DataFrame, *, relevant: Sequence[int], co
                          budget=budget)
 
 
-def status_table(store, *, rule: str | None = None, config: Mapping | None = None, combine: str = "median_high",
+def status_table(store, *, rule: str | None = None, config: Mapping | None = None, combine: str = DEFAULT_COMBINE,
                  budget: int | None = None, threads: Sequence[str] | None = None,
                  progress: Callable[..., None] | None = None, _log: pd.DataFrame | None = None,
                  **params) -> pd.DataFrame:
@@ -903,7 +903,7 @@ def replay_state(state: JudgingState, rule: StoppingRule) -> tuple[int | None, D
     return None, last
 
 
-def replay_store(store, *, rule: str, config: Mapping | None = None, combine: str = "median_high",
+def replay_store(store, *, rule: str, config: Mapping | None = None, combine: str = DEFAULT_COMBINE,
                  budget: int | None = None, threads: Sequence[str] | None = None, **params) -> pd.DataFrame:
     """Re-apply ``rule`` to the stored judgment log of every topic and thread, batch by batch in
     judging order, and report where it would first have decided something other than

@@ -15,11 +15,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.config import CAMPAIGN_KEYS
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import QRELS_SCHEMA, sort_qrels
 
+#: the rule a reader combines by when none is given: ``[campaign] combine``'s declared default
+DEFAULT_COMBINE: str = CAMPAIGN_KEYS["combine"].default
 
-def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high") -> pa.Table:
+
+def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = DEFAULT_COMBINE) -> pa.Table:
     """Qrels from a judgments table, one grade per (topic, passage).
 
     ``combine`` says how several assessors' grades become one: ``median_high`` (the higher
@@ -56,7 +60,7 @@ def judgments_to_qrels(judgments: pd.DataFrame, *, combine: str = "median_high")
     return sort_qrels(t.cast(QRELS_SCHEMA))
 
 
-def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa.Table:
+def combined_grades(judgments: pd.DataFrame, combine: Any = DEFAULT_COMBINE) -> pa.Table:
     """Qrels (``qid, docid, rel``) from judgments (``qid, docid, assessor, grade``), one grade per
     (topic, passage). ``combine``: a rule name — ``median_high``, ``max``, ``min``
     (:func:`judgments_to_qrels`) — or a rule object with a
@@ -69,7 +73,7 @@ def combined_grades(judgments: pd.DataFrame, combine: Any = "median_high") -> pa
     return combine.grades(judgments)
 
 
-def combine_log(log: pd.DataFrame, *, combine: Any = "median_high") -> pd.DataFrame:
+def combine_log(log: pd.DataFrame, *, combine: Any = DEFAULT_COMBINE) -> pd.DataFrame:
     """One row per (topic, passage) of a judgment log, in the order of its first judgment:
     ``qid, docid, grade, batch_id, batch_seq`` (the batch of the first judgment); several
     judgments of a passage combined by ``combine`` (:func:`combined_grades`)."""

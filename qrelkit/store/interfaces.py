@@ -76,6 +76,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError
+from qrelkit.store.combine import DEFAULT_COMBINE
 
 THREADS = ("fractional", "local", "all")
 THREAD_STATES = ("active", "accepted", "rejected", "stopped")
@@ -355,13 +356,13 @@ class JudgmentLog(ABC):
         return set(self.log(topic, thread, include_sample=True)["docid"])
 
     @abstractmethod
-    def labels(self, topic: str, thread: str | None = None, *, combine: Any = "median_high") -> pd.DataFrame:
+    def labels(self, topic: str, thread: str | None = None, *, combine: Any = DEFAULT_COMBINE) -> pd.DataFrame:
         """One grade per judged passage of the thread's view, in judging order (first judgment):
         ``docid, grade, batch_id, batch_seq``; several assessors' grades combined by ``combine``
         (median_high | max | min, or a rule object: :func:`qrelkit.store.combine.combined_grades`)."""
 
     @abstractmethod
-    def export_qrels(self, *, combine: Any = "median_high", thread: str = "all") -> pa.Table:
+    def export_qrels(self, *, combine: Any = DEFAULT_COMBINE, thread: str = "all") -> pa.Table:
         """Qrels (``qid, docid, rel``, qrels order) from the thread's view; ``all`` exports every
         judgment in the store, samples included. Several assessors' grades are combined by
         ``combine`` (:func:`qrelkit.store.combine.combined_grades`)."""

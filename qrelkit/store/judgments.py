@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError
 from qrelkit.store.batches import SqliteBatches
-from qrelkit.store.combine import combine_log, combined_grades
+from qrelkit.store.combine import DEFAULT_COMBINE, combine_log, combined_grades
 from qrelkit.store.interfaces import (
     CONFLICT_COLUMNS, LOG_COLUMNS, THREADS, ConflictError, ImportReport, JudgmentLog,
 )
@@ -331,10 +331,10 @@ class SqliteJudgmentLog(SqliteAggregate, JudgmentLog):
         df["position"] = df["position"].astype("Int64")
         return df
 
-    def labels(self, topic: str, thread: str | None = None, *, combine: Any = "median_high") -> pd.DataFrame:
+    def labels(self, topic: str, thread: str | None = None, *, combine: Any = DEFAULT_COMBINE) -> pd.DataFrame:
         return combine_log(self.log(topic, thread), combine=combine)
 
-    def export_qrels(self, *, combine: Any = "median_high", thread: str = "all") -> pa.Table:
+    def export_qrels(self, *, combine: Any = DEFAULT_COMBINE, thread: str = "all") -> pa.Table:
         log = self.log(None, None if thread == "all" else thread, include_sample=True)
         return combined_grades(log[["qid", "docid", "assessor", "grade", "batch_id"]], combine)
 
