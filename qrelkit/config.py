@@ -422,6 +422,10 @@ class Config(dict):
     ``default``, ``file``, ``flag``)."""
 
     source: str | None = None
+    #: every value passed its key's checks — at :func:`load_config`, :meth:`set_value`,
+    #: :func:`config_from_rows` — so a parameters class built from it checks none again
+    #: (:meth:`qrelkit.params.Params.from_config`); change values with :meth:`set_value`
+    checked = True
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
@@ -548,8 +552,8 @@ def config_from_rows(rows: Iterable[Mapping[str, Any]], source: str | None = Non
     cfg = Config(defaults_tree())
     for r in rows:
         sec, key = str(r["section"]), str(r["key"])
-        if sec in SCHEMA and key in SCHEMA[sec]:
-            _slot(cfg, sec)[key] = copy.deepcopy(r["value"])
+        if sec in SCHEMA and key in SCHEMA[sec]:  # checked once, by today's declaration
+            _slot(cfg, sec)[key] = check_value(sec, key, copy.deepcopy(r["value"]), file=source)
             if r.get("origin", DEFAULT) != DEFAULT:
                 cfg.origins[f"{sec}.{key}"] = (str(r["origin"]), r.get("where"))
     cfg.source = source

@@ -34,6 +34,7 @@ import copy
 import dataclasses
 import difflib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
@@ -313,11 +314,21 @@ class Params:
                 v = lookup(cfg, section, key)
                 if not is_missing(v):
                     values[name] = cls.coerce(name, copy.deepcopy(v))
-        return cls(**values)
+        if cfg is not None and not getattr(cfg, "checked", False):
+            return cls(**values)  # a plain mapping's values: checked as the instance is made
+        token = _CHECKED.set(True)  # every value checked already: a loaded configuration's, a flag's, a default
+        try:
+            return cls(**values)
+        finally:
+            _CHECKED.reset(token)
 
     def __post_init__(self) -> None:
         """Every field with a declared key is checked against it (a value built in Python, or a
-        configuration's: the same rules as a protocol file's)."""
+        plain mapping's: the same rules as a protocol file's) — once: not again for the values of a
+        loaded configuration (:attr:`qrelkit.config.Config.checked`) and the flags
+        :meth:`from_config` checked."""
+        if _CHECKED.get():
+            return
         for f in dataclasses.fields(self):
             section, key = self.key_of(f.name)
             spec = _spec(type(self), section, key)
@@ -335,6 +346,10 @@ class Params:
         section, key = cls.key_of(field)
         spec = _spec(cls, section, key)
         return None if spec is None else copy.deepcopy(spec.default)
+
+
+#: set while :meth:`Params.from_config` makes an instance of values it knows are checked
+_CHECKED: ContextVar[bool] = ContextVar("qrelkit_params_checked", default=False)
 
 
 def _spec(cls: type, section: str, key: str) -> Key | None:

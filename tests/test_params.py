@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from qrelkit.config import DECLARATION_MODULES, SCHEMA, load_config
+from qrelkit.errors import InputError
 from qrelkit.params import DECLARED, Params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -296,3 +297,34 @@ def test_a_default_left_none_is_the_declared_one(monkeypatch):
                         "baseline": [False, False]})
     monkeypatch.setitem(pp.SELECTION, "per_group", dataclasses.replace(pp.SELECTION["per_group"], default=1))
     assert select_pool_runs(man)["pooled"].tolist() == [True, False]
+
+
+def test_each_value_is_checked_once(tmp_path, monkeypatch):
+    """``[cal] batch_size``: the file's value when the file is loaded, a flag's by ``from_config``,
+    never again as the parameters are made (issue 20: it was checked three times)."""
+    import qrelkit.config as config
+    import qrelkit.params as params
+    from qrelkit.cal.params import CalParams
+
+    seen = []
+    real = params.check
+
+    def counting(spec, section, value, *a, **kw):
+        if (section, spec.name) == ("cal", "batch_size"):
+            seen.append(value)
+        return real(spec, section, value, *a, **kw)
+
+    monkeypatch.setattr(params, "check", counting)
+    monkeypatch.setattr(config, "check", counting)
+    (tmp_path / "p.toml").write_text("[cal]\nbatch_size = 40\n")
+    cfg = load_config(tmp_path / "p.toml")
+    assert seen == [40]
+    assert CalParams.from_config(cfg).batch_size == 40 and seen == [40]
+    assert CalParams.from_config(cfg, batch_size=30).batch_size == 30 and seen == [40, 30]
+    # a plain mapping is no checked configuration: its values are checked as the instance is made
+    with pytest.raises(InputError, match=r"\[out-of-range\] \[cal\] batch_size"):
+        CalParams.from_config({"cal": {"batch_size": 0}})
+    # the rows a campaign recorded are checked once when read back, by today's declarations
+    rows = [{"section": "cal", "key": "batch_size", "value": 0, "origin": "file", "where": "p.toml:2"}]
+    with pytest.raises(InputError, match=r"\[out-of-range\] \[cal\] batch_size"):
+        config.config_from_rows(rows, "p.toml")
