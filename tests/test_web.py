@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("starlette")
@@ -589,3 +590,32 @@ def test_a_failed_run_is_tried_again_by_itself_until_the_cause_is_fixed(tmp_path
         assert len(calls) == 3  # a run that went through is not repeated
     finally:
         adv.stop()
+
+
+def test_batch_progress_counts_only_what_the_assessor_judges_there(web):
+    """A CAL batch's encountered passages (their judgments copied in from another thread, under
+    the assessor's name) are no part of her progress: neither judged by her in it nor owed."""
+    ann = web.client("ann")
+    it = ann.topic("1001")["item"]
+    assert (it["batch_judged"], it["batch_items"]) == (0, 4)
+    with open_campaign_store(web.camp) as s:
+        other = [d for d in s.assignments.assignment(it["batch_id"], "ann")["items"] if d != it["docid"]][0]
+        s.judgments.import_judgments(pd.DataFrame({"qid": ["1001"], "docid": [other], "assessor": ["ann"], "grade": [1],
+                                                   "batch_id": [it["batch_id"]]}), source="encountered")
+    it = ann.topic("1001")["item"]
+    assert (it["batch_judged"], it["batch_items"]) == (0, 3)
+    r = ann.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=0)
+    assert r.status_code == 200
+    it = ann.topic("1001")["item"]
+    assert (it["batch_judged"], it["batch_items"]) == (1, 3)
+
+
+def test_screening_skipped_says_so(sim, tmp_path):
+    camp = _init(sim, tmp_path / "noscreen", CONFIG.replace('skip = ["dedupe",', 'skip = ["screening", "dedupe",'))
+    with Web(camp) as w:
+        ann = w.client("ann")
+        assert ann.topic("1001")["status"]["screening"] == "skipped"
+        page = ann.c.get("/topics/1001").text
+        assert "screening: skipped" in page
+        # the status line states every condition of the rule, the minimum relevant included
+        assert "accepted below density 0.4 with at least 10 judged and 1 relevant" in page

@@ -63,6 +63,7 @@ from qrelkit.cal.scoring import (  # noqa: F401
 )
 from qrelkit.cal.stopping import _in_view, binarize
 from qrelkit.store.combine import DEFAULT_COMBINE, combine_log
+from qrelkit.store.interfaces import ENCOUNTERED
 from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.pooler.fractional import fractional_masks
 from qrelkit.pooler.params import FRACTIONAL
@@ -541,7 +542,7 @@ def issue_next_batches(
                 if enc:  # encountered passages bring their judgments into this thread's view
                     copy = st.log[st.log["docid"].isin(set(enc))][["qid", "docid", "assessor", "grade"]].copy()
                     copy["batch_id"] = b.batch_id
-                    store.judgments.import_judgments(copy, source="encountered")
+                    store.judgments.import_judgments(copy, source=ENCOUNTERED)
             out.append(b)
             report[(st.index, THREADS.index(b.thread))] = {**_row(qid, b.thread, "issued", b.batch_id),
                                                           "items": int(b.new.sum()), "encountered": len(enc)}

@@ -19,7 +19,7 @@ from qrelkit.io.keys import stable_int
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import write_table
 from qrelkit.simulate.oracle import judge_batches, truth_map
-from qrelkit.store import CampaignStore, TextIndex, combine_log, open_text_index
+from qrelkit.store import ENCOUNTERED, CampaignStore, TextIndex, combine_log, open_text_index
 
 WAITING = "waiting for judgments"
 ORACLE_ASSESSOR_SOURCE = "oracle"
@@ -127,7 +127,7 @@ class Judging:
             c = log[log["docid"].isin(set(g["docid"]))][["qid", "docid", "assessor", "grade"]].copy()
             c["batch_id"] = bid
             copies.append(c)
-        s.judgments.import_judgments(pd.concat(copies, ignore_index=True), source="encountered")
+        s.judgments.import_judgments(pd.concat(copies, ignore_index=True), source=ENCOUNTERED)
         return len(rows)
 
     def owed(self) -> pd.DataFrame:

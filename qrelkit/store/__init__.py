@@ -33,7 +33,7 @@ interfaces and composes them as :class:`JudgingStore` and :class:`CampaignStore`
 from qrelkit.store.campaign import CAMPAIGN_SCHEMA_VERSION, STORE_NAME, CampaignStore, campaign_path, open_campaign_store
 from qrelkit.store.combine import combine_log, combined_grades, judgments_to_qrels
 from qrelkit.store.interfaces import (
-    BATCH_KINDS, CAL_PHASES, LOG_COLUMNS, THREADS, Accounts, Assignments, Batches, CampaignState, ConflictError,
+    BATCH_KINDS, CAL_PHASES, ENCOUNTERED, LOG_COLUMNS, THREADS, Accounts, Assignments, Batches, CampaignState, ConflictError,
     ImportReport, JudgingAggregates, JudgmentLog, Preferences, Topics,
 )
 from qrelkit.store.judging import SCHEMA_VERSION, STORE_FORMAT, JudgingStore, init_store, open_store
@@ -43,7 +43,7 @@ from qrelkit.store.textindex import TextIndex, open_text_index
 
 __all__ = [
     "Accounts", "Assignments", "BATCH_KINDS", "Batches", "CAL_PHASES", "CAMPAIGN_SCHEMA_VERSION", "CampaignState",
-    "CampaignStore", "ConflictError", "INPUT_COLUMNS", "ImportReport", "JudgingAggregates", "JudgingStore",
+    "CampaignStore", "ConflictError", "ENCOUNTERED", "INPUT_COLUMNS", "ImportReport", "JudgingAggregates", "JudgingStore",
     "JudgmentLog", "LOG_COLUMNS", "Preferences", "SCHEMA_VERSION", "STORE_FORMAT", "STORE_NAME", "THREADS", "TextIndex",
     "Topics", "campaign_path", "combine_log", "combined_grades", "init_store", "io_error", "judgments_to_qrels",
     "open_campaign_store", "open_store", "open_text_index", "read_judgment_file", "store_errors",

@@ -81,6 +81,8 @@ from qrelkit.store.combine import DEFAULT_COMBINE
 THREADS = ("fractional", "local", "all")
 THREAD_STATES = ("active", "accepted", "rejected", "stopped")
 BATCH_KINDS = ("cal", "pool", "sample")
+#: the source of a judgment copied into a CAL batch from another thread's (an encountered passage)
+ENCOUNTERED = "encountered"
 BATCH_STATUSES = ("open", "complete")
 CAL_PHASES = ("issue", "judge")
 #: the judgment log in judging order as :meth:`JudgmentLog.export_log` writes it

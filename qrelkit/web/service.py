@@ -28,13 +28,13 @@ from qrelkit.campaign.rounds import describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
 from qrelkit.campaign.settings import combine_rule
 from qrelkit.campaign.store import campaign_config
-from qrelkit.config import WebParams
+from qrelkit.config import CampaignParams, WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.labels.params import LabelsParams
-from qrelkit.store import ConflictError, TextIndex, open_text_index
+from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, open_text_index
 from qrelkit.web.worker import Advancer
 
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
@@ -119,6 +119,7 @@ class CampaignService:
         self.scale = [int(g) for g in self.labels.scale]
         self.relevant = [int(g) for g in self.labels.passage_relevant]
         self.free_choice = WebParams.from_config(self.cfg).free_topic_choice
+        self.skipped = set(CampaignParams.from_config(self.cfg).skip)  # stages the campaign leaves out
         self.combine = combine_rule(self.cfg)
         self.advancer = advancer or Advancer(self.dir)
         self.advancer.after = self.apply_claims
@@ -191,6 +192,7 @@ class CampaignService:
         ct = self._topic_row(qid)
         n, r = self._label_counts(qid)
         out = {"qid": qid, **{k: ct[k] for k in ("screening", "decision", "rule", "reason")},
+               **({} if ct["screening"] or "screening" not in self.skipped else {"screening": "skipped"}),
                "threads": [{"thread": t, "state": st} for t, st in s.topics.thread_states(qid)],
                "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
                "stopping": topic_stopping(s, self.cfg, qid).as_dict()}
@@ -326,9 +328,9 @@ class CampaignService:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
             b = s.assignments.assignment(bid, acc.name)
-            done = s.judgments.judged_in_batch(acc.name, bid)
+            done, left = self._batch_progress(acc, bid)
             out["item"] = {"batch_id": bid, "docid": docid, "text": self.texts.get(docid, wanted), "kind": b["kind"],
-                           "batch_items": len(b["items"]), "batch_judged": int(done)}
+                           "batch_items": done + left, "batch_judged": done}
             out["state"] = "judging"
         elif out["status"]["decision"]:
             out["state"] = "decided"
@@ -339,6 +341,14 @@ class CampaignService:
         else:
             out["state"] = "waiting"
         return out
+
+    def _batch_progress(self, acc: Account, batch_id: str) -> tuple[int, int]:
+        """``acc``'s part of a batch: the passages she judged in it herself, and those she still
+        owes there. A CAL batch's encountered passages, whose judgments were copied in from
+        another thread, are neither: she never judges them in this batch."""
+        own = self.store().judgments.assessor_grades(acc.name, batch=batch_id)
+        done = int((own["source"] != ENCOUNTERED).sum()) if len(own) else 0
+        return done, len(self.store().assignments.owed_in_batch(acc.name, batch_id))
 
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
