@@ -619,3 +619,44 @@ def test_screening_skipped_says_so(sim, tmp_path):
         assert "screening: skipped" in page
         # the status line states every condition of the rule, the minimum relevant included
         assert "accepted below density 0.4 with at least 10 judged and 1 relevant" in page
+
+
+def test_every_response_carries_the_security_headers(web, monkeypatch):
+    """Pages, the API, downloads, static files, errors (404, 403, 500): a CSP without inline
+    script and no framing, nosniff, no referrer; nothing but the static files may be cached."""
+    org, ann = web.client("org", organizer=True), web.client("ann")
+    anon = TestClient(web.app, raise_server_exceptions=False)
+    got = {"/healthz": anon.get("/healthz"), "/": ann.c.get("/"), "/topics/1001": ann.c.get("/topics/1001"),
+           "/api/topics/1001": ann.c.get("/api/topics/1001"), "/organizer": org.c.get("/organizer"),
+           "/organizer/assessors.csv": org.c.get("/organizer/assessors.csv"), "404": ann.c.get("/nowhere"),
+           "403": ann.c.get("/organizer"), "login": anon.get("/login/not-a-token", follow_redirects=False),
+           "static": anon.get("/static/judge.js")}
+
+    def boom():
+        raise RuntimeError("secret detail")
+    monkeypatch.setattr(web.app.state.service, "health", boom)
+    got["500"] = anon.get("/healthz")
+    assert got["500"].status_code == 500 and got["404"].status_code == 404
+    for name, r in got.items():
+        csp = r.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline'; img" in csp, name
+        assert "'unsafe-inline'" not in csp.split("script-src", 1)[1].split(";", 1)[0], name
+        assert r.headers.get("x-content-type-options") == "nosniff" and r.headers.get("x-frame-options") == "DENY"
+        assert r.headers.get("referrer-policy") == "no-referrer", name
+        assert (r.headers.get("cache-control") == "no-store") == (name != "static"), name
+    # no inline script in any page the app renders: no script element without src, no on... attribute
+    from html.parser import HTMLParser  # lazy: this test only
+
+    class Inline(HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, tag, attrs):
+            names = {k for k, _ in attrs}
+            if (tag == "script" and "src" not in names) or any(k.startswith("on") for k in names):
+                self.found.append((tag, sorted(names)))
+
+    for name in ("/", "/topics/1001", "/organizer"):
+        parser = Inline()
+        parser.found = []
+        parser.feed(got[name].text)
+        assert not parser.found, (name, parser.found)
