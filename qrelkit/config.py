@@ -106,6 +106,7 @@ WEB_KEYS = declare(
     "web",
     Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
         "those of their batches, and may take a topic's places held by assessors without an account"),
+    Key("max_request_bytes", "int", 1_048_576, "a request whose body is larger is refused unread (413)", min=1024),
 )
 
 
@@ -117,6 +118,7 @@ class WebParams(Params):
     KEYS = WEB_KEYS
 
     free_topic_choice: bool = param(KEYS, "free_topic_choice")
+    max_request_bytes: int = param(KEYS, "max_request_bytes")
 
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each

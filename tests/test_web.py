@@ -660,3 +660,25 @@ def test_every_response_carries_the_security_headers(web, monkeypatch):
         parser.found = []
         parser.feed(got[name].text)
         assert not parser.found, (name, parser.found)
+
+
+def test_a_body_over_the_limit_is_refused_unread_and_not_echoed(web):
+    """[web] max_request_bytes (default 1 MiB): by its Content-Length, or as a body without one
+    arrives; the 413 carries the security headers and none of the body; a normal request passes."""
+    ann = web.client("ann")
+    big = "x" * (1_048_576 + 10)
+    r = ann.c.post("/api/topics/1001/judgments", content='{"grade": "' + big + '"}',
+                   headers={"X-CSRF-Token": ann.csrf, "content-type": "application/json"})
+    assert r.status_code == 413 and "xxxx" not in r.text and len(r.text) < 200
+    assert int(r.request.headers["content-length"]) > 1_048_576  # refused by its Content-Length
+    assert r.headers.get("x-content-type-options") == "nosniff"
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(40):
+            yield b"y" * 65536
+
+    r = ann.c.post("/api/topics/1001/judgments", content=chunks(),
+                   headers={"X-CSRF-Token": ann.csrf, "content-type": "application/json"})
+    assert r.status_code == 413 and "yyyy" not in r.text
+    it = ann.topic("1001")["item"]
+    assert ann.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=0).status_code == 200

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from qrelkit.campaign.prefs import export_preferences
+from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
 from qrelkit.web.prefs import PreferenceViews
@@ -73,6 +74,52 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body is over ``limit`` bytes (``[web] max_request_bytes``)
+    is answered 413 without being read further, by its ``Content-Length`` or, without one, as the
+    body arrives; the answer never echoes the body."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, int(limit)
+
+    async def _refuse(self, scope, receive, send) -> None:
+        await PlainTextResponse(f"request body over {self.limit} bytes", status_code=413)(scope, receive, send)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        seen, started = 0, False
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _TooLarge:
+            if not started:
+                await self._refuse(scope, receive, send)
 
 #: HTTP status of the library's input errors met while serving a request
 RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unknown-assessor": 404,
@@ -390,7 +437,8 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     app = Starlette(routes=_routes(w), lifespan=lifespan,
                     exception_handlers={WebError: web_error, HTTPException: http_error, InputError: input_error,
                                         Exception: server_error})
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, limit=WebParams.from_config(svc.cfg).max_request_bytes)
+    app.add_middleware(SecurityHeaders)  # added last: the outer one, so a 413 carries the headers too
     app.state.service = svc
     return app
 
