@@ -107,3 +107,16 @@ def test_serve_refuses_a_bad_port(camp, capsys):
     assert run(["serve", str(camp), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "--port" in err and "greater than or equal to 1" in err, err
+
+
+def test_serve_on_a_network_address_warns_of_plain_http(camp, capsys, monkeypatch):
+    from qrelkit import web
+
+    served = []
+    monkeypatch.setattr(web, "run_server", lambda app, host, port: served.append(host))
+    assert run(["serve", str(camp)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert run(["serve", str(camp), "--host", "0.0.0.0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: serving plain HTTP on 0.0.0.0" in err and "TLS reverse proxy" in err
+    assert served == ["127.0.0.1", "0.0.0.0"]

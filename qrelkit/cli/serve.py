@@ -27,5 +27,8 @@ def command(
         raise InputError("missing-dependency", f"the web app needs the optional extra: pip install 'qrelkit[web]' "
                          f"({exc.name} is missing)") from None
     app_ = web.create_app(directory)
+    warning = web.exposure_warning(host)
+    if warning:
+        common.stderr.print(warning, markup=False, highlight=False)
     common.stderr.print(f"serving {directory} on http://{host}:{port} (Ctrl-C stops)", markup=False, highlight=False)
     web.run_server(app_, host=host, port=port)

@@ -8,8 +8,9 @@ uvicorn, Jinja2, itsdangerous) are the optional extra ``qrelkit[web]``.
 >>> run_server(app, host="127.0.0.1", port=8765)      # doctest: +SKIP
 """
 
-from qrelkit.web.app import create_app, run_server
+from qrelkit.web.app import create_app, exposure_warning, run_server
 from qrelkit.web.service import GRADE_NAMES, CampaignService, WebError
 from qrelkit.web.worker import Advancer, ProcessAdvance, RunnerAdvance, advance_campaign
 
-__all__ = ["Advancer", "CampaignService", "GRADE_NAMES", "ProcessAdvance", "RunnerAdvance", "WebError", "advance_campaign", "create_app", "run_server"]
+__all__ = ["Advancer", "CampaignService", "GRADE_NAMES", "ProcessAdvance", "RunnerAdvance", "WebError", "advance_campaign", "create_app", "exposure_warning",
+           "run_server"]

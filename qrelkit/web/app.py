@@ -9,6 +9,7 @@ that goes wrong is logged and answered with a plain 500 and no traceback.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import tempfile
@@ -451,6 +452,25 @@ class _RedactLoginTokens(logging.Filter):
             record.args = tuple(a.split("/login/")[0] + "/login/..." if isinstance(a, str) and "/login/" in a else a
                                 for a in record.args)
         return True
+
+
+def exposure_warning(host: str) -> str | None:
+    """What to say when ``host`` is not a loopback address: the app then speaks plain HTTP to the
+    network (login links and session cookies readable on the way) unless a TLS proxy fronts it.
+
+    >>> exposure_warning("127.0.0.1") is None, exposure_warning("localhost") is None
+    (True, True)
+    >>> exposure_warning("0.0.0.0").startswith("warning: serving plain HTTP on 0.0.0.0")
+    True
+    """
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: resolved by the system, maybe to the network
+        loopback = False
+    if loopback:
+        return None
+    return (f"warning: serving plain HTTP on {host}: login links and session cookies cross the network "
+            "unencrypted; put a TLS reverse proxy in front (docs/web.md, 'Serving on a network')")
 
 
 def run_server(app: Starlette, *, host: str = "127.0.0.1", port: int = 8765) -> None:
