@@ -682,3 +682,14 @@ def test_a_body_over_the_limit_is_refused_unread_and_not_echoed(web):
     assert r.status_code == 413 and "yyyy" not in r.text
     it = ann.topic("1001")["item"]
     assert ann.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=0).status_code == 200
+
+
+def test_the_organizer_page_shows_values_not_raw_structures(web, truth):
+    """The campaign's name, not a server path; densities to 3 decimals; tables as 'key: value'."""
+    org, ann = web.client("org", organizer=True), web.client("ann")
+    ann.judge_all("1001", truth)
+    web.idle()
+    page = org.c.get("/organizer").text
+    assert f"<h1>Campaign {web.camp.name}</h1>" in page and str(web.camp.parent) not in page
+    assert not re.search(r"<td>[^<]*[{\[]'", page), "a raw dict or list in a cell"
+    assert not re.search(r"<td>0\.\d{4,}</td>", page), "a density with more than 3 decimals"

@@ -313,7 +313,8 @@ class _Web:
     def _organizer_data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
                                "agreement": self.svc.agreement(), "status_error": None, "status": [],
-                               "prefs": self.prefs.status(), "protocol": self.svc.protocol()}
+                               "prefs": self.prefs.status(), "protocol": self.svc.protocol(),
+                               "name": self.svc.name}
         try:
             out["status"] = self.svc.status_rows()
         except InputError as exc:
@@ -408,6 +409,7 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     ask it for a first run: a new campaign gets its first batches) — the tests may drive it."""
     svc = CampaignService(directory, advancer)
     env = jinja2.Environment(loader=jinja2.PackageLoader("qrelkit.web", "templates"), autoescape=True)
+    env.filters["shown"] = shown
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:
@@ -452,6 +454,24 @@ class _RedactLoginTokens(logging.Filter):
             record.args = tuple(a.split("/login/")[0] + "/login/..." if isinstance(a, str) and "/login/" in a else a
                                 for a in record.args)
         return True
+
+
+def shown(value: Any) -> str:
+    """A value as the organizer's tables show it: nothing for None, a number to 3 decimals, a
+    table as ``key: value`` pairs, a list joined by commas (never a raw dict or list).
+
+    >>> shown(None), shown(0.123456), shown(3), shown({"2": 210, "0": 5}), shown(["all", "local"])
+    ('', '0.123', '3', '2: 210, 0: 5', 'all, local')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {shown(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value)
+    return str(value)
 
 
 def exposure_warning(host: str) -> str | None:

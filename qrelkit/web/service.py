@@ -28,7 +28,7 @@ from qrelkit.campaign.rounds import describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
 from qrelkit.campaign.settings import combine_rule
 from qrelkit.campaign.store import campaign_config
-from qrelkit.config import CampaignParams, WebParams
+from qrelkit.config import CampaignParams, ProtocolParams, WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
@@ -120,6 +120,8 @@ class CampaignService:
         self.relevant = [int(g) for g in self.labels.passage_relevant]
         self.free_choice = WebParams.from_config(self.cfg).free_topic_choice
         self.skipped = set(CampaignParams.from_config(self.cfg).skip)  # stages the campaign leaves out
+        #: the campaign's name: the protocol's ([protocol] name), else its folder's
+        self.name = ProtocolParams.from_config(self.cfg).name or self.dir.name
         self.combine = combine_rule(self.cfg)
         self.advancer = advancer or Advancer(self.dir)
         self.advancer.after = self.apply_claims
