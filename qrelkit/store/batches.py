@@ -148,17 +148,14 @@ def _vet_assigned(db) -> dict[int, tuple[str, str]]:
 
 
 def _claimed(db, batch_id: str, names: list[str]) -> list[str]:
-    """``names``, the assessors of batch ``batch_id``, each whose place on the batch's topic was
-    claimed given to its first claimer (in claim order) not among them already."""
-    claims: dict[str, list[str]] = {}
+    """``names``, the assessors of batch ``batch_id``, with the claims of its topic applied in the
+    order they were made: each gives its assessor's place to its claimer, unless the claimer has
+    one already (an item is judged by distinct assessors)."""
+    out = list(names)
     for who, to in db.execute("SELECT c.assessor, c.claimer FROM campaign_claims c JOIN batches b ON b.topic = c.qid"
                               " WHERE b.id = ? ORDER BY c.seq", (batch_id,)):
-        claims.setdefault(who, []).append(to)
-    out = list(names)
-    for i, who in enumerate(names):
-        free = [to for to in claims.get(who, []) if to not in out]
-        if free:
-            out[i] = free[0]
+        if who in out and to not in out:
+            out[out.index(who)] = to
     return out
 
 

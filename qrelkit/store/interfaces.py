@@ -219,9 +219,9 @@ class Assignments(ABC):
     @abstractmethod
     def assign(self, assessors: Mapping[str, list[str]]) -> None:
         """Record the assessors of several batches (batch id -> names), in one transaction. A
-        batch that has assessors keeps them (assigning it again changes nothing); a name whose
-        place on the batch's topic was claimed (:meth:`claim`) is given to its claimer — the
-        first, in claim order, who is not among the batch's names already."""
+        batch that has assessors keeps them (assigning it again changes nothing); the claims of the
+        batch's topic (:meth:`claim`) apply in the order they were made, each giving its
+        assessor's place to its claimer unless the claimer has one already."""
 
     @abstractmethod
     def claim(self, topic: str, assessor: str, claimer: str) -> int:
