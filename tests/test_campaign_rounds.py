@@ -165,7 +165,7 @@ def _as_version_1(d: Path, phase: str, round_: int) -> None:
     with db:
         db.execute("DROP VIEW live_pref_answers")
         for table in ("campaign_cal", "campaign_accounts", "campaign_pref_retractions", "campaign_pref_answers",
-                      "campaign_pref_assign", "campaign_pref_tasks"):  # the tables of versions 2, 3, 4 and 5
+                      "campaign_pref_assign", "campaign_pref_tasks", "campaign_claims"):  # those of versions 2 to 6
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
         db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
@@ -186,11 +186,12 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
     _as_version_1(d, "issue", 2)
     with open_campaign_store(d, readonly=True) as s:  # read-only: read as it is, not migrated
         assert set(s.state.cal_rounds().values()) == {(2, "issue")} and s.accounts.all() == [] and len(s.prefs.answers()) == 0
+        assert len(s.assignments.claims()) == 0
         assert s.schema_versions()["campaign_schema_version"] == 1 and s.state.get("cal_round") == 2
     with open_campaign_store(d) as s:
         version = s.db.conn.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
-        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 5
-        assert s.accounts.all() == []
+        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 6
+        assert s.accounts.all() == [] and len(s.assignments.claims()) == 0
         assert set(s.state.cal_rounds().values()) == {(2, "issue")}
         assert s.state.get("cal_round") is None and s.state.get("cal_phase") is None
     res = c.run(oracle=sim / "qrels.txt", error_rate=ERR, seed=SEED)

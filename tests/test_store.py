@@ -103,3 +103,23 @@ def test_the_examples_of_the_storage_package_run(module, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     res = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert not res.failed, module.__name__
+
+
+def test_a_claimed_place_is_given_at_once_and_as_batches_are_assigned(camp):
+    """Issue 21: a claim moves the places where the named assessor judged nothing (never where
+    she judged, never a second place for the claimer), and every batch of the topic assigned later
+    goes to the claimer; a batch issued again keeps the assessors it has (a stage run again gave
+    the unclaimed name its place back before, and the topic waited for him forever)."""
+    a = camp.assignments
+    a.issue("1", ["p3"], "1/rest", ["ann", "bob"])
+    a.issue("2", ["q1"], "2/pool", ["ann"])
+    assert a.claim("1", "ann", "eve") == 1  # 1/rest; not 1/pool, where ann judged p1
+    assert a.claim("1", "ann", "eve") == 0 and a.claim("1", "bob", "eve") == 0  # eve is in 1/rest already
+    a.issue("1", ["p3"], "1/rest", ["ann", "bob"])  # as a stage run again does
+    a.issue("1", ["p4"], "1/cal", ["bob", "ann"])  # the claims in their order: ann's place to eve
+    a.issue("2", ["q2"], "2/cal", ["ann"])  # another topic: not claimed
+    got = a.all().groupby("batch_id")["assessor"].apply(list).to_dict()
+    assert got == {"1/pool": ["ann"], "1/rest": ["eve", "bob"], "1/cal": ["bob", "eve"], "2/pool": ["ann"],
+                   "2/cal": ["ann"]}
+    assert a.claims().values.tolist() == [["1", "ann", "eve"], ["1", "bob", "eve"]]
+    assert a.pending("ann", "1")["docid"].tolist() == ["p2"] and a.claims("2").empty  # 1/pool: hers

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -84,6 +85,8 @@ def camp(tmp_path) -> Path:
 @pytest.mark.parametrize("readonly", [True, False])
 def test_a_released_campaign_store_reads_the_same(camp, readonly):
     exp = dict(EXPECTED["campaign"])
+    if not readonly:  # opened for writing, it is migrated: the readings are the same but for its version
+        exp["schema_versions"] = {**exp["schema_versions"], "campaign_schema_version": CAMPAIGN_SCHEMA_VERSION}
     c = Campaign(camp)
     assert records(c.status()) == exp.pop("status")
     assert c.judged_qrels().to_pydict() == exp.pop("qrels")
@@ -110,6 +113,27 @@ def test_a_released_campaign_store_takes_writes(camp):
         assert len(s.prefs.answers()) == len(EXPECTED["campaign"]["pref_answers"]) + 1
         assert len(s.judgments.log(include_sample=True)) == len(EXPECTED["campaign"]["judgments"]) - 1
         assert records(s.state.warnings()) == [{"stage": "test", "message": "written by a later qrelkit"}]
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_a_released_stores_topic_claims_are_kept(camp, readonly):
+    """Version 5 kept the web app's claims (topics taken with [web] free_topic_choice) in
+    ``campaign_state``; version 6 has them in ``campaign_claims``, honoured when a batch is assigned."""
+    conn = sqlite3.connect(camp / "campaign.db")
+    with conn:
+        conn.execute("INSERT INTO campaign_state VALUES ('web_claims', ?)",
+                     (json.dumps([["1002", "bob", "eve"], ["1002", "cat", "eve"], ["1002", "bob", "dan"]]),))
+    conn.close()
+    with open_campaign_store(camp, readonly=readonly) as s:
+        assert s.assignments.claims().values.tolist() == [["1002", "bob", "eve"], ["1002", "cat", "eve"],
+                                                          ["1002", "bob", "dan"]]
+    if readonly:
+        return
+    with open_campaign_store(camp) as s:
+        assert s.state.get("web_claims") is None
+        s.assignments.issue("1002", ["p-new"], "1002/extra", ["bob", "cat"])
+        a = s.assignments.all()
+        assert a.loc[a["batch_id"] == "1002/extra", "assessor"].tolist() == ["eve", "cat"]
 
 
 def test_released_text_indexes_read_the_same(tmp_path):

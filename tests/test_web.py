@@ -506,10 +506,9 @@ def test_free_topic_choice_lists_every_topic_and_one_takes_an_unstaffed_one(sim,
             a = s.assignments.all()
             assert sorted(a.loc[a["batch_id"] == "1002/screen", "assessor"]) == ["ann", "cat"]
             s.assignments.issue("1002", ["p-new"], "1002/extra", ["bob", "cat"])  # as the runner would, later
-        assert w.app.state.service.apply_claims() == 1
-        with open_campaign_store(camp) as s:
-            a = s.assignments.all()
+            a = s.assignments.all()  # the claim is honoured as the batch is assigned
             assert sorted(a.loc[a["batch_id"] == "1002/extra", "assessor"]) == ["ann", "cat"]
+            assert s.assignments.claims().values.tolist() == [["1002", "bob", "ann"]]
         assert ann.judge_all("1002", truth) == 5
 
 

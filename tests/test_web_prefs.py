@@ -385,7 +385,7 @@ def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
         _drop_pref_tables(s)
         s.db.conn.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 5
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 6
         assert len(s.prefs.tasks()) == 0 and s.accounts.all() == [] and len(s.prefs.answer_log()) == 0
     # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:
@@ -393,7 +393,7 @@ def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
         _drop_pref_tables(s)
         s.db.conn.execute("UPDATE meta SET value = '2' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == 5 and s.accounts.all() == []
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION and s.accounts.all() == []
     assert make_preference_tasks(camp)["tasks"] > 0
     db = sqlite3.connect(camp / "campaign.db")
     assert db.execute("SELECT COUNT(DISTINCT task_id) FROM campaign_pref_tasks").fetchone()[0] > 0
@@ -438,8 +438,8 @@ def test_a_version_4_store_opens_read_only_as_it_is_and_migrates_for_writing(cam
     tasks, answers = export_preferences(camp)  # a reader: opens the store read-only
     assert len(answers) == 0 and tasks.num_rows == n_tasks
     assert f.read_bytes() == before
-    with open_campaign_store(camp) as s:  # for writing: migrated to schema 5 in the opening transaction
-        assert s.schema_versions()["campaign_schema_version"] == 5
+    with open_campaign_store(camp) as s:  # for writing: migrated to schema 5 (and on) in the opening transaction
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
         log = s.prefs.answer_log()
         assert log[["seq", "task_id", "slot", "worker", "choice", "answered"]].values.tolist() == [list(r) for r in old]
         assert log["retracted"].isna().all()

@@ -147,6 +147,18 @@ def _vet_assigned(db) -> dict[int, tuple[str, str]]:
     return out
 
 
+def _claimed(db, batch_id: str, names: list[str]) -> list[str]:
+    """``names``, the assessors of batch ``batch_id``, with the claims of its topic applied in the
+    order they were made: each gives its assessor's place to its claimer, unless the claimer has
+    one already (an item is judged by distinct assessors)."""
+    out = list(names)
+    for who, to in db.execute("SELECT c.assessor, c.claimer FROM campaign_claims c JOIN batches b ON b.topic = c.qid"
+                              " WHERE b.id = ? ORDER BY c.seq", (batch_id,)):
+        if who in out and to not in out:
+            out[out.index(who)] = to
+    return out
+
+
 class SqliteAssignments(SqliteAggregate, Assignments):
     """:class:`~qrelkit.store.interfaces.Assignments` in a campaign store file, over its batches
     and judgment log."""
@@ -163,10 +175,31 @@ class SqliteAssignments(SqliteAggregate, Assignments):
         return batch_id
 
     def assign(self, assessors: Mapping[str, list[str]]) -> None:
-        rows = [(b, a, i) for b, names in assessors.items() for i, a in enumerate(names)]
-        if rows:
-            with self._db.transaction() as db:
-                db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)", rows)
+        if not assessors:
+            return
+        with self._db.transaction() as db:
+            rows = []
+            for b, names in assessors.items():
+                if db.execute("SELECT 1 FROM campaign_assignments WHERE batch = ?", (str(b),)).fetchone() is None:
+                    rows += [(str(b), a, i) for i, a in enumerate(_claimed(db, str(b), [str(n) for n in names]))]
+            db.executemany("INSERT OR IGNORE INTO campaign_assignments VALUES (?, ?, ?)", rows)
+
+    def claim(self, topic: str, assessor: str, claimer: str) -> int:
+        topic, old, new = str(topic), str(assessor), str(claimer)
+        with self._db.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO campaign_claims (qid, assessor, claimer, claimed) VALUES (?, ?, ?, ?)",
+                       (topic, old, new, now()))
+            cur = db.execute("UPDATE campaign_assignments SET assessor = ? WHERE assessor = ? AND batch IN"
+                             " (SELECT id FROM batches WHERE topic = ?) AND NOT EXISTS (SELECT 1 FROM campaign_assignments x"
+                             " WHERE x.batch = campaign_assignments.batch AND x.assessor = ?) AND NOT EXISTS"
+                             " (SELECT 1 FROM live_judgments j WHERE j.batch = campaign_assignments.batch AND j.assessor = ?)",
+                             (new, old, topic, new, old))
+            return cur.rowcount
+
+    def claims(self, topic: str | None = None) -> pd.DataFrame:
+        where, params = sql_filters({"qid": topic})
+        return self._query("SELECT qid, assessor, claimer FROM campaign_claims" + (" WHERE " + " AND ".join(where)
+                           if where else "") + " ORDER BY seq", params)
 
     def all(self) -> pd.DataFrame:
         return self._query("SELECT a.batch AS batch_id, a.assessor, b.topic AS qid, b.thread, b.kind FROM"

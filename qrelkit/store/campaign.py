@@ -35,6 +35,10 @@ campaign_pref_retractions  seq, answer (a ``campaign_pref_answers`` seq, at most
                       log of undone answers (schema 5)
 live_pref_answers     a view: the answers not retracted — the answers *in force*, what every
                       reader of the answers reads (:meth:`~qrelkit.store.interfaces.Preferences.answers`) (schema 5)
+campaign_claims       seq (order), qid, assessor, claimer, claimed (UTC time): the place of ``assessor``
+                      on topic ``qid`` taken by ``claimer`` (the web app's free topic choice),
+                      honoured whenever a batch of the topic is assigned
+                      (:meth:`~qrelkit.store.interfaces.Assignments.claim`) (schema 6)
 ====================  ===========================================================================
 
 Schema history: 1 (first); 2 adds ``campaign_cal`` (CAL rounds per topic instead of one round
@@ -42,8 +46,10 @@ for every topic in ``campaign_state``; a version 1 store's round and phase becom
 3 adds ``campaign_accounts``; 4 the preference tables; 5 the retractions of preference answers
 (undo in the web app): the table, the view, the triggers, and ``campaign_pref_answers`` rebuilt
 without its version-4 ``UNIQUE (task_id, slot, assessor)`` (an undone comparison may be
-answered again: a second row), its rows copied as they were (same seq, same times). Steps 3, 4
-and 5 create only what is missing (``CREATE ... IF NOT EXISTS``). A store of an older version is
+answered again: a second row), its rows copied as they were (same seq, same times); 6 adds
+``campaign_claims``, filled from the claims version 5 kept in ``campaign_state`` (``web_claims``:
+``[qid, assessor, claimer]`` lists), which leave it. Steps 3, 4, 5 and 6 create only what is
+missing (``CREATE ... IF NOT EXISTS``). A store of an older version is
 migrated when opened for writing, in the opening transaction; opened read-only
 (``readonly=True``) it is left as it is and the connection gets temporary stand-ins instead:
 empty tables for those the version lacks, and a ``live_pref_answers`` view over the answers
@@ -65,14 +71,21 @@ from qrelkit.store.batches import SqliteAssignments, SqliteBatches
 from qrelkit.store.judging import open_judging_file
 from qrelkit.store.judgments import SqliteJudgmentLog
 from qrelkit.store.prefs import SqlitePreferences
-from qrelkit.store.sqlite import Database, SqliteStore
+from qrelkit.store.sqlite import Database, SqliteStore, now
 from qrelkit.store.state import SqliteCampaignState
 from qrelkit.store.topics import SqliteTopics
 
 STORE_NAME = CAMPAIGN_STORE  # qrelkit.io.paths: any command refuses to write in a folder holding it
 
-CAMPAIGN_SCHEMA_VERSION = 5  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
-#                             5: campaign_pref_retractions, live_pref_answers
+CAMPAIGN_SCHEMA_VERSION = 6  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
+#                             5: campaign_pref_retractions, live_pref_answers; 6: campaign_claims
+
+#: version 6: the places of assessors taken by others on a topic (the web app's free topic choice)
+_CLAIMS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_claims (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, qid TEXT NOT NULL REFERENCES topics(qid), assessor TEXT NOT NULL,
+    claimer TEXT NOT NULL, claimed TEXT NOT NULL, UNIQUE (qid, assessor, claimer))
+"""
 
 #: version 2: the web app's accounts (created by a new store and by the migration of a version-1 one)
 _ACCOUNTS_SCHEMA = """
@@ -147,7 +160,7 @@ CREATE TABLE IF NOT EXISTS campaign_warnings (
 CREATE TABLE IF NOT EXISTS campaign_cal (
     qid TEXT PRIMARY KEY REFERENCES topics(qid), round INTEGER NOT NULL,
     phase TEXT NOT NULL CHECK (phase IN ('issue', 'judge')));
-""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA + ";\n" + _PREF_RETRACTIONS_SCHEMA
+""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA + ";\n" + _PREF_RETRACTIONS_SCHEMA + ";\n" + _CLAIMS_SCHEMA
 _CAL_TABLE = next(s for s in _CAMPAIGN_SCHEMA.split(";\n") if "campaign_cal (" in s)
 
 
@@ -159,6 +172,15 @@ def _v1_cal_rounds(db) -> None:
     round_, phase = int(state.get("cal_round", 0) or 0), str(state.get("cal_phase", "judge") or "judge")
     if round_ or phase != "judge":
         db.execute("INSERT OR IGNORE INTO campaign_cal SELECT qid, ?, ? FROM topics", (round_, phase))
+
+
+def _v5_claims(db) -> None:
+    """Version 5's claims (``campaign_state`` ``web_claims``: ``[qid, assessor, claimer]`` lists,
+    in the order they were made) as rows of ``campaign_claims``."""
+    row = db.execute("SELECT value FROM campaign_state WHERE key = 'web_claims'").fetchone()
+    claims = json.loads(row[0]) if row else []
+    db.executemany("INSERT OR IGNORE INTO campaign_claims (qid, assessor, claimer, claimed) VALUES (?, ?, ?, ?)",
+                   [(str(q), str(a), str(c), now()) for q, a, c in claims])
 
 
 def _rebuild_pref_answers(db) -> None:
@@ -180,7 +202,8 @@ def _migrate(db, version: int) -> None:
     (version 1 advanced every topic in step), and leave ``campaign_state``. 2 -> 3 adds
     ``campaign_accounts``, 3 -> 4 the preference tables (each creates only what is missing),
     4 -> 5 rebuilds ``campaign_pref_answers`` (:func:`_rebuild_pref_answers`) and adds the
-    retractions, the view of the answers in force and the triggers."""
+    retractions, the view of the answers in force and the triggers; 5 -> 6 adds ``campaign_claims``
+    with version 5's claims (:func:`_v5_claims`), which leave ``campaign_state``."""
     if version < 2:
         db.execute(_CAL_TABLE)
         _v1_cal_rounds(db)
@@ -195,13 +218,17 @@ def _migrate(db, version: int) -> None:
     if version < 5:
         for stmt in _PREF_RETRACTIONS_SCHEMA.split(";\n"):
             db.execute(stmt)
+    if version < 6:
+        db.execute(_CLAIMS_SCHEMA)
+        _v5_claims(db)
+        db.execute("DELETE FROM campaign_state WHERE key = 'web_claims'")
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
 def _readonly_stand_ins(db, version: int) -> None:
     """A store of an older ``version`` opened read-only (nothing may be written): the tables it
-    lacks as empty temporary ones (``campaign_cal`` filled as the migration would fill it; no
-    retraction before version 5), and the view of the answers in force over them."""
+    lacks as empty temporary ones (``campaign_cal`` and ``campaign_claims`` filled as the migration
+    would fill them; no retraction before version 5), and the view of the answers in force over them."""
     if version < 2:
         db.execute(_CAL_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE").replace(" REFERENCES topics(qid)", ""))
         _v1_cal_rounds(db)
@@ -210,9 +237,13 @@ def _readonly_stand_ins(db, version: int) -> None:
     if version < 4:
         for stmt in _PREFS_SCHEMA.split(";\n"):
             db.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
-    db.execute(_PREF_RETRACTIONS_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE")
-               .replace(" REFERENCES campaign_pref_answers (seq)", ""))
-    db.execute(_LIVE_PREF_VIEW.replace("CREATE VIEW", "CREATE TEMP VIEW"))
+    if version < 6:
+        db.execute(_CLAIMS_SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE").replace(" REFERENCES topics(qid)", ""))
+        _v5_claims(db)
+    if version < 5:
+        db.execute(_PREF_RETRACTIONS_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE")
+                   .replace(" REFERENCES campaign_pref_answers (seq)", ""))
+        db.execute(_LIVE_PREF_VIEW.replace("CREATE VIEW", "CREATE TEMP VIEW"))
 
 
 def _check_campaign_version(db, path: Path, *, readonly: bool) -> None:

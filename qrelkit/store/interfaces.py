@@ -220,7 +220,21 @@ class Assignments(ABC):
 
     @abstractmethod
     def assign(self, assessors: Mapping[str, list[str]]) -> None:
-        """Record the assessors of several batches (batch id -> names), in one transaction."""
+        """Record the assessors of several batches (batch id -> names), in one transaction. A
+        batch that has assessors keeps them (assigning it again changes nothing); the claims of the
+        batch's topic (:meth:`claim`) apply in the order they were made, each giving its
+        assessor's place to its claimer unless the claimer has one already."""
+
+    @abstractmethod
+    def claim(self, topic: str, assessor: str, claimer: str) -> int:
+        """``claimer`` takes ``assessor``'s place on ``topic``, in one transaction: recorded for
+        the batches of the topic assigned later (:meth:`assign`), and given now in those of its
+        batches where ``assessor`` has judged nothing and ``claimer`` is not an assessor already
+        (:meth:`reassign`'s rule); idempotent. Returns how many batches changed hands."""
+
+    @abstractmethod
+    def claims(self, topic: str | None = None) -> pd.DataFrame:
+        """``qid, assessor, claimer`` of every claim (of ``topic`` when given), in claim order."""
 
     @abstractmethod
     def all(self) -> pd.DataFrame:

@@ -124,7 +124,6 @@ class CampaignService:
         self.name = ProtocolParams.from_config(self.cfg).name or self.dir.name
         self.combine = combine_rule(self.cfg)
         self.advancer = advancer or Advancer(self.dir)
-        self.advancer.after = self.apply_claims
         self._skips: dict[str, list[tuple[str, str]]] = {}
         self._front: dict[str, tuple[str, str]] = {}
         self._skip_lock = threading.Lock()
@@ -269,32 +268,15 @@ class CampaignService:
             self.advancer.lock.release()
 
     def _take(self, acc: Account, qid: str) -> dict[str, Any]:
-        """:meth:`take` under the runner's lock."""
+        """:meth:`take` under the runner's lock: one claim in the store per assessor whose place
+        is taken (:meth:`~qrelkit.store.interfaces.Assignments.claim`), honoured by the runner
+        whenever it assigns a batch of the topic."""
         places = self._takeable(acc, qid)
         if not places:
             raise WebError(409, f"topic {qid} has no place to take: its assessors all have accounts")
         s = self.store()
-        claims = s.state.get("web_claims", [])
-        for _, who in places:
-            if [qid, who, acc.name] not in claims:
-                claims.append([qid, who, acc.name])
-        s.state.update(web_claims=claims)
-        taken = sum(s.assignments.reassign(bid, who, acc.name) for bid, who in places)
+        taken = sum(s.assignments.claim(qid, who, acc.name) for who in dict.fromkeys(w for _, w in places))
         return {"qid": qid, "status": "taken", "batches": int(taken)}
-
-    def apply_claims(self) -> int:
-        """Move the places of claimed topics' new batches to their claimers (after each run of
-        the runner, which assigns batches to the protocol's names); returns how many moved."""
-        s = self.store()
-        claims = s.state.get("web_claims", [])
-        if not claims:
-            return 0
-        a = s.assignments.all()
-        moved = 0
-        for qid, who, to in claims:
-            for bid in a.loc[(a["qid"] == qid) & (a["assessor"] == who), "batch_id"]:
-                moved += s.assignments.reassign(bid, who, to)
-        return moved
 
     # -- the queue of one assessor on one topic ----------------------------------------------------
 

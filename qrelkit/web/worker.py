@@ -162,7 +162,7 @@ class Advancer:
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
         self.advance = advance if advance is not None else ProcessAdvance()
-        self.after: Callable[[], object] | None = None  # called after each run, under the lock (topic claims)
+        self.after: Callable[[], object] | None = None  # called after each run, under the lock
         self.lock = threading.Lock()
         self.state = IDLE
         self.last_error: str | None = None
