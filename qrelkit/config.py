@@ -172,21 +172,25 @@ class _Schema(Mapping):
         data.clear()
         data.update(items)
 
-    def snapshot(self) -> dict[str, dict[str, Key]]:
-        """The sections and keys as they are now (for :meth:`restore`)."""
-        return {s: dict(keys) for s, keys in self._get().items()}
+    def snapshot(self) -> dict[str, Any]:
+        """The sections and keys as they are now, the components' declarations
+        (:data:`qrelkit.params.DECLARED`) included (for :meth:`restore`)."""
+        data = self._get()
+        return {"declared": {s: dict(keys) for s, keys in DECLARED.items()},
+                "schema": {s: (dict(keys), keys is DECLARED.get(s)) for s, keys in data.items()}}
 
-    def restore(self, snapshot: Mapping[str, Mapping[str, Key]]) -> None:
-        """The sections and keys of a :meth:`snapshot` (a test that registered its own rules), the
-        components' declarations (:data:`qrelkit.params.DECLARED`) included."""
-        for s in [s for s in DECLARED if s not in snapshot]:
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """The sections and keys of a :meth:`snapshot` (a test that registered its own rules): each
+        declaration as it was, in place (a component's class holds it), and the schema's sections,
+        the same dict as the declaration where they were (a registry may have merged its keys into
+        a copy: the density rule's into ``[stopping]``)."""
+        declared = snapshot["declared"]
+        for s in [s for s in DECLARED if s not in declared]:
             del DECLARED[s]
-        data = {}
-        for s, keys in snapshot.items():
-            data[s] = DECLARED.get(s, {})
-            data[s].clear()
-            data[s].update(keys)
-        self._data = data
+        for s, keys in declared.items():
+            DECLARED.setdefault(s, {}).clear()
+            DECLARED[s].update(keys)
+        self._data = {s: DECLARED[s] if same else dict(keys) for s, (keys, same) in snapshot["schema"].items()}
         self._declared = len(DECLARED)
 
     def replace_key(self, section: str, key: Key) -> None:
