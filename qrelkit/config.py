@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 from qrelkit.errors import InputError
 from qrelkit.io.text import read_text
-from qrelkit.params import DECLARED, TYPE_WORDS, UNIT, Key, Params, check, declare, param, what
+from qrelkit.params import DECLARED, Key, Params, check, declare, param, what
 from qrelkit.params import add_choice as declare_choice
 
 # --------------------------------------------------------------------------- the schema
@@ -41,7 +41,6 @@ def _keys(*keys: Key) -> dict[str, Key]:
     return {k.name: k for k in keys}
 
 
-_UNIT = UNIT
 CAMPAIGN_STAGES = ("validate", "select", "dedupe", "pool", "screening", "pool-rest", "fractional", "cal", "qrels",
                    "evaluate", "reuse", "report")
 

@@ -685,10 +685,13 @@ def test_a_body_over_the_limit_is_refused_unread_and_not_echoed(web):
 
 def test_the_organizer_page_shows_values_not_raw_structures(web, truth):
     """The campaign's name, not a server path; densities to 3 decimals; tables as 'key: value'."""
-    org, ann = web.client("org", organizer=True), web.client("ann")
+    org, ann, bob = web.client("org", organizer=True), web.client("ann"), web.client("bob")
     ann.judge_all("1001", truth)
+    bob.judge_all("1001", truth)  # two assessors on the same passages: the agreement table has values
     web.idle()
     page = org.c.get("/organizer").text
+    assert 'id="agreement-pairs"' in page
     assert f"<h1>Campaign {web.camp.name}</h1>" in page and str(web.camp.parent) not in page
-    assert not re.search(r"<td>[^<]*[{\[]'", page), "a raw dict or list in a cell"
-    assert not re.search(r"<td>0\.\d{4,}</td>", page), "a density with more than 3 decimals"
+    assert not re.search(r"<td>[^<]*[{\[]", page), "a raw dict or list in a cell"  # grades_per_item: {2: 4}
+    density = re.search(r'<tr data-qid="1001">(?:<td>[^<]*</td>){4}<td>([^<]*)</td>', page).group(1)
+    assert re.fullmatch(r"\d\.\d{3}", density), density  # was 1.0 (4 of 4 relevant) or 0.3333

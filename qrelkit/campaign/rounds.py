@@ -24,13 +24,12 @@ import numpy as np
 import pandas as pd
 
 from qrelkit.cal.loop import issue_next_batches
-from qrelkit.cal.params import StoppingParams, ThreadParams
+from qrelkit.cal.params import StoppingParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
 from qrelkit.campaign.judging import Waiting
-from qrelkit.campaign.settings import combine_rule, official_thread
+from qrelkit.campaign.settings import Settings
 from qrelkit.campaign.stages import Context, features, kept_topics
 from qrelkit.config import Config
-from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import PoolParams, pool_parameters
 
 _STATE = {ACCEPT: "accepted", REJECT: "rejected"}
@@ -43,19 +42,16 @@ def campaign_rule(cfg: Config) -> StoppingRule:
     return get_rule(StoppingParams.from_config(cfg).rule, cfg)
 
 
-def _budget(cfg: Config) -> int | None:
-    return ThreadParams.from_config(cfg).budget
-
-
-def topic_stopping(store, cfg: Config, qid: str) -> Description:
-    """What the campaign's stopping rule needs and where topic ``qid`` of the campaign's ``store``
-    stands (:meth:`~qrelkit.cal.stopping.StoppingRule.describe`): its official thread's state as the
-    rule sees it in :func:`apply_stopping` (every grade in force, one per passage)."""
+def topic_stopping(store, settings: Settings, rule: StoppingRule, qid: str) -> Description:
+    """What the campaign's stopping ``rule`` (:func:`campaign_rule`) needs and where topic ``qid``
+    of the campaign's ``store`` stands (:meth:`~qrelkit.cal.stopping.StoppingRule.describe`): its
+    official thread's state as the rule sees it in :func:`apply_stopping` (every grade in force,
+    one per passage). ``settings``: the campaign's, read once by the caller."""
     th = store.topics.threads(qid)
-    th = th[th["thread"] == official_thread(cfg)]
-    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=[int(g) for g in LabelsParams.from_config(
-        cfg).passage_relevant], combine=combine_rule(cfg), budget=_budget(cfg))) if len(th) else []
-    return campaign_rule(cfg).describe(states[0] if states else JudgingState((), np.zeros(0, bool), topic=str(qid)))
+    th = th[th["thread"] == settings.official_thread]
+    states = list(thread_states(th, store.judgments.log(qid, "all"), relevant=settings.relevant,
+                                combine=settings.combine, budget=settings.threads.budget)) if len(th) else []
+    return rule.describe(states[0] if states else JudgingState((), np.zeros(0, bool), topic=str(qid)))
 
 
 def describe_protocol(cfg: Config) -> dict[str, Any]:

@@ -395,8 +395,9 @@ class JudgmentLog(ABC):
         batches, as :meth:`log` with ``"all"``)."""
 
     @abstractmethod
-    def judged_in_batch(self, assessor: str, batch_id: str) -> int:
-        """How many judgments in force ``assessor`` has in batch ``batch_id``."""
+    def judged_in_batch(self, assessor: str, batch_id: str, exclude_sources: Iterable[str] = ()) -> int:
+        """How many judgments in force ``assessor`` has in batch ``batch_id`` (those of the sources
+        ``exclude_sources`` left out: ``(ENCOUNTERED,)`` counts only what she judged there)."""
 
     @abstractmethod
     def assessor_grades(self, assessor: str, *, topic: str | None = None, batch: str | None = None) -> pd.DataFrame:

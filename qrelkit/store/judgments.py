@@ -352,9 +352,12 @@ class SqliteJudgmentLog(SqliteAggregate, JudgmentLog):
             "SELECT j.passage, j.assessor, j.grade FROM live_judgments j JOIN batches b ON b.id = j.batch"
             " WHERE j.topic = ? AND b.kind <> 'sample'", (str(qid),))]
 
-    def judged_in_batch(self, assessor: str, batch_id: str) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM live_judgments WHERE assessor = ? AND batch = ?",
-                                      (str(assessor), str(batch_id))).fetchone()[0])
+    def judged_in_batch(self, assessor: str, batch_id: str, exclude_sources: Iterable[str] = ()) -> int:
+        ex = list(exclude_sources)
+        sql = "SELECT COUNT(*) FROM live_judgments WHERE assessor = ? AND batch = ?"
+        if ex:
+            sql += f" AND source NOT IN ({', '.join('?' * len(ex))})"
+        return int(self._conn.execute(sql, (str(assessor), str(batch_id), *ex)).fetchone()[0])
 
     def assessor_grades(self, assessor: str, *, topic: str | None = None, batch: str | None = None) -> pd.DataFrame:
         where, params = sql_filters({"assessor": assessor, "topic": topic, "batch": batch})

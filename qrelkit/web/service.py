@@ -24,16 +24,14 @@ import pandas as pd
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
-from qrelkit.campaign.rounds import describe_protocol, topic_stopping
+from qrelkit.campaign.rounds import campaign_rule, describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
-from qrelkit.campaign.settings import combine_rule
+from qrelkit.campaign.settings import Settings
 from qrelkit.campaign.store import campaign_config
-from qrelkit.config import CampaignParams, ProtocolParams, WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
-from qrelkit.labels.params import LabelsParams
 from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, open_text_index
 from qrelkit.web.worker import Advancer
 
@@ -115,14 +113,15 @@ class CampaignService:
         if paths.get("topics") and Path(paths["topics"]).is_file():
             self.details = read_topic_details(paths["topics"])
         self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s))
-        self.labels = LabelsParams.from_config(self.cfg)
-        self.scale = [int(g) for g in self.labels.scale]
-        self.relevant = [int(g) for g in self.labels.passage_relevant]
-        self.free_choice = WebParams.from_config(self.cfg).free_topic_choice
-        self.skipped = set(CampaignParams.from_config(self.cfg).skip)  # stages the campaign leaves out
+        self.settings = Settings.from_config(self.cfg)  # every component's parameters, read once
+        self.rule = campaign_rule(self.cfg)  # the campaign's stopping rule, made once
+        self.scale = [int(g) for g in self.settings.labels.scale]
+        self.relevant = self.settings.relevant
+        self.free_choice = self.settings.web.free_topic_choice
+        self.skipped = set(self.settings.campaign.skip)  # stages the campaign leaves out
         #: the campaign's name: the protocol's ([protocol] name), else its folder's
-        self.name = ProtocolParams.from_config(self.cfg).name or self.dir.name
-        self.combine = combine_rule(self.cfg)
+        self.name = self.settings.protocol.name or self.dir.name
+        self.combine = self.settings.combine
         self.advancer = advancer or Advancer(self.dir)
         self._skips: dict[str, list[tuple[str, str]]] = {}
         self._front: dict[str, tuple[str, str]] = {}
@@ -196,7 +195,7 @@ class CampaignService:
                **({} if ct["screening"] or "screening" not in self.skipped else {"screening": "skipped"}),
                "threads": [{"thread": t, "state": st} for t, st in s.topics.thread_states(qid)],
                "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
-               "stopping": topic_stopping(s, self.cfg, qid).as_dict()}
+               "stopping": topic_stopping(s, self.settings, self.rule, qid).as_dict()}
         return out
 
     def protocol(self) -> dict[str, Any]:
@@ -330,9 +329,9 @@ class CampaignService:
         """``acc``'s part of a batch: the passages she judged in it herself, and those she still
         owes there. A CAL batch's encountered passages, whose judgments were copied in from
         another thread, are neither: she never judges them in this batch."""
-        own = self.store().judgments.assessor_grades(acc.name, batch=batch_id)
-        done = int((own["source"] != ENCOUNTERED).sum()) if len(own) else 0
-        return done, len(self.store().assignments.owed_in_batch(acc.name, batch_id))
+        s = self.store()
+        done = s.judgments.judged_in_batch(acc.name, batch_id, exclude_sources=(ENCOUNTERED,))
+        return done, len(s.assignments.owed_in_batch(acc.name, batch_id))
 
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
@@ -506,7 +505,7 @@ class CampaignService:
             return {"note": "no passage has been judged by two assessors yet", "summary": {}, "pairs": []}
         try:
             summary, pairs = assessor_agreement(log[multi], threshold=min(self.relevant), scale=self.scale,
-                                                level=self.labels.agreement_level)
+                                                level=self.settings.labels.agreement_level)
         except InputError as exc:
             return {"note": exc.message, "summary": {}, "pairs": []}
         return {"note": None, "summary": summary, "pairs": json.loads(pairs.to_json(orient="records"))}

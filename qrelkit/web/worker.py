@@ -156,13 +156,11 @@ class Advancer:
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
     runner (an undo) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
     message of the last run that failed (None after a run that did not) — a failed run is tried
-    again by itself, after 2 s, then twice as long after each failure, up to 5 minutes; ``after``,
-    if set, is called after each successful run, still under the lock."""
+    again by itself, after 2 s, then twice as long after each failure, up to 5 minutes."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
         self.advance = advance if advance is not None else ProcessAdvance()
-        self.after: Callable[[], object] | None = None  # called after each run, under the lock
         self.lock = threading.Lock()
         self.state = IDLE
         self.last_error: str | None = None
@@ -250,8 +248,6 @@ class Advancer:
             try:
                 self.last_result = self.advance(self.dir)
                 self.last_error = None
-                if self.after is not None:
-                    self.after()
             except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("advancing the campaign failed")
