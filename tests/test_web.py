@@ -1,7 +1,7 @@
 """The assessor web app (issue 14) through Starlette's ASGI test client (no server, no browser):
 login links and sessions, the topic picker, judging one passage at a time through the store's
 import path up to the next batch issued by the background runner and the topics' decisions,
-undo, skip, escaping, every security rule (404 for another's topic or batch, 403 for the
+review and change (tests/test_web_review.py), skip, escaping, every security rule (404 for another's topic or batch, 403 for the
 organizer pages and a bad CSRF token, a revoked account refused at once), bad requests as 4xx
 with a message (never a 500), the organizer's views and the qrels export, ``/healthz``.
 
@@ -283,43 +283,26 @@ def test_a_retried_judgment_is_stored_once_and_another_grade_is_a_conflict(web):
     again = p.post(url, batch_id=it["batch_id"], docid=it["docid"], grade=1)
     assert first.json()["status"] == "stored" and again.status_code == 200 and again.json()["status"] == "repeated"
     other = p.post(url, batch_id=it["batch_id"], docid=it["docid"], grade=3)
-    assert other.status_code == 409 and "undo" in other.json()["error"]
+    assert other.status_code == 409 and "review" in other.json()["error"]
     with open_campaign_store(web.camp) as s:
         assert s.counts()["judgments"] == 1
 
 
-def test_undo_retracts_the_last_judgment_and_the_passage_comes_back(web):
+def test_undo_is_gone_for_review_and_change(web):
+    """The old undo (the last judgment only, refused once the runner used it) answers 410 and
+    points to the review of one's judgments; the topic page offers no undo."""
     p = web.client("cat")
-    assert p.post("/api/topics/1002/undo").status_code == 409  # nothing to undo yet
     a = p.topic("1002")["item"]
     assert p.post("/api/topics/1002/judgments", batch_id=a["batch_id"], docid=a["docid"], grade=0).status_code == 200
-    b = p.topic("1002")["item"]
-    assert b["docid"] != a["docid"]
-    assert p.post("/api/topics/1002/judgments", batch_id=b["batch_id"], docid=b["docid"], grade=1).status_code == 200
-    page = p.c.get("/topics/1002").text
-    assert 'id="undo-button"' in page
     r = p.post("/api/topics/1002/undo")
-    assert r.status_code == 200 and r.json() == {"qid": "1002", "batch_id": b["batch_id"], "docid": b["docid"],
-                                                 "grade": 1, "status": "retracted"}
-    assert p.topic("1002")["item"]["docid"] == b["docid"]  # the undone passage first
-    r = p.post("/api/topics/1002/judgments", batch_id=b["batch_id"], docid=b["docid"], grade=3)
-    assert r.status_code == 200 and r.json()["status"] == "stored"
-    with open_campaign_store(web.camp) as s:
-        mine = s.judgments.assessor_grades("cat", topic="1002")
-        assert dict(zip(mine["docid"], mine["grade"])) == {a["docid"]: 0, b["docid"]: 3}
-        assert s.counts()["judgments"] == 2  # the log keeps its rows: a retraction and a re-judgment are changes
-        changes = s.db.conn.execute("SELECT grade, source FROM judgment_changes ORDER BY seq").fetchall()
-    assert changes == [(None, "web-undo"), (3, "web")]
-    # undo twice: the re-judged passage, then the one before
-    assert p.post("/api/topics/1002/undo").json()["docid"] == b["docid"]
-    assert p.post("/api/topics/1002/undo").json()["docid"] == a["docid"]
-    assert p.post("/api/topics/1002/undo").status_code == 409
-    assert p.topic("1002")["item"]["docid"] == a["docid"]
+    assert r.status_code == 410 and "review" in r.json()["error"]
+    assert {"href": "/topics/1002/review", "label": "your judgments on it"} in r.json()["links"]
+    assert 'id="undo-button"' not in p.c.get("/topics/1002").text
 
 
-def test_undo_waits_for_no_runner_of_another_process(web):
-    """A `campaign run` in another process holds the campaign's advance lock: an undo then is
-    409 (it would race the other runner's use of the judgment), and goes through once it is free."""
+def test_a_change_waits_for_no_runner_of_another_process(web):
+    """A `campaign run` in another process holds the campaign's advance lock: a change of a
+    judgment then is 409 (it would race that runner's decision), and goes through once it is free."""
     import os
     import subprocess
     import sys
@@ -333,23 +316,13 @@ def test_undo_waits_for_no_runner_of_another_process(web):
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     try:
         assert holder.stdout.readline().strip() == "held"
-        r = p.post("/api/topics/1002/undo")
+        r = p.post("/api/topics/1002/change", docid=a["docid"], grade=2)
         assert r.status_code == 409 and "another process" in r.json()["error"]
     finally:
         holder.kill()
         holder.wait()
-    r = p.post("/api/topics/1002/undo")
-    assert r.status_code == 200 and r.json()["docid"] == a["docid"]
-
-
-def test_undo_is_refused_once_the_runner_used_the_judgment(web, truth):
-    people = {n: web.client(n) for n in TOPICS}
-    for name, p in people.items():
-        for q in TOPICS[name]:
-            p.judge_all(q, truth)
-    web.idle()  # screening done: the topics were screened on those judgments
-    r = people["ann"].post("/api/topics/1001/undo")
-    assert r.status_code == 409 and "can no longer be undone" in r.json()["error"]
+    r = p.post("/api/topics/1002/change", docid=a["docid"], grade=2)
+    assert r.status_code == 200 and r.json()["status"] == "changed"
 
 
 def test_skip_moves_the_passage_to_the_end_of_the_session_queue(web):
@@ -424,7 +397,7 @@ def test_a_revoked_account_is_refused_at_once(web):
     revoke_account(web.camp, "ann")
     assert p.c.get("/api/topics").status_code == 401
     assert p.c.get("/topics/1001").status_code == 401
-    assert p.post("/api/topics/1001/undo").status_code == 401
+    assert p.post("/api/topics/1001/change", docid="x", grade=1).status_code == 401
     assert TestClient(web.app).get(f"/login/{p.token}", follow_redirects=False).status_code == 403
     # added again: a new link; the old one and the old session stay dead
     acc = add_account(web.camp, "ann")
@@ -528,7 +501,7 @@ def test_a_version_2_campaign_store_gets_the_accounts_table(camp):
     assert acc["name"] == "ann" and acc["generation"] == 1
 
 
-def test_a_version_1_judging_store_is_migrated_and_undo_works(camp):
+def test_a_version_1_judging_store_is_migrated_and_a_change_works(camp):
     with open_campaign_store(camp) as s:
         s.db.conn.executescript("""DROP VIEW live_judgments; DROP TRIGGER judgments_no_conflict;
             DROP TRIGGER judgment_changes_no_conflict; DROP TRIGGER judgment_changes_no_update;
@@ -541,7 +514,7 @@ def test_a_version_1_judging_store_is_migrated_and_undo_works(camp):
         p = w.client("ann")
         it = p.topic("1001")["item"]
         assert p.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=2).status_code == 200
-        assert p.post("/api/topics/1001/undo").status_code == 200
+        assert p.post("/api/topics/1001/change", docid=it["docid"], grade=0).json()["status"] == "changed"
         assert w.main.get("/healthz").json()["schema_version"] == 3
 
 

@@ -3,7 +3,8 @@ docs/campaign.md, "Operating a campaign").
 
 An organizer lists the judgments in force (or their whole history), changes an assessor's grade
 of an item, or retracts it. Nothing is ever deleted or updated: a change is a row appended to the
-judging store's change log (``judgment_changes``, the log the web app's undo writes), so the
+judging store's change log (``judgment_changes``, the log an assessor's change in the web app
+writes too: :func:`apply_changes`), so the
 original grade and every change stay for audit. The grade in force is what every later reading
 uses — the next CAL round's training labels, the stopping rule, the density, the qrels:
 
@@ -31,7 +32,7 @@ from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
 from qrelkit.io.tables import read_answer_table
 from qrelkit.labels.params import LabelsParams
-from qrelkit.store import open_campaign_store
+from qrelkit.store import CampaignStore, open_campaign_store
 
 #: stages whose files are made from the judgments in force after every decision
 CLOSING_STAGES = ("qrels", "evaluate", "reuse", "report")
@@ -77,12 +78,22 @@ def correct_judgments(directory: str | os.PathLike, rows: pd.DataFrame, *, retra
             scale = {int(g) for g in LabelsParams.from_config(campaign_config(store)).scale}
             items = list(_items(rows, retract, scale))
             source = "organizer-retract" if retract else "organizer-set"
-            with store.transaction():  # the changes and the closing stages forgotten: all or nothing
-                res = store.judgments.change_judgments(items, source=source + (f": {reason}" if reason else ""))
-                again = store.state.forget_stages(CLOSING_STAGES) if res["changed"] else []
+            res = apply_changes(store, items, source=source + (f": {reason}" if reason else ""))
         finally:
             store.close()
-    return {"items": len(items), **res, "stages_to_redo": again}
+    return {"items": len(items), **res}
+
+
+def apply_changes(store: CampaignStore, items: Iterable[tuple], *, source: str) -> dict:
+    """Change the grades in force of ``items`` (``(qid, docid, assessor, grade or None, file,
+    line)``: :meth:`~qrelkit.store.interfaces.JudgmentLog.change_judgments`) and forget the
+    closing stages when anything changed, in one transaction: what a correction of the organizer
+    and an assessor's own change in the web app both write. The caller holds the campaign's
+    advance lock. Returns ``changed``, ``unchanged`` and ``stages_to_redo``."""
+    with store.transaction():  # the changes and the closing stages forgotten: all or nothing
+        res = store.judgments.change_judgments(items, source=source)
+        again = store.state.forget_stages(CLOSING_STAGES) if res["changed"] else []
+    return {**res, "stages_to_redo": again}
 
 
 def _items(rows: pd.DataFrame, retract: bool, scale: set[int]) -> Iterable[tuple]:

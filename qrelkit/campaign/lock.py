@@ -2,12 +2,12 @@
 
 A campaign is advanced by :meth:`qrelkit.campaign.Runner.advance`: from ``qrelkit campaign run``,
 or from the background runner of ``qrelkit serve`` (in its own process). Two advances at once
-would compute the same CAL round twice and race on what they issue; an undo in the web app must
-not slip between a runner's reading of the judgments and its use of them. So an advance holds an
-exclusive lock on ``DIR/advance.lock`` (``flock``: released by the operating system when the
-process ends, even killed) for its whole duration, and the web app's undo takes it without
-waiting. A second advance waits for the first, up to :data:`ADVANCE_WAIT_S` seconds, then stops
-with ``[campaign-busy]``.
+would compute the same CAL round twice and race on what they issue; a change of a judgment in the
+web app (or a correction) must not slip between a runner's reading of the judgments and its use
+of them. So an advance holds an exclusive lock on ``DIR/advance.lock`` (``flock``: released by
+the operating system when the process ends, even killed) for its whole duration, and the web
+app's changes take it, waiting a few seconds at most. A second advance waits for the first, up
+to :data:`ADVANCE_WAIT_S` seconds, then stops with ``[campaign-busy]``.
 """
 
 from __future__ import annotations

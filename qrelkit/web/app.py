@@ -33,7 +33,7 @@ from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
 from qrelkit.web.prefs import PreferenceViews
-from qrelkit.web.service import Account, CampaignService, WebError, records_csv
+from qrelkit.web.service import Account, CampaignService, WebError, records_csv, topic_links
 from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
 from qrelkit.web.worker import Advancer
 
@@ -149,10 +149,13 @@ class _Web:
         html = self.env.get_template(name).render(request=request, **ctx)
         return HTMLResponse(html, status_code=status)
 
-    def error(self, request: Request, status: int, message: str) -> Response:
+    def error(self, request: Request, status: int, message: str, links: tuple = ()) -> Response:
+        """A refused request's answer: JSON or the error page, with ``links`` to go on from there."""
         if wants_json(request):
-            return JSONResponse({"error": message, "status": status}, status_code=status)
-        return self.page("error.html", request, status=status, status_code=status, message=message)
+            return JSONResponse({"error": message, "status": status,
+                                 **({"links": [{"href": h, "label": t} for h, t in links]} if links else {})},
+                                status_code=status)
+        return self.page("error.html", request, status=status, status_code=status, message=message, links=links)
 
     async def auth(self, request: Request, *, post: bool = False,
                    organizer: bool = False) -> tuple[Account, Session, dict[str, Any]]:
@@ -227,14 +230,17 @@ class _Web:
         return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names())
 
     async def act(self, request: Request) -> Response:
-        """POST /topics/{qid}/{judge|undo|skip|take} (forms) and /api/topics/{qid}/{judgments|undo|skip|take}."""
+        """POST /topics/{qid}/{judge|change|skip|take} (forms) and /api/topics/{qid}/{judgments|change|skip|take}."""
         acc, sess, data = await self.auth(request, post=True)
         qid, action = request.path_params["qid"], request.path_params["action"]
         if action in ("judge", "judgments"):
             res = await run_in_threadpool(self.svc.judge, acc, qid, self.field(data, "batch_id"), self.field(data, "docid"),
                                           self.field(data, "grade"), sess.sid)
+        elif action == "change":
+            return await self.change(request, acc, qid, data)
         elif action == "undo":
-            res = await run_in_threadpool(self.svc.undo, acc, qid, sess.sid)
+            raise WebError(410, "undo is replaced by the review of your judgments, where any of them can be changed",
+                           links=topic_links(qid))
         elif action == "take":
             res = await run_in_threadpool(self.svc.take, acc, qid)
         elif action == "skip":
@@ -245,6 +251,24 @@ class _Web:
         if wants_json(request):
             return JSONResponse(res)
         return RedirectResponse(f"/topics/{qid}", status_code=303)
+
+    async def change(self, request: Request, acc: Account, qid: str, data: dict[str, Any]) -> Response:
+        """POST /topics/{qid}/change (form: back to the review, the changed row marked) and
+        /api/topics/{qid}/change (JSON): ``docid, grade``."""
+        docid = self.field(data, "docid")
+        res = await run_in_threadpool(self.svc.change, acc, qid, docid, self.field(data, "grade"))
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse(f"/topics/{quote(qid, safe='')}/review?saved={quote(docid, safe='')}", status_code=303)
+
+    async def review(self, request: Request) -> Response:
+        """GET /topics/{qid}/review (the page) and /api/topics/{qid}/review (the same in JSON)."""
+        acc, sess, _ = await self.auth(request)
+        view = await run_in_threadpool(self.svc.review, acc, request.path_params["qid"])
+        if wants_json(request):
+            return JSONResponse(view)
+        return self.page("review.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names(),
+                         saved=request.query_params.get("saved"))
 
     # -- preference tasks --------------------------------------------------------------------------
 
@@ -376,12 +400,14 @@ def _routes(w: _Web) -> list:
         Route("/logout", w.logout, methods=["POST"]),
         Route("/", w.picker),
         Route("/topics/{qid}", w.topic),
+        Route("/topics/{qid}/review", w.review),
         Route("/topics/{qid}/{action}", w.act, methods=["POST"]),
         Route("/api/session", w.api_session),
         Route("/api/topics", w.api_topics),
         Route("/api/judgments", w.api_judgments),
         Route("/api/topics/{qid}", w.api_topic),
         Route("/api/topics/{qid}/state", w.api_state),
+        Route("/api/topics/{qid}/review", w.review),
         Route("/api/topics/{qid}/batches/{batch_id:path}", w.api_batch),
         Route("/api/topics/{qid}/{action}", w.act, methods=["POST"]),
         Route("/prefs/{task_id}", w.pref_task),
@@ -413,7 +439,7 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:
-        return w.error(request, exc.status, exc.message)
+        return w.error(request, exc.status, exc.message, exc.links)
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return w.error(request, exc.status_code, str(exc.detail))

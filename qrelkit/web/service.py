@@ -1,5 +1,5 @@
 """What the web app does with a campaign, without HTTP: who sees which topic, the next passage of
-an assessor, a judgment through the store's import path, undo, skip, progress, the organizer's
+an assessor, a judgment through the store's import path, review and change, skip, progress, the organizer's
 figures. Every method raises :class:`WebError` (an HTTP status and a message) for a request it
 refuses; the app turns it into a 4xx answer.
 
@@ -18,11 +18,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 import pandas as pd
 
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
+from qrelkit.campaign.corrections import apply_changes
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import campaign_rule, describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
@@ -38,17 +40,22 @@ from qrelkit.web.worker import Advancer
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
 GRADE_NAMES = {0: "Irrelevant", 1: "Related", 2: "Highly relevant", 3: "Perfectly relevant"}
 WEB_SOURCE = "web"
-UNDO_SOURCE = "web-undo"
+CHANGE_SOURCE = "web-change"
+#: the campaign's correction command (docs/campaign.md): a change once a topic is decided
+CORRECTION_COMMAND = "qrelkit campaign judgments set"
+SNIPPET = 160  # characters of a passage in the review of one's judgments
 _NOT_ASSESSORS = ("encountered", "initial-qrels", "oracle")
 
 
 class WebError(Exception):
-    """A refused request: ``status`` (4xx) and a message for the person who made it."""
+    """A refused request: ``status`` (4xx), a message for the person who made it and ``links``
+    (``(href, label)`` pairs) to go on from there."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, links: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.links = tuple(links)
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,6 @@ class CampaignService:
         self.combine = self.settings.combine
         self.advancer = advancer or Advancer(self.dir)
         self._skips: dict[str, list[tuple[str, str]]] = {}
-        self._front: dict[str, tuple[str, str]] = {}
         self._skip_lock = threading.Lock()
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -261,7 +267,7 @@ class CampaignService:
         if not self.advancer.lock.acquire(timeout=wait):
             raise WebError(409, "the next batch is being computed: try again in a moment")
         try:
-            with advance_lock(self.dir, wait=wait, what="the web app (an undo or a topic taken)"):
+            with advance_lock(self.dir, wait=wait, what="the web app (a change of a judgment or a topic taken)"):
                 yield
         finally:
             self.advancer.lock.release()
@@ -288,14 +294,8 @@ class CampaignService:
         present = set(items)
         with self._skip_lock:
             skipped = [k for k in self._skips.get(session, []) if k in present]
-            front = self._front.get(session)
         skipped_set = set(skipped)
-        rest = [k for k in items if k not in skipped_set]
-        queue = rest + skipped
-        if front in queue:
-            queue.remove(front)
-            queue.insert(0, front)
-        return queue
+        return [k for k in items if k not in skipped_set] + skipped
 
     def next_item(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
         """The page of a topic for ``acc``: query, description/narrative, the next passage (or
@@ -305,8 +305,8 @@ class CampaignService:
         queue = self._queue(acc, qid, session)
         out: dict[str, Any] = {"qid": qid, "query": self.topic_text.get(qid, ""), **self.details.get(qid, {}),
                                "status": self.topic_status(qid), "owed": len(queue), "item": None,
-                               "computing": self.advancer.busy, "undo": self.undo_target(acc, qid) is not None,
-                               "can_take": False}
+                               "computing": self.advancer.busy, "can_take": False,
+                               "reviewable": len(s.judgments.assessor_grades(acc.name, topic=qid))}
         if queue:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
@@ -371,7 +371,8 @@ class CampaignService:
     def judge(self, acc: Account, qid: str, batch_id: str, docid: str, grade: Any, session: str) -> dict[str, Any]:
         """Store one judgment through the store's import path (one transaction, idempotent: the
         same judgment again is ``repeated``, nothing written); answered after the commit. 409
-        for another grade of the same item (undo first) or an item no longer asked for."""
+        for another grade of the same item (changed in the review: :meth:`change`) or an item no
+        longer asked for; the 409 links the topic and the review."""
         self._check_item(acc, qid, batch_id, docid)
         g = self.parse_grade(grade)
         s = self.store()
@@ -380,15 +381,13 @@ class CampaignService:
             mine = s.judgments.assessor_grades(acc.name, topic=qid, batch=batch_id)
             if not (mine["docid"] == docid).any():
                 raise WebError(409, f"passage {docid} of batch {batch_id} is no longer asked for (judged in an earlier "
-                                    "batch); reload the page")
+                                    "batch); reload the page", links=topic_links(qid))
         try:
             rep = s.judgments.import_judgment(qid, docid, acc.name, g, batch_id, source=WEB_SOURCE, scale=self.scale)
         except ConflictError as exc:
             stored = exc.report.conflicts["stored_grade"].iat[0]
-            raise WebError(409, f"you gave passage {docid} grade {stored} already: undo it to change it") from None
-        with self._skip_lock:
-            if self._front.get(session) == (batch_id, docid):
-                del self._front[session]
+            raise WebError(409, f"you gave passage {docid} grade {stored} already: change it in the review of your "
+                                "judgments", links=topic_links(qid)) from None
         batch_done = not s.assignments.owed_in_batch(acc.name, batch_id)
         if batch_done and not s.assignments.topic_owed(qid):  # only then can a run move the topic on (a run asked for
             self.advancer.request()                # earlier would delay the one that can)
@@ -403,52 +402,56 @@ class CampaignService:
             if (batch_id, docid) in lst:
                 lst.remove((batch_id, docid))
             lst.append((batch_id, docid))
-            if self._front.get(session) == (batch_id, docid):
-                del self._front[session]
         return {"qid": qid, "batch_id": batch_id, "docid": docid, "status": "skipped"}
 
-    def undo_target(self, acc: Account, qid: str) -> dict | None:
-        """The judgment an undo would retract: ``acc``'s last one on ``qid`` made in the web app."""
-        return self.store().judgments.last(acc.name, qid, source=WEB_SOURCE)
+    # -- review and change: one's own judgments of a topic, until its decision -------------------
 
-    def _used(self, qid: str, last: dict) -> str | None:
-        """Why the runner has used a judgment already (None when it has not)."""
-        s = self.store()
-        ids = s.batches.all(qid)["batch_id"].astype(str).tolist()
-        later = ids[ids.index(last["batch_id"]) + 1:] if last["batch_id"] in ids else []
-        ct = self._topic_row(qid)
-        if ct["decision"]:
-            return f"topic {qid} is decided ({ct['decision']})"
-        if later:
-            return f"batch {later[0]} was issued from it"
-        if ct["screening"] and str(last["batch_id"]).endswith("/screen"):
-            return f"topic {qid} was screened on it"
-        if "qrels" in s.state.stages_done():
-            return "the final qrels were written"
-        return None
-
-    def _retract_last(self, acc: Account, qid: str) -> dict:
-        last = self.undo_target(acc, qid)
-        if last is None:
-            raise WebError(409, "nothing to undo on this topic")
-        why = self._used(qid, last)
-        if why:
-            raise WebError(409, f"that judgment can no longer be undone: {why}")
-        if self.store().judgments.retract(qid, last["docid"], acc.name, last["batch_id"], source=UNDO_SOURCE) is None:
-            raise WebError(409, "nothing to undo on this topic")
-        return last
-
-    def undo(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
-        """Retract ``acc``'s last judgment on ``qid`` (a retraction row: see
-        :meth:`qrelkit.store.interfaces.JudgmentLog.retract`) and put its passage first in the queue.
-        Refused (409) while the runner works, and once the runner has used the judgment."""
+    def review(self, acc: Account, qid: str) -> dict[str, Any]:
+        """``acc``'s judgments in force on ``qid``, one per passage, the newest first: ``docid,
+        grade, name, batch_id`` (where it was judged), ``time`` (UTC, ISO 8601: of the judgment or
+        of its last change), ``changed`` (it has changes), ``snippet`` (the passage's first characters);
+        ``decided``: the topic's decision, after which nothing changes here."""
         self.check_topic(acc, qid)
-        with self._runner_quiet(0.5):  # nothing uses the judgment between the check and the retraction
-            last = self._retract_last(acc, qid)
-        with self._skip_lock:
-            self._front[session] = (last["batch_id"], last["docid"])
-        return {"qid": qid, "batch_id": last["batch_id"], "docid": last["docid"], "grade": last["grade"],
-                "status": "retracted"}
+        s = self.store()
+        hist = s.judgments.records(topic=qid, assessor=acc.name, history=True)
+        live = s.judgments.records(topic=qid, assessor=acc.name).drop_duplicates("docid")  # first: where judged
+        last = hist.groupby("docid")["time"].max().to_dict() if len(hist) else {}
+        changed = set(hist.loc[hist["change"] > 0, "docid"]) if len(hist) else set()
+        names = dict(self.grade_names())
+        wanted = set(live["docid"])
+        rows = []
+        for d, g, b in zip(live["docid"][::-1], live["grade"][::-1], live["batch_id"][::-1]):
+            text = self.texts.get(d, wanted) or ""
+            rows.append({"qid": qid, "docid": d, "grade": int(g), "name": names.get(int(g), str(g)), "batch_id": b,
+                         "time": str(last.get(d, "")), "changed": d in changed,
+                         "snippet": text[:SNIPPET] + ("…" if len(text) > SNIPPET else "")})
+        decision = self._topic_row(qid)["decision"]
+        return {"qid": qid, "query": self.topic_text.get(qid, ""), "decided": decision is not None,
+                "decision": decision, "correction_command": CORRECTION_COMMAND, "judgments": rows}
+
+    def change(self, acc: Account, qid: str, docid: str, grade: Any) -> dict[str, Any]:
+        """Change ``acc``'s grade of passage ``docid`` of topic ``qid`` — also once the runner
+        used it (a CAL round, screening) — by a row of the judgments' change log (source
+        ``web-change``: :func:`qrelkit.campaign.corrections.apply_changes`); the grade in force
+        is what the next CAL round, the stopping rule and the qrels read. 404 for a passage
+        ``acc`` never judged there; 409 once the topic is decided (then a correction is the
+        organizer's, with :data:`CORRECTION_COMMAND`) or while a runner works too long."""
+        self.check_topic(acc, qid)
+        g = self.parse_grade(grade)
+        with self._runner_quiet(5.0):  # the decision read and the change written with no run in between
+            decision = self._topic_row(qid)["decision"]
+            if decision:
+                raise WebError(409, f"topic {qid} is decided ({decision}): your judgments on it can no longer be "
+                                    "changed here. A correction now is the organizer's, with the campaign's "
+                                    f"correction command '{CORRECTION_COMMAND}'", links=topic_links(qid))
+            s = self.store()
+            mine = s.judgments.assessor_grades(acc.name, topic=qid)
+            before = mine.loc[mine["docid"] == docid, "grade"]
+            if not len(before):
+                raise WebError(404, f"you have no judgment of passage {docid} on topic {qid}", links=topic_links(qid))
+            res = apply_changes(s, [(qid, docid, acc.name, g, CHANGE_SOURCE, 1)], source=CHANGE_SOURCE)
+        return {"qid": qid, "docid": docid, "grade": g, "previous": int(before.iat[0]),
+                "status": "changed" if res["changed"] else "unchanged"}
 
     def my_judgments(self, acc: Account, qid: str | None = None) -> list[dict[str, Any]]:
         """``acc``'s own judgments in force (of ``qid`` when given), in judging order."""
@@ -539,6 +542,13 @@ class CampaignService:
             write_qrels(table, p)
             data = p.read_bytes()
         return "qrels-current.txt", data
+
+
+def topic_links(qid: str) -> tuple[tuple[str, str], ...]:
+    """Where a refused request on topic ``qid`` goes on from: the topic, the review of one's
+    judgments on it, one's topics."""
+    q = quote(qid, safe="")
+    return ((f"/topics/{q}", f"topic {qid}"), (f"/topics/{q}/review", "your judgments on it"), ("/", "your topics"))
 
 
 def records_csv(rows: list[dict[str, Any]]) -> str:

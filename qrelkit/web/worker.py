@@ -154,7 +154,7 @@ class ProcessAdvance:
 class Advancer:
     """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
-    runner (an undo) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
+    runner (a change of a judgment, a topic taken) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
     message of the last run that failed (None after a run that did not) — a failed run is tried
     again by itself, after 2 s, then twice as long after each failure, up to 5 minutes."""
 

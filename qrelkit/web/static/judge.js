@@ -1,7 +1,8 @@
 // qrelkit's pages: keyboard keys and, while the next batch is computed or other assessors finish,
 // a poll of /api/topics/<qid>/state that reloads the page when its state changes. A button with
-// data-key="K" (or data-keys="K1 K2 ...") is pressed by those keys: 0-9 a grade, s skip, u undo
-// on a topic; ArrowLeft, f, 1 (left), ArrowRight, j, 2 (right) and u undo on a preference task. Every
+// data-key="K" (or data-keys="K1 K2 ...") is pressed by those keys: 0-9 a grade, s skip, r the
+// review of one's judgments on a topic (review.js has the review's own keys), b back from it;
+// ArrowLeft, f, 1 (left), ArrowRight, j, 2 (right) and u undo on a preference task. Every
 // control is a plain form: without this script the pages still work.
 (function () {
   "use strict";
