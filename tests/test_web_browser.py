@@ -2,15 +2,16 @@
 drives the system's Chromium (Debian's ``chromium``; Playwright's own browser download is not
 used) against a real uvicorn server on a free loopback port, in a thread of this process.
 
-* judging: log in with a link, pick a topic, judge 10 passages with the keys 0-3, undo one
-  (``u``), reload and find the progress kept, finish the batch while the background runner is
-  held — the page says *computing* — then let it go and receive the first CAL batch; judge on to
-  the topic's decision;
+* judging: log in with a link, pick a topic, judge 10 passages with the keys 0-3, reload and
+  find the progress kept, finish the batch while the background runner is held — the page says
+  *computing* — then let it go and receive the first CAL batch; review one's judgments (``r``)
+  and change one of the pool batch CAL has used, by keys alone (``ArrowDown``, a digit; ``b``
+  back); judge on to the topic's decision, after which the review is read-only;
 * a preference task answered with the left/right keys (ArrowLeft/ArrowRight, f/j, 1/2), one
   answer undone with the key u and answered the other way;
 * passages carrying ``<script>`` and ``onerror=`` show as text and no script runs (no dialog, no
   global set, no request for the ``<img>``);
-* a screenshot of each view (picker, topic, computing, next batch, decision, organizer,
+* a screenshot of each view (picker, topic, computing, next batch, review, decision, organizer,
   preference, its undo button) goes to the test's ``tmp_path`` and, when ``QRELKIT_SCREENSHOTS`` names a folder,
   there too.
 
@@ -231,7 +232,7 @@ def _judge_by_keys(w: Watched, qid: str, truth, n: int | None = None) -> list[st
     return done
 
 
-def test_judge_undo_reload_and_the_next_cal_batch(judging, watched, truth):
+def test_judge_reload_the_next_cal_batch_and_review_and_change(judging, watched, truth):
     w, srv = watched, judging
     w.page.goto(srv.link("ann"))  # the login link: a session cookie, then the topics
     w.page.wait_for_selector('#topics tr[data-qid="1001"]')
@@ -250,10 +251,7 @@ def test_judge_undo_reload_and_the_next_cal_batch(judging, watched, truth):
     assert len(set(ten)) == 10 and int(w.attr("#progress", "data-judged")) == 10
     with open_campaign_store(srv.camp) as s:
         assert list(s.judgments.assessor_grades("ann", topic="1001")["docid"]) == ten
-    # undo the last one: it comes back first
-    w.key("u")
-    assert w.attr("#item", "data-docid") == ten[-1] and int(w.attr("#progress", "data-judged")) == 9
-    w.key(str(truth.get(("1001", ten[-1]), 0)))
+    assert w.page.query_selector("#undo-button") is None  # review and change replace undo
     here = w.attr("#item", "data-docid")
     # a reload keeps the progress (it is in the store, not in the page)
     w.page.reload()
@@ -271,6 +269,7 @@ def test_judge_undo_reload_and_the_next_cal_batch(judging, watched, truth):
     w.page.wait_for_selector('#item[data-kind="cal"]', timeout=WAIT)
     assert w.attr("#topic", "data-state") == "judging" and "/all/" in w.attr("#item", "data-batch")
     w.shot("next-batch")
+    _review_and_change(w, srv, ten)
     # on to the decision: ann with the keys, the others through the API
     for _ in range(6):
         if w.page.query_selector("#decision"):
@@ -281,7 +280,45 @@ def test_judge_undo_reload_and_the_next_cal_batch(judging, watched, truth):
         w.page.wait_for_selector("#item, #decision", timeout=WAIT)
     assert w.page.query_selector("#decision") and w.attr("#topic", "data-state") == "decided"
     w.shot("decision")
+    w.key("r")  # the review stays, read-only: a correction now is the organizer's
+    assert w.attr("#review", "data-state") == "decided" and not w.page.query_selector("button.change")
+    assert "qrelkit campaign judgments set" in w.page.inner_text("#review-closed")
+    w.shot("review-decided")
     w.no_script_ran()
+
+
+def _review_and_change(w: Watched, srv: Server, ten: list[str]) -> None:
+    """With the first CAL batch out (the pool batch was used by CAL), open the review of one's
+    judgments with ``r``, choose the second newest with ``ArrowDown`` and give it another grade
+    with its digit: the grade in force changes in the store (what the next CAL round and the qrels
+    read), the history keeps the first grade; ``b`` goes back to the CAL batch."""
+    w.key("r")
+    assert w.attr("#review", "data-state") == "open"
+    rows = w.page.query_selector_all("#review-table tbody tr")
+    assert [r.get_attribute("data-docid") for r in rows][-10:] == ten[::-1]  # newest first
+    assert w.page.evaluate("document.activeElement.getAttribute('data-docid')") == rows[0].get_attribute("data-docid")
+    w.page.keyboard.press("ArrowDown")
+    docid = w.page.evaluate("document.activeElement.getAttribute('data-docid')")
+    assert docid == rows[1].get_attribute("data-docid")
+    old = int(rows[1].get_attribute("data-grade"))
+    new = 0 if old >= 2 else 3
+    w.key(str(new))
+    row = f'#review-table tr[data-docid="{docid}"]'
+    assert w.attr(row, "data-grade") == str(new) and w.page.query_selector("#review-saved")
+    assert w.page.evaluate("document.activeElement.getAttribute('data-docid')") == docid  # still there, for the next key
+    assert w.attr(f'{row} button.change[data-grade="{new}"]', "aria-pressed") == "true"
+    w.shot("review")
+    with open_campaign_store(srv.camp) as s:
+        batch = s.judgments.records(topic="1001", assessor="ann").set_index("docid").loc[docid]
+        assert batch["grade"] == new and s.batches.all("1001").set_index("batch_id").loc[batch["batch_id"], "kind"] == "pool"
+        assert (s.batches.all("1001")["kind"] == "cal").any()  # the pool batch was used by CAL
+        log = s.judgments.log("1001", "all")  # what the next CAL round of the topic trains on
+        assert log.loc[log["docid"] == docid, "grade"].tolist() == [new]
+        hist = s.judgments.records(topic="1001", assessor="ann", history=True)
+        grades = hist.loc[hist["docid"] == docid, "grade"].tolist()  # the judgment, then its changes
+        assert grades[0] == old and grades[-1] == new
+    w.key("b")
+    assert w.attr("#item", "data-kind") == "cal"
 
 
 def test_organizer_page(judging, watched):
