@@ -33,6 +33,7 @@ from qrelkit.campaign.prefs import export_preferences
 from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
+from qrelkit.web.organizer import line_chart
 from qrelkit.web.prefs import PreferenceViews
 from qrelkit.web.service import Account, CampaignService, WebError, records_csv
 from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
@@ -314,6 +315,7 @@ class _Web:
     def _organizer_data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
                                "runner": self.svc.runner_view(), "stamp": self.svc.organizer_stamp(),
+                               **self.svc.organizer_figures(),
                                "agreement": self.svc.agreement(), "status_error": None, "status": [],
                                "prefs": self.prefs.status(), "protocol": self.svc.protocol(),
                                "name": self.svc.name}
@@ -431,6 +433,7 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     env = jinja2.Environment(loader=jinja2.PackageLoader("qrelkit.web", "templates"), autoescape=True)
     env.filters["shown"] = shown
     env.filters["when"] = when
+    env.globals["line_chart"] = line_chart
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:

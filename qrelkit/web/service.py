@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
 
+from qrelkit.cal import JudgingState
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.lock import advance_lock
@@ -33,7 +35,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
-from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, open_text_index
+from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, combine_log, open_text_index
+from qrelkit.web.organizer import owed as owed_table, throughput, topic_series
 from qrelkit.web.worker import Advancer
 
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
@@ -388,6 +391,20 @@ class CampaignService:
         return {"state": a.state, "paused": a.paused, "last_error": a.last_error, "error_at": a.error_at,
                 "retry_at": a.retry_at if a.paused else None, "failures": a.failures, "runs": a.runs,
                 "last_seconds": a.last_seconds, "estimate": a.estimate()}
+
+    def organizer_figures(self) -> dict[str, Any]:
+        """The organizer page's live figures (:mod:`qrelkit.web.organizer`): ``throughput`` per
+        assessor over the judgments made in the web app, ``owed`` (who owes what), and per topic
+        the ``charts``' points (judged over time; density against the stopping rule's
+        ``density_line``, None for a rule without one)."""
+        s = self.store()
+        rec = s.judgments.records()
+        accounts = {a["name"]: "revoked" if a["revoked"] else ("organizer" if a["organizer"] else "assessor")
+                    for a in s.accounts.all()}
+        labels = combine_log(s.judgments.log(None, "all"), combine=self.combine)
+        line = self.rule.describe(JudgingState((), np.zeros(0, bool))).density_line
+        return {"throughput": throughput(rec[rec["source"] == WEB_SOURCE]),
+                "owed": owed_table(s.assignments.pending(), accounts), "charts": topic_series(rec, labels, set(self.relevant)), "density_line": line}
 
     def organizer_stamp(self) -> str:
         """A short digest of what the organizer page shows that moves: judgments per assessor,
