@@ -99,7 +99,7 @@ def topic_series(records: pd.DataFrame, labels: pd.DataFrame, relevant: set[int]
     return out
 
 
-def line_chart(points: list[tuple[float, float]], *, width: int = 200, height: int = 60, y_max: float | None = None,
+def line_chart(points: list[tuple[float, float]], *, width: int = 170, height: int = 56, y_max: float | None = None,
                line: float | None = None, title: str = "", x_label: str = "", y_label: str = "") -> str:
     """A small line chart as SVG text: ``points`` (x, y) scaled into ``width`` x ``height`` (y from
     0 to ``y_max``, else the largest y), a dashed horizontal ``line`` (the stopping rule's

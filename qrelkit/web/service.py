@@ -366,7 +366,7 @@ class CampaignService:
             return {"reason": "decided", "text": "This topic is decided: nothing more to judge on it."}
         if state == "paused":
             out = {"reason": "paused", "text": "Nothing to judge right now: the campaign is paused; the organizer has "
-                                               "been told. This page goes on by itself once it runs again."}
+                                               "been told."}
             return {**out, "error": self.advancer.last_error} if acc.organizer else out
         if state == "computing":
             return {"reason": "computing", "text": "The next round is being computed.",

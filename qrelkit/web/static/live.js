@@ -53,8 +53,8 @@
     var tick = function () {
       getJSON("/api/organizer/live").then(function (s) {
         if (live && s.stamp !== live.getAttribute("data-stamp")) { return swap(); }
-      }).then(function () { setTimeout(tick, 3000); }, function () { setTimeout(tick, 10000); });
+      }).then(function () { setTimeout(tick, 4000); }, function () { setTimeout(tick, 10000); });
     };
-    setTimeout(tick, 3000);
+    setTimeout(tick, 4000);
   }
 })();
