@@ -337,7 +337,8 @@ class CampaignService:
         return done, len(s.assignments.owed_in_batch(acc.name, batch_id))
 
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
-        """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
+        """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, paused,
+        decided) and what it waits for (``waiting``: :meth:`waiting_for`)."""
         self.check_topic(acc, qid)
         owed = len(self.store().assignments.owed_items(acc.name, qid))
         state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else self._idle_state())
@@ -370,7 +371,7 @@ class CampaignService:
             return {**out, "error": self.advancer.last_error} if acc.organizer else out
         if state == "computing":
             return {"reason": "computing", "text": "The next round is being computed.",
-                    **(self.advancer.estimate() or {"elapsed_s": None, "estimate_s": None})}
+                    **self.advancer.estimate()}
         pend = self.store().assignments.pending(None, qid)
         reason, text = "assessor", "Another assessor is finishing this topic's batch."
         if not len(pend):
@@ -404,7 +405,8 @@ class CampaignService:
         labels = combine_log(s.judgments.log(None, "all"), combine=self.combine)
         line = self.rule.describe(JudgingState((), np.zeros(0, bool))).density_line
         return {"throughput": throughput(rec[rec["source"] == WEB_SOURCE]),
-                "owed": owed_table(s.assignments.pending(), accounts), "charts": topic_series(rec, labels, set(self.relevant)), "density_line": line}
+                "owed": owed_table(s.assignments.pending(), accounts),
+                "charts": topic_series(rec, labels, set(self.relevant)), "density_line": line}
 
     def organizer_stamp(self) -> str:
         """A short digest of what the organizer page shows that moves: judgments per assessor,

@@ -232,14 +232,13 @@ class Advancer:
         """The last run failed: nothing moves on until a run goes through."""
         return self.last_error is not None
 
-    def estimate(self) -> dict | None:
-        """The run going on: ``elapsed_s`` so far and ``estimate_s``, the median wall time of the
-        recent runs that went through (None before the first); None when no run is going on."""
+    def estimate(self) -> dict:
+        """How long a run takes: ``estimate_s``, the median wall time of the recent runs that
+        went through (None before the first), and ``elapsed_s``, the seconds of the run going on
+        so far (None when none is)."""
         started = self.started
-        if started is None:
-            return None
         ok = sorted(r["s"] for r in self.recent if r.get("ok", True))
-        return {"elapsed_s": round(time.monotonic() - started, 1),
+        return {"elapsed_s": None if started is None else round(time.monotonic() - started, 1),
                 "estimate_s": round(ok[len(ok) // 2], 1) if ok else None}
 
     def _retry_delay(self) -> float:
