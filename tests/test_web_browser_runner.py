@@ -2,7 +2,7 @@
 assessors finish their pool batches; the assessor's topic page says the campaign is paused, the
 organizer's page shows the error with a retry button; the cause fixed, the organizer retries, and
 both pages move on by themselves (static/live.js): the assessor's shows her first CAL batch, the
-organizer's the runner no longer paused. Launched as tests/test_web_browser.py launches Chromium.
+organizer's the runner no longer paused, and then another assessor's judgments, with no reload. Launched as tests/test_web_browser.py launches Chromium.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def test_the_paused_runner_and_the_organizers_retry(sim, truth, browser, tmp_pat
     with FlakyServer(_init(sim, tmp_path / "camp", CONFIG)) as srv:
         srv.flaky.fail = True
         ann, boss = Watched(browser, tmp_path), Watched(browser, tmp_path)
+        boss.navigations = []
+        boss.page.on("framenavigated", lambda f: boss.navigations.append(f.url))
         try:
             ann.page.goto(srv.link("ann"))
             assert _judge_all(ann, srv.url, "1001", truth) > 0  # through the API, in her browser's session
@@ -77,6 +79,16 @@ def test_the_paused_runner_and_the_organizers_retry(sim, truth, browser, tmp_pat
             boss.page.wait_for_selector('#runner[data-paused="no"]', timeout=WAIT)
             assert boss.page.query_selector("#runner-error") is None
             boss.shot("organizer-recovered")
+            # the organizer's page stays live: bob's next judgments show up without a reload
+            cell = '#throughput-table tr[data-assessor="bob"] td:nth-child(2)'
+            before = int(boss.page.inner_text(cell))
+            nav = len(boss.navigations)
+            assert srv.api("bob").judge_all("1002", truth) > 0
+            for _ in range(WAIT // 200):  # a bound on the wait (the page polls every 4 s), not a timing check
+                if int(boss.page.inner_text(cell)) != before:
+                    break
+                boss.page.wait_for_timeout(200)
+            assert int(boss.page.inner_text(cell)) > before and len(boss.navigations) == nav
             ann.no_script_ran()
             boss.no_script_ran()
         finally:
