@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +33,7 @@ from qrelkit.campaign.prefs import export_preferences
 from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
+from qrelkit.web.organizer import line_chart
 from qrelkit.web.prefs import PreferenceViews
 from qrelkit.web.service import Account, CampaignService, WebError, records_csv, topic_links
 from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
@@ -336,6 +338,8 @@ class _Web:
 
     def _organizer_data(self) -> dict[str, Any]:
         out: dict[str, Any] = {"health": self.svc.health(), "progress": self.svc.assessor_progress(),
+                               "runner": self.svc.runner_view(), "stamp": self.svc.organizer_stamp(),
+                               **self.svc.organizer_figures(),
                                "agreement": self.svc.agreement(), "status_error": None, "status": [],
                                "prefs": self.prefs.status(), "protocol": self.svc.protocol(),
                                "name": self.svc.name}
@@ -351,6 +355,21 @@ class _Web:
         if wants_json(request):
             return JSONResponse(data)
         return self.page("organizer.html", request, account=acc, csrf=sess.csrf, d=data)
+
+    async def organizer_live(self, request: Request) -> Response:
+        """GET /api/organizer/live: the runner and a stamp of the campaign's state, polled by the
+        organizer page (static/live.js), which fetches itself again when the stamp moves."""
+        await self.auth(request, organizer=True)
+        stamp = await run_in_threadpool(self.svc.organizer_stamp)
+        return JSONResponse({"stamp": stamp, "runner": self.svc.runner_view()})
+
+    async def organizer_retry(self, request: Request) -> Response:
+        """POST /organizer/retry (the page's button) and /api/organizer/retry: a run now."""
+        await self.auth(request, post=True, organizer=True)
+        res = self.svc.retry_runner()
+        if wants_json(request):
+            return JSONResponse(res)
+        return RedirectResponse("/organizer", status_code=303)
 
     async def organizer_csv(self, request: Request) -> Response:
         await self.auth(request, organizer=True)
@@ -419,6 +438,9 @@ def _routes(w: _Web) -> list:
         Route("/api/prefs/{task_id}/undo", w.pref_undo, methods=["POST"]),
         Route("/organizer", w.organizer),
         Route("/api/organizer", w.organizer),
+        Route("/api/organizer/live", w.organizer_live),
+        Route("/organizer/retry", w.organizer_retry, methods=["POST"]),
+        Route("/api/organizer/retry", w.organizer_retry, methods=["POST"]),
         Route("/organizer/report", w.report),
         Route("/organizer/qrels", w.qrels),
         Route("/organizer/prefs/{name}", w.pref_export),
@@ -436,6 +458,8 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     svc = CampaignService(directory, advancer)
     env = jinja2.Environment(loader=jinja2.PackageLoader("qrelkit.web", "templates"), autoescape=True)
     env.filters["shown"] = shown
+    env.filters["when"] = when
+    env.globals["line_chart"] = line_chart
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:
@@ -498,6 +522,24 @@ def shown(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(shown(v) for v in value)
     return str(value)
+
+
+def when(value: Any) -> str:
+    """An ISO 8601 time of the store or the runner as the organizer's pages show it: UTC, to the
+    second, no ``T`` and no offset digits; nothing for None; any other text as it is.
+
+    >>> when("2026-11-27T11:05:03.123456+00:00"), when(None), when("soon")
+    ('2026-11-27 11:05:03 UTC', '', 'soon')
+    """
+    if value is None or value == "":
+        return ""
+    try:
+        t = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    if t.tzinfo is not None:
+        t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def exposure_warning(host: str) -> str | None:

@@ -10,6 +10,7 @@ One :class:`CampaignService` per server process; it keeps one store connection p
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -20,8 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
+from qrelkit.cal import JudgingState
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.corrections import apply_changes
@@ -34,7 +37,8 @@ from qrelkit.errors import InputError
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
-from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, open_text_index
+from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, combine_log, open_text_index
+from qrelkit.web.organizer import owed as owed_table, throughput, topic_series
 from qrelkit.web.worker import Advancer
 
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
@@ -319,10 +323,9 @@ class CampaignService:
             out["state"] = "decided"
         elif self.free_choice and self._takeable(acc, qid):
             out["state"], out["can_take"] = "free", True
-        elif out["computing"]:
-            out["state"] = "computing"
         else:
-            out["state"] = "waiting"
+            out["state"] = self._idle_state()
+        out["waiting"] = self.waiting_for(acc, qid, out["state"])
         return out
 
     def _batch_progress(self, acc: Account, batch_id: str) -> tuple[int, int]:
@@ -334,12 +337,90 @@ class CampaignService:
         return done, len(s.assignments.owed_in_batch(acc.name, batch_id))
 
     def poll(self, acc: Account, qid: str, session: str) -> dict[str, Any]:
-        """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, decided)."""
+        """The small JSON a waiting page polls: ``state`` (judging, computing, waiting, paused,
+        decided) and what it waits for (``waiting``: :meth:`waiting_for`)."""
         self.check_topic(acc, qid)
         owed = len(self.store().assignments.owed_items(acc.name, qid))
-        state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else
-                                        ("computing" if self.advancer.busy else "waiting"))
-        return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state}
+        state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else self._idle_state())
+        return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state,
+                "waiting": self.waiting_for(acc, qid, state)}
+
+    # -- waiting: what for ---------------------------------------------------------------------------
+
+    def _idle_state(self) -> str:
+        """The state of a topic with nothing to judge and no decision: ``paused`` while the
+        runner's last run failed (the campaign moves on only once a run goes through),
+        ``computing`` while a run is going on or asked for, else ``waiting`` (for assessors)."""
+        return "paused" if self.advancer.paused else ("computing" if self.advancer.busy else "waiting")
+
+    def waiting_for(self, acc: Account, qid: str, state: str) -> dict[str, Any] | None:
+        """What a topic page with nothing to judge waits for, in words (``text``) and as
+        ``reason``: ``decided``, ``paused`` (the runner fails), ``computing`` (the next round,
+        with the runner's :meth:`~qrelkit.web.worker.Advancer.estimate`), ``assessor`` (others
+        owe items of this topic), ``topics`` (the next stage waits for other topics' batches) or
+        ``runner`` (nothing owed anywhere: a run is due). An organizer also sees who owes what
+        (``who``: assessor and items owed) and the runner's error; a plain assessor sees no name.
+        None while there is something to judge (or a place to take)."""
+        if state in ("judging", "free"):
+            return None
+        if state == "decided":
+            return {"reason": "decided", "text": "This topic is decided: nothing more to judge on it."}
+        if state == "paused":
+            out = {"reason": "paused", "text": "Nothing to judge right now: the campaign is paused; the organizer has "
+                                               "been told."}
+            return {**out, "error": self.advancer.last_error} if acc.organizer else out
+        if state == "computing":
+            return {"reason": "computing", "text": "The next round is being computed.",
+                    **self.advancer.estimate()}
+        pend = self.store().assignments.pending(None, qid)
+        reason, text = "assessor", "Another assessor is finishing this topic's batch."
+        if not len(pend):
+            pend = self.store().assignments.pending()
+            reason, text = ("topics", "The next stage starts when the other topics' batches are judged.") if len(pend) \
+                else ("runner", "Nothing is owed on any topic: the next round is on its way.")
+        out = {"reason": reason, "text": text}
+        if acc.organizer and len(pend):
+            owed = pend[pend["assessor"] != acc.name].groupby("assessor").size()
+            out["who"] = [{"assessor": str(a), "owed": int(n)} for a, n in owed.items()]
+        return out
+
+    def runner_view(self) -> dict[str, Any]:
+        """The background runner for the organizer: ``state`` (idle, computing), ``paused`` (its
+        last run failed), ``last_error``, ``error_at``, ``retry_at`` (the next automatic try),
+        ``failures`` in a row, ``runs``, ``last_seconds`` and the run going on (``estimate``)."""
+        a = self.advancer
+        return {"state": a.state, "paused": a.paused, "last_error": a.last_error, "error_at": a.error_at,
+                "retry_at": a.retry_at if a.paused else None, "failures": a.failures, "runs": a.runs,
+                "last_seconds": a.last_seconds, "estimate": a.estimate()}
+
+    def organizer_figures(self) -> dict[str, Any]:
+        """The organizer page's live figures (:mod:`qrelkit.web.organizer`): ``throughput`` per
+        assessor over the judgments made in the web app, ``owed`` (who owes what), and per topic
+        the ``charts``' points (judged over time; density against the stopping rule's
+        ``density_line``, None for a rule without one)."""
+        s = self.store()
+        rec = s.judgments.records()
+        accounts = {a["name"]: "revoked" if a["revoked"] else ("organizer" if a["organizer"] else "assessor")
+                    for a in s.accounts.all()}
+        labels = combine_log(s.judgments.log(None, "all"), combine=self.combine)
+        line = self.rule.describe(JudgingState((), np.zeros(0, bool))).density_line
+        return {"throughput": throughput(rec[rec["source"] == WEB_SOURCE]),
+                "owed": owed_table(s.assignments.pending(), accounts),
+                "charts": topic_series(rec, labels, set(self.relevant)), "density_line": line}
+
+    def organizer_stamp(self) -> str:
+        """A short digest of what the organizer page shows that moves: judgments per assessor,
+        items owed, decisions, the runner's state, runs and error (a few cheap reads)."""
+        s = self.store()
+        a = self.advancer
+        key = json.dumps([s.judgments.judged_counts(), len(s.assignments.pending()), s.state.decision_counts(),
+                          a.state, a.runs, a.last_error, a.retry_at], sort_keys=True, default=str)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def retry_runner(self) -> dict[str, Any]:
+        """The organizer's retry: a run now (not at the next automatic try); the runner's view."""
+        self.advancer.request()
+        return {"status": "requested", "runner": self.runner_view()}
 
     # -- judging -----------------------------------------------------------------------------------
 

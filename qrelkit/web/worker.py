@@ -19,6 +19,7 @@ import pickle
 import signal
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -155,8 +156,10 @@ class Advancer:
     """Runs ``advance(directory)`` in one background thread whenever :meth:`request` was called
     since its last run. ``lock`` is held for the whole of a run: a change that must not race the
     runner (a change of a judgment, a topic taken) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
-    message of the last run that failed (None after a run that did not) — a failed run is tried
-    again by itself, after 2 s, then twice as long after each failure, up to 5 minutes."""
+    message of the last run that failed (None after a run that did not), ``error_at`` its time and
+    ``retry_at`` the time of the next automatic try (UTC, ISO 8601) — a failed run is tried again
+    by itself, after 2 s, then twice as long after each failure, up to 5 minutes; :meth:`request`
+    (the organizer's retry button) asks for one now."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
@@ -168,6 +171,10 @@ class Advancer:
         self.last_seconds: float | None = None  # wall seconds of the last run
         self.recent: list[dict] = []  # the last runs: wall seconds and seconds per stage run
         self.runs = 0
+        self.failures = 0  # runs failed in a row
+        self.error_at: str | None = None  # when the last run failed (None after one that did not)
+        self.retry_at: str | None = None  # when a failed run is tried again by itself
+        self.started: float | None = None  # time.monotonic() at the start of the run going on
         self._requested = False
         self._stop = False
         self._cond = threading.Condition()
@@ -220,25 +227,44 @@ class Advancer:
     RETRY_FIRST_S = 2.0
     RETRY_MAX_S = 300.0
 
+    @property
+    def paused(self) -> bool:
+        """The last run failed: nothing moves on until a run goes through."""
+        return self.last_error is not None
+
+    def estimate(self) -> dict:
+        """How long a run takes: ``estimate_s``, the median wall time of the recent runs that
+        went through (None before the first), and ``elapsed_s``, the seconds of the run going on
+        so far (None when none is)."""
+        started = self.started
+        ok = sorted(r["s"] for r in self.recent if r.get("ok", True))
+        return {"elapsed_s": None if started is None else round(time.monotonic() - started, 1),
+                "estimate_s": round(ok[len(ok) // 2], 1) if ok else None}
+
+    def _retry_delay(self) -> float:
+        return min(self.RETRY_FIRST_S * 2 ** max(self.failures - 1, 0), self.RETRY_MAX_S)
+
     def _loop(self) -> None:
-        failures = 0
         while True:
             with self._cond:
                 while not self._requested and not self._stop:
                     if self.last_error is None:
                         self._cond.wait()
                         continue
-                    delay = min(self.RETRY_FIRST_S * 2 ** max(failures - 1, 0), self.RETRY_MAX_S)
-                    if not self._cond.wait(delay):  # no request came meanwhile: try again
+                    if not self._cond.wait(self._retry_delay()):  # no request came meanwhile: try again
                         self._requested = True
                 if self._stop:
                     return
                 self._requested = False
+                self.retry_at = None
                 self.state = COMPUTING
+                self.started = time.monotonic()
                 self._cond.notify_all()
             self._run_once()
-            failures = failures + 1 if self.last_error is not None else 0
             with self._cond:
+                self.failures = self.failures + 1 if self.last_error is not None else 0
+                self.retry_at = _utc(self._retry_delay()) if self.failures else None
+                self.started = None
                 self.state = IDLE
                 self._cond.notify_all()
 
@@ -247,14 +273,20 @@ class Advancer:
             t0 = time.perf_counter()
             try:
                 self.last_result = self.advance(self.dir)
-                self.last_error = None
+                self.last_error = self.error_at = None
             except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error, self.error_at = f"{type(exc).__name__}: {exc}", _utc()
                 log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
                 self.last_seconds = round(time.perf_counter() - t0, 3)
                 stages = (self.last_result or {}).get("seconds", {}) if self.last_error is None else {}
-                self.recent = (self.recent + [{"s": self.last_seconds, "stages": stages}])[-20:]
+                self.recent = (self.recent + [{"s": self.last_seconds, "stages": stages,
+                                               "ok": self.last_error is None}])[-20:]
                 log.info("campaign advanced in %.3f s (%s)", self.last_seconds,
                          self.last_error or ", ".join(f"{k} {v} s" for k, v in stages.items()) or "nothing to do")
+
+
+def _utc(after_s: float = 0.0) -> str:
+    """The UTC time now (or ``after_s`` seconds from now), ISO 8601 to the second."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=after_s)).isoformat(timespec="seconds")

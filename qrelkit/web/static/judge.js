@@ -1,5 +1,4 @@
-// qrelkit's pages: keyboard keys and, while the next batch is computed or other assessors finish,
-// a poll of /api/topics/<qid>/state that reloads the page when its state changes. A button with
+// qrelkit's pages: keyboard keys (live.js refreshes the pages that wait). A button with
 // data-key="K" (or data-keys="K1 K2 ...") is pressed by those keys: 0-9 a grade, s skip, r the
 // review of one's judgments on a topic (review.js has the review's own keys), b back from it;
 // ArrowLeft, f, 1 (left), ArrowRight, j, 2 (right) and u undo on a preference task. Every
@@ -26,19 +25,4 @@
       button.click();
     }
   });
-  var topic = document.getElementById("topic");
-  var state = topic && topic.getAttribute("data-state");
-  if (state === "computing" || state === "waiting") {
-    var url = "/api/topics/" + encodeURIComponent(topic.getAttribute("data-qid")) + "/state";
-    // the next batch is usually there within a second: look often while it is computed (the
-    // poll is one cheap read), seldom while other assessors finish theirs
-    var every = state === "computing" ? 200 : 1500;
-    var poll = function () {
-      fetch(url, { headers: { "Accept": "application/json" }, credentials: "same-origin" })
-        .then(function (r) { return r.json(); })
-        .then(function (s) { if (s.state !== state) { window.location.reload(); } else { setTimeout(poll, every); } })
-        .catch(function () { setTimeout(poll, 5000); });
-    };
-    setTimeout(poll, every);
-  }
 })();
