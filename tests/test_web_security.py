@@ -153,6 +153,16 @@ def test_someone_elses_link_asks_continue_as(web):
     assert TestClient(web.app).get(f"/login/{token_of(bob)}").status_code == 403  # bob's link is used
 
 
+def test_a_new_link_in_a_browser_of_the_revoked_account_logs_in(web):
+    from qrelkit.campaign.accounts import revoke_account
+
+    ann = web.client("ann")
+    revoke_account(web.camp, "ann")
+    acc = add_account(web.camp, "ann")  # added again: a new generation, the old session is dead
+    assert ann.c.get(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
+    assert ann.c.get("/api/session").json()["name"] == "ann"
+
+
 def test_failed_logins_are_limited_per_client_address(web):
     acc = add_account(web.camp, "ann")
     mallory = TestClient(web.app, client=("203.0.113.9", 4000))
@@ -215,3 +225,26 @@ def test_healthz_tells_strangers_only_ok(web):
     r = TestClient(web.app).get("/healthz")
     assert r.json() == {"status": "ok"} and str(web.camp) not in r.text
     assert web.health()["campaign"] == str(web.camp)
+
+
+def test_a_version_6_store_gets_the_links_and_sessions_tables(camp):
+    """Schema 6 -> 7: the accounts' current links become one-use links issued at the migration;
+    read-only, an older store is read as it is (no session, no link)."""
+    from qrelkit.campaign.accounts import token_hash
+    from qrelkit.store import CAMPAIGN_SCHEMA_VERSION, open_campaign_store
+
+    acc = add_account(camp, "ann")
+    with open_campaign_store(camp) as s:
+        for table in ("campaign_links", "campaign_sessions"):
+            s.db.conn.execute(f"DROP TABLE {table}")
+        s.db.conn.execute("UPDATE meta SET value = '6' WHERE key = 'campaign_schema_version'")
+    with open_campaign_store(camp, readonly=True) as s:
+        assert s.schema_versions()["campaign_schema_version"] == 6
+        assert s.accounts.session("x") is None and s.accounts.link(token_hash(token_of(acc))) is None
+    with open_campaign_store(camp) as s:
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 7
+        link = s.accounts.link(token_hash(token_of(acc)))
+        assert link["account"]["name"] == "ann" and link["used"] is None and link["issued"] > ago(minutes=1)
+        assert s.accounts.open_session(token_hash(token_of(acc)), "s1", issued_after=ago(hours=72))[0] == "ok"
+        assert s.accounts.open_session(token_hash(token_of(acc)), "s2", issued_after=ago(hours=72))[0] == "used"
+        assert s.accounts.session("s1")["account"] == "ann" and s.accounts.session("s2") is None

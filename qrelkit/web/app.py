@@ -264,7 +264,8 @@ class _Web:
         token = request.path_params["token"]
         why, acc = await run_in_threadpool(self.logins.link, token)
         sess, _ = self.session(request)
-        if sess is not None and acc is not None and sess.name == acc.name:
+        current = None if sess is None else self.svc.account(sess.name, sess.generation)
+        if current is not None and acc is not None and current.name == acc.name:
             return RedirectResponse("/", status_code=303)  # the same person: straight in
         if why != "ok" or acc is None:
             self.logins.failures.failed(client)
@@ -272,9 +273,9 @@ class _Web:
         if request.method == "POST":
             _, old, _ = await self.auth(request, post=True)
             await run_in_threadpool(self.logins.end, old.sid)
-        elif sess is not None and self.svc.account(sess.name, sess.generation) is not None:
-            return self.page("login_confirm.html", request, account=self.svc.account(sess.name, sess.generation),
-                             csrf=sess.csrf, other=acc.name, token=token)
+        elif current is not None and sess is not None:
+            return self.page("login_confirm.html", request, account=current, csrf=sess.csrf, other=acc.name,
+                             token=token)
         sid = new_sid()
         try:
             acc = await run_in_threadpool(self.logins.exchange, token, sid)
