@@ -33,7 +33,11 @@ after the other, the topic's owner judges its three CAL batches through the API;
 time from sending the POST that completes the topic's round to the first ``GET /api/topics/QID``
 that shows a passage of the next batch (``/api/topics/QID/state`` polled every 20 ms, then the
 page's API; target <= 1 s), the next-item GET latency meanwhile, and the runner's own seconds
-for the runs in between (``/healthz``).
+for the runs in between (``/healthz``, as an organizer sees it).
+
+A login link opens one session: each simulated assessor logs in once and keeps its cookie
+(across server restarts too: the sessions are in the campaign store); the server's details come
+from an organizer's session (:meth:`ServerProcess.health`).
 
 Both write ``OUT/bench-web-{load,large}.json`` and print it.
 """
@@ -138,16 +142,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: the organizer account whose session reads the server's details (``/healthz``)
+ORGANIZER = "bench-organizer"
+
+
 class ServerProcess:
     """``qrelkit serve DIR`` in a child process on a free loopback port (its log in ``log``).
     :meth:`start` waits for ``/healthz`` (and, with ``ready``, for the runner to be idle with
-    batches out); :meth:`kill` sends SIGKILL, :meth:`stop` SIGTERM (uvicorn's graceful stop)."""
+    batches out, as :meth:`health` tells); :meth:`kill` sends SIGKILL, :meth:`stop` SIGTERM
+    (uvicorn's graceful stop)."""
 
     def __init__(self, camp: Path, log: Path, port: int | None = None) -> None:
         self.camp, self.log_path = Path(camp), Path(log)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.org: httpx.Client | None = None
+
+    def health(self) -> dict:
+        """``/healthz``'s details, read with an organizer's session (the account
+        :data:`ORGANIZER`: added at the first need, given a new link at the next server's)."""
+        if self.org is None:
+            with open_campaign_store(self.camp) as s:
+                known = s.accounts.get(ORGANIZER)
+            renew = known is not None and known["revoked"] is None
+            link = add_account(self.camp, ORGANIZER, renew=renew, organizer=not renew)["link"]
+            org = httpx.Client(base_url=self.url, timeout=60)
+            r = org.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+            if r.status_code != 303:
+                raise RuntimeError(f"the organizer's login failed: {r.status_code} {r.text}")
+            self.org = org
+        return self.org.get("/healthz").json()
 
     def start(self, *, ready: bool = True, timeout: float = 600.0) -> "ServerProcess":
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -164,10 +189,11 @@ class ServerProcess:
                     self.kill()
                     raise RuntimeError(f"the server was not ready in {timeout} s; see {self.log_path}")
                 try:
-                    h = c.get("/healthz").json()
-                    if not ready or (h["runner"] == "idle" and h["batches_out"] > 0):
-                        self.health = h
-                        return self
+                    if c.get("/healthz").json()["status"] == "ok":
+                        h = self.health() if ready else {}
+                        if not ready or (h["runner"] == "idle" and h["batches_out"] > 0):
+                            self.health_at_start = h
+                            return self
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.1)
@@ -188,6 +214,9 @@ class ServerProcess:
         self._close_log()
 
     def _close_log(self) -> None:
+        if self.org is not None:
+            self.org.close()
+            self.org = None
         if getattr(self, "_log", None) is not None:
             self._log.close()
             self._log = None
@@ -203,16 +232,23 @@ class ServerProcess:
 
 
 class Assessor:
-    """One simulated assessor: an HTTP client logged in with the account's link, judging the
-    topic ``qid`` with the hidden qrels' grades through the JSON API."""
+    """One simulated assessor: an HTTP client logged in with the account's link (once: a link
+    opens one session; ``cookies``, an earlier client's :attr:`cookies`, go on with its session
+    instead), judging the topic ``qid`` with the hidden qrels' grades through the JSON API."""
 
-    def __init__(self, url: str, link: str, name: str, qid: str, truth: dict, *, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, link: str, name: str, qid: str, truth: dict, *, timeout: float = 60.0,
+                 cookies: httpx.Cookies | None = None) -> None:
         self.name, self.qid, self.truth = name, qid, truth
-        self.c = httpx.Client(base_url=url, timeout=timeout)
-        r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
-        if r.status_code != 303:
-            raise RuntimeError(f"login of {name} failed: {r.status_code} {r.text}")
-        self.c.headers["X-CSRF-Token"] = self.c.get("/api/session").json()["csrf"]
+        self.c = httpx.Client(base_url=url, timeout=timeout, cookies=cookies)
+        if cookies is None:
+            r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+            if r.status_code != 303:
+                raise RuntimeError(f"login of {name} failed: {r.status_code} {r.text}")
+        r = self.c.get("/api/session")
+        if r.status_code != 200:
+            raise RuntimeError(f"no session for {name}: {r.status_code} {r.text}")
+        self.c.headers["X-CSRF-Token"] = r.json()["csrf"]
+        self.cookies = self.c.cookies
         self.acked: list[tuple[str, str, str, str]] = []  # (qid, docid, assessor, batch_id) acknowledged
         self.unacked: list[dict] = []  # judgments sent whose answer never came (the server died)
         self.post_s: list[float] = []
@@ -374,8 +410,7 @@ def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, thin
         res["load_at_start"] = load_avg()
         r = run_load(camp, truth, srv.url, assessors=assessors, judgments=judgments, think=think)
         res["load_after"] = load_avg()
-        with httpx.Client(base_url=srv.url, timeout=60) as c:
-            res["health_after"] = c.get("/healthz").json()
+        res["health_after"] = srv.health()
     acked = r.pop("acked")
     res.update(r)
     res["store"] = check_store(camp, acked)
@@ -418,7 +453,9 @@ def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
         for n in names & set(owners.values()):  # a run before: a new link (only a token's hash is kept)
             revoke_account(camp, n)
         links = {n: add_account(camp, n)["link"] for n in sorted(set(owners.values()) - {""})}
-        res["topics"] = [_time_next_batch(srv, links, owners, q, truth) for q in _measured(camp, qids, owners, rounds)]
+        sessions: dict[str, httpx.Cookies] = {}  # one login per assessor: an owner of several topics goes on
+        res["topics"] = [_time_next_batch(srv, links, owners, q, truth, sessions)
+                         for q in _measured(camp, qids, owners, rounds)]
         res["load_after"] = load_avg()
     waits = [t["next_batch_s"] for t in res["topics"] if t["next_batch_s"] is not None]
     gets = [x for t in res["topics"] for x in t.pop("get_s")]
@@ -440,13 +477,15 @@ def _measured(camp: Path, qids: list[str], owners: dict, rounds: int) -> list[st
     return [q for q in qids if owners.get(q)][:rounds]
 
 
-def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, truth: dict) -> dict:
+def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, truth: dict,
+                     sessions: dict) -> dict:
     """The topic's owner judges its open batches; then the seconds from sending the POST that
     completed them to the first GET that shows a passage of the next batch (the state polled
     every 20 ms)."""
     name = owners[qid]
-    p = Assessor(srv.url, links[name], name, qid, truth)
-    runs_before = p.c.get("/healthz").json()["runner_runs"]
+    p = Assessor(srv.url, links[name], name, qid, truth, cookies=sessions.get(name))
+    sessions[name] = p.cookies
+    runs_before = srv.health()["runner_runs"]
     judged, last_post = 0, None
     while (v := p.next_item()).get("item"):
         last_post = time.perf_counter()
@@ -465,7 +504,7 @@ def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, tr
                 seen = time.perf_counter()
                 break
     time.sleep(0.5)
-    health = p.c.get("/healthz").json()
+    health = srv.health()
     p.close()
     runs = health["runner_recent"][-(health["runner_runs"] - runs_before):] if health["runner_runs"] > runs_before else []
     return {"qid": qid, "assessor": name, "judged": judged, "state_after_last_post": first_state, "runs": runs,

@@ -106,6 +106,12 @@ WEB_KEYS = declare(
     Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
         "those of their batches, and may take a topic's places held by assessors without an account"),
     Key("max_request_bytes", "int", 1_048_576, "a request whose body is larger is refused unread (413)", min=1024),
+    Key("session_idle_minutes", "int", 480, "a session unused this long ends (its person opens a new login link)",
+        min=1),
+    Key("login_link_hours", "int", 72, "a login link not exchanged for a session within this time stops working "
+        "('qrelkit campaign assessor add --renew' issues a new one)", min=1),
+    Key("timeout_keep_alive", "int", 5, "seconds an idle keep-alive connection is kept open (uvicorn)", min=1),
+    Key("limit_concurrency", "int", 200, "connections served at once; more are answered 503 (uvicorn)", min=1),
 )
 
 
@@ -118,6 +124,10 @@ class WebParams(Params):
 
     free_topic_choice: bool = param(KEYS, "free_topic_choice")
     max_request_bytes: int = param(KEYS, "max_request_bytes")
+    session_idle_minutes: int = param(KEYS, "session_idle_minutes")
+    login_link_hours: int = param(KEYS, "login_link_hours")
+    timeout_keep_alive: int = param(KEYS, "timeout_keep_alive")
+    limit_concurrency: int = param(KEYS, "limit_concurrency")
 
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each

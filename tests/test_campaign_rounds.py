@@ -165,7 +165,8 @@ def _as_version_1(d: Path, phase: str, round_: int) -> None:
     with db:
         db.execute("DROP VIEW live_pref_answers")
         for table in ("campaign_cal", "campaign_accounts", "campaign_pref_retractions", "campaign_pref_answers",
-                      "campaign_pref_assign", "campaign_pref_tasks", "campaign_claims"):  # those of versions 2 to 6
+                      "campaign_pref_assign", "campaign_pref_tasks", "campaign_claims", "campaign_links",
+                      "campaign_sessions"):  # those of versions 2 to 7
             db.execute(f"DROP TABLE {table}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'campaign_schema_version'")
         db.executemany("INSERT OR REPLACE INTO campaign_state VALUES (?, ?)",
@@ -190,7 +191,7 @@ def test_a_version_1_store_is_migrated(sim, tmp_path):
         assert s.schema_versions()["campaign_schema_version"] == 1 and s.state.get("cal_round") == 2
     with open_campaign_store(d) as s:
         version = s.db.conn.execute("SELECT value FROM meta WHERE key = 'campaign_schema_version'").fetchone()[0]
-        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 6
+        assert int(version) == CAMPAIGN_SCHEMA_VERSION == 7
         assert s.accounts.all() == [] and len(s.assignments.claims()) == 0
         assert set(s.state.cal_rounds().values()) == {(2, "issue")}
         assert s.state.get("cal_round") is None and s.state.get("cal_phase") is None

@@ -116,6 +116,7 @@ class Web:
         self.camp = camp
         self.app = create_app(camp)
         self.main = TestClient(self.app)
+        self._org: TestClient | None = None
 
     def __enter__(self) -> "Web":
         self.main.__enter__()  # lifespan: the runner starts and issues the first batches
@@ -127,6 +128,14 @@ class Web:
 
     def idle(self) -> None:
         assert self.app.state.service.advancer.wait_idle(300)
+
+    def health(self) -> dict:
+        """``/healthz``'s details, as an organizer sees them (anonymous, it says only ok)."""
+        if self._org is None:
+            self._org = self.client("health-org", organizer=True).c
+        r = self._org.get("/healthz")
+        assert r.status_code == 200 and "stages_done" in r.json(), r.text
+        return r.json()
 
     def client(self, name: str, *, organizer: bool = False, topics: list[str] | None = None) -> "Person":
         if open_campaign_store(self.camp).accounts.get(name) is None:
@@ -253,9 +262,9 @@ def test_judging_through_batches_to_the_decisions(web, truth):
                     kinds.add(v["item"]["kind"])
                 p.judge_all(q, truth)
         web.idle()
-        if web.main.get("/healthz").json()["topics_decided"] == 3:
+        if web.health()["topics_decided"] == 3:
             break
-    h = web.main.get("/healthz").json()
+    h = web.health()
     assert h["topics_decided"] == 3 and h["batches_out"] == 0 and h["runner"] == "idle" and h["runner_error"] is None
     assert {"validate", "select", "pool", "screening", "pool-rest", "cal", "qrels"} <= set(h["stages_done"])
     assert kinds == {"pool", "cal"}
@@ -384,10 +393,12 @@ def test_bad_requests_are_4xx_with_a_message_never_a_500(web):
 
 
 def test_an_internal_error_is_a_plain_500_without_traceback(web, monkeypatch):
-    def boom():
+    ann = web.client("ann")
+
+    def boom(acc):
         raise RuntimeError("secret detail")
-    monkeypatch.setattr(web.app.state.service, "health", boom)
-    r = TestClient(web.app, raise_server_exceptions=False).get("/healthz")
+    monkeypatch.setattr(web.app.state.service, "topics_overview", boom)
+    r = ann.c.get("/api/topics")
     assert r.status_code == 500 and "Traceback" not in r.text and "secret detail" not in r.text
 
 
@@ -408,13 +419,21 @@ def test_a_revoked_account_is_refused_at_once(web):
     assert c.get("/api/topics").status_code == 200
 
 
-def test_healthz(web):
-    h = web.main.get("/healthz")
-    assert h.status_code == 200
-    d = h.json()
+def test_healthz(web, monkeypatch):
+    """Anonymous, /healthz says only ok (503 not ok); its details are an organizer's."""
+    assert web.main.get("/healthz").json() == {"status": "ok"}
+    ann = web.client("ann")
+    assert ann.c.get("/healthz").json() == {"status": "ok"}
+    d = web.health()
     assert d["status"] == "ok" and d["schema_version"] == 3 and d["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION
     assert d["stages_done"] == ["validate", "select", "pool"] and d["topics"] == 3 and d["topics_decided"] == 0
-    assert d["batches_out"] == 3 and d["runner"] == "idle"
+    assert d["batches_out"] == 3 and d["runner"] == "idle" and d["campaign"] == str(web.camp)
+
+    def boom():
+        raise RuntimeError("secret detail")
+    monkeypatch.setattr(web.app.state.service, "health", boom)
+    r = web.main.get("/healthz")
+    assert r.status_code == 503 and r.json() == {"status": "not ok"}
 
 
 def test_organizer_views_report_and_qrels(web, truth):
@@ -454,7 +473,7 @@ def test_final_qrels_are_exported_once_the_qrels_stage_is_done(web, truth):
             for q in TOPICS[name]:
                 p.judge_all(q, truth)
         web.idle()
-        if "qrels" in web.main.get("/healthz").json()["stages_done"]:
+        if "qrels" in web.health()["stages_done"]:
             break
     q = boss.c.get("/organizer/qrels")
     assert q.status_code == 200 and q.content == (web.camp / "qrels-passages.txt").read_bytes()
@@ -515,7 +534,7 @@ def test_a_version_1_judging_store_is_migrated_and_a_change_works(camp):
         it = p.topic("1001")["item"]
         assert p.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=2).status_code == 200
         assert p.post("/api/topics/1001/change", docid=it["docid"], grade=0).json()["status"] == "changed"
-        assert w.main.get("/healthz").json()["schema_version"] == 3
+        assert w.health()["schema_version"] == 3
 
 
 def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):
@@ -526,10 +545,10 @@ def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):
     app = create_app(camp, advancer=Advancer(camp, advance=boom))
     with TestClient(app) as c:
         assert app.state.service.advancer.wait_idle(60)
-        h = c.get("/healthz").json()
-        assert h["runner"] == "idle" and h["runner_error"] == "RuntimeError: the corpus moved"
         acc = add_account(camp, "boss", organizer=True)
         c.get("/login/" + acc["link"].rsplit("/", 1)[1])
+        h = c.get("/healthz").json()
+        assert h["runner"] == "idle" and h["runner_error"] == "RuntimeError: the corpus moved"
         assert "last run failed: RuntimeError: the corpus moved" in c.get("/organizer").text
 
 
@@ -604,10 +623,10 @@ def test_every_response_carries_the_security_headers(web, monkeypatch):
            "403": ann.c.get("/organizer"), "login": anon.get("/login/not-a-token", follow_redirects=False),
            "static": anon.get("/static/judge.js")}
 
-    def boom():
+    def boom(acc):
         raise RuntimeError("secret detail")
-    monkeypatch.setattr(web.app.state.service, "health", boom)
-    got["500"] = anon.get("/healthz")
+    monkeypatch.setattr(web.app.state.service, "topics_overview", boom)
+    got["500"] = ann.c.get("/api/topics")
     assert got["500"].status_code == 500 and got["404"].status_code == 404
     for name, r in got.items():
         csp = r.headers.get("content-security-policy", "")

@@ -31,7 +31,7 @@ def _judge_pass(web: Web, people: dict, truth, taken: dict) -> int:
             if p.topic(t["qid"])["state"] == "free":
                 r = p.post(f"/api/topics/{t['qid']}/take")
                 assert r.status_code == 200 and r.json()["batches"] >= 1, r.text
-                taken[(name, t["qid"])] = web.main.get("/healthz").json()["stages_done"]
+                taken[(name, t["qid"])] = web.health()["stages_done"]
             n += p.judge_all(t["qid"], truth)
     web.idle()
     return n
@@ -46,15 +46,15 @@ def test_a_topic_taken_stays_hers_through_every_later_stage(sim, tmp_path, truth
         taken: dict = {}
         for _ in range(6):  # all three judge until bob leaves
             _judge_pass(w, people, truth, taken)
-            if leaves_after in w.main.get("/healthz").json()["stages_done"]:
+            if leaves_after in w.health()["stages_done"]:
                 break
-        h = w.main.get("/healthz").json()
+        h = w.health()
         assert not taken and leaves_after in h["stages_done"] and taken_in not in h["stages_done"], h
         revoke_account(camp, "bob")
         del people["bob"]
         for _ in range(12):
             moved = _judge_pass(w, people, truth, taken)
-            h = w.main.get("/healthz").json()
+            h = w.health()
             if "qrels" in h["stages_done"] or not moved:
                 break
         with open_campaign_store(camp) as s:

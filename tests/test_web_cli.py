@@ -96,6 +96,24 @@ def test_revoke_and_list(camp, capsys):
         assert s.accounts.get("ann")["revoked"] is None and s.accounts.get("ann")["generation"] == 3
 
 
+def test_renew_issues_a_new_link_and_the_old_one_stops(camp, capsys):
+    from qrelkit.campaign.accounts import token_hash
+
+    assert run(["campaign", "assessor", "add", str(camp), "ann", "--topics", "1001"]) == 0
+    old = capsys.readouterr().out.strip().rsplit("/", 1)[1]
+    _fails(["campaign", "assessor", "add", str(camp), "ann"], capsys, "assessor-exists")  # as before, without --renew
+    assert run(["campaign", "assessor", "add", str(camp), "ann", "--renew", "--json"]) == 0
+    acc = json.loads(capsys.readouterr().out)
+    new = acc["link"].rsplit("/", 1)[1]
+    assert new != old and acc["topics"] == ["1001"] and acc["generation"] == 1  # role, topics and sessions stay
+    with open_campaign_store(camp) as s:
+        assert s.accounts.link(token_hash(old)) is None
+        link = s.accounts.link(token_hash(new))
+        assert link["account"]["name"] == "ann" and link["used"] is None
+    _fails(["campaign", "assessor", "add", str(camp), "nobody", "--renew"], capsys, "unknown-assessor")
+    _fails(["campaign", "assessor", "add", str(camp), "ann", "--renew", "--organizer"], capsys, "bad-option")
+
+
 def test_serve_refuses_a_folder_without_a_campaign(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     _fails(["serve", str(tmp_path / "empty")], capsys, "not-a-campaign")
@@ -113,10 +131,13 @@ def test_serve_on_a_network_address_warns_of_plain_http(camp, capsys, monkeypatc
     from qrelkit import web
 
     served = []
-    monkeypatch.setattr(web, "run_server", lambda app, host, port: served.append(host))
+    monkeypatch.setattr(web, "run_server", lambda app, host, port, **kw: served.append((host, kw)))
     assert run(["serve", str(camp)]) == 0
     assert "warning" not in capsys.readouterr().err
     assert run(["serve", str(camp), "--host", "0.0.0.0"]) == 0
     err = capsys.readouterr().err
     assert "warning: serving plain HTTP on 0.0.0.0" in err and "TLS reverse proxy" in err
-    assert served == ["127.0.0.1", "0.0.0.0"]
+    assert [h for h, _ in served] == ["127.0.0.1", "0.0.0.0"] and served[0][1]["proxy_headers"] is False
+    # behind a TLS proxy: its forwarded scheme and address trusted (cookies Secure under https)
+    assert run(["serve", str(camp), "--proxy-headers", "--forwarded-allow-ips", "10.0.0.2"]) == 0
+    assert served[-1][1] == {"proxy_headers": True, "forwarded_allow_ips": "10.0.0.2"}

@@ -99,8 +99,9 @@ def test_organizer_and_three_assessors_judge_a_topic_to_its_decision(shell):
     srv = subprocess.Popen(["bash", "-c", f"exec {serve} --port {port}"], cwd=work, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    org = httpx.Client(base_url=url, timeout=120)
     try:
-        _wait_ready(url, srv)
+        _wait_ready(url, srv, org, boss[0])
         truth = read_truth(work)
         people = [Assessor(url, f"{url}/login/{tokens[n]}", n, "1001", truth, timeout=120) for n in tokens]
         threads = [threading.Thread(target=p.run, args=(10_000,), kwargs={"deadline": DEADLINE}) for p in people]
@@ -110,15 +111,14 @@ def test_organizer_and_three_assessors_judge_a_topic_to_its_decision(shell):
             t.join(DEADLINE + 30)
         for p in people:
             assert not p.errors, p.errors[:3]
-        with httpx.Client(base_url=url, timeout=120) as org:
-            assert org.get(f"/login/{boss[0]}", follow_redirects=False).status_code == 303
-            end = time.monotonic() + DEADLINE  # the qrels stage follows the decision in the same run
-            while "qrels" not in org.get("/healthz").json()["stages_done"]:
-                assert time.monotonic() < end, "the qrels stage did not come"
-                time.sleep(0.1)
-            status = org.get("/api/organizer").json()["status"]
-            qrels = {k: org.get("/organizer/qrels", params={"kind": k}) for k in ("passages", "expanded", "documents")}
+        end = time.monotonic() + DEADLINE  # the qrels stage follows the decision in the same run
+        while "qrels" not in org.get("/healthz").json()["stages_done"]:
+            assert time.monotonic() < end, "the qrels stage did not come"
+            time.sleep(0.1)
+        status = org.get("/api/organizer").json()["status"]
+        qrels = {k: org.get("/organizer/qrels", params={"kind": k}) for k in ("passages", "expanded", "documents")}
     finally:
+        org.close()
         srv.send_signal(signal.SIGTERM)
         srv.wait(60)
         log.close()
@@ -151,16 +151,21 @@ def test_organizer_and_three_assessors_judge_a_topic_to_its_decision(shell):
     assert (work / "report.html").is_file() and "1001" in md and status[0]["decision"] in md
 
 
-def _wait_ready(url: str, srv: subprocess.Popen) -> None:
+def _wait_ready(url: str, srv: subprocess.Popen, org: httpx.Client, token: str) -> None:
+    """Up (``/healthz`` ok), the organizer logged in once (``org`` keeps the session: a link
+    opens one), and, as the organizer's ``/healthz`` tells, the runner idle with batches out."""
     end = time.monotonic() + DEADLINE
-    with httpx.Client(base_url=url, timeout=10) as c:
-        while True:
-            assert srv.poll() is None, "qrelkit serve exited"
-            assert time.monotonic() < end, "qrelkit serve was not ready"
-            try:
-                h = c.get("/healthz").json()
-                if h["runner"] == "idle" and h["batches_out"] > 0:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+    logged_in = False
+    while True:
+        assert srv.poll() is None, "qrelkit serve exited"
+        assert time.monotonic() < end, "qrelkit serve was not ready"
+        try:
+            if not logged_in and org.get("/healthz").json()["status"] == "ok":
+                assert org.get(f"/login/{token}", follow_redirects=False).status_code == 303
+                logged_in = True
+            h = org.get("/healthz").json() if logged_in else {}
+            if h.get("runner") == "idle" and h.get("batches_out", 0) > 0:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)

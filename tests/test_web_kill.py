@@ -82,9 +82,12 @@ def test_kill_9_mid_load_keeps_every_acknowledged_judgment(tmp_path):
     links = {n: add_account(camp, n)["link"] for n in names_of(3)}
     acked: list[tuple] = []
     unacked: list[tuple[str, dict]] = []
+    sessions: dict = {}  # a link opens one session: each assessor logs in once, her session outlives the kills
     for round_, kill_after in enumerate((25, 40)):
         srv = ServerProcess(camp, tmp_path / f"server{round_}.log").start(timeout=DEADLINE)
-        people = [Assessor(srv.url, links[n], n, qids[i], truth) for i, n in enumerate(names_of(3))]
+        people = [Assessor(srv.url, links[n], n, qids[i], truth, cookies=sessions.get(n))
+                  for i, n in enumerate(names_of(3))]
+        sessions.update({p.name: p.cookies for p in people})
         _load_then_kill(srv, people, kill_after)
         for p in people:
             acked += p.acked
@@ -101,7 +104,8 @@ def test_kill_9_mid_load_keeps_every_acknowledged_judgment(tmp_path):
     # the retries, on a server started again
     srv = ServerProcess(camp, tmp_path / "server-last.log").start(timeout=DEADLINE)
     try:
-        people = {n: Assessor(srv.url, links[n], n, qids[i], truth) for i, n in enumerate(names_of(3))}
+        people = {n: Assessor(srv.url, links[n], n, qids[i], truth, cookies=sessions[n])
+                  for i, n in enumerate(names_of(3))}
         for name, body in unacked:
             p = people[name]
             r = p.c.post(f"/api/topics/{p.qid}/judgments", json=body)

@@ -385,7 +385,7 @@ def test_a_version_3_campaign_store_gets_the_preference_tables(camp):
         _drop_pref_tables(s)
         s.db.conn.execute("UPDATE meta SET value = '3' WHERE key = 'campaign_schema_version'")
     with open_campaign_store(camp) as s:
-        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 6
+        assert s.schema_versions()["campaign_schema_version"] == CAMPAIGN_SCHEMA_VERSION == 7
         assert len(s.prefs.tasks()) == 0 and s.accounts.all() == [] and len(s.prefs.answer_log()) == 0
     # a version 2 store (no accounts either) gets both
     with open_campaign_store(camp) as s:

@@ -121,10 +121,10 @@ def test_a_change_after_cal_used_the_batch_is_in_force_for_cal_and_the_qrels(slo
         assert dict(zip(lab["docid"], lab["grade"]))[target["docid"]] == new
     # on to the decisions: then a change is the organizer's
     for _ in range(6):
-        if slow.main.get("/healthz").json()["topics_decided"] == 3:
+        if slow.health()["topics_decided"] == 3:
             break
         _everyone_judges(slow, people, truth)
-    assert slow.main.get("/healthz").json()["topics_decided"] == 3
+    assert slow.health()["topics_decided"] == 3
     r = one.post(f"/api/topics/{qid}/change", docid=target["docid"], grade=old)
     assert r.status_code == 409
     assert "decided" in r.json()["error"] and "qrelkit campaign judgments set" in r.json()["error"]

@@ -1,7 +1,9 @@
 """Accounts of a campaign's web app (docs/web.md): assessors and organizers, each with a login
 link that carries a random token. Only the token's SHA-256 is stored (``campaign_accounts``), so
-a link is printed once and can never be shown again; revoking an account ends its link and its
-sessions at once; adding a revoked account again issues a new link.
+a link is printed once and can never be shown again. A link is exchanged once for a session
+and expires after ``[web] login_link_hours``; ``renew`` issues a new one for an active account
+(the old one stops working). Revoking an account ends its link and its sessions at once; adding
+a revoked account again issues a new link.
 
 >>> token_hash("abc")[:16]
 'ba7816bf8f01cfea'
@@ -47,13 +49,18 @@ def check_base_url(base_url: str) -> str:
 
 
 def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | None = None, organizer: bool = False,
-                base_url: str = DEFAULT_BASE_URL) -> dict:
+                base_url: str = DEFAULT_BASE_URL, renew: bool = False) -> dict:
     """Create the account ``name`` in the campaign at ``directory`` and return it with its login
     ``link`` (``BASE_URL/login/TOKEN``; the token is ``secrets.token_urlsafe(32)``), ``assessor``
     (whether ``name`` is one of the protocol's ``[campaign] assessors``, the names batches are
     assigned to) and those ``assessors``. ``topics`` limits the topics the account sees (they
-    must be the campaign's; ``[unknown-topic]``)."""
+    must be the campaign's; ``[unknown-topic]``). ``renew``: a new link for the active account
+    ``name`` (its role and topics stay: ``[bad-option]`` with ``topics`` or ``organizer``; the old
+    link stops working); without it an active account is ``[assessor-exists]``."""
     check_name(name)
+    if renew and (topics or organizer):
+        raise InputError("bad-option", "--renew keeps the account's role and topics: revoke it and add it again "
+                         "to change them")
     base = check_base_url(base_url)
     with open_campaign_store(directory) as store:
         known = set(store.topics.all()["qid"])
@@ -64,7 +71,7 @@ def add_account(directory: str | os.PathLike, name: str, *, topics: list[str] | 
                              file=str(directory))
         cfg = campaign_config(store)
         token = secrets.token_urlsafe(32)
-        acc = store.accounts.add(name, token_hash(token), organizer=organizer, topics=wanted)
+        acc = store.accounts.add(name, token_hash(token), organizer=organizer, topics=wanted, renew=renew)
     assessors = list(CampaignParams.from_config(cfg).assessors)
     return {**acc, "link": f"{base}{LOGIN_PATH}{token}", "assessor": name in assessors, "assessors": assessors}
 

@@ -264,7 +264,8 @@ app.add_typer(assessor_app, name="assessor")
 
 
 @assessor_app.command("add")
-@common.examples("qrelkit campaign assessor add camp ann", "qrelkit campaign assessor add camp boss --organizer")
+@common.examples("qrelkit campaign assessor add camp ann", "qrelkit campaign assessor add camp boss --organizer",
+                 "qrelkit campaign assessor add camp ann --renew")
 def assessor_add(
     directory: Path = DirArg,
     name: str = typer.Argument(..., help="The account name (judgments are recorded under it)."),
@@ -273,15 +274,18 @@ def assessor_add(
     organizer: bool = typer.Option(False, "--organizer", help="An organizer account (status, agreement, report, export)."),
     base_url: str = typer.Option("http://127.0.0.1:8765", "--base-url", help="Where assessors reach the server (the "
                                  "link's start; behind a reverse proxy, its public address)."),
+    renew: bool = typer.Option(False, "--renew", help="A new link for an existing account (its old link stops "
+                               "working; its role, topics and sessions stay)."),
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Create an account and print its login link (on stdout, once: only the SHA-256 of its
-    token is stored). An active account is never re-created: revoke it first for a new link."""
+    token is stored). A link opens one session and expires after [web] login_link_hours; --renew
+    issues a new one. An active account is never re-created: revoke it first to change it."""
     common.check_io(stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign.accounts import add_account  # lazy: qrelkit.campaign loads numba; `--help` stays fast
 
     acc = add_account(directory, name, topics=(topics or "").split(",") if topics else None, organizer=organizer,
-                      base_url=base_url)
+                      base_url=base_url, renew=renew)
     if as_json:
         common.emit(acc, True)
         return

@@ -39,6 +39,10 @@ campaign_claims       seq (order), qid, assessor, claimer, claimed (UTC time): t
                       on topic ``qid`` taken by ``claimer`` (the web app's free topic choice),
                       honoured whenever a batch of the topic is assigned
                       (:meth:`~qrelkit.store.interfaces.Assignments.claim`) (schema 6)
+campaign_links        token_hash, account, issued, used (UTC times): every login link issued; a
+                      link is exchanged once for a session (``used``) (schema 7)
+campaign_sessions     sid, account, generation, created, last_seen, ended (UTC times): the web
+                      app's sessions; logout ends one, an idle one expires (schema 7)
 ====================  ===========================================================================
 
 Schema history: 1 (first); 2 adds ``campaign_cal`` (CAL rounds per topic instead of one round
@@ -48,8 +52,10 @@ for every topic in ``campaign_state``; a version 1 store's round and phase becom
 without its version-4 ``UNIQUE (task_id, slot, assessor)`` (an undone comparison may be
 answered again: a second row), its rows copied as they were (same seq, same times); 6 adds
 ``campaign_claims``, filled from the claims version 5 kept in ``campaign_state`` (``web_claims``:
-``[qid, assessor, claimer]`` lists), which leave it. Steps 3, 4, 5 and 6 create only what is
-missing (``CREATE ... IF NOT EXISTS``). A store of an older version is
+``[qid, assessor, claimer]`` lists), which leave it; 7 adds ``campaign_links`` (the accounts'
+current links, issued at the migration: an older link becomes one-use from then) and
+``campaign_sessions`` (sessions made before have no row: their people log in again). Steps 3 to 7
+create only what is missing (``CREATE ... IF NOT EXISTS``). A store of an older version is
 migrated when opened for writing, in the opening transaction; opened read-only
 (``readonly=True``) it is left as it is and the connection gets temporary stand-ins instead:
 empty tables for those the version lacks, and a ``live_pref_answers`` view over the answers
@@ -66,7 +72,7 @@ from pathlib import Path
 
 from qrelkit.errors import InputError
 from qrelkit.io.paths import CAMPAIGN_STORE
-from qrelkit.store.accounts import SqliteAccounts
+from qrelkit.store.accounts import SqliteAccounts, now_utc
 from qrelkit.store.batches import SqliteAssignments, SqliteBatches
 from qrelkit.store.judging import open_judging_file
 from qrelkit.store.judgments import SqliteJudgmentLog
@@ -77,8 +83,18 @@ from qrelkit.store.topics import SqliteTopics
 
 STORE_NAME = CAMPAIGN_STORE  # qrelkit.io.paths: any command refuses to write in a folder holding it
 
-CAMPAIGN_SCHEMA_VERSION = 6  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
-#                             5: campaign_pref_retractions, live_pref_answers; 6: campaign_claims
+CAMPAIGN_SCHEMA_VERSION = 7  # 2: campaign_cal; 3: campaign_accounts; 4: campaign_pref_tasks, _assign, _answers;
+#                             5: campaign_pref_retractions, live_pref_answers; 6: campaign_claims;
+#                             7: campaign_links, campaign_sessions
+
+#: version 7: the login links (exchanged once for a session) and the web app's sessions
+_SESSIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign_links (
+    token_hash TEXT PRIMARY KEY, account TEXT NOT NULL, issued TEXT NOT NULL, used TEXT);
+CREATE TABLE IF NOT EXISTS campaign_sessions (
+    sid TEXT PRIMARY KEY, account TEXT NOT NULL, generation INTEGER NOT NULL, created TEXT NOT NULL,
+    last_seen TEXT NOT NULL, ended TEXT)
+"""
 
 #: version 6: the places of assessors taken by others on a topic (the web app's free topic choice)
 _CLAIMS_SCHEMA = """
@@ -160,7 +176,7 @@ CREATE TABLE IF NOT EXISTS campaign_warnings (
 CREATE TABLE IF NOT EXISTS campaign_cal (
     qid TEXT PRIMARY KEY REFERENCES topics(qid), round INTEGER NOT NULL,
     phase TEXT NOT NULL CHECK (phase IN ('issue', 'judge')));
-""" + _ACCOUNTS_SCHEMA + ";\n" + _PREFS_SCHEMA + ";\n" + _PREF_RETRACTIONS_SCHEMA + ";\n" + _CLAIMS_SCHEMA
+""" + ";\n".join([_ACCOUNTS_SCHEMA, _PREFS_SCHEMA, _PREF_RETRACTIONS_SCHEMA, _CLAIMS_SCHEMA, _SESSIONS_SCHEMA])
 _CAL_TABLE = next(s for s in _CAMPAIGN_SCHEMA.split(";\n") if "campaign_cal (" in s)
 
 
@@ -203,7 +219,8 @@ def _migrate(db, version: int) -> None:
     ``campaign_accounts``, 3 -> 4 the preference tables (each creates only what is missing),
     4 -> 5 rebuilds ``campaign_pref_answers`` (:func:`_rebuild_pref_answers`) and adds the
     retractions, the view of the answers in force and the triggers; 5 -> 6 adds ``campaign_claims``
-    with version 5's claims (:func:`_v5_claims`), which leave ``campaign_state``."""
+    with version 5's claims (:func:`_v5_claims`), which leave ``campaign_state``; 6 -> 7 the links
+    (every account's current one, issued now) and the sessions."""
     if version < 2:
         db.execute(_CAL_TABLE)
         _v1_cal_rounds(db)
@@ -222,6 +239,11 @@ def _migrate(db, version: int) -> None:
         db.execute(_CLAIMS_SCHEMA)
         _v5_claims(db)
         db.execute("DELETE FROM campaign_state WHERE key = 'web_claims'")
+    if version < 7:
+        for stmt in _SESSIONS_SCHEMA.split(";\n"):
+            db.execute(stmt)
+        db.execute("INSERT OR IGNORE INTO campaign_links SELECT token_hash, name, ?, NULL FROM campaign_accounts",
+                   (now_utc(),))
     db.execute("UPDATE meta SET value = ? WHERE key = 'campaign_schema_version'", (str(CAMPAIGN_SCHEMA_VERSION),))
 
 
@@ -240,6 +262,9 @@ def _readonly_stand_ins(db, version: int) -> None:
     if version < 6:
         db.execute(_CLAIMS_SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE").replace(" REFERENCES topics(qid)", ""))
         _v5_claims(db)
+    if version < 7:
+        for stmt in _SESSIONS_SCHEMA.split(";\n"):
+            db.execute(stmt.replace("CREATE TABLE", "CREATE TEMP TABLE"))
     if version < 5:
         db.execute(_PREF_RETRACTIONS_TABLE.replace("CREATE TABLE", "CREATE TEMP TABLE")
                    .replace(" REFERENCES campaign_pref_answers (seq)", ""))

@@ -517,10 +517,13 @@ class Accounts(ABC):
     never stored, only its SHA-256."""
 
     @abstractmethod
-    def add(self, name: str, token_hash: str, *, organizer: bool = False, topics: Iterable[str] = ()) -> dict:
-        """Record an account with the SHA-256 of its login token. An active account of that name
-        is ``[assessor-exists]``; a revoked one is given the new token and comes back with its
-        sessions' generation moved on."""
+    def add(self, name: str, token_hash: str, *, organizer: bool = False, topics: Iterable[str] = (),
+            renew: bool = False) -> dict:
+        """Record an account with the SHA-256 of its login token (a new link, issued now). An
+        active account of that name is ``[assessor-exists]``; a revoked one is given the new token
+        and comes back with its sessions' generation moved on. ``renew``: an active account is
+        given the new token (its old link stops working; its role, topics and sessions stay);
+        ``[unknown-assessor]`` when there is no active account of that name."""
 
     @abstractmethod
     def revoke(self, name: str) -> dict:
@@ -534,6 +537,30 @@ class Accounts(ABC):
     @abstractmethod
     def by_token(self, token_hash: str) -> dict | None:
         """The active account whose login token has this SHA-256, or None."""
+
+    @abstractmethod
+    def link(self, token_hash: str) -> dict | None:
+        """The login link of this token hash when it is an active account's current one:
+        ``account`` (as :meth:`get`), ``issued`` and ``used`` (UTC times; ``used`` None until it
+        is exchanged for a session); None otherwise."""
+
+    @abstractmethod
+    def open_session(self, token_hash: str, sid: str, *, issued_after: str) -> tuple[str, dict | None]:
+        """Exchange a login link for the session ``sid``, in one transaction: ``("ok", account)``
+        (the link is marked used, the session recorded), else ``("unknown" | "used" | "expired",
+        None)`` — ``expired``: issued before ``issued_after`` (a UTC time)."""
+
+    @abstractmethod
+    def session(self, sid: str) -> dict | None:
+        """The session ``sid``: ``sid, account, generation, created, last_seen, ended``; None when unknown."""
+
+    @abstractmethod
+    def touch_session(self, sid: str) -> None:
+        """Record that the session ``sid`` was seen now (its idle time starts again)."""
+
+    @abstractmethod
+    def end_session(self, sid: str) -> None:
+        """End the session ``sid`` (logout): it is refused from now on."""
 
     @abstractmethod
     def all(self) -> list[dict]:

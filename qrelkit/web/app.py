@@ -33,10 +33,11 @@ from qrelkit.campaign.prefs import export_preferences
 from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.tables import write_table
+from qrelkit.web.logins import REFUSED, Logins
 from qrelkit.web.organizer import line_chart
 from qrelkit.web.prefs import PreferenceViews
 from qrelkit.web.service import Account, CampaignService, WebError, records_csv, topic_links
-from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok
+from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok, new_sid
 from qrelkit.web.worker import Advancer
 
 log = logging.getLogger("qrelkit.web")
@@ -130,6 +131,33 @@ RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unkn
                "nothing-to-undo": 409, "campaign-busy": 409}
 
 
+#: the longest piece of a request an error message repeats, and the longest message
+INPUT_SHOWN, MESSAGE_MAX = 80, 600
+
+
+def clipped(message: str, inputs: list[str]) -> str:
+    """``message`` with every long piece of input in it (as it is, or as ``repr`` shows it) cut to
+    :data:`INPUT_SHOWN` characters, and the whole to :data:`MESSAGE_MAX` (escaped by the page
+    or the JSON that shows it).
+
+    >>> clipped("no topic " + "x" * 200 + " for you", ["x" * 200])
+    'no topic xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… for you'
+    """
+    for v in sorted({v for v in inputs if isinstance(v, str) and len(v) > INPUT_SHOWN}, key=len, reverse=True):
+        for form in (v, repr(v)[1:-1]):
+            message = message.replace(form, form[:INPUT_SHOWN] + "…")
+    return message if len(message) <= MESSAGE_MAX else message[:MESSAGE_MAX] + "…"
+
+
+class EscapedJSON(JSONResponse):
+    """JSON with ``<``, ``>`` and ``&`` as ``\\u`` escapes (the same JSON): an error that repeats
+    input never carries markup, whoever renders it."""
+
+    def render(self, content: Any) -> bytes:
+        raw = super().render(content)
+        return raw.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+
+
 def wants_json(request: Request) -> bool:
     """JSON for ``/api/...`` and for clients that ask for it first (``Accept``)."""
     if request.url.path.startswith("/api/") or request.url.path == "/healthz":
@@ -144,6 +172,7 @@ class _Web:
     def __init__(self, svc: CampaignService, sessions: Sessions, env: jinja2.Environment) -> None:
         self.svc, self.sessions, self.env = svc, sessions, env
         self.prefs = PreferenceViews(svc)
+        self.logins = Logins(svc, WebParams.from_config(svc.cfg))
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -151,25 +180,44 @@ class _Web:
         html = self.env.get_template(name).render(request=request, **ctx)
         return HTMLResponse(html, status_code=status)
 
-    def error(self, request: Request, status: int, message: str, links: tuple = ()) -> Response:
-        """A refused request's answer: JSON or the error page, with ``links`` to go on from there."""
+    def error(self, request: Request, status: int, message: str, links: tuple = (),
+              headers: dict | None = None) -> Response:
+        """A refused request's answer: JSON or the error page, with ``links`` to go on from there;
+        any request input the message repeats is clipped (:func:`clipped`)."""
+        inputs = [*request.path_params.values(), *request.query_params.values(),
+                  *getattr(request.state, "inputs", {}).values()]
+        message = clipped(message, [str(v) for v in inputs])
         if wants_json(request):
-            return JSONResponse({"error": message, "status": status,
-                                 **({"links": [{"href": h, "label": t} for h, t in links]} if links else {})},
-                                status_code=status)
-        return self.page("error.html", request, status=status, status_code=status, message=message, links=links)
+            return EscapedJSON({"error": message, "status": status,
+                                **({"links": [{"href": h, "label": t} for h, t in links]} if links else {})},
+                               status_code=status, headers=headers)
+        resp = self.page("error.html", request, status=status, status_code=status, message=message, links=links)
+        resp.headers.update(headers or {})
+        return resp
+
+    def session(self, request: Request) -> tuple[Session | None, bool]:
+        """The request's session when the store still honours it (not logged out, not idle
+        too long) and whether its ``last_seen`` is due to be written."""
+        sess = self.sessions.read(request.cookies.get(COOKIE))
+        if sess is None:
+            return None, False
+        alive, due = self.logins.alive(sess)
+        return (sess, due) if alive else (None, False)
 
     async def auth(self, request: Request, *, post: bool = False,
                    organizer: bool = False) -> tuple[Account, Session, dict[str, Any]]:
         """The request's account and session (401 without a valid one: a revoked account's
         session is refused at once), its data (form or JSON) and, for a POST, the CSRF check
         (403). ``organizer``: 403 for other accounts."""
-        sess = self.sessions.read(request.cookies.get(COOKIE))
-        # one primary-key read of a small table (WAL: never blocked by a writer), in the event
-        # loop's thread: a hop to the thread pool and back costs more, on a busy machine much more
+        # primary-key reads of small tables (WAL: never blocked by a writer), in the event loop's
+        # thread: a hop to the thread pool and back costs more, on a busy machine much more
+        sess, due = self.session(request)
         acc = None if sess is None else self.svc.account(sess.name, sess.generation)
         if acc is None or sess is None:
-            raise WebError(401, "you are not logged in: open the login link your organizer gave you")
+            raise WebError(401, "you are not logged in (or your session ended: logged out, or idle too long): "
+                                "open a login link from your organizer")
+        if due:
+            await run_in_threadpool(self.logins.touch, sess.sid)
         data: dict[str, Any] = {}
         if post:
             if request.headers.get("content-type", "").startswith("application/json"):
@@ -183,6 +231,7 @@ class _Web:
             else:
                 form = await request.form()
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
+            request.state.inputs = data
             if not csrf_ok(sess, request.headers.get(CSRF_HEADER) or data.get(CSRF_FIELD)):
                 raise WebError(403, "missing or bad CSRF token: reload the page and try again")
         if organizer and not acc.organizer:
@@ -199,11 +248,48 @@ class _Web:
     # -- public pages ------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(self.svc.health))
+        """``{"status": "ok"}`` (503 ``not ok`` when the store cannot be read); the details
+        (paths, schema, runner and its errors) for an organizer's session only."""
+        try:
+            health = await run_in_threadpool(self.svc.health)
+        except Exception as exc:  # noqa: BLE001 - a health check answers, whatever broke
+            log.error("health check failed", exc_info=exc)
+            return JSONResponse({"status": "not ok"}, status_code=503)
+        try:
+            await self.auth(request, organizer=True)
+        except WebError:
+            return JSONResponse({"status": health["status"]})
+        return JSONResponse(health)
 
     async def login(self, request: Request) -> Response:
-        acc = await run_in_threadpool(self.svc.login, request.path_params["token"])
-        _, cookie = self.sessions.new(acc.name, acc.generation)
+        """GET /login/{token}: exchange the link for a session (once); the person logged in already
+        goes straight in; someone else's browser is asked "continue as NAME?" (POST, the current
+        session's CSRF token), which ends the current session first. Refused links count as
+        failed logins of the client's address (429 past the limit)."""
+        client = request.client.host if request.client else "?"
+        self.logins.failures.check(client)
+        token = request.path_params["token"]
+        why, acc = await run_in_threadpool(self.logins.link, token)
+        sess, _ = self.session(request)
+        current = None if sess is None else self.svc.account(sess.name, sess.generation)
+        if current is not None and acc is not None and current.name == acc.name:
+            return RedirectResponse("/", status_code=303)  # the same person: straight in
+        if why != "ok" or acc is None:
+            self.logins.failures.failed(client)
+            raise WebError(403, REFUSED[why])
+        if request.method == "POST":
+            _, old, _ = await self.auth(request, post=True)
+            await run_in_threadpool(self.logins.end, old.sid)
+        elif current is not None and sess is not None:
+            return self.page("login_confirm.html", request, account=current, csrf=sess.csrf, other=acc.name,
+                             token=token)
+        sid = new_sid()
+        try:
+            acc = await run_in_threadpool(self.logins.exchange, token, sid)
+        except WebError:
+            self.logins.failures.failed(client)
+            raise
+        _, cookie = self.sessions.new(acc.name, acc.generation, sid)
         topics = await run_in_threadpool(self.svc.visible_topics, acc)
         resp = RedirectResponse("/organizer" if acc.organizer and not topics else "/", status_code=303)
         resp.set_cookie(COOKIE, cookie, max_age=MAX_AGE, httponly=True, samesite="lax",
@@ -211,7 +297,9 @@ class _Web:
         return resp
 
     async def logout(self, request: Request) -> Response:
-        await self.auth(request, post=True)
+        """Ends the session in the store: the cookie, if kept, is refused from now on."""
+        _, sess, _ = await self.auth(request, post=True)
+        await run_in_threadpool(self.logins.end, sess.sid)
         resp = RedirectResponse("/", status_code=303)
         resp.delete_cookie(COOKIE, path="/")
         return resp
@@ -415,7 +503,7 @@ def _routes(w: _Web) -> list:
     static = os.path.join(os.path.dirname(__file__), "static")
     return [
         Route("/healthz", w.healthz),
-        Route("/login/{token}", w.login),
+        Route("/login/{token}", w.login, methods=["GET", "POST"]),
         Route("/logout", w.logout, methods=["POST"]),
         Route("/", w.picker),
         Route("/topics/{qid}", w.topic),
@@ -463,7 +551,8 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:
-        return w.error(request, exc.status, exc.message, exc.links)
+        retry = getattr(exc, "retry_after", None)
+        return w.error(request, exc.status, exc.message, exc.links, None if retry is None else {"Retry-After": str(retry)})
 
     async def http_error(request: Request, exc: HTTPException) -> Response:
         return w.error(request, exc.status_code, str(exc.detail))
@@ -561,12 +650,25 @@ def exposure_warning(host: str) -> str | None:
             "unencrypted; put a TLS reverse proxy in front (docs/web.md, 'Serving on a network')")
 
 
-def run_server(app: Starlette, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+def server_options(app: Starlette, *, proxy_headers: bool = False, forwarded_allow_ips: str = "127.0.0.1") -> dict:
+    """uvicorn's settings for ``app``: ``[web] timeout_keep_alive`` and ``limit_concurrency``
+    (uvicorn has no timeout for reading a request's headers: a slow client holds one of the
+    ``limit_concurrency`` connections until the proxy in front cuts it), and with
+    ``proxy_headers`` the ``X-Forwarded-Proto`` and ``-For`` of the proxies at
+    ``forwarded_allow_ips`` trusted (the scheme https: cookies ``Secure``; the client's address:
+    the login rate limit's). Without it, those headers are ignored."""
+    web = WebParams.from_config(app.state.service.cfg)
+    return {"timeout_keep_alive": web.timeout_keep_alive, "limit_concurrency": web.limit_concurrency,
+            "proxy_headers": proxy_headers, "forwarded_allow_ips": forwarded_allow_ips if proxy_headers else None}
+
+
+def run_server(app: Starlette, *, host: str = "127.0.0.1", port: int = 8765, proxy_headers: bool = False,
+               forwarded_allow_ips: str = "127.0.0.1") -> None:
     """Serve ``app`` with uvicorn until interrupted (one process: the store is SQLite, the
-    background runner one thread). Behind a reverse proxy, ``X-Forwarded-Proto`` from loopback
-    is trusted, so cookies are ``Secure`` under https."""
+    background runner one thread), with :func:`server_options`."""
     import uvicorn  # lazy: only the server needs it (the tests drive the app in-process)
 
     logging.getLogger("uvicorn.access").addFilter(_RedactLoginTokens())
     logging.getLogger("qrelkit.web").setLevel(logging.INFO)
-    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=True, forwarded_allow_ips="127.0.0.1")
+    uvicorn.run(app, host=host, port=port, log_level="info",
+                **server_options(app, proxy_headers=proxy_headers, forwarded_allow_ips=forwarded_allow_ips))

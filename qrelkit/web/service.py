@@ -26,7 +26,6 @@ import pandas as pd
 
 from qrelkit.cal import JudgingState
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
-from qrelkit.campaign.accounts import token_hash
 from qrelkit.campaign.corrections import apply_changes
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import campaign_rule, describe_protocol, topic_stopping
@@ -163,13 +162,6 @@ class CampaignService:
         return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
 
     # -- accounts ----------------------------------------------------------------------------------
-
-    def login(self, token: str) -> Account:
-        """The active account of a login token; 403 for an unknown or revoked one."""
-        acc = self.store().accounts.by_token(token_hash(token))
-        if acc is None:
-            raise WebError(403, "this login link is not valid (mistyped, or revoked): ask the organizer for a new one")
-        return Account(acc["name"], acc["organizer"], tuple(acc["topics"]), acc["generation"])
 
     def account(self, name: str, generation: int) -> Account | None:
         """The account of a session, if it is still active and of the same generation."""

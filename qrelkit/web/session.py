@@ -1,8 +1,9 @@
 """Sessions of the web app: a signed cookie (itsdangerous, the campaign's secret), HttpOnly,
 SameSite=Lax (Secure behind https), holding the account name, the account's generation (a
 revoked or re-issued account has moved on: its sessions stop at once, since every request
-re-reads the account from the store), a session id (the skip queue) and the CSRF token every
-POST must carry (form field ``csrf`` or header ``X-CSRF-Token``)."""
+re-reads the account from the store), a session id (its row in the store, which logout and
+idleness end: :mod:`qrelkit.web.logins`; and the skip queue) and the CSRF token every POST must
+carry (form field ``csrf`` or header ``X-CSRF-Token``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ COOKIE = "qrelkit_session"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 MAX_AGE = 30 * 24 * 3600  # seconds a session lasts
+
+
+def new_sid() -> str:
+    """A new session id (random, 144 bits)."""
+    return secrets.token_urlsafe(18)
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,9 @@ class Sessions:
     def __init__(self, secret: str) -> None:
         self._s = URLSafeTimedSerializer(secret, salt="qrelkit-web-session")
 
-    def new(self, name: str, generation: int) -> tuple[Session, str]:
-        """A fresh session of an account and its cookie value."""
-        sess = Session(name, generation, secrets.token_urlsafe(12), secrets.token_urlsafe(24))
+    def new(self, name: str, generation: int, sid: str | None = None) -> tuple[Session, str]:
+        """A fresh session of an account (id ``sid``, else a new one) and its cookie value."""
+        sess = Session(name, generation, sid or new_sid(), secrets.token_urlsafe(24))
         return sess, self._s.dumps({"n": sess.name, "g": sess.generation, "s": sess.sid, "c": sess.csrf})
 
     def read(self, value: str | None) -> Session | None:
