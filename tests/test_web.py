@@ -112,11 +112,12 @@ def camp(base, tmp_path) -> Path:
 class Web:
     """The app of a campaign with its background runner, and one test client per person."""
 
+    _org: TestClient | None = None  # the organizer's client of :meth:`health`, made at first use
+
     def __init__(self, camp: Path) -> None:
         self.camp = camp
         self.app = create_app(camp)
         self.main = TestClient(self.app)
-        self._org: TestClient | None = None
 
     def __enter__(self) -> "Web":
         self.main.__enter__()  # lifespan: the runner starts and issues the first batches
