@@ -106,6 +106,12 @@ WEB_KEYS = declare(
     Key("free_topic_choice", "bool", False, "assessors of the web app (qrelkit serve) see every topic, not only "
         "those of their batches, and may take a topic's places held by assessors without an account"),
     Key("max_request_bytes", "int", 1_048_576, "a request whose body is larger is refused unread (413)", min=1024),
+    Key("grade_definitions", "map[int,str]", {}, "what each grade means, shown beside the grade buttons, e.g. "
+        "{ 0 = \"The passage has nothing to do with the query.\" }; none given on the scale 0-3: the TREC DL "
+        "definitions"),
+    Key("guidelines", "str", None, "the assessors' guidelines: a Markdown file (UTF-8), its path relative to the "
+        "protocol file, checked at campaign init and shown by the web app (key g); none: no guidelines page",
+        optional=True),
 )
 
 
@@ -118,6 +124,8 @@ class WebParams(Params):
 
     free_topic_choice: bool = param(KEYS, "free_topic_choice")
     max_request_bytes: int = param(KEYS, "max_request_bytes")
+    grade_definitions: dict = param(KEYS, "grade_definitions")
+    guidelines: str | None = param(KEYS, "guidelines")
 
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each
