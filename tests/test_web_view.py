@@ -170,7 +170,7 @@ def test_a_bad_guidelines_file_is_refused_at_init(sim, tmp_path, capsys, files, 
     assert init(sim, tmp_path / "camp", GUIDED, files) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "guide.md" in err and why in err, err
-    assert not (tmp_path / "camp" / "campaign.sqlite").exists()
+    assert not (tmp_path / "camp" / "campaign.db").exists()
 
 
 def test_description_and_narrative_on_the_judging_page(web):
@@ -271,11 +271,12 @@ def judged(sim, tmp_path_factory) -> Path:
     """The campaign judged to its end by the oracle; topic 1003 then discarded; its preference
     tasks made."""
     d = tmp_path_factory.mktemp("viewprefs") / "camp"
-    assert init(sim, d, GUIDED, {"guide.md": GUIDE.encode()}) == 0
+    unscreened = GUIDED.replace('skip = ["dedupe",', 'skip = ["screening", "dedupe",')
+    assert init(sim, d, unscreened, {"guide.md": GUIDE.encode()}) == 0
     assert cli(["campaign", "run", str(d), "--oracle", str(sim / "qrels.txt")]) == 0
     with open_campaign_store(d) as s:
         s.state.set_topics([{"qid": "1003", "decision": "discarded", "rule": "screening", "reason": "test"}])
-    assert cli(["campaign", "prefs", "make", str(d), "--pairs-per-task", "12"]) == 0
+    assert cli(["campaign", "prefs", "make", str(d), "--per-task", "12"]) == 0
     return d
 
 
