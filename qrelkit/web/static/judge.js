@@ -14,7 +14,10 @@
   var body = document.body;
   var HIGHLIGHT = "qrelkit-highlight";
   function settled(yes) { body.setAttribute("data-settled", yes ? "1" : "0"); }
-  function keyed() { return document.querySelectorAll("[data-key], [data-keys]"); }
+  function keyed() {  // the elements keys press (those of a hidden part of the page are out)
+    return Array.prototype.filter.call(document.querySelectorAll("[data-key], [data-keys]"),
+                                       function (e) { return !e.closest("[hidden]"); });
+  }
   function elementFor(key) {
     var all = keyed();
     for (var i = 0; i < all.length; i++) {
@@ -124,6 +127,8 @@
             " left for you on this topic");
     setText("passage-docid", it.docid);
     passage(it.text, it.highlights);
+    var undo = document.getElementById("undo-form");
+    if (undo) { undo.hidden = !v.undo; }
     if (v.mine) {
       setText("mine-today", v.mine.judged_today);
       setText("mine-left", v.mine.batch_left);
