@@ -7,12 +7,9 @@ buttons stay within a 1280x800 window. Skipped, as those tests, without Playwrig
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from test_web_browser import CHROMIUM, CONFIG, PAYLOAD, Server, Watched, sync_playwright  # noqa: E402
+from test_web_browser import CONFIG, PAYLOAD, Server, Watched, browser, watched  # noqa: E402,F401 - fixtures
 from test_web import simulate_with_payload  # noqa: E402
 from test_web_view import init  # noqa: E402
 
@@ -30,22 +27,6 @@ def srv(tmp_path_factory):
     assert init(sim, d, CONFIG + '\n[web]\nguidelines = "guide.md"\n', {"guide.md": GUIDE.encode()}) == 0
     with Server(d) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox"] if os.geteuid() == 0 else [])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def watched(browser, tmp_path):
-    w = Watched(browser, tmp_path)
-    yield w
-    w.close()
 
 
 def _open_topic(w: Watched, srv: Server, name: str, qid: str) -> None:
