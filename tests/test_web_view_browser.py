@@ -46,6 +46,7 @@ def test_highlight_toggle_help_guidelines_and_saved(srv, watched):
     w = watched
     _open_topic(w, srv, "ann", "1001")
     assert w.page.query_selector_all("#passage-text mark") and _marks_shown(w)
+    assert not w.page.is_visible("#undo-button")  # nothing to undo yet
     # h: off, kept across a reload; h again: on
     w.page.keyboard.press("h")
     assert not _marks_shown(w) and w.attr("#highlight-toggle", "aria-pressed") == "false"
