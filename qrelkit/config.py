@@ -112,6 +112,12 @@ WEB_KEYS = declare(
         "('qrelkit campaign assessor add --renew' issues a new one)", min=1),
     Key("timeout_keep_alive", "int", 5, "seconds an idle keep-alive connection is kept open (uvicorn)", min=1),
     Key("limit_concurrency", "int", 200, "connections served at once; more are answered 503 (uvicorn)", min=1),
+    Key("grade_definitions", "map[int,str]", {}, "what each grade means, shown beside the grade buttons, e.g. "
+        "{ 0 = \"The passage has nothing to do with the query.\" }; none given on the scale 0-3: the TREC DL "
+        "definitions"),
+    Key("guidelines", "str", None, "the assessors' guidelines: a Markdown file (UTF-8), its path relative to the "
+        "protocol file, checked at campaign init and shown by the web app (key g); none: no guidelines page",
+        optional=True),
 )
 
 
@@ -128,6 +134,8 @@ class WebParams(Params):
     login_link_hours: int = param(KEYS, "login_link_hours")
     timeout_keep_alive: int = param(KEYS, "timeout_keep_alive")
     limit_concurrency: int = param(KEYS, "limit_concurrency")
+    grade_definitions: dict = param(KEYS, "grade_definitions")
+    guidelines: str | None = param(KEYS, "guidelines")
 
 
 #: the modules whose components declare their sections (:func:`qrelkit.params.declare`), each

@@ -46,8 +46,8 @@ class Key:
     """One configuration key.
 
     ``type``: ``int`` | ``float`` | ``bool`` | ``str`` | ``str|int`` | ``list[int]`` | ``list[str]``
-    | ``map[int,int]`` (a table of grade -> grade) | ``map[str,list[int]]`` (a table of named
-    grade lists). ``optional``: None is allowed (the default None, or ``none`` given with
+    | ``map[int,int]`` (a table of grade -> grade) | ``map[int,str]`` (a table of grade -> text)
+    | ``map[str,list[int]]`` (a table of named grade lists). ``optional``: None is allowed (the default None, or ``none`` given with
     ``--set``; TOML has no null). ``choices`` apply to a ``str`` and to each item of a ``list[str]``;
     ``min``/``max`` (inclusive) to numbers and to each item of a ``list[int]``; ``fixed``: the only
     accepted value is the default (the key documents a fixed behaviour); ``unordered``: a list
@@ -117,6 +117,7 @@ def add_choice(section: str, key: str, value: Any) -> None:
 TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
               "str|int": "a string or an integer", "list[int]": "a list of integers",
               "list[str]": "a list of strings", "map[int,int]": "a table of grade = grade",
+              "map[int,str]": "a table of grade = \"text\"",
               "map[str,list[int]]": "a table of name = [grades]"}
 
 
@@ -157,6 +158,9 @@ def _type_ok(t: str, value: Any) -> tuple[bool, Any]:
         return isinstance(value, list) and all(item_ok(x) for x in value), value
     if t == "map[int,int]":
         return isinstance(value, Mapping) and all(re.fullmatch(r"-?\d+", str(k)) and _is_int(v)
+                                                  for k, v in value.items()), value
+    if t == "map[int,str]":
+        return isinstance(value, Mapping) and all(re.fullmatch(r"-?\d+", str(k)) and isinstance(v, str)
                                                   for k, v in value.items()), value
     if t == "map[str,list[int]]":
         return isinstance(value, Mapping) and all(isinstance(v, list) and all(_is_int(x) for x in v)

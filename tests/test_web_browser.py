@@ -195,9 +195,11 @@ class Watched:
             shutil.copy(self.shots / f"{name}.png", Path(extra) / f"{name}.png")
 
     def key(self, key: str) -> None:
-        """Press a key that submits a form, and wait for the page it leads to."""
-        with self.page.expect_navigation():
-            self.page.keyboard.press(key)
+        """Press a key that submits a form, and wait until the page is settled: the next passage
+        swapped in (a judgment), or the page the form leads to loaded (judge.js marks both
+        ``body[data-settled="1"]``)."""
+        self.page.keyboard.press(key)
+        self.page.wait_for_selector('body[data-settled="1"]', state="attached")
 
     def attr(self, selector: str, name: str) -> str:
         return self.page.get_attribute(selector, name)
@@ -345,18 +347,23 @@ def test_a_preference_task_with_the_left_and_right_keys(prefs, watched):
     w.shot("preference")
     keys = ["ArrowLeft", "ArrowRight", "f", "j", "1", "2"]
     sides = {"ArrowLeft": "left", "f": "left", "1": "left", "ArrowRight": "right", "j": "right", "2": "right"}
-    given = {}
+    with open_campaign_store(srv.camp) as s:
+        rows = s.prefs.tasks(task).set_index("slot")
+    given, undone = {}, False
     for i in range(13):
         assert w.page.inner_text("#pref-progress").strip() == f"comparison {i + 1} of 13"
         slot = int(w.attr("#pref-item", "data-slot"))
-        given[slot] = sides[keys[i % len(keys)]]
-        w.key(keys[i % len(keys)])
-        if i == 2:  # a misclick: undone with the key u, then answered the other way
+        test = rows.loc[slot, "kind"] == "test"  # answered right, so that ann stays in (and has more tasks)
+        key = ("ArrowLeft" if rows.loc[slot, "expected"] == "left" else "ArrowRight") if test else keys[i % len(keys)]
+        given[slot] = sides[key]
+        w.key(key)
+        if i >= 2 and not test and not undone:  # a misclick: undone with the key u, then answered the other way
+            undone = True
             assert w.attr("#pref-undo-button", "data-slot") == str(slot)
             assert w.attr("#pref-undo-button", "data-choice") == given[slot]
             w.shot("preference-undo")
             w.key("u")
-            assert w.page.inner_text("#pref-progress").strip() == "comparison 3 of 13"
+            assert w.page.inner_text("#pref-progress").strip() == f"comparison {i + 1} of 13"
             assert int(w.attr("#pref-item", "data-slot")) == slot
             other = "ArrowRight" if given[slot] == "left" else "ArrowLeft"
             given[slot] = sides[other]

@@ -94,7 +94,8 @@ def test_make_builds_13_comparison_tasks_and_assigns_them_round_robin(camp, caps
     # passages and queries come with their texts
     assert t["left_text"].str.endswith(PAYLOAD).all() and (t["query"] != "").all()
     # a second set gets the next prefix; a prefix in use is refused (one line, exit 2, nothing written)
-    res = make_preference_tasks(camp, topics=["1001"], assessors=["bob"])
+    kept = t.loc[t["kind"] == "real", "qid"].iloc[0]  # a topic screening kept (a discarded one has no pairs)
+    res = make_preference_tasks(camp, topics=[kept], assessors=["bob"])
     assert res["prefix"] == "P2-" and set(res["tasks_per_assessor"]) == {"bob"}
     n = len(tasks_of(camp))
     capsys.readouterr()
@@ -120,7 +121,8 @@ def test_picker_lists_ones_tasks_and_the_page_shows_the_pair_escaped(web):
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
     v = ann.c.get(f"/api/prefs/{mine[0]}").json()
     assert v["state"] == "answering" and v["total"] == 13 and v["answered"] == 0
-    assert set(v["item"]) == {"slot", "position", "qid", "query", "left", "right"}  # nothing tells a test pair
+    # nothing tells a test pair
+    assert set(v["item"]) == {"slot", "position", "qid", "query", "left", "right", "topic_changed"}
 
 
 def test_answers_are_stored_once_through_the_form_and_the_api(web):

@@ -12,6 +12,9 @@ campaign"):
 * :func:`check_folder`: ``campaign init`` takes a new or empty folder; an existing folder with
   files in it only with ``force`` (adopted: its files are kept, and a file under a name the
   campaign writes is refused, so the campaign never touches a file it did not create).
+* :func:`guidelines_file`: the assessors' guidelines named by ``[web] guidelines`` are a
+  readable UTF-8 file (checked at ``campaign init``: one line and exit 2, never a failure of the
+  web app later);
 * :func:`check_twin`: an output a command writes beside the one it was given (the report's
   Markdown twin) never replaces a file it did not write itself.
 """
@@ -22,6 +25,7 @@ import fnmatch
 import os
 from pathlib import Path
 
+from qrelkit.config import WebParams
 from qrelkit.errors import InputError
 from qrelkit.io.paths import check_protected, inside
 from qrelkit.store import STORE_NAME, campaign_path, open_campaign_store
@@ -120,3 +124,30 @@ def check_outputs(directory: str | os.PathLike, outputs) -> None:
         if inside(out, directory):
             raise InputError("output-in-campaign", f"lies in the campaign folder {directory}, which holds only what "
                              "the campaign writes; write elsewhere", file=str(out))
+
+
+def read_guidelines(path: str | os.PathLike) -> str:
+    """The text of a guidelines file: ``[unreadable]`` when it cannot be read (missing, a folder,
+    no permission), ``[not-utf8]`` when it is not UTF-8."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError("unreadable", f"[web] guidelines: cannot read the file ({exc.strerror or exc})",
+                         file=str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError("not-utf8", f"[web] guidelines: the file is not UTF-8 (byte {exc.start + 1})",
+                         file=str(path)) from None
+
+
+def guidelines_file(cfg, config: str | os.PathLike | None) -> Path | None:
+    """The guidelines file ``[web] guidelines`` of configuration ``cfg`` names, its path relative
+    to the protocol file ``config`` (the working folder without one), checked by
+    :func:`read_guidelines`; None when the key is not set."""
+    name = WebParams.from_config(cfg).guidelines
+    if not name:
+        return None
+    path = (Path(config).resolve().parent if config is not None else Path.cwd()) / name
+    read_guidelines(path)
+    return path.resolve()

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qrelkit.campaign.runner import Campaign
 from qrelkit.campaign.judging import text_index
@@ -76,8 +77,8 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
     ``assignments`` (``[prefs] assignments``) of ``assessors`` (default ``[campaign]
     assessors``). ``pairs``: a pairs table (``qrelkit prefs pairs|single``, a tournament's
     pending pairs); default: the campaign's top-1 pool (see the module documentation).
-    ``topics`` limits the pairs to those topics. Task ids are ``PREFIX00001``... (default ``P``,
-    then ``P2-``, ``P3-``... for later sets). Settings default to the ``[prefs]`` section.
+    ``topics`` limits the pairs to those topics; a topic screening discarded has none. Task ids
+    are ``PREFIX00001``... (default ``P``, then ``P2-``, ``P3-``... for later sets). Settings default to the ``[prefs]`` section.
     Returns a summary (tasks, comparisons, tasks per assessor, the pool file)."""
     directory = Path(directory)
     Campaign(directory)  # [not-a-campaign]
@@ -101,11 +102,17 @@ def make_preference_tasks(directory: str | os.PathLike, *, pairs: pd.DataFrame |
             pairs = pool_pairs(pool)
         if topics:
             pairs = pairs[pairs["qid"].astype(str).isin({str(t) for t in topics})]
+        # a topic screening discarded gets no comparison, real or test (its qrels are left out)
+        discarded = store.state.decided_topics("discarded")
+        pairs = pairs[~pairs["qid"].astype(str).isin(discarded)]
+        qrels = store.judgments.export_qrels(combine=combine_rule(cfg))
+        out_of = pa.array(sorted(discarded), pa.string())
+        qrels = qrels.filter(pc.invert(pc.is_in(pc.cast(qrels["qid"], pa.string()), value_set=out_of)))
         if not len(pairs):
             raise InputError("no-pairs", "no pair to judge (every topic's pool holds one item, or --topics left none)")
         tdf = store.topics.all()
         s = pp.seed
-        tasks = make_tasks(pairs, store.judgments.export_qrels(combine=combine_rule(cfg)), pairs_per_task=pp.pairs_per_task,
+        tasks = make_tasks(pairs, qrels, pairs_per_task=pp.pairs_per_task,
                            test_pairs=pp.test_pairs, test_min_rel=pp.test_min_rel, seed=s, prefix=prefix,
                            queries=dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str))))
         index = text_index(directory, store)

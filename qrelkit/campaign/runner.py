@@ -23,7 +23,7 @@ import pyarrow as pa
 from qrelkit.cal.loop import warm_up
 from qrelkit.cal.params import ThreadParams
 from qrelkit.campaign import adopt, outputs, rounds, stages
-from qrelkit.campaign.door import check_folder, check_twin
+from qrelkit.campaign.door import check_folder, check_twin, guidelines_file
 from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.judging import WAITING, Waiting
@@ -117,6 +117,7 @@ class Campaign:
                                                   ("manifest", manifest))}
         if qrels is not None:
             paths["qrels"] = _readable("qrels", qrels)
+        guide = guidelines_file(cfg, config)  # [web] guidelines: readable UTF-8, or refused now
         tdf = read_topics(paths["topics"])
         man = read_manifest(paths["manifest"])
         run_files = _files(paths["runs"])
@@ -138,7 +139,8 @@ class Campaign:
                              "manifest": str(paths["manifest"].resolve()),
                              "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
                              "runs": [str(p.resolve()) for p in run_files],
-                             "runs_dir": str(paths["runs"].resolve()) if paths["runs"].is_dir() else None},
+                             "runs_dir": str(paths["runs"].resolve()) if paths["runs"].is_dir() else None,
+                             "guidelines": str(guide) if guide else None},
                       overrides={"runs.lenient": lenient} if lenient is not None else {})
         return cls(d)
 

@@ -389,6 +389,27 @@ def words(text: str, norm: Normalization = Normalization()) -> list[str]:
     return out
 
 
+def word_spans(text: str, norm: Normalization = Normalization()) -> list[tuple[int, int, str]]:
+    """``(start, stop, word)`` of every word of ``text``: its place in ``text`` itself (character
+    offsets, ``text[start:stop]``) and the word as :func:`words` gives it (lower-cased with
+    pyarrow's Unicode rule when ``norm.lower``: the features' words). What highlights a word of
+    a passage where it stands."""
+    raw = np.frombuffer(text.encode("utf-8"), np.uint8)
+    if not len(raw):
+        return []
+    cls, same = byte_classes(norm), lower_table(Normalization(lower=False))
+    spans = _spans(raw, 0, len(raw), cls, same)
+    if text.isascii():
+        places = [(int(s), int(e)) for s, e in spans]
+    else:  # byte offsets to character offsets: a character starts at each byte that is no continuation
+        char = np.cumsum((raw & 0xC0) != 0x80) - 1
+        places = [(int(char[s]), int(char[e - 1]) + 1) for s, e in spans]
+    found = [text[s:e] for s, e in places]
+    if norm.lower and found:
+        found = pc.utf8_lower(pa.array(found, pa.string())).to_pylist()
+    return [(s, e, w) for (s, e), w in zip(places, found)]
+
+
 def shingles(text: str, n: int = 3, norm: Normalization = Normalization()) -> list[bytes]:
     """Word n-gram shingles of ``text`` as bytes (``b"w1 w2 w3"``); fewer than ``n`` words give
     one shingle of all of them; no words give none."""

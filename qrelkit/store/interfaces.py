@@ -395,6 +395,11 @@ class JudgmentLog(ABC):
         batches, as :meth:`log` with ``"all"``)."""
 
     @abstractmethod
+    def judged_since(self, assessor: str, since: str, source: str | None = None) -> int:
+        """How many judgments in force ``assessor`` made at or after ``since`` (an ISO 8601 UTC
+        time, as the log's), of ``source`` when given."""
+
+    @abstractmethod
     def judged_in_batch(self, assessor: str, batch_id: str, exclude_sources: Iterable[str] = ()) -> int:
         """How many judgments in force ``assessor`` has in batch ``batch_id`` (those of the sources
         ``exclude_sources`` left out: ``(ENCOUNTERED,)`` counts only what she judged there)."""

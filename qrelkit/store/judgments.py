@@ -352,6 +352,13 @@ class SqliteJudgmentLog(SqliteAggregate, JudgmentLog):
             "SELECT j.passage, j.assessor, j.grade FROM live_judgments j JOIN batches b ON b.id = j.batch"
             " WHERE j.topic = ? AND b.kind <> 'sample'", (str(qid),))]
 
+    def judged_since(self, assessor: str, since: str, source: str | None = None) -> int:
+        sql = "SELECT COUNT(*) FROM live_judgments WHERE assessor = ? AND time >= ?"
+        args: tuple = (str(assessor), str(since))
+        if source is not None:
+            sql, args = sql + " AND source = ?", (*args, str(source))
+        return int(self._conn.execute(sql, args).fetchone()[0])
+
     def judged_in_batch(self, assessor: str, batch_id: str, exclude_sources: Iterable[str] = ()) -> int:
         ex = list(exclude_sources)
         sql = "SELECT COUNT(*) FROM live_judgments WHERE assessor = ? AND batch = ?"

@@ -38,6 +38,7 @@ from qrelkit.web.organizer import line_chart
 from qrelkit.web.prefs import PreferenceViews
 from qrelkit.web.service import Account, CampaignService, WebError, records_csv, topic_links
 from qrelkit.web.session import COOKIE, CSRF_FIELD, CSRF_HEADER, MAX_AGE, Session, Sessions, csrf_ok, new_sid
+from qrelkit.web.view import highlighted
 from qrelkit.web.worker import Advancer
 
 log = logging.getLogger("qrelkit.web")
@@ -317,7 +318,21 @@ class _Web:
         acc, sess, _ = await self.auth(request)
         qid = request.path_params["qid"]
         view = await run_in_threadpool(self.svc.next_item, acc, qid, sess.sid)
-        return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names())
+        return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names(),
+                         guidelines=bool(self.svc.guidelines_path), keys=self.topic_keys())
+
+    def topic_keys(self) -> list[tuple[str, str]]:
+        """The keys of a topic page, for its help overlay."""
+        keys = [(str(g), f"grade {name}") for g, name in self.svc.grade_names()]
+        keys += [("s", "skip this passage (it comes back later)"),
+                 ("r", "review and change your judgments on this topic"), ("h", "highlight the query's terms, or not")]
+        return keys + ([("g", "the guidelines (g again: back)")] if self.svc.guidelines_path else [])
+
+    async def guidelines(self, request: Request) -> Response:
+        """GET /guidelines: the campaign's guidelines (``[web] guidelines``), rendered safely."""
+        acc, sess, _ = await self.auth(request)
+        html = await run_in_threadpool(self.svc.guidelines)
+        return self.page("guidelines.html", request, account=acc, csrf=sess.csrf, html=html)
 
     async def act(self, request: Request) -> Response:
         """POST /topics/{qid}/{judge|change|skip|take} (forms) and /api/topics/{qid}/{judgments|change|skip|take}."""
@@ -368,7 +383,10 @@ class _Web:
         view = await run_in_threadpool(self.prefs.view, acc, request.path_params["task_id"])
         if wants_json(request):
             return JSONResponse(view)
-        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view)
+        keys = [("← f 1", "the left passage is better"), ("→ j 2", "the right passage is better"),
+                ("u", "undo your last answer")] + ([("g", "the guidelines (g again: back)")] if self.svc.guidelines_path else [])
+        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view,
+                         guidelines=bool(self.svc.guidelines_path), keys=keys)
 
     async def pref_answer(self, request: Request) -> Response:
         """POST /prefs/{task_id}/answer (form) and /api/prefs/{task_id}/answers (JSON): ``slot, choice``."""
@@ -506,6 +524,7 @@ def _routes(w: _Web) -> list:
         Route("/login/{token}", w.login, methods=["GET", "POST"]),
         Route("/logout", w.logout, methods=["POST"]),
         Route("/", w.picker),
+        Route("/guidelines", w.guidelines),
         Route("/topics/{qid}", w.topic),
         Route("/topics/{qid}/review", w.review),
         Route("/topics/{qid}/{action}", w.act, methods=["POST"]),
@@ -548,6 +567,7 @@ def create_app(directory: str | os.PathLike, *, advancer: Advancer | None = None
     env.filters["shown"] = shown
     env.filters["when"] = when
     env.globals["line_chart"] = line_chart
+    env.filters["highlighted"] = highlighted
     w = _Web(svc, Sessions(svc.secret), env)
 
     async def web_error(request: Request, exc: WebError) -> Response:

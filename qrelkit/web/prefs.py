@@ -22,6 +22,21 @@ log = logging.getLogger("qrelkit.web")
 CHOICES = {"left": "left", "l": "left", "right": "right", "r": "right"}
 
 
+def by_topic(rows):
+    """A task's comparisons grouped by topic (the topics in the order of their first comparison,
+    each topic's in slot order): the topic changes as seldom as it can. The index is renumbered.
+
+    >>> import pandas as pd
+    >>> by_topic(pd.DataFrame({"slot": [0, 1, 2, 3], "qid": ["b", "a", "b", "a"]}))["slot"].tolist()
+    [0, 2, 1, 3]
+    """
+    rows = rows.sort_values("slot", kind="stable")
+    first = {q: i for i, q in reversed(list(enumerate(rows["qid"].astype(str))))}
+    rank = rows["qid"].astype(str).map(first)
+    return rows.assign(_rank=rank.to_numpy()).sort_values(["_rank", "slot"], kind="stable").drop(
+        columns="_rank").reset_index(drop=True)
+
+
 class PreferenceViews:
     """What the web app does with the preference tasks of one campaign (see the module
     documentation); methods raise :class:`~qrelkit.web.service.WebError` for refused requests."""
@@ -70,6 +85,7 @@ class PreferenceViews:
         total = len(rows)
         out: dict[str, Any] = {"task_id": task_id, "total": total, "answered": len(answered), "item": None,
                                "next_task": None, "last": None}
+        rows = by_topic(rows)
         todo = rows[~rows["slot"].astype(int).isin(set(answered))]
         log = s.prefs.answer_log(task_id) if len(ans) else None
         mine = None if log is None else log[(log["worker"] == acc.name) & log["retracted"].isna()]
@@ -81,11 +97,14 @@ class PreferenceViews:
             out["state"] = "closed"
         else:
             r = todo.iloc[0]
+            at = rows.index.get_loc(todo.index[0])
             out["state"] = "answering"
             out["last"] = last  # what "Undo last answer" undoes (None before the first answer)
             out["item"] = {"slot": int(r["slot"]), "position": len(answered) + 1, "qid": r["qid"], "query": r["query"],
                            "left": {"docid": r["left_docid"], "text": r["left_text"]},
-                           "right": {"docid": r["right_docid"], "text": r["right_text"]}}
+                           "right": {"docid": r["right_docid"], "text": r["right_text"]},
+                           "topic_changed": bool(at > 0 and str(rows["qid"].iloc[at - 1]) != str(r["qid"])),
+                           **self.svc.details.get(str(r["qid"]), {})}
         if out["state"] != "answering":
             nxt = [t["task_id"] for t in self.overview(acc) if t["state"] == "open" and t["task_id"] != task_id]
             out["next_task"] = nxt[0] if nxt else None

@@ -10,6 +10,7 @@ One :class:`CampaignService` per server process; it keeps one store connection p
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import hashlib
 import io
 import json
@@ -27,6 +28,7 @@ import pandas as pd
 from qrelkit.cal import JudgingState
 from qrelkit.campaign import Campaign, CampaignStore, open_campaign_store
 from qrelkit.campaign.corrections import apply_changes
+from qrelkit.campaign.door import read_guidelines
 from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import campaign_rule, describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
@@ -38,6 +40,7 @@ from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, combine_log, open_text_index
 from qrelkit.web.organizer import owed as owed_table, throughput, topic_series
+from qrelkit.web.view import grade_definitions, highlight_spans, plain_view, query_terms, render_markdown
 from qrelkit.web.worker import Advancer
 
 #: the TREC Deep Learning names of the grades 0-3 (docs/protocol.md); other grades show as numbers
@@ -132,6 +135,10 @@ class CampaignService:
         #: the campaign's name: the protocol's ([protocol] name), else its folder's
         self.name = self.settings.protocol.name or self.dir.name
         self.combine = self.settings.combine
+        self.norm = self.settings.dedupe.norm  # the words of the CAL features: what highlighting matches
+        self.terms = {q: query_terms(t, self.norm) for q, t in self.topic_text.items()}
+        self.definitions = grade_definitions(self.settings.web.grade_definitions, self.scale)
+        self.guidelines_path = paths.get("guidelines")
         self.advancer = advancer or Advancer(self.dir)
         self._skips: dict[str, list[tuple[str, str]]] = {}
         self._skip_lock = threading.Lock()
@@ -160,6 +167,26 @@ class CampaignService:
 
     def grade_names(self) -> list[tuple[int, str]]:
         return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
+
+    def guidelines(self) -> Any:
+        """The guidelines page's HTML (``[web] guidelines``, checked at init; read now, so an edit
+        shows at once); 404 when the campaign names none, 503 when the file went unreadable."""
+        if not self.guidelines_path:
+            raise WebError(404, "this campaign has no guidelines ([web] guidelines names no file)")
+        try:
+            return render_markdown(read_guidelines(self.guidelines_path))
+        except InputError as exc:
+            raise WebError(503, f"the guidelines cannot be shown now ({exc.message}): tell the organizer") from None
+
+    def my_progress(self, acc: Account, batch_left: int) -> dict[str, int]:
+        """``acc``'s own progress: judged today (in the web app, since the server's midnight),
+        left in the batch at hand, topics open to her (not decided)."""
+        s = self.store()
+        midnight = _dt.datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+        today = s.judgments.judged_since(acc.name, midnight.astimezone(_dt.timezone.utc).isoformat(), WEB_SOURCE)
+        decided = s.state.decided_topics()
+        return {"judged_today": today, "batch_left": batch_left,
+                "topics_open": sum(1 for q in self.visible_topics(acc) if q not in decided)}
 
     # -- accounts ----------------------------------------------------------------------------------
 
@@ -308,8 +335,10 @@ class CampaignService:
             wanted = {d for _, d in queue[:200]}
             b = s.assignments.assignment(bid, acc.name)
             done, left = self._batch_progress(acc, bid)
-            out["item"] = {"batch_id": bid, "docid": docid, "text": self.texts.get(docid, wanted), "kind": b["kind"],
-                           "batch_items": done + left, "batch_judged": done}
+            text = self.texts.get(docid, wanted)
+            out["item"] = {"batch_id": bid, "docid": docid, "text": text, "kind": b["kind"],
+                           "batch_items": done + left, "batch_judged": done,
+                           "highlights": highlight_spans(text, self.terms.get(qid, set()), self.norm)}
             out["state"] = "judging"
         elif out["status"]["decision"]:
             out["state"] = "decided"
@@ -318,7 +347,9 @@ class CampaignService:
         else:
             out["state"] = self._idle_state()
         out["waiting"] = self.waiting_for(acc, qid, out["state"])
-        return out
+        out["mine"] = self.my_progress(acc, left if queue else 0)
+        out["grade_definitions"] = {str(g): t for g, t in self.definitions.items()}
+        return out if acc.organizer else plain_view(out)
 
     def _batch_progress(self, acc: Account, batch_id: str) -> tuple[int, int]:
         """``acc``'s part of a batch: the passages she judged in it herself, and those she still
@@ -334,8 +365,9 @@ class CampaignService:
         self.check_topic(acc, qid)
         owed = len(self.store().assignments.owed_items(acc.name, qid))
         state = "judging" if owed else ("decided" if self._topic_row(qid)["decision"] else self._idle_state())
-        return {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state,
-                "waiting": self.waiting_for(acc, qid, state)}
+        out = {"qid": qid, "state": state, "owed": owed, "runner": self.advancer.state,
+               "waiting": self.waiting_for(acc, qid, state)}
+        return out if acc.organizer else plain_view(out)
 
     # -- waiting: what for ---------------------------------------------------------------------------
 
