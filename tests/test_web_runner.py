@@ -166,3 +166,40 @@ def test_waiting_for_the_next_round_shows_an_estimate(camp, truth):
         w.flaky.hold.set()
         w.idle()
         assert ann.c.get("/api/topics/1001/state").json()["state"] != "computing"
+
+
+def test_a_paused_runner_tries_again_as_soon_as_its_inputs_come_back(camp):
+    """The runner watches the campaign's recorded inputs while paused: once a missing input is
+    back, the next run comes within a few seconds — not at the end of a backoff that grew while
+    the file was away (the soak benchmark waited 65 s)."""
+    from qrelkit.campaign import protected_paths
+
+    path = next(p for p, what in protected_paths(camp).items() if p.is_file())
+    calls: list[bool] = []
+
+    def advance(directory: Path) -> dict:
+        calls.append(path.exists())
+        if not path.exists():
+            raise RuntimeError(f"[input-missing] {path}")
+        return {}
+
+    a = Advancer(camp, advance=advance)
+    a.RETRY_FIRST_S = a.RETRY_MAX_S = 600.0  # only the watch can bring the next run
+    a.WATCH_S = 0.05
+    away = path.with_name(path.name + ".away")
+    a.start()
+    try:
+        path.rename(away)
+        a.request()
+        assert a.wait_idle(30) and a.paused and calls == [False]
+        time.sleep(0.3)
+        assert calls == [False], "nothing changed: no run before the backoff"
+        away.rename(path)
+        end = time.monotonic() + 10
+        while a.paused and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not a.paused and calls == [False, True] and a.last_error is None
+    finally:
+        if away.exists():
+            away.rename(path)
+        a.stop()

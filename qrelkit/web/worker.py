@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from qrelkit.campaign import Campaign
+from qrelkit.campaign import Campaign, protected_paths
 
 log = logging.getLogger("qrelkit.web")
 
@@ -158,8 +158,10 @@ class Advancer:
     runner (a change of a judgment, a topic taken) takes it too. ``state`` is ``idle`` or ``computing``; ``last_error`` the
     message of the last run that failed (None after a run that did not), ``error_at`` its time and
     ``retry_at`` the time of the next automatic try (UTC, ISO 8601) — a failed run is tried again
-    by itself, after 2 s, then twice as long after each failure, up to 5 minutes; :meth:`request`
-    (the organizer's retry button) asks for one now."""
+    by itself, after 2 s, then twice as long after each failure, up to 5 minutes, and at once
+    when one of the campaign's recorded inputs changes on disk meanwhile (a file put back, fixed,
+    replaced: :func:`inputs_stamp`, looked at every :attr:`WATCH_S` seconds while paused);
+    :meth:`request` (the organizer's retry button) asks for one now."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
         self.dir = Path(directory)
@@ -175,6 +177,7 @@ class Advancer:
         self.error_at: str | None = None  # when the last run failed (None after one that did not)
         self.retry_at: str | None = None  # when a failed run is tried again by itself
         self.started: float | None = None  # time.monotonic() at the start of the run going on
+        self._stamp: tuple | None = None  # the inputs as the last failed run left them (inputs_stamp)
         self._requested = False
         self._stop = False
         self._cond = threading.Condition()
@@ -226,6 +229,8 @@ class Advancer:
     #: fixed meanwhile: the campaign then goes on without anyone asking)
     RETRY_FIRST_S = 2.0
     RETRY_MAX_S = 300.0
+    #: while paused, the campaign's inputs are looked at this often (a few stat calls)
+    WATCH_S = 2.0
 
     @property
     def paused(self) -> bool:
@@ -251,8 +256,7 @@ class Advancer:
                     if self.last_error is None:
                         self._cond.wait()
                         continue
-                    if not self._cond.wait(self._retry_delay()):  # no request came meanwhile: try again
-                        self._requested = True
+                    self._requested = self._wait_for_retry()
                 if self._stop:
                     return
                 self._requested = False
@@ -268,6 +272,22 @@ class Advancer:
                 self.state = IDLE
                 self._cond.notify_all()
 
+    def _wait_for_retry(self) -> bool:
+        """Wait (the condition held) until the next automatic try is due or the inputs changed
+        (True), or a request or stop came (False: the loop sees it)."""
+        end = time.monotonic() + self._retry_delay()
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            if self._cond.wait(min(left, self.WATCH_S)):
+                return self._requested
+            if self._stop or self._requested:
+                return self._requested
+            if self._stamp is not None and inputs_stamp(self.dir) != self._stamp:
+                log.info("an input of the campaign changed: trying again now")
+                return True
+
     def _run_once(self) -> None:
         with self.lock:
             t0 = time.perf_counter()
@@ -276,6 +296,7 @@ class Advancer:
                 self.last_error = self.error_at = None
             except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
                 self.last_error, self.error_at = f"{type(exc).__name__}: {exc}", _utc()
+                self._stamp = inputs_stamp(self.dir)
                 log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
@@ -285,6 +306,25 @@ class Advancer:
                                                "ok": self.last_error is None}])[-20:]
                 log.info("campaign advanced in %.3f s (%s)", self.last_seconds,
                          self.last_error or ", ".join(f"{k} {v} s" for k, v in stages.items()) or "nothing to do")
+
+
+def inputs_stamp(directory: str | os.PathLike) -> tuple | None:
+    """What the campaign's inputs look like on disk (:func:`qrelkit.campaign.protected_paths`:
+    the recorded inputs, the folder of runs, the oracle's qrels): each path's size and
+    modification time, None for a missing one; None when the store cannot say (nothing to
+    watch). A paused runner compares it with the stamp of its failure."""
+    try:
+        paths = sorted(protected_paths(directory))
+    except Exception:  # a store that cannot be read now: the backoff alone brings the next try
+        return None
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((str(p), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(p), None, None))
+    return tuple(out)
 
 
 def _utc(after_s: float = 0.0) -> str:
