@@ -45,7 +45,6 @@ Both write ``OUT/bench-web-{load,large}.json`` and print it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal

@@ -64,7 +64,6 @@ figures are in docs/benchmarks.md ("Web app", (d)). Exit status 1 when a check f
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -83,7 +82,7 @@ from bench_web_load import ServerProcess, check_store, free_port, load_avg, perc
 
 import httpx  # noqa: E402
 
-from qrelkit.campaign import Campaign, open_campaign_store  # noqa: E402
+from qrelkit.campaign import open_campaign_store  # noqa: E402
 from qrelkit.campaign.accounts import add_account  # noqa: E402
 from qrelkit.simulate.campaign import simulate_campaign  # noqa: E402
 
