@@ -10,8 +10,10 @@ as tests/test_web_browser.py launches it) at 1280x800 and at a phone's 390x844:
 
 * campaign A (``[web] free_topic_choice = true``; its protocol's assessors have no account):
   the topic picker, a free topic (*take this topic*), a passage to judge, the waiting page (the
-  screening waits for the other topics), *computing the next batch* (the runner held while the
-  last batch is judged), and the keyboard help and the guidelines when the app has them;
+  screening waits for the other topics), the review of her judgments, the campaign *paused* (an
+  input moved away: the assessor's page and the organizer's, then the input put back),
+  *computing the next batch* (the runner held while the last batch is judged), the keyboard
+  help and the guidelines;
 * campaign B (judged by the simulator's oracle to the end, preference tasks made before): a
   topic's decision, a preference task, the organizer's page.
 
@@ -67,7 +69,18 @@ accept_min_judged = 20
 accept_min_relevant = 1
 reject_min_judged = 40
 """
-FREE = BASE.format(names='"p1", "p2", "p3"') + "[web]\nfree_topic_choice = true\n"
+FREE = BASE.format(names='"p1", "p2", "p3"') + '[web]\nfree_topic_choice = true\nguidelines = "guide.md"\n'
+GUIDE = """# Judging guide
+
+Read the **query** and the passage; choose the grade that fits the passage *on its own*.
+
+* *Perfectly relevant*: the passage answers the question, and nothing more is needed.
+* *Highly relevant*: it answers, with some extra reading or unclear parts.
+* *Related*: on the topic, but it does not answer.
+* *Irrelevant*: off the topic.
+
+When unsure between two grades, choose the lower one and move on.
+"""
 ORACLE = BASE.format(names='"ann", "bob", "cat"')
 
 
@@ -85,6 +98,7 @@ def make_campaign(work: Path, name: str, protocol: str) -> Path:
         assert cli(["simulate", "campaign", "-o", str(sim), "--passages", "1500", "--topics", "3", "--groups", "2",
                     "--seed", "4"]) == 0
     (work / f"{name}.toml").write_text(protocol)
+    (work / "guide.md").write_text(GUIDE)
     camp = work / name
     assert cli(["campaign", "init", str(camp), "-c", str(work / f"{name}.toml"), "--corpus", str(sim / "corpus.jsonl"),
                 "-t", str(sim / "topics.tsv"), "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
@@ -129,6 +143,7 @@ class Camera:
     """A browser context (one account, logged in once) that photographs its page at every size."""
 
     def __init__(self, browser, out: Path, full_page: bool) -> None:
+        self.browser = browser
         self.ctx = browser.new_context(viewport=VIEWPORTS["desktop"])
         self.page = self.ctx.new_page()
         self.out, self.full_page = out, full_page
@@ -206,7 +221,8 @@ def _judge_shown(cam: Camera, qid: str, truth: dict) -> None:
 
 
 def campaign_a(browser, work: Path, out: Path, truth: dict, full_page: bool, notes: list[str]) -> list[str]:
-    """Picker, free topic, judging, help, guidelines, waiting, computing."""
+    """Picker, free topic, judging, help, guidelines, waiting, review, paused (the assessor's and
+    the organizer's page), computing."""
     camp = make_campaign(work, "free", FREE)
     with Served(camp) as srv:
         cam = Camera(browser, out, full_page)
@@ -235,6 +251,24 @@ def campaign_a(browser, work: Path, out: Path, truth: dict, full_page: bool, not
         _judge_shown(cam, "1001", truth)  # ann's screening batch, with the keys
         cam.page.wait_for_selector("#waiting")
         cam.shoot("waiting")
+        with cam.page.expect_navigation():
+            cam.page.keyboard.press("r")  # the review of her judgments on the topic
+        cam.page.wait_for_selector("#review-table")
+        cam.shoot("review")
+        cam.goto(f"{srv.url}/topics/1001", "#waiting")
+        manifest = work / "sim" / "manifest.csv"  # an input gone: the runner fails, the campaign pauses
+        manifest.rename(manifest.with_suffix(".away"))
+        srv.advancer.request()
+        cam.page.wait_for_selector('#topic[data-state="paused"]', timeout=60_000)
+        cam.shoot("paused")
+        org = Camera(cam.browser, out, full_page)
+        org.goto(srv.link("boss", organizer=True))
+        org.goto(f"{srv.url}/organizer", "#runner-error")
+        org.shoot("organizer-paused")
+        cam.taken += org.taken
+        org.close()
+        manifest.with_suffix(".away").rename(manifest)  # back: the runner sees it and goes on
+        cam.page.wait_for_selector('#topic[data-state="waiting"]', timeout=60_000)
         bob = _api(srv, "bob")
         for q in ("1002", "1003"):
             bob.post(f"/api/topics/{q}/take").raise_for_status()
