@@ -101,7 +101,8 @@ def test_renew_issues_a_new_link_and_the_old_one_stops(camp, capsys):
 
     assert run(["campaign", "assessor", "add", str(camp), "ann", "--topics", "1001"]) == 0
     old = capsys.readouterr().out.strip().rsplit("/", 1)[1]
-    _fails(["campaign", "assessor", "add", str(camp), "ann"], capsys, "assessor-exists")  # as before, without --renew
+    assert "--renew issues a new link" in _fails(["campaign", "assessor", "add", str(camp), "ann"], capsys,
+                                                 "assessor-exists")  # as before, without --renew: it says how
     assert run(["campaign", "assessor", "add", str(camp), "ann", "--renew", "--json"]) == 0
     acc = json.loads(capsys.readouterr().out)
     new = acc["link"].rsplit("/", 1)[1]

@@ -48,7 +48,8 @@ class SqliteAccounts(SqliteAggregate, Accounts):
                 return self._account(db.execute(f"SELECT {self._COLUMNS} FROM campaign_accounts WHERE name = ?",
                                                 (name,)).fetchone())
             if row is not None and row[0] is None:
-                raise InputError("assessor-exists", f"account {name!r} exists; revoke it first to issue a new link",
+                raise InputError("assessor-exists", f"account {name!r} exists: --renew issues a new link (the old one stops "
+                                 "working)",
                                  file=str(self._db.path))
             if row is None:
                 db.execute("INSERT INTO campaign_accounts VALUES (?, ?, ?, ?, ?, NULL, 1)",
