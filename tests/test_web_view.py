@@ -318,3 +318,26 @@ def test_preference_comparisons_come_grouped_by_topic_with_a_cue(pweb, judged):
     changes = sum(a != b for a, b in zip(seen, seen[1:]))
     assert changes == len(set(seen)) - 1  # each topic's comparisons together
     assert cues == [False] + [a != b for a, b in zip(seen, seen[1:])]
+
+
+def test_adopt_config_checks_and_records_a_new_guidelines_file(sim, tmp_path, capsys):
+    """Guidelines named (or renamed) by an edited protocol file: `campaign adopt-config` checks the
+    file at the door (unreadable: one line, exit 2, nothing adopted) and records it; the running
+    web app serves the new one at once (the page reads the recorded path, no restart)."""
+    camp = tmp_path / "camp"
+    assert init(sim, camp, CONFIG) == 0
+    protocol = tmp_path / "camp-protocol" / "protocol.toml"
+    with Web(camp) as w:
+        ann = w.client("ann")
+        assert ann.c.get("/guidelines").status_code == 404
+        protocol.write_text(GUIDED)  # names guide.md, which is not there yet
+        capsys.readouterr()
+        assert cli(["campaign", "adopt-config", str(camp)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "guide.md" in err, err
+        assert ann.c.get("/guidelines").status_code == 404  # nothing adopted
+        (protocol.parent / "guide.md").write_text("# New guide\n\nJudge *carefully*.\n")
+        assert cli(["campaign", "adopt-config", str(camp)]) == 0
+        r = ann.c.get("/guidelines")
+        assert r.status_code == 200 and "<h1>New guide</h1>" in r.text
+        assert re.search(r'id="guidelines-link"', ann.c.get("/topics/1001").text)

@@ -10,6 +10,7 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
+from qrelkit.campaign.door import guidelines_file
 from qrelkit.campaign.store import campaign_config, describe_change, input_record, protocol_file_config
 from qrelkit.config import CAMPAIGN_STAGES, Config, changed_values
 from qrelkit.errors import InputError
@@ -131,6 +132,7 @@ def adopt_config(store: CampaignStore, directory: Path, *, dry_run: bool = False
         raise InputError("bad-option", "this campaign has no protocol file (it was created without --config)",
                          file=str(directory))
     changes = config_adoption(store, directory, now)
+    guide = guidelines_file(now, now.source)  # [web] guidelines: a readable UTF-8 file, or refused now
     refused = [c for c in changes if c["refused"]]
     if refused and not dry_run:
         c = refused[0]
@@ -144,6 +146,7 @@ def adopt_config(store: CampaignStore, directory: Path, *, dry_run: bool = False
     when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     store.state.adopt_config(input_record("config", now.source), now.effective(),
                              {"when": when, "changes": [describe_change(c) for c in changes]})
+    store.state.update(paths={**(store.state.get("paths") or {}), "guidelines": str(guide) if guide else None})
     for c in changes:
         store.state.warn("config", f"adopted {describe_change(c)} (read by {', '.join(c['stages']) or 'no stage'})")
     return {"changes": changes, "adopted": True}

@@ -138,7 +138,6 @@ class CampaignService:
         self.norm = self.settings.dedupe.norm  # the words of the CAL features: what highlighting matches
         self.terms = {q: query_terms(t, self.norm) for q, t in self.topic_text.items()}
         self.definitions = grade_definitions(self.settings.web.grade_definitions, self.scale)
-        self.guidelines_path = paths.get("guidelines")
         self.advancer = advancer or Advancer(self.dir)
         self._skips: dict[str, list[tuple[str, str]]] = {}
         self._skip_lock = threading.Lock()
@@ -167,6 +166,13 @@ class CampaignService:
 
     def grade_names(self) -> list[tuple[int, str]]:
         return [(g, GRADE_NAMES.get(g, str(g)) if self.scale == [0, 1, 2, 3] else str(g)) for g in self.scale]
+
+    @property
+    def guidelines_path(self) -> str | None:
+        """The guidelines file recorded for the campaign (``[web] guidelines``, checked by
+        ``campaign init`` or ``campaign adopt-config``; read from the store each time, so an
+        adopted change shows without a restart)."""
+        return (self.store().state.get("paths") or {}).get("guidelines")
 
     def guidelines(self) -> Any:
         """The guidelines page's HTML (``[web] guidelines``, checked at init; read now, so an edit
