@@ -167,7 +167,7 @@ class ServerProcess:
             renew = known is not None and known["revoked"] is None
             link = add_account(self.camp, ORGANIZER, renew=renew, organizer=not renew)["link"]
             org = httpx.Client(base_url=self.url, timeout=60)
-            r = org.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+            r = org.post("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
             if r.status_code != 303:
                 raise RuntimeError(f"the organizer's login failed: {r.status_code} {r.text}")
             self.org = org
@@ -240,7 +240,7 @@ class Assessor:
         self.name, self.qid, self.truth = name, qid, truth
         self.c = httpx.Client(base_url=url, timeout=timeout, cookies=cookies)
         if cookies is None:
-            r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+            r = self.c.post("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
             if r.status_code != 303:
                 raise RuntimeError(f"login of {name} failed: {r.status_code} {r.text}")
         r = self.c.get("/api/session")

@@ -165,7 +165,7 @@ class SoakAssessor:
     def __init__(self, url: str, link: str, name: str, truth: dict, *, deadline: float) -> None:
         self.name, self.truth, self.end = name, truth, time.monotonic() + deadline
         self.c = httpx.Client(base_url=url, timeout=60)
-        r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+        r = self.c.post("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
         if r.status_code not in (302, 303):
             raise RuntimeError(f"login of {name} failed: {r.status_code} {r.text[:200]}")
         self.c.headers["X-CSRF-Token"] = self.c.get("/api/session").json()["csrf"]
@@ -260,7 +260,7 @@ class Organizer:
 
     def __init__(self, url: str, link: str) -> None:
         self.c = httpx.Client(base_url=url, timeout=30)
-        r = self.c.get("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
+        r = self.c.post("/login/" + link.rsplit("/login/", 1)[1], follow_redirects=False)
         if r.status_code not in (302, 303):
             raise RuntimeError(f"login of the organizer failed: {r.status_code} {r.text[:200]}")
 

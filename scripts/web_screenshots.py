@@ -159,6 +159,13 @@ class Camera:
             self.taken.append(path.name)
         self.page.set_viewport_size(VIEWPORTS["desktop"])
 
+    def login(self, link: str, selector: str = "main, body") -> None:
+        """Open a login link and press its button (opening alone logs nobody in)."""
+        self.page.goto(link)
+        with self.page.expect_navigation():
+            self.page.click("#login-button")
+        self.page.wait_for_selector(selector)
+
     def goto(self, url: str, selector: str = "main, body") -> None:
         self.page.goto(url)
         self.page.wait_for_selector(selector)
@@ -226,7 +233,7 @@ def campaign_a(browser, work: Path, out: Path, truth: dict, full_page: bool, not
     camp = make_campaign(work, "free", FREE)
     with Served(camp) as srv:
         cam = Camera(browser, out, full_page)
-        cam.goto(srv.link("ann"), "#topics")
+        cam.login(srv.link("ann"), "#topics")
         cam.shoot("picker")
         cam.goto(f"{srv.url}/topics/1001", "#topic")
         cam.shoot("free-topic")
@@ -262,7 +269,7 @@ def campaign_a(browser, work: Path, out: Path, truth: dict, full_page: bool, not
         cam.page.wait_for_selector('#topic[data-state="paused"]', timeout=60_000)
         cam.shoot("paused")
         org = Camera(cam.browser, out, full_page)
-        org.goto(srv.link("boss", organizer=True))
+        org.login(srv.link("boss", organizer=True))
         org.goto(f"{srv.url}/organizer", "#runner-error")
         org.shoot("organizer-paused")
         cam.taken += org.taken
@@ -294,7 +301,7 @@ def campaign_b(browser, work: Path, out: Path, full_page: bool) -> list[str]:
     taken: list[str] = []
     with Served(camp) as srv:
         cam = Camera(browser, out, full_page)
-        cam.goto(srv.link("ann"), "#topics")
+        cam.login(srv.link("ann"), "#topics")
         cam.shoot("picker-with-preferences")
         cam.goto(f"{srv.url}/topics/1001", "#decision")
         cam.shoot("decision")
@@ -304,7 +311,7 @@ def campaign_b(browser, work: Path, out: Path, full_page: bool) -> list[str]:
         taken += cam.taken
         cam.close()
         boss = Camera(browser, out, full_page)
-        boss.goto(srv.link("boss", organizer=True), "#status-table")
+        boss.login(srv.link("boss", organizer=True), "#status-table")
         boss.shoot("organizer")
         taken += boss.taken
         boss.close()

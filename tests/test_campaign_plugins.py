@@ -139,12 +139,12 @@ def test_the_organizer_and_topic_pages_describe_them(toy_campaign, tmp_path):
         with TestClient(app) as main:
             assert app.state.service.advancer.wait_idle(300)
             token = add_account(d, "org", organizer=True)["link"].rsplit("/", 1)[1]
-            assert main.get(f"/login/{token}", follow_redirects=False).status_code == 303
+            assert main.post(f"/login/{token}", follow_redirects=False).status_code == 303
             org = main.get("/organizer")
             data = main.get("/api/organizer").json()
             a01 = TestClient(app)  # topic 1003's owner (topic i: assessor i mod 4), an organizer: she sees the rule
             token = add_account(d, "A03", organizer=True)["link"].rsplit("/", 1)[1]
-            assert a01.get(f"/login/{token}", follow_redirects=False).status_code == 303
+            assert a01.post(f"/login/{token}", follow_redirects=False).status_code == 303
             topic = a01.get("/api/topics/1003").json()
             page = a01.get("/topics/1003").text
         assert data["health"]["runner_error"] is None  # the runner's process imported the plugin

@@ -145,7 +145,7 @@ class Web:
         else:
             raise AssertionError("one client per account in these tests")
         c = TestClient(self.app, raise_server_exceptions=False)
-        r = c.get(f"/login/{token}", follow_redirects=False)
+        r = c.post(f"/login/{token}", follow_redirects=False)
         assert r.status_code == 303, r.text
         return Person(c, token)
 
@@ -186,7 +186,7 @@ def test_login_link_sets_a_signed_httponly_samesite_session(web):
     assert re.fullmatch(r"http://127\.0\.0\.1:8765/login/[A-Za-z0-9_-]{43}", acc["link"])
     c = TestClient(web.app)
     assert c.get("/", follow_redirects=False).status_code == 401
-    r = c.get("/login/" + acc["link"].rsplit("/", 1)[1], follow_redirects=False)
+    r = c.post("/login/" + acc["link"].rsplit("/", 1)[1], follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie and "path=/" in cookie
@@ -357,7 +357,7 @@ def test_bad_requests_are_4xx_with_a_message_never_a_500(web):
     bob_batch = "1002/screen"
     url = "/api/topics/1001/judgments"
     cases = [
-        (ann.post(url, batch_id=it["batch_id"], docid="no-such-passage", grade=1), 404, "not in batch"),
+        (ann.post(url, batch_id=it["batch_id"], docid="no-such-passage", grade=1), 404, "not in this batch"),
         (ann.post(url, batch_id=it["batch_id"], docid=it["docid"], grade=7), 400, "outside the scale"),
         (ann.post(url, batch_id=it["batch_id"], docid=it["docid"], grade="two"), 400, "not an integer"),
         (ann.post(url, batch_id=it["batch_id"], docid=it["docid"]), 400, "lacks grade"),
@@ -386,7 +386,7 @@ def test_bad_requests_are_4xx_with_a_message_never_a_500(web):
     # HTML for a browser, JSON for a script
     html = ann.c.post("/topics/1001/judge", data={"csrf": ann.csrf, "batch_id": it["batch_id"], "docid": "x",
                                                    "grade": "1"}, headers={"accept": "text/html"})
-    assert html.status_code == 404 and 'id="error-message"' in html.text and "passage x is not in batch" in html.text
+    assert html.status_code == 404 and 'id="error-message"' in html.text and "passage x is not in this batch" in html.text
     js = ann.c.get("/topics/1002", headers={"accept": "application/json"})
     assert js.status_code == 404 and js.json()["error"] == "no topic 1002 for you"
     # one's own batch, and nothing of it judged by these refused requests
@@ -416,7 +416,7 @@ def test_a_revoked_account_is_refused_at_once(web):
     assert TestClient(web.app).get(f"/login/{p.token}", follow_redirects=False).status_code == 403
     assert p.c.get("/api/topics").status_code == 401
     c = TestClient(web.app)
-    assert c.get("/login/" + acc["link"].rsplit("/", 1)[1], follow_redirects=False).status_code == 303
+    assert c.post("/login/" + acc["link"].rsplit("/", 1)[1], follow_redirects=False).status_code == 303
     assert c.get("/api/topics").status_code == 200
 
 
@@ -547,7 +547,7 @@ def test_a_failing_runner_leaves_the_server_up_and_says_why(camp):
     with TestClient(app) as c:
         assert app.state.service.advancer.wait_idle(60)
         acc = add_account(camp, "boss", organizer=True)
-        c.get("/login/" + acc["link"].rsplit("/", 1)[1])
+        c.post("/login/" + acc["link"].rsplit("/", 1)[1])
         h = c.get("/healthz").json()
         assert h["runner"] == "idle" and h["runner_error"] == "RuntimeError: the corpus moved"
         assert "last run failed: RuntimeError: the corpus moved" in c.get("/organizer").text

@@ -34,7 +34,7 @@ pytest.importorskip("httpx")
 pytest.importorskip("playwright")
 
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
-from test_web_browser import CHROMIUM, Server, sync_playwright  # noqa: E402 - skips the module without Chromium
+from test_web_browser import open_link, CHROMIUM, Server, sync_playwright  # noqa: E402 - skips the module without Chromium
 
 from qrelkit.cli import run as cli  # noqa: E402
 from qrelkit.store import open_campaign_store  # noqa: E402
@@ -91,7 +91,7 @@ class Judge:
         self.name, self.qid, self.truth = name, qid, truth
         self.judged: list[tuple[str, str]] = []  # (batch, passage) in the order judged
         self.states: list[str] = []
-        self.page.goto(srv.link(name))  # opened once: the session cookie stays in this context
+        open_link(self.page, srv.link(name))  # opened once: the session cookie stays in this context
         self.page.wait_for_selector(f'#topics tr[data-qid="{qid}"]')
         with self.page.expect_navigation():
             self.page.click(f'#topics tr[data-qid="{qid}"] a.topic-link')

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 pytest.importorskip("starlette")
-from test_web_browser import CONFIG, WAIT, Server, Watched, browser, sim, truth, uvicorn  # noqa: E402,F401 - fixtures
+from test_web_browser import open_link, CONFIG, WAIT, Server, Watched, browser, sim, truth, uvicorn  # noqa: E402,F401 - fixtures
 from test_web import _init  # noqa: E402
 from test_web_runner import PAUSED, Flaky  # noqa: E402
 
@@ -57,7 +57,7 @@ def test_the_paused_runner_and_the_organizers_retry(sim, truth, browser, tmp_pat
         boss.navigations = []
         boss.page.on("framenavigated", lambda f: boss.navigations.append(f.url))
         try:
-            ann.page.goto(srv.link("ann"))
+            open_link(ann.page, srv.link("ann"))
             assert _judge_all(ann, srv.url, "1001", truth) > 0  # through the API, in her browser's session
             for name, qid in (("bob", "1002"), ("cat", "1003")):
                 assert srv.api(name).judge_all(qid, truth) > 0
@@ -65,7 +65,7 @@ def test_the_paused_runner_and_the_organizers_retry(sim, truth, browser, tmp_pat
             ann.page.goto(f"{srv.url}/topics/1001")
             assert ann.attr("#topic", "data-state") == "paused" and PAUSED in ann.page.inner_text("#waiting")
             ann.shot("paused")
-            boss.page.goto(srv.link("boss", organizer=True))
+            open_link(boss.page, srv.link("boss", organizer=True))
             boss.page.wait_for_selector("#runner-error")
             assert "RuntimeError: the corpus moved" in boss.page.inner_text("#runner-error")
             assert boss.page.query_selector("#runner-retry-at") and boss.attr("#runner", "data-paused") == "yes"

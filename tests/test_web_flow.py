@@ -161,7 +161,7 @@ def _wait_ready(url: str, srv: subprocess.Popen, org: httpx.Client, token: str) 
         assert time.monotonic() < end, "qrelkit serve was not ready"
         try:
             if not logged_in and org.get("/healthz").json()["status"] == "ok":
-                assert org.get(f"/login/{token}", follow_redirects=False).status_code == 303
+                assert org.post(f"/login/{token}", follow_redirects=False).status_code == 303
                 logged_in = True
             h = org.get("/healthz").json() if logged_in else {}
             if h.get("runner") == "idle" and h.get("batches_out", 0) > 0:

@@ -89,6 +89,7 @@ def test_a_change_after_cal_used_the_batch_is_in_force_for_cal_and_the_qrels(slo
     one, two = (people[n] for n in TOPICS if qid in TOPICS[n])
     rows = _review(one, qid)["judgments"]
     assert rows and {"docid", "grade", "batch_id", "time", "snippet"} <= set(rows[0])
+    assert one.topic(qid)["reviewable"] == len(rows)  # the button's count is the review's (passages, not copies)
     target = [r for r in rows if r["batch_id"] == f"{qid}/screen"][0]
     old, new = target["grade"], (0 if target["grade"] >= 2 else 3)  # a change that flips relevance
     # both assessors of the passage change it: the combined grade (qrels, CAL) is then the new one

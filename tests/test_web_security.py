@@ -89,6 +89,7 @@ def test_a_body_over_the_limit_is_413_without_echo(web):
                                                                          "content-type": "application/json"})
     assert r.status_code == 413 and "AAAA" not in r.text and "<script" not in r.text
     assert r.headers.get("x-frame-options") == "DENY"
+    assert r.json() == {"error": "request body over 1048576 bytes", "status": 413}  # the API's JSON errors
 
 
 def test_logout_ends_the_session_in_the_store(web):
@@ -96,7 +97,9 @@ def test_logout_ends_the_session_in_the_store(web):
     saved = ann.c.cookies.get(COOKIE)
     assert ann.c.get("/api/topics").status_code == 200
     r = ann.c.post("/logout", data={"csrf": ann.csrf}, follow_redirects=False)
-    assert r.status_code == 303
+    assert r.status_code == 303 and r.headers["location"] == "/logged-out"
+    page = ann.c.get("/logged-out").text  # says how to come back: the link opened this session
+    assert 'id="logged-out-message"' in page and "new link" in page
     replay = TestClient(web.app, cookies={COOKIE: saved})  # the cookie kept from before the logout
     assert replay.get("/api/topics").status_code == 401
     assert replay.get("/topics/1001").status_code == 401
@@ -118,7 +121,7 @@ def test_an_idle_session_expires(web):
 def test_a_login_link_is_exchanged_once_and_expires(web):
     acc = add_account(web.camp, "ann")
     c = TestClient(web.app, raise_server_exceptions=False)
-    assert c.get(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
+    assert c.post(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
     other = TestClient(web.app, raise_server_exceptions=False)
     r = other.get(f"/login/{token_of(acc)}", headers={"accept": "text/html"})
     assert r.status_code == 403 and "used already" in r.text and "ask the organizer for a new link" in r.text
@@ -134,7 +137,7 @@ def test_a_login_link_is_exchanged_once_and_expires(web):
     new = add_account(web.camp, "ann", renew=True)
     assert other.get(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 403
     assert c.get("/api/topics").status_code == 200
-    assert other.get(f"/login/{token_of(new)}", follow_redirects=False).status_code == 303
+    assert other.post(f"/login/{token_of(new)}", follow_redirects=False).status_code == 303
     assert other.get("/api/session").json()["name"] == "ann"
 
 
@@ -159,7 +162,7 @@ def test_a_new_link_in_a_browser_of_the_revoked_account_logs_in(web):
     ann = web.client("ann")
     revoke_account(web.camp, "ann")
     acc = add_account(web.camp, "ann")  # added again: a new generation, the old session is dead
-    assert ann.c.get(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
+    assert ann.c.post(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
     assert ann.c.get("/api/session").json()["name"] == "ann"
 
 
@@ -172,7 +175,7 @@ def test_failed_logins_are_limited_per_client_address(web):
     assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
     assert mallory.get(f"/login/{token_of(acc)}").status_code == 429  # even a good link, for now
     honest = TestClient(web.app, client=("198.51.100.7", 4000), raise_server_exceptions=False)
-    assert honest.get(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
+    assert honest.post(f"/login/{token_of(acc)}", follow_redirects=False).status_code == 303
 
 
 def test_no_error_body_repeats_input_unescaped_or_unbounded(web):
@@ -206,7 +209,7 @@ def test_the_cookie_is_secure_under_a_proxys_https(web):
     for proto, secure in (("https", True), ("http", False)):
         acc = add_account(web.camp, f"p-{proto}")
         c = TestClient(proxied)
-        r = c.get(f"/login/{token_of(acc)}", headers={"x-forwarded-proto": proto, "x-forwarded-for": "192.0.2.1"},
+        r = c.post(f"/login/{token_of(acc)}", headers={"x-forwarded-proto": proto, "x-forwarded-for": "192.0.2.1"},
                   follow_redirects=False)
         assert r.status_code == 303
         cookie = r.headers["set-cookie"]
@@ -248,3 +251,48 @@ def test_a_version_6_store_gets_the_links_and_sessions_tables(camp):
         assert s.accounts.open_session(token_hash(token_of(acc)), "s1", issued_after=ago(hours=72))[0] == "ok"
         assert s.accounts.open_session(token_hash(token_of(acc)), "s2", issued_after=ago(hours=72))[0] == "used"
         assert s.accounts.session("s1")["account"] == "ann" and s.accounts.session("s2") is None
+
+
+def test_opening_a_link_does_not_use_it_up_a_button_logs_in(web):
+    """A GET of a login link (a mail scanner's, a chat preview's) shows a page with a button; only
+    its POST exchanges the link; a POST from another site's page (foreign Origin) is refused."""
+    acc = add_account(web.camp, "ann")
+    scanner = TestClient(web.app, raise_server_exceptions=False)
+    for _ in range(2):
+        r = scanner.get(f"/login/{token_of(acc)}", follow_redirects=False)
+        assert r.status_code == 200 and 'id="login-button"' in r.text and "Log in as ann" in r.text
+        assert 'method="post"' in r.text and COOKIE not in r.headers.get("set-cookie", "")
+    assert scanner.get("/api/topics").status_code == 401
+    evil = scanner.post(f"/login/{token_of(acc)}", headers={"origin": "https://evil.example"}, follow_redirects=False)
+    assert evil.status_code == 403
+    # a browser's form from another site: an Origin, no nonce (its SameSite=Strict cookie stays home)
+    evil = scanner.post(f"/login/{token_of(acc)}", data={"nonce": "guess"}, headers={"origin": "null"},
+                        follow_redirects=False)
+    assert evil.status_code == 403
+    person = TestClient(web.app, raise_server_exceptions=False)  # the login page, then its button
+    page = person.get(f"/login/{token_of(acc)}").text
+    nonce = re.search(r'name="nonce" value="([^"]+)"', page)[1]
+    r = person.post(f"/login/{token_of(acc)}", data={"nonce": nonce}, headers={"origin": "null"},
+                    follow_redirects=False)
+    assert r.status_code == 303 and person.get("/api/session").json()["name"] == "ann"
+
+
+def test_an_error_page_leads_back_only_where_one_can_go(web):
+    anon = TestClient(web.app, raise_server_exceptions=False)
+    page = anon.get("/topics/1001", headers={"accept": "text/html"}).text
+    assert 'href="/">back to your topics' not in page and 'id="error-no-session"' in page
+    boss = web.client("boss", organizer=True)  # an organizer without topics: back to the organizer's page
+    page = boss.c.get("/topics/1001", headers={"accept": "text/html"}).text
+    assert 'href="/organizer">back to the organizer' in page
+    ann = web.client("ann")
+    page = ann.c.get("/topics/nope", headers={"accept": "text/html"}).text
+    assert 'href="/">back to your topics' in page
+
+
+@pytest.mark.parametrize("grade", [" 2", "2 ", "\u0663", "2.0", True, "+2", "0x2", None, [2]])
+def test_a_grade_is_plain_digits(web, grade):
+    ann = web.client("ann")
+    it = ann.topic("1001")["item"]
+    r = ann.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=grade)
+    assert r.status_code == 400, (grade, r.text)
+    assert ann.topic("1001")["item"]["docid"] == it["docid"]  # nothing stored

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_web_browser import CONFIG, PAYLOAD, Server, Watched, browser, watched  # noqa: E402,F401 - fixtures
+from test_web_browser import open_link, CONFIG, PAYLOAD, Server, Watched, browser, watched  # noqa: E402,F401 - fixtures
 from test_web import simulate_with_payload  # noqa: E402
 from test_web_view import init  # noqa: E402
 
@@ -31,7 +31,7 @@ def srv(tmp_path_factory):
 
 def _open_topic(w: Watched, srv: Server, name: str, qid: str) -> None:
     w.page.set_viewport_size({"width": 1280, "height": 800})
-    w.page.goto(srv.link(name))
+    open_link(w.page, srv.link(name))
     w.page.wait_for_selector(f'#topics tr[data-qid="{qid}"]')
     w.page.goto(f"{srv.url}/topics/{qid}")
     w.page.wait_for_selector('#item')

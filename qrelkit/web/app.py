@@ -9,9 +9,11 @@ that goes wrong is logged and answered with a plain 500 and no traceback.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import ipaddress
 import logging
 import os
+import secrets
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -94,7 +96,12 @@ class BodyLimit:
         self.app, self.limit = app, int(limit)
 
     async def _refuse(self, scope, receive, send) -> None:
-        await PlainTextResponse(f"request body over {self.limit} bytes", status_code=413)(scope, receive, send)
+        msg = f"request body over {self.limit} bytes"
+        json_wanted = scope.get("path", "").startswith("/api/") or any(
+            k == b"accept" and b"application/json" in v for k, v in scope.get("headers", ()))
+        resp = JSONResponse({"error": msg, "status": 413}, status_code=413) if json_wanted else \
+            PlainTextResponse(msg, status_code=413)
+        await resp(scope, receive, send)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -134,6 +141,21 @@ RULE_STATUS = {"conflict": 409, "unknown-item": 404, "unknown-topic": 404, "unkn
 
 #: the longest piece of a request an error message repeats, and the longest message
 INPUT_SHOWN, MESSAGE_MAX = 80, 600
+
+
+LOGIN_COOKIE = "qrelkit_login"  # the login page's nonce (SameSite=Strict: never sent from another site)
+
+
+async def login_post_ok(request: Request) -> bool:
+    """A login POST without a session comes from this app's login page — a browser's (it sends
+    ``Origin``; ``null`` here, as the pages' Referrer-Policy is no-referrer) carries the page's
+    nonce in the form and in its SameSite=Strict cookie, which another site's form cannot — or
+    from an API client (no ``Origin`` header)."""
+    if request.headers.get("origin") is None:
+        return True
+    form = await request.form()
+    given, kept = form.get("nonce"), request.cookies.get(LOGIN_COOKIE)
+    return isinstance(given, str) and bool(kept) and hmac.compare_digest(given, kept)
 
 
 def clipped(message: str, inputs: list[str]) -> str:
@@ -192,9 +214,24 @@ class _Web:
             return EscapedJSON({"error": message, "status": status,
                                 **({"links": [{"href": h, "label": t} for h, t in links]} if links else {})},
                                status_code=status, headers=headers)
-        resp = self.page("error.html", request, status=status, status_code=status, message=message, links=links)
+        resp = self.page("error.html", request, status=status, status_code=status, message=message, links=links,
+                         home=self._home(request))
         resp.headers.update(headers or {})
         return resp
+
+    def _home(self, request: Request) -> tuple[str, str] | None:
+        """Where an error page leads back to: one's topics, the organizer's page for an organizer
+        without topics, nowhere without a session (its page says to ask for a new link)."""
+        try:
+            sess, _ = self.session(request)
+            acc = None if sess is None else self.svc.account(sess.name, sess.generation)
+        except Exception:  # an error page never fails on its way back: without a link then
+            return None
+        if acc is None:
+            return None
+        if acc.organizer and not self.svc.visible_topics(acc):
+            return "/organizer", "back to the organizer's page"
+        return "/", "back to your topics"
 
     def session(self, request: Request) -> tuple[Session | None, bool]:
         """The request's session when the store still honours it (not logged out, not idle
@@ -246,6 +283,14 @@ class _Web:
             raise WebError(400, f"the request lacks {name}")
         return str(v).strip()
 
+    @staticmethod
+    def grade(data: dict[str, Any]) -> Any:
+        """The ``grade`` field as sent (not stripped: the scale takes plain digits only)."""
+        v = data.get("grade")
+        if v is None or (isinstance(v, str) and v == ""):
+            raise WebError(400, "the request lacks grade")
+        return v
+
     # -- public pages ------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
@@ -263,10 +308,12 @@ class _Web:
         return JSONResponse(health)
 
     async def login(self, request: Request) -> Response:
-        """GET /login/{token}: exchange the link for a session (once); the person logged in already
-        goes straight in; someone else's browser is asked "continue as NAME?" (POST, the current
-        session's CSRF token), which ends the current session first. Refused links count as
-        failed logins of the client's address (429 past the limit)."""
+        """GET /login/{token}: a page with a button that logs in (POST): opening a link — a mail
+        scanner's or a chat preview's fetch too — never uses it up. POST exchanges the link for a
+        session (once; from this app's own page: a foreign ``Origin`` is refused). The person
+        logged in already goes straight in; someone else's browser is asked "continue as NAME?"
+        (POST, the current session's CSRF token), which ends the current session first. Refused
+        links count as failed logins of the client's address (429 past the limit)."""
         client = request.client.host if request.client else "?"
         self.logins.failures.check(client)
         token = request.path_params["token"]
@@ -278,12 +325,20 @@ class _Web:
         if why != "ok" or acc is None:
             self.logins.failures.failed(client)
             raise WebError(403, REFUSED[why])
-        if request.method == "POST":
+        if request.method == "GET":
+            if current is not None and sess is not None:
+                return self.page("login_confirm.html", request, account=current, csrf=sess.csrf, other=acc.name,
+                                 token=token)
+            nonce = secrets.token_urlsafe(16)
+            resp = self.page("login.html", request, person=acc.name, token=token, nonce=nonce)
+            resp.set_cookie(LOGIN_COOKIE, nonce, max_age=900, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/login")
+            return resp
+        if current is not None:
             _, old, _ = await self.auth(request, post=True)
             await run_in_threadpool(self.logins.end, old.sid)
-        elif current is not None and sess is not None:
-            return self.page("login_confirm.html", request, account=current, csrf=sess.csrf, other=acc.name,
-                             token=token)
+        elif not await login_post_ok(request):
+            raise WebError(403, "log in with the button of the page your login link opens")
         sid = new_sid()
         try:
             acc = await run_in_threadpool(self.logins.exchange, token, sid)
@@ -298,14 +353,19 @@ class _Web:
         return resp
 
     async def logout(self, request: Request) -> Response:
-        """Ends the session in the store: the cookie, if kept, is refused from now on."""
+        """Ends the session in the store: the cookie, if kept, is refused from now on; the page
+        after it says how to come back (a new link: the old one opened this session)."""
         _, sess, _ = await self.auth(request, post=True)
         await run_in_threadpool(self.logins.end, sess.sid)
-        resp = RedirectResponse("/", status_code=303)
+        resp = RedirectResponse("/logged-out", status_code=303)
         resp.delete_cookie(COOKIE, path="/")
         return resp
 
     # -- the assessor ------------------------------------------------------------------------------
+
+    async def logged_out(self, request: Request) -> Response:
+        """GET /logged-out: what to do to log in again."""
+        return self.page("logged_out.html", request)
 
     async def picker(self, request: Request) -> Response:
         acc, sess, _ = await self.auth(request)
@@ -340,7 +400,7 @@ class _Web:
         qid, action = request.path_params["qid"], request.path_params["action"]
         if action in ("judge", "judgments"):
             res = await run_in_threadpool(self.svc.judge, acc, qid, self.field(data, "batch_id"), self.field(data, "docid"),
-                                          self.field(data, "grade"), sess.sid)
+                                          self.grade(data), sess.sid)
         elif action == "change":
             return await self.change(request, acc, qid, data)
         elif action == "undo":
@@ -361,7 +421,7 @@ class _Web:
         """POST /topics/{qid}/change (form: back to the review, the changed row marked) and
         /api/topics/{qid}/change (JSON): ``docid, grade``."""
         docid = self.field(data, "docid")
-        res = await run_in_threadpool(self.svc.change, acc, qid, docid, self.field(data, "grade"))
+        res = await run_in_threadpool(self.svc.change, acc, qid, docid, self.grade(data))
         if wants_json(request):
             return JSONResponse(res)
         return RedirectResponse(f"/topics/{quote(qid, safe='')}/review?saved={quote(docid, safe='')}", status_code=303)
@@ -523,6 +583,7 @@ def _routes(w: _Web) -> list:
         Route("/healthz", w.healthz),
         Route("/login/{token}", w.login, methods=["GET", "POST"]),
         Route("/logout", w.logout, methods=["POST"]),
+        Route("/logged-out", w.logged_out),
         Route("/", w.picker),
         Route("/guidelines", w.guidelines),
         Route("/topics/{qid}", w.topic),

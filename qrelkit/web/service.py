@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -335,7 +336,7 @@ class CampaignService:
         out: dict[str, Any] = {"qid": qid, "query": self.topic_text.get(qid, ""), **self.details.get(qid, {}),
                                "status": self.topic_status(qid), "owed": len(queue), "item": None,
                                "computing": self.advancer.busy, "can_take": False,
-                               "reviewable": len(s.judgments.assessor_grades(acc.name, topic=qid))}
+                               "reviewable": int(s.judgments.assessor_grades(acc.name, topic=qid)["docid"].nunique())}
         if queue:
             bid, docid = queue[0]
             wanted = {d for _, d in queue[:200]}
@@ -457,7 +458,7 @@ class CampaignService:
     def _check_item(self, acc: Account, qid: str, batch_id: str, docid: str) -> None:
         b = self._my_batch(acc, qid, batch_id)
         if docid not in b["items"]:
-            raise WebError(404, f"passage {docid} is not in batch {batch_id}")
+            raise WebError(404, f"passage {docid} is not in this batch")
 
     def _my_batch(self, acc: Account, qid: str, batch_id: str) -> dict:
         self.check_topic(acc, qid)
@@ -471,10 +472,10 @@ class CampaignService:
 
     def parse_grade(self, grade: Any) -> int:
         """An integer grade of the scale; 400 otherwise."""
-        try:
-            g = int(str(grade).strip())
-        except (TypeError, ValueError):
-            raise WebError(400, f"grade {grade!r} is not an integer of the scale {self.scale}") from None
+        text = str(grade) if isinstance(grade, (int, str)) and not isinstance(grade, bool) else ""
+        if not re.fullmatch(r"-?[0-9]+", text):  # plain ASCII digits: not " 2", "٣", "2.0", true
+            raise WebError(400, f"grade {grade!r} is not an integer of the scale {self.scale}")
+        g = int(text)
         if g not in self.scale:
             raise WebError(400, f"grade {g} is outside the scale {self.scale}")
         return g

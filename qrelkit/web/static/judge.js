@@ -148,6 +148,12 @@
       return fetch(api, { headers: { "Accept": "application/json" }, credentials: "same-origin" })
         .then(function (r) { if (!r.ok) { throw new Error("status " + r.status); } return r.json(); });
     };
+    var next = function () {  // the passage asked for now, swapped in; the page again when none is
+      return get().then(function (v) {
+        if (v.state === "judging" && v.item) { swap(v); lock(false); settled(true); }
+        else { window.location.assign(window.location.pathname); }
+      }, function () { window.location.assign(window.location.pathname); });
+    };
     form.addEventListener("submit", function (ev) {
       var button = ev.submitter;
       if (!button || !button.value) { return; }
@@ -163,19 +169,18 @@
                                              "X-CSRF-Token": csrf },
                                   body: JSON.stringify(sent) })
         .then(function (r) {
-          return r.json().then(function (d) { return { ok: r.ok, d: d }; });
+          return r.json().then(function (d) { return { ok: r.ok, status: r.status, d: d }; });
         }, function () { fallback(grade); throw null; })
         .then(function (res) {
           if (!res.ok) {
             notice("not saved: " + (res.d.error || "the server refused it"), true);
+            // 409: another tab or the runner moved on: show what is asked now, not the stale passage
+            if (res.status === 409) { return next(); }
             lock(false); settled(true);
             return null;
           }
           notice((res.d.status === "repeated" ? "already saved: " : "saved: ") + name + " for passage " + sent.docid);
-          return get().then(function (v) {
-            if (v.state === "judging" && v.item) { swap(v); lock(false); settled(true); }
-            else { window.location.assign(window.location.pathname); }
-          }, function () { window.location.assign(window.location.pathname); });
+          return next();
         })
         .catch(function (e) { if (e !== null) { window.location.assign(window.location.pathname); } });
     });
