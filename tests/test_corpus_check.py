@@ -184,3 +184,14 @@ def test_init_reads_the_corpus_once(tmp_path, monkeypatch):
         store.close()
     st_ = corpus.stat()
     assert rec == [["corpus", str(corpus), st_.st_size, st_.st_mtime_ns, hashlib.sha256(corpus.read_bytes()).hexdigest()]]
+
+
+@pytest.mark.parametrize("break_", [b"", b"\n"])
+def test_a_last_line_of_only_a_tab_is_an_empty_id_with_or_without_its_break(tmp_path, break_):
+    """Found by hypothesis: a TSV corpus whose last line is a lone tab (an empty id, an empty
+    text) was skipped as blank when the file did not end with a line break."""
+    path = tmp_path / "corpus.tsv"
+    path.write_bytes(b"\t" + break_)
+    with pytest.raises(InputError) as info:
+        check_corpus(path)
+    assert info.value.rule == "bad-id" and info.value.line == 1

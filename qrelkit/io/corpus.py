@@ -90,7 +90,7 @@ def _counted_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes
         yield offset, line, chunk, lines
         offset += len(chunk)
         line += lines
-    if rest.strip():
+    if rest:  # the last line without its break: as it would be with one (a TSV line "\t" is no blank)
         yield offset, line, rest + b"\n", 1
 
 
