@@ -199,7 +199,8 @@ def _judge_all(c: httpx.Client, qid: str, truth: dict, keep: int = 0) -> None:
 
 def _api(srv: Served, name: str) -> httpx.Client:
     c = httpx.Client(base_url=srv.url, timeout=60)
-    c.get(srv.link(name).removeprefix(srv.url), follow_redirects=False)
+    r = c.post(srv.link(name).removeprefix(srv.url), follow_redirects=False)  # an API client: POST the link
+    assert r.status_code == 303, r.text
     c.headers["X-CSRF-Token"] = c.get("/api/session").json()["csrf"]
     return c
 
