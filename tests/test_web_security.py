@@ -296,3 +296,12 @@ def test_a_grade_is_plain_digits(web, grade):
     r = ann.post("/api/topics/1001/judgments", batch_id=it["batch_id"], docid=it["docid"], grade=grade)
     assert r.status_code == 400, (grade, r.text)
     assert ann.topic("1001")["item"]["docid"] == it["docid"]  # nothing stored
+
+
+@pytest.mark.parametrize("action", ["skip", "judgments"])
+def test_someone_elses_topic_is_404_whatever_the_body_lacks(web, action):
+    bob = web.client("bob")
+    mine = {t["qid"] for t in bob.c.get("/api/topics").json()["topics"]}
+    other = next(q for q in ("1001", "1002", "1003") if q not in mine)
+    r = bob.post(f"/api/topics/{other}/{action}")  # no batch_id, no docid
+    assert r.status_code == 404, r.text

@@ -398,6 +398,8 @@ class _Web:
         """POST /topics/{qid}/{judge|change|skip|take} (forms) and /api/topics/{qid}/{judgments|change|skip|take}."""
         acc, sess, data = await self.auth(request, post=True)
         qid, action = request.path_params["qid"], request.path_params["action"]
+        if action in ("judge", "judgments", "skip"):  # someone else's topic: 404 whatever the body lacks
+            await run_in_threadpool(self.svc.check_topic, acc, qid)
         if action in ("judge", "judgments"):
             res = await run_in_threadpool(self.svc.judge, acc, qid, self.field(data, "batch_id"), self.field(data, "docid"),
                                           self.grade(data), sess.sid)
