@@ -379,14 +379,20 @@ class _Web:
         qid = request.path_params["qid"]
         view = await run_in_threadpool(self.svc.next_item, acc, qid, sess.sid)
         return self.page("topic.html", request, account=acc, csrf=sess.csrf, v=view, grades=self.svc.grade_names(),
-                         guidelines=bool(self.svc.guidelines_path), keys=self.topic_keys())
+                         **self._guide_and_keys(self.topic_keys()))
 
     def topic_keys(self) -> list[tuple[str, str]]:
         """The keys of a topic page, for its help overlay."""
         keys = [(str(g), f"grade {name}") for g, name in self.svc.grade_names()]
         keys += [("s", "skip this passage (it comes back later)"),
                  ("r", "review and change your judgments on this topic"), ("h", "highlight the query's terms, or not")]
-        return keys + ([("g", "the guidelines (g again: back)")] if self.svc.guidelines_path else [])
+        return keys
+
+    def _guide_and_keys(self, keys: list[tuple[str, str]]) -> dict[str, Any]:
+        """A judging or preference page's ``guidelines`` (the campaign has some: read once) and
+        its help overlay's ``keys`` (``g`` added then)."""
+        guide = bool(self.svc.guidelines_path)
+        return {"guidelines": guide, "keys": keys + ([("g", "the guidelines (g again: back)")] if guide else [])}
 
     async def guidelines(self, request: Request) -> Response:
         """GET /guidelines: the campaign's guidelines (``[web] guidelines``), rendered safely."""
@@ -446,9 +452,8 @@ class _Web:
         if wants_json(request):
             return JSONResponse(view)
         keys = [("← f 1", "the left passage is better"), ("→ j 2", "the right passage is better"),
-                ("u", "undo your last answer")] + ([("g", "the guidelines (g again: back)")] if self.svc.guidelines_path else [])
-        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view,
-                         guidelines=bool(self.svc.guidelines_path), keys=keys)
+                ("u", "undo your last answer")]
+        return self.page("prefs.html", request, account=acc, csrf=sess.csrf, v=view, **self._guide_and_keys(keys))
 
     async def pref_answer(self, request: Request) -> Response:
         """POST /prefs/{task_id}/answer (form) and /api/prefs/{task_id}/answers (JSON): ``slot, choice``."""

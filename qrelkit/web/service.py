@@ -431,8 +431,7 @@ class CampaignService:
         ``density_line``, None for a rule without one)."""
         s = self.store()
         rec = s.judgments.records()
-        accounts = {a["name"]: "revoked" if a["revoked"] else ("organizer" if a["organizer"] else "assessor")
-                    for a in s.accounts.all()}
+        accounts = self._account_kinds()
         labels = combine_log(s.judgments.log(None, "all"), combine=self.combine)
         line = self.rule.describe(JudgingState((), np.zeros(0, bool))).density_line
         return {"throughput": throughput(rec[rec["source"] == WEB_SOURCE]),
@@ -603,13 +602,17 @@ class CampaignService:
         pend = s.assignments.pending()
         owed = pend.groupby("assessor").size().to_dict() if len(pend) else {}
         batches = pend.groupby("assessor")["batch_id"].nunique().to_dict() if len(pend) else {}
-        accounts = {a["name"]: a for a in s.accounts.all()}
+        accounts = self._account_kinds()
         names = sorted(set(judged) | set(owed) | set(accounts) | set(s.assignments.all()["assessor"]))
         return [{"assessor": n, "judged": int(judged.get(n, 0)), "owed": int(owed.get(n, 0)),
-                 "batches_out": int(batches.get(n, 0)),
-                 "account": "none" if n not in accounts else ("revoked" if accounts[n]["revoked"] else
-                                                              ("organizer" if accounts[n]["organizer"] else "assessor"))}
+                 "batches_out": int(batches.get(n, 0)), "account": accounts.get(n, "none")}
                 for n in names]
+
+    def _account_kinds(self) -> dict[str, str]:
+        """Each account's kind: ``assessor``, ``organizer`` or ``revoked`` (a name without an
+        account is ``none`` to its readers)."""
+        return {a["name"]: "revoked" if a["revoked"] else ("organizer" if a["organizer"] else "assessor")
+                for a in self.store().accounts.all()}
 
     def agreement(self) -> dict[str, Any]:
         """Inter-assessor agreement so far (:func:`qrelkit.labels.aggregate.assessor_agreement`)

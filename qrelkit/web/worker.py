@@ -160,7 +160,7 @@ class Advancer:
     ``retry_at`` the time of the next automatic try (UTC, ISO 8601) — a failed run is tried again
     by itself, after 2 s, then twice as long after each failure, up to 5 minutes, and at once
     when one of the campaign's recorded inputs changes on disk meanwhile (a file put back, fixed,
-    replaced: :func:`inputs_stamp`, looked at every :attr:`WATCH_S` seconds while paused);
+    replaced: :func:`watched_inputs`, :func:`inputs_stamp`, looked at every :attr:`WATCH_S` seconds while paused);
     :meth:`request` (the organizer's retry button) asks for one now."""
 
     def __init__(self, directory: str | os.PathLike, advance: Callable[[Path], dict] | None = None) -> None:
@@ -178,6 +178,7 @@ class Advancer:
         self.retry_at: str | None = None  # when a failed run is tried again by itself
         self.started: float | None = None  # time.monotonic() at the start of the run going on
         self._stamp: tuple | None = None  # the inputs as the last failed run left them (inputs_stamp)
+        self._watched: list[Path] | None = None  # the inputs' paths, read from the store once per failure
         self._requested = False
         self._stop = False
         self._cond = threading.Condition()
@@ -284,7 +285,7 @@ class Advancer:
                 return self._requested
             if self._stop or self._requested:
                 return self._requested
-            if self._stamp is not None and inputs_stamp(self.dir) != self._stamp:
+            if self._stamp is not None and inputs_stamp(self._watched or ()) != self._stamp:
                 log.info("an input of the campaign changed: trying again now")
                 return True
 
@@ -296,7 +297,8 @@ class Advancer:
                 self.last_error = self.error_at = None
             except Exception as exc:  # the server goes on: the organizer sees the error (healthz, organizer page)
                 self.last_error, self.error_at = f"{type(exc).__name__}: {exc}", _utc()
-                self._stamp = inputs_stamp(self.dir)
+                self._watched = watched_inputs(self.dir)
+                self._stamp = None if self._watched is None else inputs_stamp(self._watched)
                 log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
@@ -308,15 +310,19 @@ class Advancer:
                          self.last_error or ", ".join(f"{k} {v} s" for k, v in stages.items()) or "nothing to do")
 
 
-def inputs_stamp(directory: str | os.PathLike) -> tuple | None:
-    """What the campaign's inputs look like on disk (:func:`qrelkit.campaign.protected_paths`:
-    the recorded inputs, the folder of runs, the oracle's qrels): each path's size and
-    modification time, None for a missing one; None when the store cannot say (nothing to
-    watch). A paused runner compares it with the stamp of its failure."""
+def watched_inputs(directory: str | os.PathLike) -> list[Path] | None:
+    """The paths a paused runner watches (:func:`qrelkit.campaign.protected_paths`: the recorded
+    inputs, the folder of runs, the oracle's qrels); None when the store cannot say (nothing to
+    watch: the backoff alone brings the next try)."""
     try:
-        paths = sorted(protected_paths(directory))
-    except Exception:  # a store that cannot be read now: the backoff alone brings the next try
+        return sorted(protected_paths(directory))
+    except Exception:  # a store that cannot be read now
         return None
+
+
+def inputs_stamp(paths) -> tuple:
+    """What ``paths`` look like on disk: each one's size and modification time, None for a
+    missing one. A paused runner compares it with the stamp of its failure."""
     out = []
     for p in paths:
         try:
