@@ -26,6 +26,9 @@ def campaign(
     groups: int = typer.Option(6, "--groups", help="Participating groups."),
     depth: int = typer.Option(100, "--depth", help="Run depth per topic."),
     dup_fraction: float = typer.Option(0.1, "--dup-fraction", help="Share of passages that are near-duplicates."),
+    msmarco_v2: bool = typer.Option(False, "--msmarco-v2", help="The corpus as MS MARCO v2 ships it: a folder of "
+                                    "gzip JSONL shards, pids msmarco_passage_NN_<byte offset>, docids msmarco_doc_NN_..."),
+    shards: int = typer.Option(10, "--shards", help="With --msmarco-v2: files of the corpus."),
     seed: Optional[int] = common.SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
@@ -41,7 +44,8 @@ def campaign(
             last[0] = max(fraction, last[0])
 
         summary = simulate_campaign(output, n_passages=passages, n_topics=topics, n_groups=groups, depth=depth,
-                                    dup_fraction=dup_fraction, seed=seed or 0, progress=report)
+                                    dup_fraction=dup_fraction, seed=seed or 0, progress=report,
+                                    layout="msmarco-v2" if msmarco_v2 else "flat", shards=shards)
     common.emit(summary, as_json, f"campaign written to {output}")
 
 

@@ -67,6 +67,7 @@ import pyarrow.compute as pc
 
 from qrelkit.io.atomic import atomic_open, atomic_path
 from qrelkit.io.order import block_positions as _block_ranks  # 0-based; the local name its callers use
+from qrelkit.simulate.layout import LAYOUTS, FlatNames, MsmarcoV2Names
 
 __all__ = ["simulate_campaign"]
 
@@ -79,6 +80,8 @@ FIRST_STAGE = 1000
 #: surface forms per word: case (lower, Capitalized, UPPER) x punctuation ("", ".", ",")
 _FORMS = 9
 _ZIPF_TABLE_BITS = 22
+#: tokens drawn and marked at a time (even: see :func:`_base_tokens`)
+_TOKEN_CHUNK = 1 << 24
 
 _STOPWORDS = (
     "the of and to a in is for that on with as by it are was be or an this from at which can have "
@@ -238,6 +241,8 @@ class _Args:
     dup_fraction: object
     seed: object
     subtasks: tuple[str, ...]
+    layout: str = "flat"
+    shards: int = 1
 
 
 @dataclass
@@ -311,6 +316,7 @@ class _Rows:
     latent: np.ndarray | None = None
     in_bm25: np.ndarray | None = None
     first_stage: np.ndarray | None = None
+    r_key: np.ndarray | None = None  # the order of the rows' pid strings (ties)
 
     @property
     def nrows(self) -> int:
@@ -319,7 +325,7 @@ class _Rows:
     def top_rows(self, score: np.ndarray, mask: np.ndarray | None, k: int, ascending_ties: bool = False) -> np.ndarray:
         """Row indices of the top ``k`` per topic by score (ties: pid descending), in rank order."""
         idx = np.arange(self.nrows) if mask is None else np.flatnonzero(mask)
-        pid_key = self.r_pid[idx] if ascending_ties else -self.r_pid[idx]
+        pid_key = self.r_key[idx] if ascending_ties else -self.r_key[idx]
         o = idx[np.lexsort((pid_key, -score[idx], self.r_topic[idx]))]
         return o[_block_ranks(self.r_topic[o]) < k]
 
@@ -347,6 +353,8 @@ def simulate_campaign(
     seed: int = 0,
     subtasks: Sequence[str] = ("fullrank", "rerank"),
     progress: Callable[[str, float], None] | None = None,
+    layout: str = "flat",
+    shards: int = 10,
 ) -> dict:
     """Write a synthetic TREC-DL-style campaign into ``out_dir`` and return its summary.
 
@@ -380,6 +388,8 @@ def simulate_campaign(
     progress:
         Optional ``progress(step, fraction)``, called a few times; ``fraction`` is the overall
         progress in [0, 1].
+    layout, shards:
+        ``"flat"`` or ``"msmarco-v2"``: ``shards`` gzip files as MS MARCO v2 ships them (:mod:`~qrelkit.simulate.layout`).
 
     Returns
     -------
@@ -411,16 +421,15 @@ def simulate_campaign(
     >>> scores.num_rows
     4
     """
-    a = _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed, subtasks)
+    a = _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed, subtasks,
+                       layout, shards)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = _reporter(progress)
     root = np.random.default_rng(seed)
     (rng_docs, rng_cls, rng_tok, rng_topic, rng_copy, rng_runs, rng_qrels, rng_fill) = root.spawn(8)
-
     report("vocabulary", 0.0)
     words, surface, zipf_table = _vocabulary()
-
     report("structure", 0.05)
     st = _corpus_structure(rng_docs, rng_cls, a)
     report("tokens", 0.1)
@@ -431,21 +440,22 @@ def simulate_campaign(
     _insert_topic_terms(rng_topic, tp, tok)
     report("duplicates", 0.4)
     _copies(rng_copy, zipf_table, st, tok)
+    names = _names(a, st, tok, surface)  # the pids (msmarco-v2: their lines' offsets)
     report("features", 0.5)
     rows = _candidate_rows(rng_fill, a, st, tok, tp, len(words))
+    rows.r_key = names.key(rows.r_pid)
     eg = _row_grades(rng_runs, a, st, tp, rows)
     report("runs", 0.6)
     _first_stage(rng_runs, rows, a.depth)
     runs, group_params = _plan_runs(rng_runs, a, rows.n_cls_rows)
-    pid_width = max(7, len(str(a.n - 1)))
-    top10, top20, tie_lines = _write_runs(out, a, runs, group_params, rows, tp.qids, pid_width, report)
+    top10, top20, tie_lines = _write_runs(out, a, runs, group_params, rows, tp.qids, names, report)
     _write_manifest(out, runs)
     report("qrels", 0.78)
-    q_topic, q_grade, p_cls = _write_hidden_qrels(rng_qrels, out, a.n, st, tp, eg, top20, pid_width)
-    in_class = _write_topics_and_truth(out, tp, st, pid_width)
+    q_topic, q_grade, p_cls = _write_hidden_qrels(rng_qrels, out, a.n, st, tp, eg, top20, names)
+    in_class = _write_topics_and_truth(out, tp, st, names)
     report("corpus", 0.8)
-    _write_corpus(out, a.n, st, tok, surface, pid_width, report)
-    summary = _summary(a, st, tok, tp, runs, len(words), in_class, tie_lines, top10, q_topic, q_grade, p_cls)
+    _write_corpus(out, a.n, st, tok, surface, names, report)
+    summary = _summary(a, st, tok, tp, runs, len(words), in_class, tie_lines, top10, q_topic, q_grade, p_cls, names)
     with atomic_open(out / "summary.json") as fh:
         fh.write(json.dumps(summary, indent=2) + "\n")
     report("done", 1.0)
@@ -464,7 +474,7 @@ def _reporter(progress: Callable[[str, float], None] | None) -> Callable[[str, f
 
 
 def _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth, dup_fraction, seed,
-                   subtasks) -> _Args:
+                   subtasks, layout="flat", shards=10) -> _Args:
     """The arguments of :func:`simulate_campaign`, checked (``ValueError`` names the first bad one)."""
     n = int(n_passages)
     n_topics = int(n_topics)
@@ -481,11 +491,14 @@ def _campaign_args(n_passages, n_docs, n_topics, n_groups, runs_per_group, depth
     _check(0.0 <= float(dup_fraction) <= 0.5, "dup_fraction must be between 0 and 0.5")
     _check(len(subtasks) > 0 and all(s and "," not in s for s in subtasks) and len(set(subtasks)) == len(subtasks),
            "subtasks must be distinct non-empty names without commas")
+    _check(layout in LAYOUTS, f"layout must be one of {', '.join(LAYOUTS)}")
+    shards = int(shards)
+    _check(layout == "flat" or 1 <= shards <= n // 20, "shards must be between 1 and n_passages / 20")
     if n_docs is not None:
         n_docs = int(n_docs)
         _check(-(-n // 10) <= n_docs <= n, "n_docs must be between ceil(n_passages / 10) and n_passages")
     return _Args(n=n, n_docs=n_docs, n_topics=n_topics, n_groups=n_groups, lo=lo, hi=hi, depth=depth,
-                 dup_fraction=dup_fraction, seed=seed, subtasks=subtasks)
+                 dup_fraction=dup_fraction, seed=seed, subtasks=subtasks, layout=layout, shards=shards)
 
 
 def _corpus_structure(rng_docs: np.random.Generator, rng_cls: np.random.Generator, a: _Args) -> _Structure:
@@ -515,17 +528,24 @@ def _base_tokens(rng_tok: np.random.Generator, zipf_table: np.ndarray, n: int) -
     lengths = np.clip(np.rint(rng_tok.normal(55, 13, size=n)), 30, 80).astype(np.int64)
     base_off = np.concatenate([[0], np.cumsum(lengths)])
     T = int(base_off[-1])
-    codes = _zipf_words(rng_tok, zipf_table, T)
+    # in chunks (memory: the codes and 2 bytes a token, not 4 arrays of the codes' size): the
+    # table has 2**22 entries, so every draw takes one half of a 64-bit word and chunks of an
+    # even size draw exactly what one call would
+    codes = np.empty(T, np.int32)
+    for a in range(0, T, _TOKEN_CHUNK):
+        codes[a : a + _TOKEN_CHUNK] = _zipf_words(rng_tok, zipf_table, min(_TOKEN_CHUNK, T - a))
     codes *= _FORMS
     rnd = rng_tok.integers(0, 256, size=T, dtype=np.uint8)
     end = rnd < 21
     end[base_off[1:] - 1] = True
-    comma = (rnd >= 21) & (rnd < 36) & ~end
-    del rnd
-    start = np.empty(T, bool)
-    start[0] = True
-    start[1:] = end[:-1]
-    codes += start.astype(np.int32) * 3 + end.astype(np.int32) + comma.astype(np.int32) * 2
+    for a in range(0, T, _TOKEN_CHUNK):
+        z = min(T, a + _TOKEN_CHUNK)
+        e = end[a:z]
+        comma = (rnd[a:z] >= 21) & (rnd[a:z] < 36) & ~e
+        start = np.empty(z - a, bool)
+        start[0] = True if a == 0 else end[a - 1]
+        start[1:] = e[:-1]
+        codes[a:z] += start.astype(np.int32) * 3 + e.astype(np.int32) + comma.astype(np.int32) * 2
     return _Tokens(lengths=lengths, base_off=base_off, codes=codes)
 
 
@@ -859,7 +879,7 @@ def _run_selection(r: dict, group_params: list[dict], rows: _Rows, n_topics: int
 
 
 def _write_runs(out: Path, a: _Args, runs: list[dict], group_params: list[dict], rows: _Rows, qids: list[str],
-                pid_width: int, report: Callable[[str, float], None]) -> tuple[list, list, int]:
+                names: FlatNames | MsmarcoV2Names, report: Callable[[str, float], None]) -> tuple[list, list, int]:
     """Write every run file (and remove stale ones): the (topic * n + pid) keys of each run's top
     10 and top 20, and the number of tied score pairs."""
     n = a.n
@@ -872,7 +892,7 @@ def _write_runs(out: Path, a: _Args, runs: list[dict], group_params: list[dict],
         sel, out_score = _run_selection(r, group_params, rows, a.n_topics, a.depth)
         t_sel = rows.r_topic[sel]
         p_sel = rows.r_pid[sel]
-        pid_key = p_sel if r["tie_order"] == "asc" else -p_sel
+        pid_key = names.key(p_sel) if r["tie_order"] == "asc" else -names.key(p_sel)
         o = np.lexsort((pid_key, -out_score, t_sel))
         t_sel, p_sel, out_score = t_sel[o], p_sel[o], out_score[o]
         rank = _block_ranks(t_sel) + 1
@@ -884,8 +904,8 @@ def _write_runs(out: Path, a: _Args, runs: list[dict], group_params: list[dict],
         name = r["run"]
         fmt = "{:.4f}" if r["style"] in ("bm25", "prob") else ("{:.5f}" if r["style"] == "logit" else "{:.3f}")
         lines = [
-            f"{qids[t]} Q0 p{p:0{pid_width}d} {k} {fmt.format(sc)} {name}\n"
-            for t, p, k, sc in zip(t_sel.tolist(), p_sel.tolist(), rank.tolist(), out_score.tolist())
+            f"{qids[t]} Q0 {p} {k} {fmt.format(sc)} {name}\n"
+            for t, p, k, sc in zip(t_sel.tolist(), names.pids(p_sel), rank.tolist(), out_score.tolist())
         ]
         with atomic_open(run_dir / f"{name}.run") as fh:
             fh.write("".join(lines))
@@ -909,7 +929,7 @@ def _write_manifest(out: Path, runs: list[dict]) -> None:
 
 
 def _write_hidden_qrels(rng_qrels: np.random.Generator, out: Path, n: int, st: _Structure, tp: _Topics, eg: tuple,
-                 top20: list[np.ndarray], pid_width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 top20: list[np.ndarray], names: FlatNames | MsmarcoV2Names) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Qrels: graded + decoys + a sample of pooled non-relevant passages, expanded. Returns the
     qrels' topics and grades and the sampled (topic * n + canonical pid) keys."""
     eg_topic, eg_pid, eg_grade = eg
@@ -924,17 +944,17 @@ def _write_hidden_qrels(rng_qrels: np.random.Generator, out: Path, n: int, st: _
     q_topic = np.concatenate([eg_topic, z_topic])
     q_pid = np.concatenate([eg_pid, z_pid])
     q_grade = np.concatenate([eg_grade, z_grade])
-    q_order = np.lexsort((q_pid, q_topic))
+    q_order = np.lexsort((names.key(q_pid), q_topic))
     q_topic, q_pid, q_grade = q_topic[q_order], q_pid[q_order], q_grade[q_order]
     assert len(np.unique(q_topic * n + q_pid)) == len(q_topic), "qrels must be unique per topic and pid"
     qids = tp.qids
     with atomic_open(out / "qrels.txt") as fh:
-        fh.write("".join(f"{qids[t]} 0 p{p:0{pid_width}d} {g}\n"
-                         for t, p, g in zip(q_topic.tolist(), q_pid.tolist(), q_grade.tolist())))
+        fh.write("".join(f"{qids[t]} 0 {p} {g}\n"
+                         for t, p, g in zip(q_topic.tolist(), names.pids(q_pid), q_grade.tolist())))
     return q_topic, q_grade, p_cls
 
 
-def _write_topics_and_truth(out: Path, tp: _Topics, st: _Structure, pid_width: int) -> np.ndarray:
+def _write_topics_and_truth(out: Path, tp: _Topics, st: _Structure, names: FlatNames | MsmarcoV2Names) -> np.ndarray:
     """Write the topics and the near-duplicate truth; returns the passages in a class of two or more."""
     class_of = st.class_of
     with atomic_open(out / "topics.tsv") as fh:
@@ -942,36 +962,63 @@ def _write_topics_and_truth(out: Path, tp: _Topics, st: _Structure, pid_width: i
     in_class = np.flatnonzero(st.class_size[class_of] >= 2)
     nd_order = in_class[np.lexsort((in_class, class_of[in_class]))]
     with atomic_open(out / "neardup_truth.tsv") as fh:
-        fh.write("".join(f"p{c:0{pid_width}d}\tp{p:0{pid_width}d}\n"
-                         for c, p in zip(class_of[nd_order].tolist(), nd_order.tolist())))
+        fh.write("".join(f"{c}\t{p}\n" for c, p in zip(names.pids(class_of[nd_order]), names.pids(nd_order))))
     return in_class
 
 
-def _write_corpus(out: Path, n: int, st: _Structure, tok: _Tokens, surface: pa.Array, pid_width: int,
-                  report: Callable[[str, float], None]) -> None:
-    """The corpus text, rendered in chunks with pyarrow (frees ``tok.codes``)."""
-    is_copy, copy_codes, copy_off, final_len = st.is_copy, tok.copy_codes, tok.copy_off, tok.final_len
-    n_copies = len(tok.copy_slots)
-    doc_sizes = st.doc_sizes
-    doc_width = max(6, len(str(len(doc_sizes) - 1)))
-    copy_index = np.full(n, -1, np.int64)
-    copy_index[tok.copy_slots] = np.arange(n_copies)
-    all_codes = np.concatenate([tok.codes, copy_codes]) if n_copies else tok.codes
-    tok.codes = None
-    seg_start = np.where(is_copy, len(all_codes) - len(copy_codes) + copy_off[np.maximum(copy_index, 0)],
-                         tok.base_off[:-1])
-    docid_of = np.repeat(np.arange(len(doc_sizes), dtype=np.int64), doc_sizes)
-    chunk = 100_000
+def _names(a: _Args, st: _Structure, tok: _Tokens, surface: pa.Array) -> FlatNames | MsmarcoV2Names:
+    """The passages' ids in the corpus layout (``msmarco-v2``: from every passage's text length)."""
+    if a.layout == "flat":
+        return FlatNames(a.n, len(st.doc_sizes))
+    word_len = pc.binary_length(surface).to_numpy().astype(np.int64)
+    text_len = np.zeros(a.n, np.int64)
+    for slot0, slot1, tokens, ln in _token_chunks(tok, 0, a.n):
+        ends = np.cumsum(ln)
+        text_len[slot0:slot1] = np.diff(np.concatenate([[0], np.cumsum(word_len[tokens])[ends - 1]])) + ln - 1
+    return MsmarcoV2Names(st.doc_sizes, text_len, a.shards)
+
+
+def _token_chunks(tok: _Tokens, start: int, stop: int, chunk: int = 100_000):
+    """``(a, z, tokens, lengths)`` of the passages ``a..z`` in chunks from ``start`` to ``stop``:
+    their word codes one after the other (a copy's from the copies')."""
+    is_copy = np.zeros(len(tok.final_len), bool)
+    is_copy[tok.copy_slots] = True
+    copy_index = np.full(len(tok.final_len), -1, np.int64)
+    copy_index[tok.copy_slots] = np.arange(len(tok.copy_slots))
+    for a in range(start, stop, chunk):
+        z = min(stop, a + chunk)
+        ln = tok.final_len[a:z]
+        cp = is_copy[a:z]
+        tokens = np.empty(int(ln.sum()), np.int32)
+        at = np.cumsum(ln) - ln
+        orig = np.flatnonzero(~cp)
+        tokens[_segments(at[orig], ln[orig])] = tok.codes[_segments(tok.base_off[a + orig], ln[orig])]
+        cps = np.flatnonzero(cp)
+        tokens[_segments(at[cps], ln[cps])] = tok.copy_codes[_segments(tok.copy_off[copy_index[a + cps]], ln[cps])]
+        yield a, z, tokens, ln
+
+
+def _texts(tok: _Tokens, surface: pa.Array, start: int, stop: int):
+    """``(a, z, text)``: the passages' texts (words joined by spaces), in chunks."""
+    for a, z, tokens, ln in _token_chunks(tok, start, stop):
+        strings = surface.take(pa.array(tokens))
+        offsets = pa.array(np.concatenate([[0], np.cumsum(ln)]).astype(np.int32))
+        yield a, z, pc.binary_join(pa.ListArray.from_arrays(offsets, strings), " ")
+
+
+def _write_corpus(out: Path, n: int, st: _Structure, tok: _Tokens, surface: pa.Array,
+                  names: FlatNames | MsmarcoV2Names, report: Callable[[str, float], None]) -> None:
+    """The corpus text, rendered in chunks with pyarrow: ``corpus.jsonl``, or the shards of the
+    ``msmarco-v2`` layout (:mod:`qrelkit.simulate.layout`)."""
+    if isinstance(names, MsmarcoV2Names):
+        names.write(out / names.folder, lambda a, z: _texts(tok, surface, a, z),
+                    lambda z: report("corpus", 0.8 + 0.19 * z / n))
+        return
+    docid_of = np.repeat(np.arange(len(st.doc_sizes), dtype=np.int64), st.doc_sizes)
     with atomic_path(out / "corpus.jsonl") as tmp, open(tmp, "wb") as fh:
-        for a in range(0, n, chunk):
-            z = min(n, a + chunk)
-            ln = final_len[a:z]
-            tokens = all_codes[_segments(seg_start[a:z], ln)]
-            strings = surface.take(pa.array(tokens))
-            offsets = pa.array(np.concatenate([[0], np.cumsum(ln)]).astype(np.int32))
-            text = pc.binary_join(pa.ListArray.from_arrays(offsets, strings), " ")
-            pid = pc.utf8_lpad(pc.cast(pa.array(np.arange(a, z)), pa.string()), width=pid_width, padding="0")
-            did = pc.utf8_lpad(pc.cast(pa.array(docid_of[a:z]), pa.string()), width=doc_width, padding="0")
+        for a, z, text in _texts(tok, surface, 0, n):
+            pid = pc.utf8_lpad(pc.cast(pa.array(np.arange(a, z)), pa.string()), width=names.pid_width, padding="0")
+            did = pc.utf8_lpad(pc.cast(pa.array(docid_of[a:z]), pa.string()), width=names.doc_width, padding="0")
             line = pc.binary_join_element_wise('{"pid": "p', pid, '", "passage": "', text, '", "docid": "d', did,
                                                '"}\n', "")
             off = np.frombuffer(line.buffers()[1], np.int32)[line.offset : line.offset + len(line) + 1]
@@ -1009,7 +1056,7 @@ def _topics_info(a: _Args, st: _Structure, tp: _Topics, pool10_sizes: np.ndarray
 
 def _summary(a: _Args, st: _Structure, tok: _Tokens, tp: _Topics, runs: list[dict], V: int, in_class: np.ndarray,
              tie_lines: int, top10: list[np.ndarray], q_topic: np.ndarray, q_grade: np.ndarray,
-             p_cls: np.ndarray) -> dict:
+             p_cls: np.ndarray, names: FlatNames | MsmarcoV2Names) -> dict:
     """The JSON-able summary :func:`simulate_campaign` returns."""
     n, n_topics, depth = a.n, a.n_topics, a.depth
     sizes, n_edits, mode = st.sizes, tok.n_edits, tok.mode
@@ -1019,15 +1066,16 @@ def _summary(a: _Args, st: _Structure, tok: _Tokens, tp: _Topics, runs: list[dic
     size_hist = np.bincount(np.digitize(sizes, [3, 4, 11, 101, 1001]), minlength=6) if n_classes else np.zeros(6, int)
     grade_counts = np.bincount(q_grade, minlength=4)
     topics_info = _topics_info(a, st, tp, pool10_sizes, q_topic, q_grade, p_cls)
+    layout = {} if a.layout == "flat" else {"layout": a.layout, "shards": a.shards}
     return {
         "generator": "qrelkit.simulate.campaign",
         "parameters": {
             "n_passages": n, "n_docs": a.n_docs, "n_topics": n_topics, "n_groups": a.n_groups,
             "runs_per_group": [a.lo, a.hi], "depth": depth, "dup_fraction": float(a.dup_fraction), "seed": a.seed,
-            "subtasks": list(a.subtasks),
+            "subtasks": list(a.subtasks), **layout,
         },
         "files": {
-            "corpus": "corpus.jsonl", "neardup_truth": "neardup_truth.tsv", "topics": "topics.tsv",
+            "corpus": names.folder or "corpus.jsonl", "neardup_truth": "neardup_truth.tsv", "topics": "topics.tsv",
             "qrels": "qrels.txt", "manifest": "manifest.csv", "runs": "runs", "summary": "summary.json",
         },
         "counts": {
