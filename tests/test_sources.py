@@ -205,3 +205,19 @@ def test_outputs_never_go_into_a_corpus_folder(sim, tmp_path, capsys):
     assert "[output-is-input]" in capsys.readouterr().err
     assert sorted(p.name for p in folder.iterdir()) == ["part-0.jsonl", "part-1.jsonl", "part-2.jsonl"]
     shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_document_qrels_from_the_source_docid(tmp_path, gz):
+    """MS MARCO v2: a passage's document is its ``docid`` field — no mapping file; a document's
+    grade is the highest of its judged passages (DL 2022)."""
+    import pyarrow as pa
+
+    from qrelkit.labels.propagate import passage_document_map, propagate_to_documents
+
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    judged = [recs[0], recs[1], recs[2], recs[45], recs[90]]  # the first three: one document
+    qrels = pa.table({"qid": ["1"] * 5, "docid": [r["pid"] for r in judged], "rel": pa.array([1, 3, 0, 2, 0], pa.int32())})
+    mapping = passage_document_map(corpus=tmp_path / "c", passages=[r["pid"] for r in judged])
+    docs = propagate_to_documents(qrels, mapping, rule="max").qrels.to_pydict()
+    assert dict(zip(docs["docid"], docs["rel"])) == {recs[0]["docid"]: 3, recs[45]["docid"]: 2, recs[90]["docid"]: 0}
