@@ -2,6 +2,7 @@
 
     python benchmarks/bench_campaign.py demo  [--repeat 3]      # (a) the demo campaign
     python benchmarks/bench_campaign.py large                   # (b) 1M passages, 50 topics, 100 runs
+    python benchmarks/bench_campaign.py 10m [--workers 2]       # (c) 10M passages in 10 gzip shards, end to end
 
 (a) **demo**: the campaign of `make demo` (`simulate campaign --passages 50000 --topics 30 --groups 8
 --seed 1`, `configs/trec-dl-2022.toml`, the oracle at error rate 0.05, seed 7) end to end:
@@ -26,7 +27,11 @@ two campaigns:
   rule afterwards (target <= 10 s), wall and CPU seconds; the simulated assessor's answering
   time is listed apart (a real round waits for people instead).
 
-Both write ``OUT/bench-campaign-{demo,large}.json`` and print it; the generated data is kept under
+(c) **10m**: a campaign of 10M passages in an MS MARCO v2-shaped folder of 10 gzip shards, 50
+topics, 100 runs of 20 groups, every step a command line in its own process, time and peak RSS
+of every process (Dask workers included): see ``benchmarks/_campaign10m.py``.
+
+Each writes ``OUT/bench-campaign-{demo,large,10m}.json`` and prints it; the generated data is kept under
 ``OUT`` and reused while its parameters match. The machine's load average is recorded before and
 after (the machine may be shared).
 """
@@ -206,14 +211,29 @@ def _large_config(protocol: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("which", choices=("demo", "large"))
+    ap.add_argument("which", choices=("demo", "large", "10m"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "campaign")
     ap.add_argument("--repeat", type=int, default=3, help="demo: campaigns to run (medians)")
     ap.add_argument("--passages", type=int, default=1_000_000, help="large: corpus size")
     ap.add_argument("--topics", type=int, default=50, help="large: topics")
+    ap.add_argument("--shards", type=int, default=10, help="10m: corpus files")
+    ap.add_argument("--workers", type=int, default=2, help="10m: Dask LocalCluster workers (near-duplicates)")
+    ap.add_argument("--web-judgments", type=int, default=100, help="10m: judgments per assessor through the web app")
+    ap.add_argument("--sim", type=Path, default=None, help="10m: the generated data (default OUT/10m-sim)")
+    ap.add_argument("--fresh", action="store_true", help="10m: measure every step again (default: go on)")
+    ap.add_argument("--rss-limit-gb", type=float, default=12.0, help="10m: kill a step whose process passes this")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    res = bench_demo(args.out, args.repeat) if args.which == "demo" else bench_large(args.out, args.passages, args.topics)
+    if args.which == "10m":
+        from _campaign10m import bench_10m  # lazy: psutil (the [bench] extra) only for this case
+
+        passages = args.passages if "--passages" in (argv or sys.argv) else 10_000_000
+        res = bench_10m(args.out, passages=passages, shards=args.shards, workers=args.workers,
+                        judgments=args.web_judgments, sim=args.sim, fresh=args.fresh, limit_gb=args.rss_limit_gb)
+    elif args.which == "demo":
+        res = bench_demo(args.out, args.repeat)
+    else:
+        res = bench_large(args.out, args.passages, args.topics)
     return record_result(res, args.out / f"bench-campaign-{args.which}.json", "bench_campaign.py", argv)
 
 

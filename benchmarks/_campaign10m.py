@@ -1,0 +1,258 @@
+"""The ``10m`` case of ``bench_campaign.py`` (issue #22): a campaign of 10M passages in an MS
+MARCO v2-shaped folder of shards, end to end on one machine, every step a command line in its
+own process with the peak RSS of every process of its tree (Dask workers included) sampled.
+
+Steps, each journaled in ``OUT/10m-steps.json`` as it ends (a run stopped half-way goes on from
+the first step not journaled; ``--fresh`` starts again):
+
+1. ``generate``: ``simulate_campaign(n_passages, n_topics=50, n_groups=20, runs_per_group=(5, 5),
+   seed=0, layout="msmarco-v2", shards)``: 100 runs of 20 groups + the organizers' 2 baselines,
+   depth 100 (skipped when ``OUT/10m-sim`` holds it; ``--sim`` names another folder);
+2. ``init``: ``qrelkit campaign init`` on the folder (validated: every shard parsed, ids unique
+   across shards; fingerprinted);
+3. one ``qrelkit campaign run --oracle qrels.txt --error-rate 0.05 --seed 7 --until STAGE
+   --workers W`` per stage (near-duplicates on a Dask LocalCluster of W workers); the campaign
+   folder after ``pool`` is copied to ``OUT/10m-web`` for step 5;
+4. ``report``: ``qrelkit campaign report``;
+5. ``serve``: ``qrelkit serve`` on the copy (its runner issues the screening batches: the text
+   index of the gzip shards built at start), the assessors of the protocol (A01-A04) judge
+   through the JSON API, ``--web-judgments`` each, with the hidden qrels' grades: the latency of
+   the next-item GET (p50/p95/p99) and of the judgment POSTs; the server's peak RSS.
+
+Per step: wall seconds, the stage's own seconds (the run's summary), and the peak RSS of the
+main process, of each other process (workers) and of their sum, sampled every 0.25 s (psutil);
+a process over ``--rss-limit-gb`` has its tree killed and the step recorded as failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QRELKIT = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"]
+SIM_PARAMS = dict(n_topics=50, n_groups=20, runs_per_group=[5, 5], seed=0, layout="msmarco-v2")
+
+
+class TreeSampler:
+    """Peak RSS (MB) of a process and its descendants, each and summed, every ``every`` s; kills
+    the tree when one process passes ``limit_mb``."""
+
+    def __init__(self, pid: int, limit_mb: float, every: float = 0.25) -> None:
+        import psutil  # lazy: the [bench] extra, only this case's
+
+        self.root = psutil.Process(pid)
+        self.limit_mb, self.every = limit_mb, every
+        self.peak: dict[int, dict] = {}
+        self.peak_total = 0.0
+        self.over: str | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _procs(self):
+        try:
+            return [self.root, *self.root.children(recursive=True)]
+        except Exception:  # noqa: BLE001 - the root ended
+            return []
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            total = 0.0
+            for p in self._procs():
+                try:
+                    rss = p.memory_info().rss / 2**20
+                    if p.pid not in self.peak:
+                        cmd = " ".join(p.cmdline())
+                        kind = "main" if p.pid == self.root.pid else (
+                            "dask-worker" if "spawn" in cmd or "multiprocessing" in cmd or "distributed" in cmd else "child")
+                        self.peak[p.pid] = {"kind": kind, "peak_mb": 0.0}
+                except Exception:  # noqa: BLE001 - ended meanwhile
+                    continue
+                total += rss
+                self.peak[p.pid]["peak_mb"] = max(self.peak[p.pid]["peak_mb"], rss)
+                if rss > self.limit_mb and self.over is None:
+                    self.over = f"pid {p.pid} ({self.peak[p.pid]['kind']}) at {rss:.0f} MB"
+                    for q in reversed(self._procs()):
+                        try:
+                            q.kill()
+                        except Exception:  # noqa: BLE001
+                            pass
+            self.peak_total = max(self.peak_total, total)
+
+    def close(self) -> dict:
+        self.stop.set()
+        self.thread.join()
+        procs = sorted(self.peak.values(), key=lambda x: -x["peak_mb"])
+        main = next((x["peak_mb"] for x in procs if x["kind"] == "main"), 0.0)
+        others = [round(x["peak_mb"]) for x in procs if x["kind"] != "main"]
+        return {"peak_rss_main_mb": round(main), "peak_rss_other_mb": others,
+                "peak_rss_max_process_mb": round(max([main, *others])), "peak_rss_sum_mb": round(self.peak_total),
+                "killed_over_limit": self.over}
+
+
+def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None) -> dict:
+    """Run ``cmd`` (its stdout returned, stderr to ``log``), timed and sampled."""
+    t0 = time.perf_counter()
+    with open(log, "ab") as err:
+        err.write(("\n$ " + " ".join(cmd[3:] if cmd[:3] == QRELKIT else cmd) + "\n").encode())
+        err.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=str(ROOT),
+                                env={**os.environ, **(env or {})})
+        sampler = TreeSampler(proc.pid, limit_mb)
+        out, _ = proc.communicate()
+    rss = sampler.close()
+    return {"wall_s": round(time.perf_counter() - t0, 1), "exit": proc.returncode, **rss,
+            "stdout": out.decode(errors="replace"), "load_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+class Journal:
+    """The steps measured so far (``OUT/10m-steps.json``), written after each."""
+
+    def __init__(self, path: Path, fresh: bool) -> None:
+        self.path = path
+        self.steps: dict = {} if fresh or not path.exists() else json.loads(path.read_text())
+
+    def done(self, name: str) -> bool:
+        return self.steps.get(name, {}).get("exit") == 0
+
+    def put(self, name: str, rec: dict) -> dict:
+        self.steps[name] = rec
+        self.path.write_text(json.dumps(self.steps, indent=1))
+        print(f"10m: {name}: {rec.get('wall_s')} s, peak {rec.get('peak_rss_max_process_mb')} MB "
+              f"(sum {rec.get('peak_rss_sum_mb')} MB), exit {rec.get('exit')}", file=sys.stderr, flush=True)
+        return rec
+
+
+def generate(sim: Path, passages: int, shards: int, journal: Journal, log: Path, limit_mb: float) -> None:
+    params = {**SIM_PARAMS, "n_passages": passages, "shards": shards}
+    summary = sim / "summary.json"
+    if summary.exists() and all(json.loads(summary.read_text())["parameters"].get(k) == v for k, v in params.items()
+                                if k not in ("n_passages",)) \
+            and json.loads(summary.read_text())["parameters"]["n_passages"] == passages:
+        return
+    code = ("import json, sys; from qrelkit.simulate.campaign import simulate_campaign; "
+            "p = json.loads(sys.argv[2]); p['runs_per_group'] = tuple(p['runs_per_group']); "
+            "simulate_campaign(sys.argv[1], **p)")
+    rec = measured([sys.executable, "-c", code, str(sim), json.dumps(params)], log, limit_mb)
+    rec.pop("stdout")
+    journal.put("generate", rec)
+    if rec["exit"]:
+        raise SystemExit(f"generation failed; see {log}")
+
+
+def campaign_steps(sim: Path, camp: Path, web: Path, workers: int, journal: Journal, log: Path,
+                   limit_mb: float) -> None:
+    from qrelkit.config import CAMPAIGN_STAGES  # lazy: the package only once the data exists
+
+    if not journal.done("init"):
+        shutil.rmtree(camp, ignore_errors=True)
+        rec = measured([*QRELKIT, "campaign", "init", str(camp), "-c", str(ROOT / "configs" / "trec-dl-2022.toml"),
+                        "--corpus", str(sim / "msmarco_v2_passage"), "-t", str(sim / "topics.tsv"),
+                        "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv"), "--json"], log, limit_mb)
+        rec.pop("stdout")
+        journal.put("init", rec)
+        if rec["exit"]:
+            raise SystemExit(f"campaign init failed; see {log}")
+    spill = {"QRELKIT_DASK_SPILL": str(camp.parent / "10m-spill")}
+    for stage in CAMPAIGN_STAGES:
+        if journal.done(f"stage {stage}"):
+            continue
+        rec = measured([*QRELKIT, "campaign", "run", str(camp), "--oracle", str(sim / "qrels.txt"), "--error-rate",
+                        "0.05", "--seed", "7", "--until", stage, "--workers", str(workers), "--json"], log, limit_mb,
+                       env=spill)
+        out = rec.pop("stdout")
+        if rec["exit"] == 0:
+            res = json.loads(out)
+            rec["stage_s"] = res.get("seconds", {}).get(stage)
+            rec["state"] = res.get("state")
+            rec["topics"] = res.get("topics")
+        journal.put(f"stage {stage}", rec)
+        if rec["exit"]:
+            raise SystemExit(f"stage {stage} failed; see {log}")
+        if stage == "pool":
+            shutil.rmtree(web, ignore_errors=True)
+            shutil.copytree(camp, web)
+    if not journal.done("report"):
+        rec = measured([*QRELKIT, "campaign", "report", str(camp), "-o", str(camp.parent / "10m-report.html")],
+                       log, limit_mb)
+        rec.pop("stdout")
+        journal.put("report", rec)
+
+
+def serve_step(sim: Path, web: Path, judgments: int, journal: Journal, log: Path, limit_mb: float) -> None:
+    """``qrelkit serve`` on the campaign copied after its pool stage; the assessors judge."""
+    import statistics  # noqa: F401  (lazy imports: the web client only for this step)
+
+    import bench_web_load as bw
+    from qrelkit.campaign import open_campaign_store
+    from qrelkit.campaign.accounts import add_account
+
+    if journal.done("serve"):
+        return
+    truth = bw.read_truth(sim)
+    rec: dict = {}
+    with bw.ServerProcess(web, log) as srv:
+        t0 = time.perf_counter()
+        srv.start(timeout=3600)
+        sampler = TreeSampler(srv.proc.pid, limit_mb)
+        rec["server_ready_s"] = round(time.perf_counter() - t0, 1)
+        with open_campaign_store(web) as s:
+            pend = s.assignments.pending(None, None)
+        owners = pend.groupby("assessor")["qid"].agg(lambda x: list(dict.fromkeys(x.astype(str)))).to_dict()
+        links = {a: add_account(web, a)["link"] for a in sorted(owners)}
+        gets, posts, errors = [], [], []
+
+        def assess(name: str) -> None:
+            left, cookies = judgments, None
+            for qid in owners[name]:
+                p = bw.Assessor(srv.url, links[name], name, qid, truth, cookies=cookies)
+                cookies = p.cookies
+                while left > 0 and (v := p.next_item()).get("item"):
+                    p.judge(v["item"])
+                    left -= 1
+                gets.extend(p.get_s)
+                posts.extend(p.post_s)
+                errors.extend(p.errors)
+                p.close()
+                if left <= 0:
+                    break
+
+        threads = [threading.Thread(target=assess, args=(a,)) for a in sorted(owners)]
+        t1 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rec["judging_wall_s"] = round(time.perf_counter() - t1, 1)
+        rec.update(sampler.close())
+        rec["wall_s"] = round(time.perf_counter() - t0, 1)
+    rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "get_next_ms": bw.percentiles(gets),
+                "post_judgment_ms": bw.percentiles(posts), "errors": errors[:5],
+                "load_after": [round(x, 2) for x in os.getloadavg()], "target_get_next_p95_ms": 50})
+    journal.put("serve", rec)
+
+
+def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments: int, sim: Path | None,
+              fresh: bool, limit_gb: float) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    journal = Journal(out / "10m-steps.json", fresh)
+    log, limit_mb = out / "10m.log", limit_gb * 1024
+    sim = sim or out / "10m-sim"
+    camp, web = out / "10m-campaign", out / "10m-web"
+    res = {"benchmark": "10m", "passages": passages, "shards": shards, "workers": workers,
+           "load_before": [round(x, 2) for x in os.getloadavg()]}
+    generate(sim, passages, shards, journal, log, limit_mb)
+    campaign_steps(sim, camp, web, workers, journal, log, limit_mb)
+    serve_step(sim, web, judgments, journal, log, limit_mb)
+    res["steps"] = journal.steps
+    res["peak_rss_any_process_mb"] = max(s.get("peak_rss_max_process_mb", 0) for s in journal.steps.values())
+    res["targets"] = {"peak_rss_any_process_mb_max": 8192, "get_next_p95_ms_max": 50}
+    res["sim_summary_counts"] = json.loads((sim / "summary.json").read_text())["counts"]
+    return res
