@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qrelkit.cal.features import build_features, load_features
 from qrelkit.cal.loop import CandidateCache
@@ -27,7 +28,7 @@ from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
 from qrelkit.dedupe import cluster_corpus, cluster_corpus_dask
 from qrelkit.io.tables import write_table
-from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
+from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
 from qrelkit.store import CampaignStore
 
@@ -212,7 +213,11 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
     returns fraction, kept passages and items, or :class:`Waiting`."""
     fp = ctx.settings.fractional
     frac, seed = fp.fraction, fp.seed
-    kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.inputs.classes)
+    cls = ctx.inputs.classes
+    if cls is not None:  # the dedupe stage's classes list every passage: the canonical ids, no corpus pass
+        kept = fractional_ids(cls["docid"].filter(pc.equal(cls["docid"], cls["class_id"])), frac, seed)
+    else:
+        kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed)
     runs = restrict_runs(filter_runs(ctx.inputs.runset.table, ctx.inputs.pooled_runs), kept, classes=ctx.inputs.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
     made = configured_pool("depth", runs, ctx.cfg, classes=ctx.inputs.classes)
