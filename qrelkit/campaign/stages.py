@@ -26,7 +26,7 @@ from qrelkit.campaign.inputs import Inputs
 from qrelkit.campaign.judging import Judging, Waiting
 from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
-from qrelkit.dedupe import cluster_corpus, cluster_corpus_dask
+from qrelkit.dedupe.cluster import cluster_corpus
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
@@ -38,14 +38,11 @@ class Context:
     component's parameters, read once from the recorded configuration), its ``inputs`` (the tables
     the stages read), its ``judging`` (assessors, what is owed, the oracle, batch files), the
     run's ``cache`` (what a long-lived runner keeps across calls: CAL features and candidates, the
-    text index, the batch files written), ``say`` (progress, one line per step) and ``dask``
-    (where the corpus-wide work runs: None in this process, or ``{"workers": N}`` for a Dask
-    LocalCluster of N workers, ``{"scheduler": ADDR}`` for a running scheduler)."""
+    text index, the batch files written) and ``say`` (progress, one line per step)."""
 
     def __init__(self, directory: Path, store: CampaignStore, cfg: Config, paths: dict,
-                 oracle: dict | None = None, progress: Callable[[str], None] | None = None,
-                 dask: dict | None = None) -> None:
-        self.dir, self.store, self.cfg, self.paths, self.dask = directory, store, cfg, paths, dask
+                 oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
+        self.dir, self.store, self.cfg, self.paths = directory, store, cfg, paths
         self.say = progress or (lambda _msg: None)
         self.cache: dict = {}
         self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
@@ -90,15 +87,10 @@ def stage_select(ctx: Context) -> dict:
 
 
 def stage_dedupe(ctx: Context) -> dict:
-    """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration), on Dask when
-    the run has ``dask`` (the same classes, memory bounded per worker); writes ``classes.parquet``;
-    returns the class statistics (passages, classes, duplicate classes, ...)."""
+    """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
+    ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
     params = ctx.settings.dedupe
-    if ctx.dask:
-        clu = cluster_corpus_dask(ctx.paths["corpus"], params, scheduler=ctx.dask.get("scheduler"),
-                                  n_workers=int(ctx.dask.get("workers") or 2))
-    else:
-        clu = cluster_corpus(ctx.paths["corpus"], params)
+    clu = cluster_corpus(ctx.paths["corpus"], params)
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.inputs.__dict__.pop("classes", None)  # read again: the stage wrote them
     st = clu.stats

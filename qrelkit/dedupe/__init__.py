@@ -9,9 +9,8 @@ __getattr__ = attach(__name__, {
     "apply": ("expansion_table", "label_class_members",),
     "params": ("DedupeParams", "Normalization",),
     "cluster": ("class_stats", "cluster_corpus", "nist_lines", "read_nist",),
-    "distributed": ("cluster_corpus_dask",),
     "tokenize": ("shingle_hash", "shingles", "word_spans", "words",),
 })
 
-__all__ = ["DedupeParams", "Normalization", "class_stats", "cluster_corpus", "cluster_corpus_dask", "expansion_table", "label_class_members",
+__all__ = ["DedupeParams", "Normalization", "class_stats", "cluster_corpus", "expansion_table", "label_class_members",
            "nist_lines", "read_nist", "shingle_hash", "shingles", "word_spans", "words"]
