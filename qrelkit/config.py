@@ -148,7 +148,7 @@ DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.par
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared
 #: by other modules (plugins) follow, in the order they were declared
-SECTION_ORDER = ("protocol", "runs", "selection", "pool", "top1", "fused", "screen", "fractional", "batch", "labels",
+SECTION_ORDER = ("protocol", "sources", "runs", "selection", "pool", "top1", "fused", "screen", "fractional", "batch", "labels",
                  "eval", "prefs", "cal", "stopping", "stopping.knee", "stopping.budget", "stopping.target", "reuse",
                  "campaign", "web", "dedupe")
 

@@ -10,11 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from qrelkit.errors import InputError
+from qrelkit.io.params import SourcesParams
+from qrelkit.io.sources import is_irds
 from qrelkit.io.text import read_bytes, read_text
 
 
-def read_topics(path: str | os.PathLike) -> pd.DataFrame:
-    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty).
+def read_topics(path: str | os.PathLike, *, params: SourcesParams | None = None) -> pd.DataFrame:
+    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty). ``path`` may
+    also be ``irds:<dataset-id>``: the queries of an ir_datasets dataset, their text the field
+    ``params.query_field`` (:func:`qrelkit.io.irds.read_irds_topics`).
 
     Examples
     --------
@@ -24,6 +28,10 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
     >>> read_topics(path).to_dict("list")
     {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
     """
+    if is_irds(path):
+        from qrelkit.io.irds import read_irds_topics  # lazy: ir_datasets is an optional extra
+
+        return read_irds_topics(str(path)[len("irds:"):], params)
     p = Path(path)
     text = read_text(p)
     rows = []

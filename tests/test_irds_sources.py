@@ -1,0 +1,260 @@
+"""``irds:<dataset-id>`` inputs through ir_datasets (issue 22; qrelkit/io/irds.py), offline: every
+dataset is registered into ir_datasets' registry from files written here, and ir_datasets' home is
+a temporary folder (set before ir_datasets is first imported: its modules ask for it then)."""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from typing import NamedTuple
+
+import pytest
+
+if "IR_DATASETS_HOME" not in os.environ:  # before ir_datasets' first import: nothing written in ~/.ir_datasets
+    _HOME = tempfile.mkdtemp(prefix="qrelkit-irds-home-")
+    atexit.register(shutil.rmtree, _HOME, True)
+    os.environ["IR_DATASETS_HOME"] = _HOME
+    os.environ.setdefault("IR_DATASETS_TMP", os.path.join(_HOME, "tmp"))
+
+ir_datasets = pytest.importorskip("ir_datasets", reason="the irds extra is not installed (pip install 'qrelkit[irds]')")
+
+from ir_datasets.datasets.base import Dataset  # noqa: E402
+from ir_datasets.formats import JsonlDocs, TrecQrels, TsvQueries  # noqa: E402
+from ir_datasets.util import LocalDownload  # noqa: E402
+
+from qrelkit.errors import InputError  # noqa: E402
+from qrelkit.io.corpus import CORPUS_SCHEMA, read_corpus  # noqa: E402
+from qrelkit.io.irds import IrdsCorpus, sample_indexes  # noqa: E402
+from qrelkit.io.params import SourcesParams  # noqa: E402
+from qrelkit.io.qrels import read_qrels  # noqa: E402
+from qrelkit.io.sources import open_corpus  # noqa: E402
+from qrelkit.io.topics import read_topics  # noqa: E402
+
+
+class Passage(NamedTuple):
+    """As MS MARCO v2 passages: the passage id, its text, its document."""
+
+    doc_id: str
+    text: str
+    msmarco_document_id: str
+
+    def default_text(self):
+        return self.text
+
+
+class Doc(NamedTuple):
+    doc_id: str
+    title: str
+    body: str
+
+
+_ids = itertools.count()
+
+
+def register(tmp_path, passages, *, queries=None, qrels=None, cls=Passage) -> str:
+    """Register a dataset of local files (docs JSONL, queries TSV, qrels TREC) under a new id."""
+    tmp = tmp_path / f"ds{next(_ids)}"
+    tmp.mkdir()
+    docs = tmp / "docs.jsonl"
+    docs.write_text("".join(json.dumps(p) + "\n" for p in passages), encoding="utf-8", errors="surrogatepass")
+    parts = [JsonlDocs(LocalDownload(docs), doc_cls=cls)]
+    if queries is not None:
+        (tmp / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries))
+        parts.append(TsvQueries(LocalDownload(tmp / "queries.tsv")))
+    if qrels is not None:
+        (tmp / "qrels.txt").write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in qrels))
+        parts.append(TrecQrels(LocalDownload(tmp / "qrels.txt"), {}))
+    dataset_id = f"qrelkit-test/{tmp_path.name}/{tmp.name}"
+    ir_datasets.registry.register(dataset_id, Dataset(*parts))
+    return dataset_id
+
+
+def passages(n: int) -> list[dict]:
+    return [{"doc_id": f"msmarco_passage_00_{i * 100}", "text": f"passage number {i}",
+             "msmarco_document_id": f"msmarco_doc_00_{i // 3}"} for i in range(n)]
+
+
+def test_home_is_a_temporary_folder():
+    assert os.environ["IR_DATASETS_HOME"] != os.path.expanduser("~/.ir_datasets")
+    assert str(ir_datasets.util.home_path()) == os.environ["IR_DATASETS_HOME"]
+
+
+def test_chunks_count_and_lookup(tmp_path):
+    ds = register(tmp_path, passages(7))
+    src = open_corpus(f"irds:{ds}")
+    assert isinstance(src, IrdsCorpus) and src.kind == "irds" and src.spec == f"irds:{ds}" and src.files() == []
+    chunks = list(src.chunks(chunk_rows=3))
+    assert [c.num_rows for c in chunks] == [3, 3, 1]
+    assert all(c.schema == CORPUS_SCHEMA for c in chunks)
+    t = read_corpus(f"irds:{ds}")
+    assert t["pid"].to_pylist() == [f"msmarco_passage_00_{i * 100}" for i in range(7)]
+    assert t["text"][4].as_py() == "passage number 4"
+    assert t["docid"].to_pylist()[:4] == ["msmarco_doc_00_0"] * 3 + ["msmarco_doc_00_1"]
+    assert src.count() == 7
+    assert src.random_access
+    assert src.lookup({"msmarco_passage_00_200", "msmarco_passage_00_600", "nope"}) == {
+        "msmarco_passage_00_200": ("passage number 2", "msmarco_doc_00_0"),
+        "msmarco_passage_00_600": ("passage number 6", "msmarco_doc_00_2"),
+    }
+
+
+def test_the_field_mapping_comes_from_the_config(tmp_path):
+    docs = [{"doc_id": "d1", "title": "Bears", "body": "They attack."}, {"doc_id": "d2", "title": "", "body": "No title."}]
+    ds = register(tmp_path, docs, cls=Doc)
+    with pytest.raises(InputError) as e:  # a Doc has no default_text() nor a text field
+        open_corpus(f"irds:{ds}")
+    assert e.value.rule == "missing-column" and "text_fields" in str(e.value) and "title, body" in str(e.value)
+    params = SourcesParams.from_config({"sources": {"text_fields": ["title", "body"]}})
+    t = pa_table(open_corpus(f"irds:{ds}", params=params))
+    assert t["text"].to_pylist() == ["Bears They attack.", "No title."]
+    assert t["docid"].null_count == 2  # no document field: auto finds none
+    t = pa_table(open_corpus(f"irds:{ds}", params=SourcesParams(text_fields=["body"], docid_field="doc_id")))
+    assert t["text"].to_pylist() == ["They attack.", "No title."] and t["docid"].to_pylist() == ["d1", "d2"]
+    with pytest.raises(InputError) as e:  # an empty document id, as in a file
+        pa_table(open_corpus(f"irds:{ds}", params=SourcesParams(text_fields=["body"], docid_field="title")))
+    assert (e.value.rule, e.value.line) == ("bad-id", 2)
+    with pytest.raises(InputError, match="docid_field"):
+        open_corpus(f"irds:{ds}", params=SourcesParams(text_fields=["body"], docid_field="url"))
+
+
+def pa_table(src):
+    import pyarrow as pa
+
+    return pa.concat_tables(list(src.chunks()))
+
+
+def test_the_sources_section_is_declared_and_checked():
+    from qrelkit.config import SCHEMA, load_config
+
+    assert set(SCHEMA["sources"]) == {"text_fields", "docid_field", "query_field"}
+    with pytest.raises(InputError, match="unknown key"):
+        load_config(None, overrides=["sources.text_field=x"])
+
+
+def test_check_and_fingerprint(tmp_path):
+    rows = passages(2500)
+    ds = register(tmp_path, rows)
+    src = open_corpus(f"irds:{ds}")
+    c = src.check()
+    assert (c.passages, c.documents, c.kind, c.spec, c.format) == (2500, True, "irds", f"irds:{ds}", "irds")
+    assert c.sha256 == src.fingerprint() == open_corpus(f"irds:{ds}").fingerprint()
+    # a record outside the sample changes nothing; one in it (index 0, the first 1000, or k * 2500 // 1000) changes it
+    assert 1001 not in sample_indexes(2500) and 1002 in sample_indexes(2500)
+    docs = ir_datasets.load(ds).docs_path()
+    for index, changed in ((1001, False), (1002, True), (5, True)):
+        other = [dict(r) for r in rows]
+        other[index]["text"] += "!"
+        docs.write_text("".join(json.dumps(p) + "\n" for p in other))
+        assert (open_corpus(f"irds:{ds}").fingerprint() != c.sha256) is changed, index
+    docs.write_text("".join(json.dumps(p) + "\n" for p in rows[:-1]))  # one record fewer
+    assert open_corpus(f"irds:{ds}").fingerprint() != c.sha256
+    docs.write_text("".join(json.dumps(p) + "\n" for p in rows))
+    assert open_corpus(f"irds:{ds}").fingerprint() == c.sha256
+    # the field mapping is part of it
+    assert open_corpus(f"irds:{ds}", params=SourcesParams(docid_field="none")).fingerprint() != c.sha256
+
+
+def test_fingerprint_is_the_same_by_slicing_a_built_docs_store(tmp_path):
+    ds = register(tmp_path, passages(1500))
+    src = open_corpus(f"irds:{ds}")
+    scanned = src.fingerprint()
+    assert not src._sliceable()
+    src.dataset.docs_store().build()
+    assert src._sliceable()
+    assert src.fingerprint() == scanned == src.check().sha256
+
+
+def test_bad_records_name_the_source_and_record(tmp_path):
+    rows = passages(5)
+    rows[3]["doc_id"] = "p 3"
+    ds = register(tmp_path, rows)
+    with pytest.raises(InputError) as e:
+        list(open_corpus(f"irds:{ds}").chunks(chunk_rows=2))
+    assert (e.value.rule, e.value.file, e.value.line) == ("bad-id", f"irds:{ds}", 4)
+    assert str(e.value).startswith(f"irds:{ds}:4: [bad-id] passage id 'p 3'")
+    rows = passages(5)
+    rows[4]["msmarco_document_id"] = ""
+    with pytest.raises(InputError) as e:
+        open_corpus(f"irds:{register(tmp_path, rows)}").check()
+    assert (e.value.rule, e.value.line) == ("bad-id", 5) and "document id" in e.value.message
+    rows = passages(5)
+    rows[4]["doc_id"] = rows[1]["doc_id"]
+    ds = register(tmp_path, rows)
+    assert len(list(open_corpus(f"irds:{ds}").chunks())[0]) == 5  # only the check looks for ids used twice
+    with pytest.raises(InputError) as e:
+        open_corpus(f"irds:{ds}").check()
+    assert (e.value.rule, e.value.file, e.value.line) == ("duplicate-id", f"irds:{ds}", 5)
+    assert "already on line 2" in e.value.message
+
+
+def test_topics_and_qrels(tmp_path):
+    ds = register(tmp_path, passages(3), queries=[("1", "black  bear attacks"), ("2", "solar")],
+                  qrels=[("2", "msmarco_passage_00_0", 1), ("1", "msmarco_passage_00_100", 2), ("1", "msmarco_passage_00_0", 0)])
+    topics = read_topics(f"irds:{ds}")
+    assert topics.to_dict("list") == {"qid": ["1", "2"], "text": ["black bear attacks", "solar"]}
+    assert list(topics.dtypes) == list(read_topics(write(tmp_path, "t.tsv", "1\tx\n")).dtypes)
+    qrels = read_qrels(f"irds:{ds}")
+    assert qrels.schema == read_qrels(write(tmp_path, "q.txt", "1 0 d 1\n")).schema
+    assert qrels.to_pydict() == {"qid": ["1", "1", "2"], "docid": ["msmarco_passage_00_0", "msmarco_passage_00_100",
+                                                                 "msmarco_passage_00_0"], "rel": [0, 2, 1]}
+    with pytest.raises(InputError) as e:
+        read_qrels(f"irds:{ds}", scale=[0, 1])
+    assert (e.value.rule, e.value.file, e.value.line) == ("grade-out-of-scale", f"irds:{ds}", 2)
+    with pytest.raises(InputError, match="query_field"):
+        read_topics(f"irds:{ds}", params=SourcesParams(query_field="title"))
+
+
+def test_duplicate_topics_and_judgments(tmp_path):
+    ds = register(tmp_path, passages(1), queries=[("1", "a"), ("1", "b")], qrels=[("1", "d", 1), ("1", "d", 0)])
+    with pytest.raises(InputError) as e:
+        read_topics(f"irds:{ds}")
+    assert (e.value.rule, e.value.line) == ("duplicate-topic", 2)
+    with pytest.raises(InputError) as e:
+        read_qrels(f"irds:{ds}")
+    assert (e.value.rule, e.value.line) == ("duplicate-judgment", 2)
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_unknown_dataset_and_missing_parts(tmp_path):
+    with pytest.raises(InputError) as e:
+        open_corpus("irds:no-such/dataset")
+    assert e.value.rule == "unknown-dataset" and "no-such/dataset" in str(e.value) and "\n" not in str(e.value)
+    ds = register(tmp_path, passages(1))
+    for read in (read_topics, read_qrels):
+        with pytest.raises(InputError) as e:
+            read(f"irds:{ds}")
+        assert e.value.rule == "missing-part" and "(it has: docs)" in str(e.value)
+
+
+def test_documents_not_on_this_machine_are_not_fetched(tmp_path):
+    ds = f"qrelkit-test/{tmp_path.name}/absent"
+    ir_datasets.registry.register(ds, Dataset(JsonlDocs(LocalDownload(tmp_path / "absent.jsonl"), doc_cls=Passage)))
+    with pytest.raises(InputError) as e:
+        open_corpus(f"irds:{ds}")
+    assert e.value.rule == "not-downloaded" and "absent.jsonl" in str(e.value)
+
+
+def test_missing_extra_is_one_line(monkeypatch):
+    real = builtins.__import__
+
+    def no_irds(name, *args, **kwargs):
+        if name == "ir_datasets" or name.startswith("ir_datasets."):
+            raise ImportError("No module named 'ir_datasets'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_irds)
+    for read in (open_corpus, read_topics, read_qrels):
+        with pytest.raises(InputError) as e:
+            read("irds:msmarco-passage-v2")
+        assert e.value.rule == "missing-extra" and "pip install 'qrelkit[irds]'" in str(e.value)
+        assert "\n" not in str(e.value)
