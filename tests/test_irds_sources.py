@@ -258,3 +258,35 @@ def test_missing_extra_is_one_line(monkeypatch):
             read("irds:msmarco-passage-v2")
         assert e.value.rule == "missing-extra" and "pip install 'qrelkit[irds]'" in str(e.value)
         assert "\n" not in str(e.value)
+
+
+def doc_example(tmp_path):
+    """docs/campaign.md's dataset of local files, as written there: ``mydata.py`` and its files
+    (the bash block's lines up to the first command of qrelkit, run in ``tmp_path``)."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "campaign.md").read_text()
+    section = text[text.index("### A dataset of local files"):text.index("### TREC DL 2022 on MS MARCO v2")]
+    module = re.search(r"```python\n(# mydata\.py.*?)```", section, re.S).group(1)
+    script = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "mydata.py").write_text(module)
+    setup = script[:script.index("export ")]
+    subprocess.run(["bash", "-euc", setup], cwd=tmp_path, check=True)
+    return tmp_path / "mydata.py", script[script.index("export "):]
+
+
+def test_the_documented_dataset_of_local_files(tmp_path):
+    import runpy
+
+    module, _ = doc_example(tmp_path)
+    runpy.run_path(str(module))
+    try:
+        src = open_corpus("irds:mydata")
+        assert src.check().passages == 3
+        assert src.lookup({"p3"}) == {"p3": ("bears in the park", None)}
+        assert read_topics("irds:mydata")["qid"].tolist() == ["1", "2"]
+        assert read_qrels("irds:mydata").num_rows == 3
+    finally:
+        ir_datasets.registry._registered.pop("mydata", None)
