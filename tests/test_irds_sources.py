@@ -290,3 +290,20 @@ def test_the_documented_dataset_of_local_files(tmp_path):
         assert read_qrels("irds:mydata").num_rows == 3
     finally:
         ir_datasets.registry._registered.pop("mydata", None)
+
+
+def test_a_download_is_refused_not_started(tmp_path, monkeypatch):
+    """Topics whose file ir_datasets would fetch: one line ``not-downloaded``, and no request made
+    (outside qrelkit's reads, ir_datasets downloads as before)."""
+    from ir_datasets.util import Download, RequestsDownload
+
+    asked = []
+    monkeypatch.setattr(RequestsDownload, "__iter__", lambda self: asked.append(self.url) or iter([b"1\tq\n"]))
+    url = "https://example.invalid/queries.tsv"
+    ds = f"qrelkit-test/{tmp_path.name}/remote"
+    ir_datasets.registry.register(ds, Dataset(TsvQueries(Download([RequestsDownload(url)],
+                                                                  cache_path=str(tmp_path / "q.tsv")))))
+    with pytest.raises(InputError) as e:
+        read_topics(f"irds:{ds}")
+    assert e.value.rule == "not-downloaded" and url in str(e.value) and asked == []
+    assert [q.text for q in ir_datasets.load(ds).queries_iter()] == ["q"] and asked == [url]

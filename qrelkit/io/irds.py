@@ -33,10 +33,13 @@ record, another count, another field mapping or another version of ir_datasets c
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import operator
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -55,6 +58,60 @@ SAMPLE_FIRST = SAMPLE_SPREAD = 1000
 AUTO_DOCID_FIELDS = ("msmarco_document_id", "docid")
 
 Record = tuple[str, "str | None", "str | None"]  # pid, text, docid
+
+#: how many reads through ir_datasets are under way (:func:`no_downloads`): its downloads fail then
+_READING = [0]
+_READING_LOCK = threading.Lock()
+_REFUSED: list[str] = []  # what a read asked ir_datasets to download
+
+
+class DownloadRefused(Exception):
+    """ir_datasets was about to download (qrelkit never does)."""
+
+
+def _refusing(stream: Callable) -> Callable:
+    """A download class's ``stream`` that raises :class:`DownloadRefused` while qrelkit reads."""
+    @functools.wraps(stream)
+    def guarded(self, *args, **kwargs):
+        if _READING[0]:
+            _REFUSED.append(str(getattr(self, "url", None) or getattr(self, "uri", None) or self))
+            raise DownloadRefused(f"qrelkit never downloads: {_REFUSED[-1]}")
+        return stream(self, *args, **kwargs)
+
+    guarded.qrelkit_refusing = True  # type: ignore[attr-defined]
+    return guarded
+
+
+@contextlib.contextmanager
+def no_downloads():
+    """While qrelkit reads through ir_datasets, every download it would start fails (every
+    download class but ``LocalDownload``: their ``stream``, wrapped once, does as before outside);
+    a read that needed one is ``not-downloaded`` (:func:`_read_error`)."""
+    base = irds_module().util.BaseDownload
+    todo = list(base.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        stream = cls.__dict__.get("stream")
+        if cls.__name__ != "LocalDownload" and stream is not None and not getattr(stream, "qrelkit_refusing", False):
+            cls.stream = _refusing(stream)
+    with _READING_LOCK:
+        _READING[0] += 1
+        _REFUSED.clear()
+    try:
+        yield
+    finally:
+        with _READING_LOCK:
+            _READING[0] -= 1
+
+
+def _read_error(exc: Exception, spec: str, line: int | None) -> InputError:
+    """What a failure of ir_datasets while qrelkit reads is: ``not-downloaded`` when it wanted to
+    download, else ``unreadable`` (a malformed record, a missing file)."""
+    if isinstance(exc, DownloadRefused) or _REFUSED:
+        return InputError("not-downloaded", f"ir_datasets would download {_REFUSED[0] if _REFUSED else exc}: "
+                          "download the dataset with ir_datasets first (qrelkit never downloads)", file=spec)
+    return InputError("unreadable", f"ir_datasets cannot read this record: {printable(exc, 200)}", file=spec, line=line)
 
 
 def irds_module():
@@ -139,23 +196,25 @@ def record_mapper(cls: Any, params: SourcesParams, spec: str) -> Callable[[Any],
     return record
 
 
-def _guarded(records: Iterable[Any], spec: str, first: int = 1) -> Iterator[Any]:
-    """``records`` as ir_datasets yields them; its failure (a malformed line, a missing file) is
-    ``unreadable`` at the record it could not give."""
-    it = iter(records)
-    n = first
-    while True:
-        try:
-            d = next(it)
-        except StopIteration:
-            return
-        except InputError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - whatever ir_datasets raises on bad input is the input's
-            raise InputError("unreadable", f"ir_datasets cannot read this record: {printable(exc, 200)}",
-                             file=spec, line=n) from None
-        yield d
-        n += 1
+def _guarded(records: Iterable[Any], spec: str, first: int = 1, batch: int = 1024) -> Iterator[Any]:
+    """``records`` as ir_datasets yields them (pulled ``batch`` at a time, downloads refused:
+    :func:`no_downloads`); its failure is one :class:`InputError` (:func:`_read_error`) at the
+    record it could not give."""
+    it, n, done = iter(records), first, False
+    while not done:
+        got: list[Any] = []
+        with no_downloads():
+            try:
+                while len(got) < batch:
+                    got.append(next(it))
+            except StopIteration:
+                done = True
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever ir_datasets raises on bad input is the input's
+                raise _read_error(exc, spec, n + len(got)) from None
+        yield from got
+        n += len(got)
 
 
 def _table(rows: list[Record], spec: str, first: int) -> pa.Table:
@@ -276,9 +335,10 @@ class IrdsCorpus(CorpusSource):
         if store is None:
             return super().lookup(pids)
         try:
-            got = store.get_many(sorted(pids))
+            with no_downloads():
+                got = store.get_many(sorted(pids))
         except Exception as exc:  # noqa: BLE001 - the store cannot be built or read: the input's
-            raise InputError("unreadable", f"ir_datasets' docs store: {printable(exc, 200)}", file=self.spec) from None
+            raise _read_error(exc, self.spec, None) from None
         found: dict[str, tuple[str, str | None]] = {}
         for d in got.values():
             pid, text, docid = self.record(d)
