@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 import tempfile
 from typing import NamedTuple
 
@@ -307,3 +308,17 @@ def test_a_download_is_refused_not_started(tmp_path, monkeypatch):
         read_topics(f"irds:{ds}")
     assert e.value.rule == "not-downloaded" and url in str(e.value) and asked == []
     assert [q.text for q in ir_datasets.load(ds).queries_iter()] == ["q"] and asked == [url]
+
+
+def test_a_plugin_module_registers_the_dataset_before_it_is_read(tmp_path, monkeypatch):
+    """``$QRELKIT_PLUGINS`` names the module that registers a dataset of local files: a process
+    that reads ``irds:`` before loading any configuration (a command without one, a Dask worker)
+    imports it when the id is not registered yet."""
+    module, _ = doc_example(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("QRELKIT_PLUGINS", "mydata")
+    try:
+        assert read_qrels("irds:mydata").num_rows == 3
+    finally:
+        ir_datasets.registry._registered.pop("mydata", None)
+        sys.modules.pop("mydata", None)

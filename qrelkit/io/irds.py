@@ -123,13 +123,25 @@ def irds_module():
     return ir_datasets
 
 
+def _load(irds: Any, dataset_id: str) -> Any:
+    """``irds.load(dataset_id)``; a dataset not registered yet may be registered by a plugin
+    module ($QRELKIT_PLUGINS: a process that has loaded no configuration yet, a Dask worker)."""
+    try:
+        return irds.load(dataset_id)
+    except KeyError:
+        from qrelkit.config import load_plugins  # lazy: the configuration module imports this package
+
+        load_plugins()
+        return irds.load(dataset_id)
+
+
 def load_dataset(dataset_id: str, part: str) -> Any:
     """The dataset ``dataset_id`` of ir_datasets' registry, which must have ``part`` (``docs``,
     ``queries`` or ``qrels``): ``unknown-dataset`` or ``missing-part`` otherwise."""
     irds = irds_module()
     spec = IRDS + dataset_id
     try:
-        ds = irds.load(dataset_id)
+        ds = _load(irds, dataset_id)
     except KeyError:
         raise InputError("unknown-dataset", f"ir_datasets has no dataset {quoted(dataset_id, 120)} (registered ones: "
                          "ir_datasets.registry; a dataset of local files is registered first)", file=spec) from None
