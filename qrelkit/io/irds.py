@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import operator
 import os
@@ -54,6 +55,9 @@ from qrelkit.io.sources import IRDS, CorpusSource
 
 #: the records of a fingerprint's sample: the first ones, and as many spread evenly
 SAMPLE_FIRST = SAMPLE_SPREAD = 1000
+#: the plugin modules a process imports when it meets a dataset not registered yet (as
+#: :data:`qrelkit.config.PLUGINS_ENV`, which imports them when a configuration is loaded)
+PLUGINS_ENV = "QRELKIT_PLUGINS"
 #: the document fields ``[sources] docid_field = "auto"`` takes, the first the records have
 AUTO_DOCID_FIELDS = ("msmarco_document_id", "docid")
 
@@ -63,6 +67,7 @@ Record = tuple[str, "str | None", "str | None"]  # pid, text, docid
 _READING = [0]
 _READING_LOCK = threading.Lock()
 _REFUSED: list[str] = []  # what a read asked ir_datasets to download
+_STORES: dict[str, Any] = {}  # dataset id -> its docs store (IrdsCorpus._store)
 
 
 class DownloadRefused(Exception):
@@ -123,16 +128,21 @@ def irds_module():
     return ir_datasets
 
 
-def _load(irds: Any, dataset_id: str) -> Any:
-    """``irds.load(dataset_id)``; a dataset not registered yet may be registered by a plugin
-    module ($QRELKIT_PLUGINS: a process that has loaded no configuration yet, a Dask worker)."""
+def _find_dataset(irds: Any, dataset_id: str) -> Any:
+    """``irds.load(dataset_id)``; a dataset not registered yet may be registered by a module of
+    ``$QRELKIT_PLUGINS`` (docs/campaign.md), imported then: a process that has loaded no
+    configuration yet (a command without one, a Dask worker) finds it too."""
     try:
         return irds.load(dataset_id)
     except KeyError:
-        from qrelkit.config import load_plugins  # lazy: the configuration module imports this package
-
-        load_plugins()
-        return irds.load(dataset_id)
+        pass
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - a module that does not import is the user's to fix
+            raise InputError("bad-plugin", f"cannot import {name!r} named in ${PLUGINS_ENV}: {printable(exc, 200)}") \
+                from None
+    return irds.load(dataset_id)
 
 
 def load_dataset(dataset_id: str, part: str) -> Any:
@@ -141,7 +151,7 @@ def load_dataset(dataset_id: str, part: str) -> Any:
     irds = irds_module()
     spec = IRDS + dataset_id
     try:
-        ds = _load(irds, dataset_id)
+        ds = _find_dataset(irds, dataset_id)
     except KeyError:
         raise InputError("unknown-dataset", f"ir_datasets has no dataset {quoted(dataset_id, 120)} (registered ones: "
                          "ir_datasets.registry; a dataset of local files is registered first)", file=spec) from None
@@ -330,10 +340,14 @@ class IrdsCorpus(CorpusSource):
         return n if n is not None else sum(1 for _ in _guarded(self.dataset.docs_iter(), self.spec))
 
     def _store(self) -> Any | None:
-        try:
-            return self.dataset.docs_store()
-        except Exception:  # noqa: BLE001 - NotImplementedError, AttributeError: a dataset without a docs store
-            return None
+        """The dataset's docs store, or None; one per dataset and process (ir_datasets logs each
+        store it opens)."""
+        if self.dataset_id not in _STORES:
+            try:
+                _STORES[self.dataset_id] = self.dataset.docs_store()
+            except Exception:  # noqa: BLE001 - NotImplementedError, AttributeError: a dataset without a docs store
+                _STORES[self.dataset_id] = None
+        return _STORES[self.dataset_id]
 
     @property
     def random_access(self) -> bool:  # type: ignore[override]

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from qrelkit.errors import InputError, quoted
+from qrelkit.io.params import SourcesParams
 from qrelkit.io.corpus import (
     CorpusCheck, IdIndex, check_corpus_file, corpus_format, count_passages_file, find_texts, iter_corpus_file,
     jsonl_chunk, passages_upper_bound_file,
@@ -286,16 +287,17 @@ def duplicate_across(indexes: list[IdIndex]) -> InputError | None:
     return None
 
 
-def open_corpus(spec: "str | os.PathLike | CorpusSource") -> CorpusSource:
+def open_corpus(spec: "str | os.PathLike | CorpusSource", *, params: SourcesParams | None = None) -> CorpusSource:
     """The corpus source ``spec`` names: ``irds:<dataset-id>``, a folder of shards, or a file
     (see the module documentation); ``unreadable`` when there is nothing at the path. A source
-    given is returned as it is."""
+    given is returned as it is. ``params``: which fields of an ``irds:`` dataset's records are a
+    passage's text and document (``[sources]``; the declared defaults when None)."""
     if isinstance(spec, CorpusSource):
         return spec
     if is_irds(spec):
         from qrelkit.io.irds import IrdsCorpus  # lazy: ir_datasets is an optional extra
 
-        return IrdsCorpus(str(spec)[len(IRDS):])
+        return IrdsCorpus(str(spec)[len(IRDS):], params)
     p = Path(spec)
     if p.is_dir():
         return ShardCorpus(p)
