@@ -396,3 +396,27 @@ def test_a_plugin_module_registers_the_dataset_before_it_is_read(tmp_path, monke
     finally:
         ir_datasets.registry._registered.pop("mydata", None)
         sys.modules.pop("mydata", None)
+
+
+class Topic(NamedTuple):
+    query_id: str
+    title: str
+    description: str
+    narrative: str
+
+
+def test_topic_details_of_trec_like_queries(tmp_path):
+    from ir_datasets.formats import JsonlQueries
+
+    from qrelkit.io.topics import read_topic_details
+
+    f = tmp_path / "topics.jsonl"
+    f.write_text(json.dumps({"query_id": "301", "title": "bears", "description": "Bear\nattacks?", "narrative": ""})
+                 + "\n")
+    ds = f"qrelkit-test/{tmp_path.name}/trec"
+    ir_datasets.registry.register(ds, Dataset(JsonlQueries(LocalDownload(f), query_cls=Topic)))
+    assert read_topics(f"irds:{ds}", params=SourcesParams(query_field="title")).to_dict("list") == \
+        {"qid": ["301"], "text": ["bears"]}
+    assert read_topic_details(f"irds:{ds}") == {"301": {"description": "Bear attacks?"}}
+    ds2 = register(tmp_path, passages(1), queries=[("1", "a")])
+    assert read_topic_details(f"irds:{ds2}") == {}

@@ -52,6 +52,7 @@ from qrelkit.errors import InputError, printable, quoted
 from qrelkit.io.corpus import CORPUS_SCHEMA, CorpusCheck, IdIndex, bad_id_row, normalize_chunk
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.sources import IRDS, CorpusSource
+from qrelkit.io.topics import DETAIL_KEYS
 
 #: the records of a fingerprint's sample: the first ones, and as many spread evenly
 SAMPLE_FIRST = SAMPLE_SPREAD = 1000
@@ -460,6 +461,23 @@ def read_irds_topics(dataset_id: str, params: SourcesParams | None = None) -> pd
         raise InputError("empty-file", "no topics", file=spec)
     _check_ids([r[0] for r in rows], "topic id", spec)
     return pd.DataFrame(rows, columns=["qid", "text"]).astype({"qid": str, "text": str})
+
+
+def read_irds_topic_details(dataset_id: str) -> dict[str, dict[str, str]]:
+    """``qid -> {"description": ..., "narrative": ...}`` of the queries of an ir_datasets dataset
+    that have such fields (TREC topics: :data:`qrelkit.io.topics.DETAIL_KEYS`), as
+    :func:`qrelkit.io.topics.read_topic_details` reads a JSONL file; ``{}`` for other queries."""
+    spec = IRDS + dataset_id
+    ds = load_dataset(dataset_id, "queries")
+    fields = _fields(ds.queries_cls())
+    pairs = [(key, next(n for n in names if n in fields)) for key, names in DETAIL_KEYS.items()
+             if any(n in fields for n in names)]
+    out: dict[str, dict[str, str]] = {}
+    for q in _guarded(ds.queries_iter(), spec) if pairs else ():
+        found = {key: " ".join(str(getattr(q, n)).split()) for key, n in pairs if str(getattr(q, n) or "").strip()}
+        if found:
+            out[str(q[0])] = found
+    return out
 
 
 def read_irds_qrels(dataset_id: str) -> pa.Table:

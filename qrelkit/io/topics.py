@@ -73,7 +73,8 @@ DETAIL_KEYS = {"description": ("description", "desc"), "narrative": ("narrative"
 def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     """``qid -> {"description": ..., "narrative": ...}`` for the topics of a JSONL topics file
     that have them (keys ``description``/``desc`` and ``narrative``/``narr``); ``{}`` for other
-    formats. Read after :func:`read_topics` has validated the file.
+    formats. Read after :func:`read_topics` has validated the file. ``irds:<dataset-id>``: the
+    queries' fields of those names (:func:`qrelkit.io.irds.read_irds_topic_details`).
 
     Examples
     --------
@@ -82,6 +83,10 @@ def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     >>> read_topic_details(path)
     {'1': {'narrative': 'Attacks only.'}}
     """
+    if is_irds(path):
+        from qrelkit.io.irds import read_irds_topic_details  # lazy: ir_datasets is an optional extra
+
+        return read_irds_topic_details(str(path)[len("irds:"):])
     out: dict[str, dict[str, str]] = {}
     for line in read_bytes(Path(path)).decode("utf-8", errors="replace").split("\n"):
         if not line.lstrip().startswith("{"):
