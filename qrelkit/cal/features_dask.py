@@ -214,7 +214,9 @@ def _count_stage(client, corpus, area: str, want, norm, hashing, progress, part_
         pending = [f for f in futs if not f.done()]
         if len(pending) >= limit:  # the client's memory: a few chunks in flight
             wait(pending, return_when="FIRST_COMPLETED")
-        futs.append(client.submit(_count_part, k, chunk.select(["pid", "text"]), area, None, norm, hashing, pure=False))
+        data = client.scatter(chunk.select(["pid", "text"]))  # sent as data, not inside the task graph
+        futs.append(client.submit(_count_part, k, data, area, None, norm, hashing, pure=False))
+        del data
         del chunk
         if progress is not None and n_in:
             progress(n_in)
@@ -332,6 +334,7 @@ def build_features_dask(
         t_read = time.perf_counter() - t0
         terms, df, idf, n = _merge_stage(area, counts, tmp)
         _check_duplicates(area, counts)
+        t_merge = time.perf_counter() - t0 - t_read
         noncanon = _noncanonical(classes) if classes is not None else None
         nc = client.scatter(noncanon, broadcast=True) if noncanon is not None else None
         plan = _shard_pieces(counts, shard_size)
@@ -355,7 +358,8 @@ def build_features_dask(
         if cluster is not None:
             cluster.close()
     feats = load_features(out, mmap=True)
-    feats.timings = {"read_tokenize_count": t_read, "total": time.perf_counter() - t0}
+    total = time.perf_counter() - t0
+    feats.timings = {"read_tokenize_count": t_read, "merge": t_merge, "finish": total - t_read - t_merge, "total": total}
     return feats
 
 

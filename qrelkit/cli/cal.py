@@ -291,6 +291,7 @@ def features(
     (in parallel on Dask with --workers or --scheduler)."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
+    dask = common.dask_choice(workers, scheduler)
     cfg = common.config(config)
     if not corpus.exists():
         raise InputError("unreadable", "no such file", file=str(corpus))
@@ -303,7 +304,7 @@ def features(
     fp = FeatureParams.from_config(cfg, shard_size=shard_size, hashing=hashing)
     with common.progress("featurizing", total) as advance:
         feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params,
-                               shard_size=fp.shard_size, hashing=fp.hashing, workers=workers, scheduler=scheduler)
+                               shard_size=fp.shard_size, hashing=fp.hashing, **dask)
     summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
                "shards": len(feats.shards), "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
     common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros, "
