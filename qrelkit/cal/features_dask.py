@@ -100,9 +100,10 @@ def _count_part(k: int, source, area: str, want: pa.Array | None, norm: Normaliz
             pids = chunk["pid"].combine_chunks().cast(pa.string())
             with _lock:
                 nuniq, idx, tf, df = count_rows(chunk["text"], vocab, df, norm, hashing)
+                hashes = pid_hashes(pids)
             fi.write(memoryview(idx))
             ft.write(memoryview(tf))
-            fh.write(memoryview(pid_hashes(pids)))
+            fh.write(memoryview(hashes))
             pw.write_table(pa.table({"pid": pids}))
             lens.append(nuniq)
     indptr = np.zeros(sum(len(x) for x in lens) + 1, np.int64)
@@ -149,7 +150,8 @@ def _finish_shard_task(s: int, first_row: int, pieces: list[tuple[int, int, int]
     if noncanonical is not None:
         canonical = ~pc.is_in(pids, value_set=noncanonical).to_numpy(zero_copy_only=False)
     sh = Shard(indptr=indptr, indices=indices, data=data, first_row=first_row, pid_array=pids, canonical=canonical)
-    save_shard(sh, Path(store) / shard_dir(s))
+    with _lock:  # its 2-byte ids and id hashes are numba kernels too
+        save_shard(sh, Path(store) / shard_dir(s))
     return s, n, int(indptr[-1])
 
 
