@@ -160,28 +160,25 @@ class Campaign:
     # -- run ---------------------------------------------------------------------------------------
 
     def runner(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
-               seed: int | None = None, what: str = "a campaign runner", dask: dict | None = None) -> "Runner":
+               seed: int | None = None, what: str = "a campaign runner") -> "Runner":
         """A long-lived :class:`Runner` of this campaign: the store kept open, the inputs checked
         once, the CAL features loaded once; call :meth:`Runner.advance` whenever judgments came
-        in (cheap when nothing can move). Close it (or use it in a ``with`` block). ``dask``:
-        where the stages that can run on Dask do (:class:`~qrelkit.campaign.stages.Context`)."""
-        return Runner(self, oracle=oracle, error_rate=error_rate, seed=seed, what=what, dask=dask)
+        in (cheap when nothing can move). Close it (or use it in a ``with`` block)."""
+        return Runner(self, oracle=oracle, error_rate=error_rate, seed=seed, what=what)
 
     def run(self, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0, seed: int | None = None,
             until: str | None = None, progress: Callable[[str], None] | None = None,
-            on_wait: Callable[[str], None] | None = None, dask: dict | None = None) -> dict:
+            on_wait: Callable[[str], None] | None = None) -> dict:
         """Advance every topic as far as the judgments allow (see docs/campaign.md). Returns a
         summary: ``stages_done``, ``state`` (``done``, ``waiting for judgments``, or ``until``),
         ``waiting`` (batches out: batch, topic, assessor, items, file), ``topics`` (decisions).
         ``on_wait`` is told at once when another process holds the campaign and this run waits
-        for it (:func:`qrelkit.campaign.lock.advance_lock`). ``dask`` (``{"workers": N}`` or
-        ``{"scheduler": ADDR}``): the stages that can run on Dask do (the CAL features: the same
-        folder as in one process)."""
+        for it (:func:`qrelkit.campaign.lock.advance_lock`)."""
         if until is not None and until not in STAGES:
             raise InputError("bad-option", f"--until must be one of {', '.join(STAGES)}, got {until!r}")
         writable(self.dir)
         with advance_lock(self.dir, what="a campaign run", on_wait=on_wait), \
-                self.runner(oracle=oracle, error_rate=error_rate, seed=seed, what="a campaign run", dask=dask) as r:
+                self.runner(oracle=oracle, error_rate=error_rate, seed=seed, what="a campaign run") as r:
             return r.advance(progress, until=until)  # the lock before the runner: a busy campaign is left as it is
 
     # -- the protocol file edited, a new campaign from this one ------------------------------------
@@ -293,7 +290,7 @@ class Runner:
     """
 
     def __init__(self, campaign: Campaign, *, oracle: str | os.PathLike | None = None, error_rate: float = 0.0,
-                 seed: int | None = None, what: str = "a campaign runner", dask: dict | None = None) -> None:
+                 seed: int | None = None, what: str = "a campaign runner") -> None:
         if not 0 <= error_rate <= 1:
             raise InputError("out-of-range", f"error rate must be in [0, 1], got {error_rate!r}")
         self.campaign = campaign
@@ -309,7 +306,7 @@ class Runner:
         except BaseException:
             store.close()
             raise
-        self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc, dask=dask)
+        self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
         self._adoptions = len(store.state.get("config_adoptions", []))
 
     def _adopted(self) -> None:
@@ -321,8 +318,7 @@ class Runner:
             texts = old.cache.pop("texts", None)
             if texts is not None:
                 texts.close()
-            self.ctx = stages.Context(old.dir, old.store, campaign_config(old.store), old.paths, old.judging.oracle,
-                                      dask=old.dask)
+            self.ctx = stages.Context(old.dir, old.store, campaign_config(old.store), old.paths, old.judging.oracle)
             self._adoptions = n
 
     def close(self) -> None:

@@ -37,15 +37,11 @@ class Context:
     component's parameters, read once from the recorded configuration), its ``inputs`` (the tables
     the stages read), its ``judging`` (assessors, what is owed, the oracle, batch files), the
     run's ``cache`` (what a long-lived runner keeps across calls: CAL features and candidates, the
-    text index, the batch files written), ``say`` (progress, one line per step) and ``dask``
-    (``{"workers": N}`` or ``{"scheduler": ADDR}``: where the stages that can run on Dask do,
-    giving what they give in one process; empty: this process)."""
+    text index, the batch files written) and ``say`` (progress, one line per step)."""
 
     def __init__(self, directory: Path, store: CampaignStore, cfg: Config, paths: dict,
-                 oracle: dict | None = None, progress: Callable[[str], None] | None = None,
-                 dask: dict | None = None) -> None:
+                 oracle: dict | None = None, progress: Callable[[str], None] | None = None) -> None:
         self.dir, self.store, self.cfg, self.paths = directory, store, cfg, paths
-        self.dask = {k: v for k, v in (dask or {}).items() if v is not None}
         self.say = progress or (lambda _msg: None)
         self.cache: dict = {}
         self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
@@ -227,8 +223,7 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
-    ``DIR/features`` (into a temporary folder, then renamed; on Dask with ``ctx.dask``: the same
-    folder), loaded once per :class:`Context`."""
+    ``DIR/features`` (into a temporary folder, then renamed), loaded once per :class:`Context`."""
     if "features" in ctx.cache:
         return ctx.cache["features"]
     out = ctx.dir / "features"
@@ -239,7 +234,7 @@ def features(ctx: Context):
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         fp = ctx.settings.features
         build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
-                       shard_size=fp.shard_size, hashing=fp.hashing, **ctx.dask)
+                       shard_size=fp.shard_size, hashing=fp.hashing)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]

@@ -70,8 +70,6 @@ def run(
     oracle: Optional[Path] = typer.Option(None, "--oracle", help="Hidden qrels: a simulated assessor answers every batch."),
     error_rate: float = typer.Option(0.0, "--error-rate", help="Probability the simulated assessor gives another grade."),
     until: Optional[str] = typer.Option(None, "--until", help="Stop after this stage: " + ", ".join(CAMPAIGN_STAGES) + "."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Build the CAL features on a Dask LocalCluster of N worker processes (the same features)."),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Build the CAL features on this Dask scheduler's workers, e.g. tcp://host:8786 (the campaign folder on shared storage)."),
     seed: Optional[int] = common.SeedOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -82,8 +80,7 @@ def run(
 
     with stage_progress(common.stderr) as say, common.compile_notice():  # the stage at work; numba compiling, once
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
-                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False),
-                                      dask=common.dask_choice(workers, scheduler))
+                                      on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
     if as_json:
         common.emit(res, True)
         return
