@@ -29,7 +29,7 @@ from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.judging import WAITING, Waiting
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.settings import combine_rule
-from qrelkit.campaign.store import campaign_config, check_inputs, input_record, sha256_file
+from qrelkit.campaign.store import campaign_config, check_inputs, corpus_records, input_record, sha256_file
 from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import check_corpus
@@ -38,6 +38,7 @@ from qrelkit.io.params import RunsParams
 from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
+from qrelkit.io.sources import is_irds
 from qrelkit.io.topics import read_topics
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import PoolParams
@@ -70,9 +71,14 @@ def _readable(name: str, path: str | os.PathLike | None) -> Path:
     if path is None:
         raise InputError("bad-option", f"campaign init needs --{name}")
     p = Path(path)
-    if not p.exists():
+    if not is_irds(path) and not p.exists():
         raise InputError("unreadable", "no such file", file=str(p))
     return p
+
+
+def _where(path: Path) -> str:
+    """What a campaign records of an input: its absolute path, or ``irds:<id>`` as given."""
+    return str(path) if is_irds(path) else str(path.resolve())
 
 
 class Campaign:
@@ -128,16 +134,16 @@ class Campaign:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
         if qrels is not None:
             read_qrels(paths["qrels"], scale=LabelsParams.from_config(cfg).scale)
-        records = [("corpus", str(corpus_check.path), corpus_check.size, corpus_check.mtime_ns, corpus_check.sha256)
-                   if k == "corpus" else input_record(k, p) for k, p in paths.items() if k != "runs"]
+        records = [r for k, p in paths.items() if k != "runs"
+                   for r in (corpus_records(corpus_check) if k == "corpus" else [input_record(k, p)])]
         records += [input_record("run", p) for p in run_files]
         if config is not None:
             records.append(input_record("config", config))
         _create_store(d, tdf, cfg, records,
                       paths={"config": str(Path(config).resolve()) if config else None,
-                             "corpus": str(paths["corpus"].resolve()), "topics": str(paths["topics"].resolve()),
+                             "corpus": _where(paths["corpus"]), "topics": _where(paths["topics"]),
                              "manifest": str(paths["manifest"].resolve()),
-                             "qrels": str(paths["qrels"].resolve()) if qrels is not None else None,
+                             "qrels": _where(paths["qrels"]) if qrels is not None else None,
                              "runs": [str(p.resolve()) for p in run_files],
                              "runs_dir": str(paths["runs"].resolve()) if paths["runs"].is_dir() else None,
                              "guidelines": str(guide) if guide else None},

@@ -13,6 +13,10 @@ from typing import Any, Mapping
 
 from qrelkit.config import Config, changed_values, config_from_rows, format_value, load_config
 from qrelkit.errors import InputError
+from qrelkit.io.corpus import CorpusCheck
+from qrelkit.io.qrels import read_qrels
+from qrelkit.io.sources import is_irds, open_corpus, shard_files
+from qrelkit.io.topics import read_topics
 from qrelkit.store import CampaignStore
 
 
@@ -25,8 +29,39 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+#: the input record of each shard of a corpus folder (the folder's own record is ``corpus``)
+SHARD = "corpus shard"
+
+
+def corpus_records(check: CorpusCheck) -> list[tuple[str, str, int, int, str]]:
+    """The input records of a checked corpus (:meth:`qrelkit.io.sources.CorpusSource.check`): a
+    file's (name, path, size, mtime_ns, sha256); a folder's own (its path, the number of shards, 0,
+    its fingerprint) and one per shard; a dataset's (``irds:<id>``, passages, 0, its fingerprint)."""
+    if check.kind == "file":
+        return [("corpus", str(check.path), check.size, check.mtime_ns, check.sha256)]
+    if check.kind == "shards":
+        return [("corpus", str(check.path), len(check.parts), 0, check.sha256)] + [
+            (SHARD, str(c.path), c.size, c.mtime_ns, c.sha256) for c in check.parts]
+    return [("corpus", check.spec, check.passages, 0, check.sha256)]
+
+
+def source_digest(name: str, spec: str) -> str:
+    """The fingerprint of an ``irds:`` input: the corpus's (:meth:`~qrelkit.io.sources.CorpusSource.
+    fingerprint`), or the SHA-256 of the topics or qrels as read (their TSV)."""
+    if name == "corpus":
+        return open_corpus(spec).fingerprint()
+    if name == "qrels":
+        table = read_qrels(spec).to_pandas()
+    else:
+        table = read_topics(spec)
+    return hashlib.sha256(table.to_csv(sep="\t", index=False).encode()).hexdigest()
+
+
 def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int, str]:
-    """(name, absolute path, size, mtime_ns, sha256) of one input file."""
+    """(name, absolute path, size, mtime_ns, sha256) of one input file; (name, ``irds:<id>``, 0, 0,
+    :func:`source_digest`) of a dataset of ir_datasets."""
+    if is_irds(path):
+        return name, str(path), 0, 0, source_digest(name, str(path))
     p = Path(path).resolve()
     st = p.stat()
     return name, str(p), int(st.st_size), int(st.st_mtime_ns), sha256_file(p)
@@ -67,7 +102,14 @@ def input_problems(store: CampaignStore, seen: dict[str, tuple[int, int]] | None
     (``[input-changed]``) since init, as errors naming the file (only the first with
     ``first``); ``seen`` as in :func:`check_inputs`."""
     out: list[InputError] = []
-    for name, path, size, mtime, digest in store.state.inputs().itertuples(index=False):
+    rows = list(store.state.inputs().itertuples(index=False))
+    for name, path, size, mtime, digest in rows:
+        if is_irds(path) or Path(path).is_dir():
+            problem = _source_problem(name, path, digest, rows, seen)
+            out += [problem] if problem is not None else []
+            if out and first:
+                break
+            continue
         p = Path(path)
         if not p.is_file():
             out.append(InputError("input-missing", f"the campaign's {name} input is gone since init; restore it",
@@ -92,6 +134,39 @@ def input_problems(store: CampaignStore, seen: dict[str, tuple[int, int]] | None
         if out and first:
             break
     return out
+
+
+def _source_problem(name: str, spec: str, digest: str, rows: list, seen: dict | None) -> InputError | None:
+    """The problem of a recorded input that is no file: a corpus folder whose shards are not those
+    of init (one added, removed or renamed; their contents are their own records), or a dataset of
+    ir_datasets whose fingerprint changed (checked once per ``seen``)."""
+    if seen is not None and seen.get(spec) == (0, 0):
+        return None  # a dataset seen unchanged by this runner (a folder's listing is read each time: cheap)
+    if is_irds(spec):
+        try:
+            now = source_digest(name, spec)
+        except InputError as exc:
+            return InputError("input-missing", f"the campaign's {name} input cannot be read: {exc.message}",
+                              file=spec)
+        if now != digest:
+            return InputError("input-changed", f"the campaign's {name} input (an ir_datasets dataset) changed since "
+                              f"init (recorded fingerprint {digest[:12]}...); restore it or start a new campaign",
+                              file=spec)
+    else:
+        try:
+            names = [p.name for p in shard_files(Path(spec))]
+        except InputError:
+            names = []
+        was = [Path(r[1]).name for r in rows if r[0] == SHARD and Path(r[1]).parent == Path(spec)]
+        if names != was:
+            gone, new = sorted(set(was) - set(names)), sorted(set(names) - set(was))
+            what = (f"shard {gone[0]} is gone" if gone else f"shard {new[0]} is new") if gone or new else \
+                "its shards are in another order"
+            return InputError("input-changed", f"the campaign's {name} folder changed since init ({what}); restore "
+                              "it or start a new campaign", file=spec)
+    if seen is not None and is_irds(spec):
+        seen[spec] = (0, 0)
+    return None
 
 
 def describe_change(change: Mapping[str, Any]) -> str:

@@ -276,7 +276,7 @@ def _load_features(path: Path, cfg, classes: Optional[Path] = None):
 
 @app.command("features")
 def features(
-    corpus: Path = typer.Argument(..., help="The corpus (JSONL, TSV or Parquet; streamed)."),
+    corpus: Path = typer.Argument(..., help="The corpus: a file (JSONL, TSV or Parquet, optionally .gz), a folder of shards, or irds:DATASET (streamed)."),
     output: Path = typer.Option(..., "-o", "--output", help="Folder for the features; next to the store by default: campaign.db -> campaign.db.features."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Near-duplicate classes: CAL then selects canonical passages only."),
     universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),

@@ -34,7 +34,7 @@ DirArg = typer.Argument(..., help="The campaign folder (holds campaign.db and ev
 )
 def init(
     directory: Path = DirArg,
-    corpus: Path = typer.Option(..., "--corpus", help="The passage corpus (JSONL, TSV or Parquet)."),
+    corpus: Path = typer.Option(..., "--corpus", help="The passage corpus: a file (JSONL, TSV or Parquet, optionally .gz), a folder of shards, or irds:DATASET."),
     topics: Path = typer.Option(..., "--topics", "-t", help="Topics (qid<TAB>text)."),
     runs: Path = typer.Option(..., "--runs", help="Folder (or file) of submitted runs."),
     manifest: Path = typer.Option(..., "--manifest", "-m", help="Manifest of the runs (CSV/TOML)."),

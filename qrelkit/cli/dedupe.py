@@ -39,7 +39,7 @@ def _write_nist(lines: pa.Table, path: Path) -> None:
 
 @app.command("cluster")
 def cluster(
-    corpus: Path = typer.Argument(..., help="Corpus (.jsonl, .tsv, .parquet; streamed)."),
+    corpus: Path = typer.Argument(..., help="Corpus: a file (.jsonl, .tsv, .parquet, optionally .gz), a folder of shards, or irds:DATASET (streamed)."),
     output: Path = typer.Option(..., "-o", "--output", help="Class table: .parquet (docid, class_id, class_size) or .tsv."),
     nist_out: Optional[Path] = typer.Option(None, "--nist-out", help="Also write NIST's format: 'class_id pid' per line."),
     index_out: Optional[Path] = typer.Option(None, "--index-out", help="Folder for signatures + classes (incremental mode)."),

@@ -61,6 +61,7 @@ from qrelkit.dedupe.cluster import Clustering, DedupeParams, canonicals, class_t
 from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import blocks, corpus_format, jsonl_chunk, normalize_chunk, open_bytes, tsv_chunk
+from qrelkit.io.sources import open_corpus
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
 DEFAULT_BANDS_PER_TASK = 8
@@ -435,17 +436,27 @@ def _stream_size(path: str) -> int:
 
 
 def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict], str | None]:
-    """Parts of the corpus (task specs) and the file name for error messages."""
+    """Parts of the corpus (task specs), in corpus order, and its name for error messages: a
+    file's byte ranges or row groups, each shard of a folder so, a dataset of ir_datasets spilled
+    to Parquet first (:func:`qrelkit.io.sources.open_corpus`)."""
     chunk = max(int(params.chunk_rows), 1)
-    if isinstance(corpus, pa.Table):
+    if isinstance(corpus, pa.Table) or open_corpus(corpus).kind == "irds":
         path = spill / "input.parquet"
-        t = pa.table({"pid": corpus["pid"], "text": corpus["text"]})
-        pq.write_table(t, path, row_group_size=chunk, compression="none")
+        t = corpus if isinstance(corpus, pa.Table) else None
+        with pq.ParquetWriter(path, pa.schema([("pid", pa.string()), ("text", pa.string())]), compression="none") as w:
+            for part in [t] if t is not None else open_corpus(corpus).chunks(chunk_rows=chunk):
+                w.write_table(pa.table({"pid": part["pid"], "text": part["text"]}), row_group_size=chunk)
         nrg = pq.ParquetFile(path).metadata.num_row_groups
-        return [{"kind": "parquet", "path": str(path), "row_groups": [g], "raw": True} for g in range(nrg)], None
-    p = Path(corpus).resolve()
-    if not p.exists():
-        raise InputError("unreadable", "no such file", file=str(p))
+        return ([{"kind": "parquet", "path": str(path), "row_groups": [g], "raw": True} for g in range(nrg)],
+                None if t is not None else str(corpus))
+    source = open_corpus(corpus)
+    specs = [spec for part in source.parts() for spec in _file_plan(Path(part.spec), chunk, client)]
+    return specs, source.spec
+
+
+def _file_plan(p: Path, chunk: int, client) -> list[dict]:
+    """The task specs of one corpus file: Parquet row groups of about ``chunk`` rows, or byte
+    ranges of a text file (of its uncompressed stream, for a gzip file)."""
     fmt = corpus_format(p)
     if fmt == "parquet":
         try:
@@ -461,7 +472,7 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
                 cur, rows = [], 0
         if cur:
             specs.append({"kind": "parquet", "path": str(p), "row_groups": cur})
-        return specs, str(p)
+        return specs
     with open(p, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
     with open_bytes(p) as fh:
@@ -470,8 +481,7 @@ def _plan(corpus, params: DedupeParams, spill: Path, client) -> tuple[list[dict]
     per_row = len(sample) / max(sample.count(b"\n"), 1)
     k = max(1, math.ceil(size / max(per_row * chunk, 1 << 16)))
     bounds = [size * q // k for q in range(k + 1)]
-    specs = [{"kind": "text", "fmt": fmt, "path": str(p), "start": bounds[q], "end": bounds[q + 1]} for q in range(k)]
-    return specs, str(p)
+    return [{"kind": "text", "fmt": fmt, "path": str(p), "start": bounds[q], "end": bounds[q + 1]} for q in range(k)]
 
 
 def _gather_in_order(futures: list) -> list:
@@ -724,9 +734,9 @@ def cluster_corpus_dask(
     """
     params = params or DedupeParams()
     if not isinstance(corpus, pa.Table):
-        if not Path(corpus).exists():
-            raise InputError("unreadable", "no such file", file=str(corpus))
-        corpus_format(corpus)
+        for part in open_corpus(corpus).parts():  # a missing file, a name of no format: before any worker starts
+            if part.kind == "file":
+                corpus_format(part.spec)
     try:
         from distributed import Client, LocalCluster  # lazy: dask.distributed takes ~1 s to import
     except ImportError:  # pragma: no cover - a core dependency

@@ -25,7 +25,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -322,7 +322,9 @@ def tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
 
 def corpus_format(path: str | os.PathLike) -> str:
     """The format of a corpus file by its name: ``parquet``, ``jsonl`` or ``tsv`` (a ``.gz`` suffix
-    is ignored); raises ``unknown-format`` for another name."""
+    is ignored). A name without a suffix (MS MARCO v2's ``msmarco_passage_00.gz``) is JSON lines
+    when its first byte that is not blank (gunzipped) is ``{``; ``unknown-format`` otherwise, and
+    for another name."""
     name = Path(path).name.lower().removesuffix(".gz")
     if name.endswith(".parquet"):
         return "parquet"
@@ -330,11 +332,32 @@ def corpus_format(path: str | os.PathLike) -> str:
         return "jsonl"
     if name.endswith((".tsv", ".txt", ".tab")):
         return "tsv"
-    raise InputError("unknown-format", "corpus must be .jsonl, .tsv or .parquet (optionally .gz)", file=str(path))
+    if "." not in name.lstrip(".") and _starts_json(Path(path)):
+        return "jsonl"
+    raise InputError("unknown-format", "corpus must be .jsonl, .tsv or .parquet (optionally .gz), or JSON lines "
+                     "in a file without a suffix", file=str(path))
 
 
-def iter_corpus(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_rows: int = 200_000) -> Iterator[pa.Table]:
-    """Stream a corpus as :data:`CORPUS_SCHEMA` tables, in corpus order."""
+def _starts_json(path: Path) -> bool:
+    """Whether the file's first byte that is not blank (gunzipped) is ``{``."""
+    try:
+        with open_bytes(path) as fh:
+            head = fh.read(4096)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return head.lstrip(b" \t\r\n")[:1] == b"{"
+
+
+def iter_corpus(spec: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_rows: int = 200_000) -> Iterator[pa.Table]:
+    """Stream a corpus as :data:`CORPUS_SCHEMA` tables, in corpus order: a file, a folder of shards
+    or an ``irds:`` dataset (:func:`qrelkit.io.sources.open_corpus`)."""
+    from qrelkit.io.sources import open_corpus  # lazy: the sources are built on this module
+
+    return open_corpus(spec).chunks(chunk_bytes=chunk_bytes, chunk_rows=chunk_rows)
+
+
+def iter_corpus_file(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_rows: int = 200_000) -> Iterator[pa.Table]:
+    """Stream one corpus file as :data:`CORPUS_SCHEMA` tables, in file order."""
     p = Path(path)
     if not p.exists():
         raise InputError("unreadable", "no such file", file=str(p))
@@ -368,7 +391,11 @@ class CorpusCheck:
     documents: bool  # whether some passage names its document (a docid field)
     size: int  # bytes on disk
     mtime_ns: int
-    sha256: str  # of the file's bytes on disk (compressed, for a gzip file)
+    sha256: str  # the fingerprint: of the file's bytes on disk (compressed, for a gzip file); of a
+    # folder, of its shards' names and SHA-256s; of an ir_datasets dataset, its documented sample
+    kind: str = "file"  # file, shards or irds (qrelkit.io.sources)
+    spec: str = ""  # what the source was opened from: the absolute path, or irds:<id>
+    parts: tuple = ()  # a folder's shards, each a CorpusCheck of its file
 
 
 class _Hashing:
@@ -397,7 +424,7 @@ class _Hashing:
         self.pool.shutdown()
 
 
-class _IdIndex:
+class IdIndex:
     """The 64-bit hash of every passage id in corpus order, and where each chunk's rows start: the
     duplicate ids of a corpus of any size for 8 bytes a passage (equal hashes are only candidates:
     the ids are read again, then, to compare them)."""
@@ -465,7 +492,7 @@ def _tables(p: Path, fmt: str, before_line: int | None = None) -> Iterator[pa.Ta
     """The corpus's rows chunk by chunk (as :func:`iter_corpus`), only the lines before
     ``before_line`` when given."""
     if fmt == "parquet":
-        yield from iter_corpus(p)
+        yield from iter_corpus_file(p)
         return
     parse = jsonl_chunk if fmt == "jsonl" else tsv_chunk
     for _, first_line, chunk in line_chunks(p, 32 << 20):
@@ -476,7 +503,7 @@ def _tables(p: Path, fmt: str, before_line: int | None = None) -> Iterator[pa.Ta
         yield parse(chunk, p, first_line)
 
 
-def _settle(item: tuple, parse, p: Path, ids: _IdIndex, blank: bytes) -> pa.Table:
+def _settle(item: tuple, parse, p: Path, ids: IdIndex, blank: bytes) -> pa.Table:
     """A chunk's parsed rows (``item``: first line, bytes, lines, the parse's future), their ids
     added to ``ids``; its defect raised, or an id repeated before it (the first error then)."""
     first_line, chunk, lines, parsed = item
@@ -491,7 +518,7 @@ def _settle(item: tuple, parse, p: Path, ids: _IdIndex, blank: bytes) -> pa.Tabl
     return t
 
 
-def _check_text(p: Path, fmt: str, fh, ids: _IdIndex, chunk_bytes: int) -> tuple[int, bool]:
+def _check_text(p: Path, fmt: str, fh, ids: IdIndex, chunk_bytes: int) -> tuple[int, bool]:
     """Every chunk of a text corpus through the reader's rules, its ids into ``ids``; the first
     defect in line order is raised (an id seen before it counts: a repeated id before a bad line
     is the first error). Two chunks are parsed at a time (pyarrow lets go of the GIL), settled in
@@ -511,7 +538,7 @@ def _check_text(p: Path, fmt: str, fh, ids: _IdIndex, chunk_bytes: int) -> tuple
     return n, documents
 
 
-def check_corpus(path: str | os.PathLike, progress: Callable[..., Any] | None = None, *,
+def check_corpus(spec: str | os.PathLike, progress: Callable[..., Any] | None = None, *,
                  chunk_bytes: int = 32 << 20) -> CorpusCheck:
     """Validate a corpus completely in one streaming pass and fingerprint it (what ``campaign
     init`` records): every rule of the readers (:func:`iter_corpus`: ``not-utf8``, ``bad-json``,
@@ -535,19 +562,28 @@ def check_corpus(path: str | os.PathLike, progress: Callable[..., Any] | None = 
     ...
     qrelkit.errors.InputError: ...bad.jsonl:2: [bad-id] passage id 'p 2' holds whitespace or a control character: ...
     """
+    from qrelkit.io.sources import open_corpus  # lazy: the sources are built on this module
+
+    return open_corpus(spec).check(progress, chunk_bytes=chunk_bytes)
+
+
+def check_corpus_file(path: str | os.PathLike, progress: Callable[..., Any] | None = None, *,
+                      chunk_bytes: int = 32 << 20, duplicates: bool = True) -> tuple[CorpusCheck, IdIndex]:
+    """:func:`check_corpus` of one file, with the hashes of its ids (for a check across files:
+    ``duplicates=False`` leaves ids used twice to the caller)."""
     p = Path(path)
     fmt = corpus_format(p)
     try:
         raw = open(p, "rb")
     except OSError as exc:
         raise InputError("unreadable", exc.strerror or str(exc), file=str(p)) from None
-    ids = _IdIndex(p, fmt)
+    ids = IdIndex(p, fmt)
     with raw, contextlib.closing(_Hashing(raw, progress)) as fh:
         st = os.fstat(raw.fileno())
         if fmt == "parquet":
             sha = fh.hexdigest()
             n = documents = 0
-            for t in iter_corpus(p):
+            for t in iter_corpus_file(p):
                 ids.add(t["pid"], None)
                 n, documents = n + t.num_rows, documents or t["docid"].null_count < t.num_rows
         else:
@@ -556,14 +592,21 @@ def check_corpus(path: str | os.PathLike, progress: Callable[..., Any] | None = 
             with gzip.GzipFile(fileobj=fh, mode="rb") if gz else contextlib.nullcontext(fh) as text:
                 n, documents = _check_text(p, fmt, text, ids, chunk_bytes)
             sha = fh.hexdigest()
-    dup = ids.duplicate()
+    dup = ids.duplicate() if duplicates else None
     if dup is not None:
         raise dup
     return CorpusCheck(path=p.resolve(), format=fmt, passages=n, documents=bool(documents), size=int(st.st_size),
-                       mtime_ns=int(st.st_mtime_ns), sha256=sha)
+                       mtime_ns=int(st.st_mtime_ns), sha256=sha), ids
 
 
-def count_passages(path: str | os.PathLike) -> int:
+def count_passages(spec: str | os.PathLike) -> int:
+    """Number of passages of a corpus (a file, a folder of shards, an ``irds:`` dataset)."""
+    from qrelkit.io.sources import open_corpus  # lazy: the sources are built on this module
+
+    return open_corpus(spec).count()
+
+
+def count_passages_file(path: str | os.PathLike) -> int:
     """Number of passages: Parquet metadata, or non-empty lines of a text corpus (one pass)."""
     p = Path(path)
     if not p.is_file():
@@ -584,14 +627,22 @@ def count_passages(path: str | os.PathLike) -> int:
     return n
 
 
-def passages_upper_bound(path: str | os.PathLike) -> int:
+def passages_upper_bound(spec: str | os.PathLike) -> int:
+    """At least the number of passages of a corpus, cheaply (:func:`passages_upper_bound_file`
+    per file)."""
+    from qrelkit.io.sources import open_corpus  # lazy: the sources are built on this module
+
+    return open_corpus(spec).upper_bound()
+
+
+def passages_upper_bound_file(path: str | os.PathLike) -> int:
     """At least the number of passages, cheaply: Parquet metadata, or the lines of a text corpus
     (one single-byte count; blank lines are not subtracted, unlike :func:`count_passages`)."""
     p = Path(path)
     if not p.is_file():
         raise InputError("unreadable", "no such file", file=str(p))
     if corpus_format(p) == "parquet":
-        return count_passages(p)
+        return count_passages_file(p)
     with open_bytes(p) as fh:
         return 1 + sum(block.count(b"\n") for block in blocks(fh, 16 << 20, p))
 
@@ -614,11 +665,20 @@ def read_corpus(path: str | os.PathLike) -> pa.Table:
     return pa.concat_tables(chunks) if chunks else CORPUS_SCHEMA.empty_table()
 
 
-def lookup_texts(path: str | os.PathLike, pids: set[str]) -> dict[str, tuple[str, str | None]]:
-    """Stream the corpus once and return ``pid -> (text, docid)`` for the wanted passages."""
+def lookup_texts(spec: str | os.PathLike, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+    """``pid -> (text, docid)`` for the wanted passages of a corpus (the first passage of an id
+    wins): by the source's random access when it has one, else one streaming pass
+    (:meth:`qrelkit.io.sources.CorpusSource.lookup`)."""
+    from qrelkit.io.sources import open_corpus  # lazy: the sources are built on this module
+
+    return open_corpus(spec).lookup(set(pids))
+
+
+def find_texts(chunks: Iterable[pa.Table], pids: set[str]) -> dict[str, tuple[str, str | None]]:
+    """``pid -> (text, docid)`` of the wanted passages among ``chunks`` (read until all are found)."""
     wanted = pa.array(sorted(pids), pa.string())
     found: dict[str, tuple[str, str | None]] = {}
-    for chunk in iter_corpus(path):
+    for chunk in chunks:
         sel = chunk.filter(pc.is_in(chunk["pid"], value_set=wanted))
         for pid, text, docid in zip(sel["pid"].to_pylist(), sel["text"].to_pylist(), sel["docid"].to_pylist()):
             found.setdefault(pid, (text, docid))

@@ -146,7 +146,7 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
              read_stores: Paths = (), protect: Paths | Mapping[PathLike, str] = ()) -> None:
     """Refuse, before any work, paths that would destroy an input or fail after the work.
 
-    ``inputs``: files and folders the command reads (must exist). ``outputs``: files it writes.
+    ``inputs``: files and folders the command reads (must exist; an ``irds:<id>`` source is skipped). ``outputs``: files it writes.
     ``folders``: folders it writes into. ``stores``: judging stores it writes into (read too: an
     output is never one of them; their folder must be writable for SQLite's journal files).
     ``read_stores``: judging stores it only reads (``not-a-store`` when missing).
@@ -161,6 +161,7 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
     for p in rsts:
         if not p.is_file():
             raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(p))
+    ins = [p for p in ins if not str(p).startswith("irds:")]  # a dataset of ir_datasets: no path to check
     for p in ins:
         if not p.exists():
             raise InputError("unreadable", "no such file or folder", file=str(p))

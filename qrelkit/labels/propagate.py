@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.io.classes import map_to_classes
-from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.sources import open_corpus
 from qrelkit.io.order import qid_order
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
 from qrelkit.io.tables import read_table
@@ -134,8 +134,17 @@ def passage_document_map(
         doc = pc.list_element(parts, 0)
         return pa.table({"pid": want, "docid": doc})
     if corpus is not None:
+        source = open_corpus(corpus)
+        if want is not None and source.random_access:  # MS MARCO v2 plain shards, ir_datasets: no scan
+            found = source.lookup(set(want.to_pylist()))
+            hits = sorted((p, d) for p, (_, d) in found.items() if d is not None)
+            if not hits and len(want):
+                raise InputError("missing-column", "the corpus has no document field (docid) for the judged passages",
+                                 file=str(corpus))
+            return pa.table({"pid": pa.array([h[0] for h in hits], pa.string()),
+                             "docid": pa.array([h[1] for h in hits], pa.string())})
         chunks = []
-        for chunk in iter_corpus(corpus):
+        for chunk in source.chunks():
             t = chunk.select(["pid", "docid"])
             if want is not None:
                 t = t.filter(pc.is_in(t["pid"], value_set=want))

@@ -9,8 +9,12 @@ milliseconds:
   the corpus file (``offsets``); a lookup reads those lines (``pread``) and parses them with the
   corpus readers (:func:`~qrelkit.io.corpus.jsonl_chunk`, :func:`~qrelkit.io.corpus.tsv_chunk`),
   so a text comes out exactly as :func:`~qrelkit.io.corpus.iter_corpus` gives it;
-* a gzipped text corpus or a Parquet corpus (no byte offsets to seek to): the index holds the
-  texts themselves (``texts``).
+* a gzipped text corpus or a Parquet corpus (no byte offsets to seek to), or a folder of shards
+  or an ir_datasets dataset without random access of its own: the index holds the texts
+  themselves (``texts``);
+* a source with random access of its own (:attr:`qrelkit.io.sources.CorpusSource.random_access`:
+  plain MS MARCO v2 shards, whose ids are byte offsets; ir_datasets' docs store): no index at
+  all, :func:`open_text_index` gives a :class:`SourceTexts` that asks the source.
 
 The index records the corpus it was built from (absolute path, size, modification time, and the
 SHA-256 given by the caller — a campaign passes the one it recorded at init): :func:`open_text_index`
@@ -32,7 +36,8 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import corpus_format, iter_corpus, jsonl_chunk, line_chunks, tsv_chunk
+from qrelkit.io.corpus import corpus_format, jsonl_chunk, line_chunks, tsv_chunk
+from qrelkit.io.sources import CorpusSource, is_irds, open_corpus
 from qrelkit.store.sqlite import connect
 
 INDEX_FORMAT = "qrelkit-text-index-1"
@@ -72,14 +77,22 @@ class _Mismatch(Exception):
     """Parsed rows and lines of a text corpus do not pair up: index the texts instead."""
 
 
+def _stamp(source: CorpusSource) -> tuple[str, int, int]:
+    """(spec, bytes, latest modification time) of a source's files, as an index records them."""
+    sts = [f.stat() for f in source.files()]
+    return source.spec, sum(st.st_size for st in sts), max((st.st_mtime_ns for st in sts), default=0)
+
+
 def build_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha256: str = "") -> Path:
-    """Build the text index of ``corpus`` at ``path`` (a temporary file renamed at the end) and
-    return ``path``. ``sha256``: the corpus hash to record (checked by :func:`open_text_index`)."""
-    src, out = Path(corpus).resolve(), Path(path)
-    if not src.is_file():
+    """Build the text index of ``corpus`` (a corpus source, :func:`~qrelkit.io.sources.open_corpus`)
+    at ``path`` (a temporary file renamed at the end) and return ``path``. ``sha256``: the corpus
+    fingerprint to record (checked by :func:`open_text_index`)."""
+    source, out = open_corpus(corpus), Path(path)
+    src = Path(source.spec)
+    if source.kind == "file" and not src.is_file():
         raise InputError("unreadable", "no such file", file=str(src))
-    mode = index_mode(src)
-    st = src.stat()
+    mode = index_mode(src) if source.kind == "file" else "texts"
+    spec, size, mtime = _stamp(source)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}.{threading.get_ident()}")
     tmp.unlink(missing_ok=True)
     db = connect(tmp, isolation_level=None)
@@ -98,11 +111,11 @@ def build_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha2
                 db.execute("BEGIN")
                 mode = "texts"
         if mode == "texts":
-            _fill_texts(db, src)
+            _fill_texts(db, source)
         n = db.execute("SELECT COUNT(*) FROM passages").fetchone()[0]
         db.executemany("INSERT INTO meta VALUES (?, ?)", [
-            ("format", INDEX_FORMAT), ("mode", mode), ("corpus", str(src)), ("size", str(st.st_size)),
-            ("mtime_ns", str(st.st_mtime_ns)), ("sha256", sha256), ("passages", str(n))])
+            ("format", INDEX_FORMAT), ("mode", mode), ("corpus", spec), ("size", str(size)),
+            ("mtime_ns", str(mtime)), ("sha256", sha256), ("passages", str(n))])
         db.execute("COMMIT")
     except BaseException:
         db.close()
@@ -119,9 +132,9 @@ def _fill_offsets(db: sqlite3.Connection, src: Path) -> None:
         db.executemany("INSERT OR IGNORE INTO passages VALUES (?, ?, ?)", rows)
 
 
-def _fill_texts(db: sqlite3.Connection, src: Path) -> None:
+def _fill_texts(db: sqlite3.Connection, source: CorpusSource) -> None:
     db.execute("CREATE TABLE passages (pid TEXT PRIMARY KEY, text TEXT NOT NULL, docid TEXT) WITHOUT ROWID")
-    for t in iter_corpus(src):
+    for t in source.chunks():
         db.executemany("INSERT OR IGNORE INTO passages VALUES (?, ?, ?)",
                        zip(t["pid"].to_pylist(), t["text"].to_pylist(), t["docid"].to_pylist()))
 
@@ -131,7 +144,7 @@ class TextIndex:
     Usable from several threads (one connection, a lock)."""
 
     def __init__(self, path: str | os.PathLike, corpus: str | os.PathLike) -> None:
-        self.path, self.corpus = Path(path), Path(corpus).resolve()
+        self.path, self.corpus = Path(path), Path(corpus).absolute()
         self._db = connect(self.path, readonly=True, check_same_thread=False)
         self._lock = threading.Lock()
         try:
@@ -183,26 +196,48 @@ def _build_lock(path: Path) -> threading.Lock:
         return _BUILD_LOCKS.setdefault(str(path.resolve()), threading.Lock())
 
 
-def _current(path: Path, corpus: Path, sha256: str) -> bool:
+class SourceTexts:
+    """Passage texts asked of a source with random access of its own (no index): the interface
+    of :class:`TextIndex`."""
+
+    mode = "source"
+
+    def __init__(self, source: CorpusSource) -> None:
+        self.source, self.corpus = source, source.spec
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        pass
+
+    def texts(self, pids: Iterable[str]) -> dict[str, tuple[str, str | None]]:
+        """``pid -> (text, docid)`` of the wanted passages the corpus has."""
+        with self._lock:
+            return self.source.lookup({str(p) for p in pids})
+
+
+def _current(path: Path, source: CorpusSource, sha256: str) -> bool:
     """Whether the index at ``path`` was built by this format from this corpus (path, size,
     modification time, and hash when given)."""
     if not path.is_file():
         return False
-    with contextlib.suppress(sqlite3.DatabaseError, InputError):
-        idx = TextIndex(path, corpus)
+    with contextlib.suppress(sqlite3.DatabaseError, InputError, OSError):
+        idx = TextIndex(path, source.spec)
         try:
-            m, st = idx.meta, corpus.stat()
-            return (m.get("format") == INDEX_FORMAT and m.get("corpus") == str(corpus) and
-                    m.get("size") == str(st.st_size) and m.get("mtime_ns") == str(st.st_mtime_ns) and
+            m = idx.meta
+            spec, size, mtime = _stamp(source)
+            return (m.get("format") == INDEX_FORMAT and m.get("corpus") == spec and
+                    m.get("size") == str(size) and m.get("mtime_ns") == str(mtime) and
                     (not sha256 or m.get("sha256") == sha256))
         finally:
             idx.close()
     return False
 
 
-def open_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha256: str = "") -> TextIndex:
-    """The text index of ``corpus`` at ``path``, built first when it is missing or not this
-    corpus's (see the module documentation).
+def open_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *,
+                    sha256: str = "") -> TextIndex | SourceTexts:
+    """The text index of ``corpus`` (a corpus source) at ``path``, built first when it is missing
+    or not this corpus's; the source itself when it has random access (see the module
+    documentation).
 
     Examples
     --------
@@ -215,9 +250,11 @@ def open_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha25
     ('offsets', {'p2': ('two', None)})
     >>> idx.close()
     """
-    p, src = Path(path), Path(corpus).resolve()
+    p, source = Path(path), open_corpus(corpus if is_irds(corpus) else Path(corpus).resolve())
+    if source.kind != "file" and source.random_access:
+        return SourceTexts(source)
     with _build_lock(p):
-        if not _current(p, src, sha256):
-            build_text_index(src, p, sha256=sha256)
-        return TextIndex(p, src)
+        if not _current(p, source, sha256):
+            build_text_index(source.spec, p, sha256=sha256)
+        return TextIndex(p, source.spec)
 

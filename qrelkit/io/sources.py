@@ -1,0 +1,313 @@
+"""Input sources: where a corpus comes from, read the same way whatever it is.
+
+:func:`open_corpus` turns what a user gives (``--corpus``, a campaign's recorded input) into a
+:class:`CorpusSource`:
+
+* a **file** (:class:`FileCorpus`): JSONL, TSV (MS MARCO v1's ``collection.tsv``) or Parquet,
+  optionally gzipped (:mod:`qrelkit.io.corpus`);
+* a **folder of shards** (:class:`ShardCorpus`): every file in it but hidden ones, in the byte order
+  of their names, each a corpus file (so MS MARCO v2's ``msmarco_passage_00.gz`` ...
+  ``msmarco_passage_69.gz``, gzip JSONL without a suffix, read as JSON lines); the corpus is the
+  shards one after the other;
+* **``irds:<dataset-id>``**: a dataset of ir_datasets (:mod:`qrelkit.io.irds`, the ``irds`` extra).
+
+Every source streams :data:`~qrelkit.io.corpus.CORPUS_SCHEMA` chunks in corpus order, counts,
+checks every rule of the readers (and ids used twice anywhere in the source), fingerprints, and
+looks passages up by id — by its own random access where it has one: MS MARCO v2 passage ids name
+their shard and the byte offset of their line (``msmarco_passage_03_1234``), so a folder of plain
+(not gzipped) shards reads a passage with one seek; ir_datasets has its docs store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from qrelkit.errors import InputError, quoted
+from qrelkit.io.corpus import (
+    CorpusCheck, IdIndex, check_corpus_file, corpus_format, count_passages_file, find_texts, iter_corpus_file,
+    jsonl_chunk, passages_upper_bound_file,
+)
+
+IRDS = "irds:"
+
+#: a passage id that names its shard and the byte offset of its line: ``<shard name>_<offset>``
+_OFFSET_ID = re.compile(r"^(?P<shard>.+)_(?P<offset>[0-9]+)$")
+
+
+def is_irds(spec: Any) -> bool:
+    """Whether ``spec`` names an ir_datasets dataset (``irds:<dataset-id>``)."""
+    return str(spec).startswith(IRDS)
+
+
+class CorpusSource:
+    """A corpus, wherever it comes from (see the module documentation)."""
+
+    kind = "file"
+    random_access = False
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r})"
+
+    def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
+        """The passages as :data:`~qrelkit.io.corpus.CORPUS_SCHEMA` tables, in corpus order."""
+        raise NotImplementedError
+
+    def parts(self) -> list["CorpusSource"]:
+        """Parts read independently of each other, in corpus order (a folder: its shards)."""
+        return [self]
+
+    def count(self) -> int:
+        """The number of passages."""
+        raise NotImplementedError
+
+    def upper_bound(self) -> int:
+        """At least the number of passages, cheaply."""
+        return self.count()
+
+    def check(self, progress: Callable[..., Any] | None = None, *, chunk_bytes: int = 32 << 20) -> CorpusCheck:
+        """Every rule of the readers and ids used twice anywhere, in one pass, and the fingerprint;
+        the first defect raised as an :class:`InputError` naming the file and line."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """The hex digest a campaign records for this source (see :meth:`check`)."""
+        raise NotImplementedError
+
+    def lookup(self, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+        """``pid -> (text, docid)`` of the wanted passages the source has (the first of an id wins)."""
+        return find_texts(self.chunks(), pids)
+
+    def files(self) -> list[Path]:
+        """The files the source reads (none for a dataset of ir_datasets)."""
+        return []
+
+
+class FileCorpus(CorpusSource):
+    """One corpus file (:mod:`qrelkit.io.corpus`)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path).resolve()
+        super().__init__(str(self.path))
+
+    def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
+        return iter_corpus_file(self.path, chunk_bytes=chunk_bytes, chunk_rows=chunk_rows)
+
+    def count(self) -> int:
+        return count_passages_file(self.path)
+
+    def upper_bound(self) -> int:
+        return passages_upper_bound_file(self.path)
+
+    def check(self, progress: Callable[..., Any] | None = None, *, chunk_bytes: int = 32 << 20) -> CorpusCheck:
+        c, _ = check_corpus_file(self.path, progress, chunk_bytes=chunk_bytes)
+        return c
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        with open(self.path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    def files(self) -> list[Path]:
+        return [self.path]
+
+
+def shard_files(folder: Path) -> list[Path]:
+    """The shards of a corpus folder: its files but hidden ones, by the byte order of their names;
+    a sub-folder is ``unknown-format`` (a folder of shards holds files only), no shard at all
+    ``empty-folder``."""
+    try:
+        entries = sorted((e for e in os.scandir(folder) if not e.name.startswith(".")), key=lambda e: e.name.encode())
+    except OSError as exc:
+        raise InputError("unreadable", exc.strerror or str(exc), file=str(folder)) from None
+    for e in entries:
+        if e.is_dir():
+            raise InputError("unknown-format", "a corpus folder holds shard files only, not folders", file=e.path)
+    if not entries:
+        raise InputError("empty-folder", "the corpus folder holds no shard", file=str(folder))
+    return [Path(e.path) for e in entries]
+
+
+class ShardCorpus(CorpusSource):
+    """A folder of corpus files, the corpus being its shards one after the other (see
+    :func:`shard_files`)."""
+
+    kind = "shards"
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder).resolve()
+        super().__init__(str(self.folder))
+        self.shards = [FileCorpus(p) for p in shard_files(self.folder)]
+        self.formats = [corpus_format(s.path) for s in self.shards]  # unknown-format names its shard now
+        self._offsets: bool | None = None
+
+    def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
+        for s in self.shards:
+            yield from s.chunks(chunk_rows=chunk_rows, chunk_bytes=chunk_bytes)
+
+    def parts(self) -> list[CorpusSource]:
+        return list(self.shards)
+
+    def count(self) -> int:
+        return sum(s.count() for s in self.shards)
+
+    def upper_bound(self) -> int:
+        return sum(s.upper_bound() for s in self.shards)
+
+    def files(self) -> list[Path]:
+        return [s.path for s in self.shards]
+
+    def check(self, progress: Callable[..., Any] | None = None, *, chunk_bytes: int = 32 << 20) -> CorpusCheck:
+        checks, indexes = [], []
+        for s in self.shards:
+            c, ids = check_corpus_file(s.path, progress, chunk_bytes=chunk_bytes, duplicates=False)
+            checks.append(c)
+            indexes.append(ids)
+        dup = duplicate_across(indexes)
+        if dup is not None:
+            raise dup
+        return CorpusCheck(path=self.folder, format="+".join(sorted(set(c.format for c in checks))),
+                           passages=sum(c.passages for c in checks), documents=any(c.documents for c in checks),
+                           size=sum(c.size for c in checks), mtime_ns=max(c.mtime_ns for c in checks),
+                           sha256=shards_digest([(c.path.name, c.sha256) for c in checks]), kind=self.kind,
+                           spec=self.spec, parts=tuple(checks))
+
+    def fingerprint(self) -> str:
+        with ThreadPoolExecutor(min(len(self.shards), os.cpu_count() or 1, 8)) as pool:  # hashlib lets go of the GIL
+            digests = list(pool.map(FileCorpus.fingerprint, self.shards))
+        return shards_digest([(s.path.name, d) for s, d in zip(self.shards, digests)])
+
+    @property
+    def random_access(self) -> bool:  # type: ignore[override]
+        """Plain JSON-lines shards whose first passage is ``<shard name>_0``: MS MARCO v2's layout
+        unzipped, where an id is the byte offset of its line."""
+        if self._offsets is None:
+            self._offsets = all(f == "jsonl" and _first_id(s.path) == f"{s.path.name}_0"
+                                for s, f in zip(self.shards, self.formats))
+        return self._offsets
+
+    def lookup(self, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+        by_name = {s.path.name.lower().removesuffix(".gz"): s for s in self.shards}
+        mine: dict[str, set[str]] = {}
+        anywhere: set[str] = set()
+        for pid in pids:
+            m = _OFFSET_ID.match(pid)
+            shard = by_name.get(m["shard"].lower()) if m else None
+            (mine.setdefault(shard.spec, set()).add(pid) if shard is not None else anywhere.add(pid))
+        found: dict[str, tuple[str, str | None]] = {}
+        for s in self.shards:
+            want = mine.get(s.spec, set())
+            if want and self.random_access:
+                got = _seek_lines(s.path, want)
+                found.update(got)
+                anywhere |= want - set(got)  # not where its id says: looked for everywhere
+            elif want:
+                found.update(find_texts(s.chunks(), want))
+                anywhere |= want - set(found)
+        rest = anywhere - set(found)
+        if rest:
+            for pid, v in find_texts(self.chunks(), rest).items():
+                found.setdefault(pid, v)
+        return found
+
+
+def shards_digest(named: list[tuple[str, str]]) -> str:
+    """The fingerprint of a folder of shards: SHA-256 of ``name<TAB>sha256`` lines, in shard order."""
+    return hashlib.sha256("".join(f"{n}\t{d}\n" for n, d in named).encode()).hexdigest()
+
+
+def _first_id(path: Path) -> str | None:
+    """The ``pid`` of a plain JSON-lines file's first line (None when gzipped or not JSON)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
+            fh.seek(0)
+            obj = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    pid = obj.get("pid") if isinstance(obj, dict) else None
+    return pid if isinstance(pid, str) else None
+
+
+def _seek_lines(path: Path, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+    """The passages whose ids give their line's byte offset in ``path`` (``<name>_<offset>``),
+    each read with one seek and parsed as the reader parses it; an id not found at its offset is
+    left out."""
+    found: dict[str, tuple[str, str | None]] = {}
+    order = sorted(pids, key=lambda p: int(_OFFSET_ID.match(p)["offset"]))
+    with open(path, "rb") as fh:
+        for pid in order:
+            fh.seek(int(_OFFSET_ID.match(pid)["offset"]))
+            line = fh.readline()
+            if not line.startswith(b"{"):
+                continue
+            try:
+                t = jsonl_chunk(line if line.endswith(b"\n") else line + b"\n", path, 1)
+            except InputError:
+                continue
+            if t.num_rows == 1 and t["pid"][0].as_py() == pid:
+                found[pid] = (t["text"][0].as_py(), t["docid"][0].as_py())
+    return found
+
+
+def duplicate_across(indexes: list[IdIndex]) -> InputError | None:
+    """``duplicate-id`` at the first passage (in corpus order: the files one after the other) whose
+    id an earlier passage has, or None; equal id hashes are only candidates, their ids are read
+    again."""
+    per = [np.concatenate(ix.hashes) if ix.hashes else np.zeros(0, np.uint64) for ix in indexes]
+    s = np.sort(np.concatenate(per))
+    same = s[1:][s[1:] == s[:-1]]
+    if not len(same):
+        return None
+    first: dict[str, tuple[int, int]] = {}
+    for k, (ix, hashes) in enumerate(zip(indexes, per)):
+        rows = np.flatnonzero(np.isin(hashes, same))
+        if not len(rows):
+            continue
+        for row, pid in zip(rows.tolist(), ix._ids(rows, None)):
+            if pid in first:
+                j, was = first[pid]
+                line = indexes[j].line(was)
+                where = f"line {line}" if line is not None else f"row {was + 1}"
+                return InputError("duplicate-id", f"passage id {quoted(pid)} already in {indexes[j].path.name} "
+                                  f"({where})", file=str(ix.path), line=ix.line(row))
+            first.setdefault(pid, (k, row))
+    return None
+
+
+def open_corpus(spec: "str | os.PathLike | CorpusSource") -> CorpusSource:
+    """The corpus source ``spec`` names: ``irds:<dataset-id>``, a folder of shards, or a file
+    (see the module documentation); ``unreadable`` when there is nothing at the path. A source
+    given is returned as it is."""
+    if isinstance(spec, CorpusSource):
+        return spec
+    if is_irds(spec):
+        from qrelkit.io.irds import IrdsCorpus  # lazy: ir_datasets is an optional extra
+
+        return IrdsCorpus(str(spec)[len(IRDS):])
+    p = Path(spec)
+    if p.is_dir():
+        return ShardCorpus(p)
+    if not p.exists():
+        raise InputError("unreadable", "no such file or folder", file=str(p))
+    return FileCorpus(p)
+
+
+def corpus_files(spec: str | os.PathLike) -> list[Path]:
+    """The files a corpus source reads (:meth:`CorpusSource.files`), without reading them."""
+    return open_corpus(spec).files()
+

@@ -1,0 +1,226 @@
+"""Corpus sources (issue #22): a folder of shards read as one corpus — MS MARCO v2's layout (gzip
+JSON lines without a suffix, ids naming their shard and byte offset) — by every reader, check,
+lookup, command and the campaign, with the same outputs as the same passages in one file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from qrelkit.campaign import Campaign, open_campaign_store
+from qrelkit.cli import run as cli
+from qrelkit.errors import InputError
+from qrelkit.io.corpus import check_corpus, count_passages, iter_corpus, lookup_texts, read_corpus
+from qrelkit.io.sources import ShardCorpus, open_corpus, shards_digest
+from qrelkit.store.textindex import SourceTexts, TextIndex, open_text_index
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = ROOT / "configs" / "trec-dl-2022.toml"
+
+
+def write_msmarco_v2(folder: Path, shards: int = 3, per_shard: int = 40, *, gz: bool = True) -> list[dict]:
+    """A small MS MARCO v2-shaped passage folder: ``msmarco_passage_NN[.gz]`` of JSON lines
+    ``{"pid", "passage", "spans", "docid"}``, each pid ``msmarco_passage_NN_<offset of its line>``,
+    four passages a document; returns the records in corpus order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for k in range(shards):
+        name, data, offset = f"msmarco_passage_{k:02d}", bytearray(), 0
+        for i in range(per_shard):
+            rec = {"pid": f"{name}_{offset}", "passage": f"shard {k} passage {i} about topic {i % 7} words é",
+                   "spans": "(0,10),(11,20)", "docid": f"msmarco_doc_{k:02d}_{(i // 4) * 1000}"}
+            line = (json.dumps(rec, ensure_ascii=False) + "\n").encode()
+            data += line
+            offset += len(line)
+            out.append(rec)
+        (folder / (name + (".gz" if gz else ""))).write_bytes(gzip.compress(bytes(data), mtime=0) if gz else bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_msmarco_v2_folder_reads_in_shard_order(tmp_path, gz):
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    src = open_corpus(tmp_path / "c")
+    assert isinstance(src, ShardCorpus) and src.kind == "shards" and len(src.parts()) == 3
+    t = read_corpus(tmp_path / "c")
+    assert t["pid"].to_pylist() == [r["pid"] for r in recs]
+    assert t["text"].to_pylist() == [r["passage"] for r in recs]
+    assert t["docid"].to_pylist() == [r["docid"] for r in recs]
+    assert count_passages(tmp_path / "c") == len(recs) and src.upper_bound() >= len(recs)
+    assert src.random_access is (not gz)  # plain shards: the ids are byte offsets
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_lookup_by_offset_ids(tmp_path, gz, monkeypatch):
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    want = {recs[5]["pid"], recs[77]["pid"], recs[119]["pid"], "msmarco_passage_01_999999", "elsewhere"}
+    if not gz:  # random access: no shard is streamed
+        monkeypatch.setattr(ShardCorpus, "chunks", lambda *a, **k: iter(()))
+        import qrelkit.io.sources as sources
+
+        monkeypatch.setattr(sources, "find_texts", lambda chunks, pids: {})
+    got = lookup_texts(tmp_path / "c", want)
+    assert got == {r["pid"]: (r["passage"], r["docid"]) for r in (recs[5], recs[77], recs[119])}
+
+
+def test_check_fingerprints_every_shard(tmp_path):
+    write_msmarco_v2(tmp_path / "c")
+    c = check_corpus(tmp_path / "c")
+    assert c.kind == "shards" and c.passages == 120 and c.documents and len(c.parts) == 3
+    assert c.sha256 == shards_digest([(p.path.name, p.sha256) for p in c.parts])
+    assert c.sha256 == open_corpus(tmp_path / "c").fingerprint()
+    (tmp_path / "c" / "msmarco_passage_02.gz").write_bytes(gzip.compress(b'{"pid": "x", "passage": "y"}\n'))
+    assert check_corpus(tmp_path / "c").sha256 != c.sha256
+
+
+def test_errors_name_the_shard_and_line(tmp_path):
+    recs = write_msmarco_v2(tmp_path / "c", gz=False)
+    shard = tmp_path / "c" / "msmarco_passage_01"
+    lines = shard.read_bytes().splitlines(keepends=True)
+    lines[6] = b'{"pid": "bad id", "passage": "x"}\n'
+    shard.write_bytes(b"".join(lines))
+    with pytest.raises(InputError) as e:
+        check_corpus(tmp_path / "c")
+    assert (e.value.rule, e.value.file, e.value.line) == ("bad-id", str(shard.resolve()), 7)
+    with pytest.raises(InputError) as e:
+        list(iter_corpus(tmp_path / "c"))
+    assert (e.value.rule, e.value.line) == ("bad-id", 7) and e.value.file.endswith("msmarco_passage_01")
+    # an id of an earlier shard, used again in a later one: the later one's line
+    lines[6] = (json.dumps({"pid": recs[3]["pid"], "passage": "again"}) + "\n").encode()
+    shard.write_bytes(b"".join(lines))
+    with pytest.raises(InputError) as e:
+        check_corpus(tmp_path / "c")
+    assert (e.value.rule, e.value.line) == ("duplicate-id", 7) and "msmarco_passage_00 (line 4)" in e.value.message
+
+
+def test_what_a_folder_may_hold(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="empty-folder"):
+        open_corpus(tmp_path / "empty")
+    write_msmarco_v2(tmp_path / "c", shards=1)
+    (tmp_path / "c" / ".hidden").write_text("ignored")
+    assert len(open_corpus(tmp_path / "c").parts()) == 1
+    (tmp_path / "c" / "SHA256SUMS").write_text("abc  msmarco_passage_00.gz\n")  # no suffix, not JSON: refused
+    with pytest.raises(InputError, match=r"unknown-format.*SHA256SUMS|SHA256SUMS.*unknown-format"):
+        open_corpus(tmp_path / "c")
+    (tmp_path / "c" / "SHA256SUMS").unlink()
+    (tmp_path / "c" / "sub").mkdir()
+    with pytest.raises(InputError, match="unknown-format"):
+        open_corpus(tmp_path / "c")
+
+
+def test_text_index_of_a_folder(tmp_path):
+    recs = write_msmarco_v2(tmp_path / "plain", gz=False)
+    idx = open_text_index(tmp_path / "plain", tmp_path / "t1.sqlite")
+    assert isinstance(idx, SourceTexts) and not (tmp_path / "t1.sqlite").exists()  # the source itself
+    assert idx.texts([recs[50]["pid"]]) == {recs[50]["pid"]: (recs[50]["passage"], recs[50]["docid"])}
+    write_msmarco_v2(tmp_path / "gz")
+    idx = open_text_index(tmp_path / "gz", tmp_path / "t2.sqlite")
+    assert isinstance(idx, TextIndex) and idx.mode == "texts"
+    assert idx.texts([recs[50]["pid"]]) == {recs[50]["pid"]: (recs[50]["passage"], recs[50]["docid"])}
+    idx.close()
+
+
+# -- the same passages as one file and as a folder: the same outputs ------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sim") / "c"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "4", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d
+
+
+def _split(corpus: Path, folder: Path, parts: int = 3, gz: bool = True) -> Path:
+    lines = corpus.read_bytes().splitlines(keepends=True)
+    folder.mkdir(parents=True)
+    step = -(-len(lines) // parts)
+    for k in range(parts):
+        data = b"".join(lines[k * step:(k + 1) * step])
+        (folder / f"part-{k}.jsonl{'.gz' if gz else ''}").write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    return folder
+
+
+def test_commands_give_the_same_outputs_from_a_folder(sim, tmp_path):
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards")
+    for src, out in ((sim / "corpus.jsonl", tmp_path / "file"), (folder, tmp_path / "folder")):
+        out.mkdir()
+        assert cli(["dedupe", "cluster", str(src), "-o", str(out / "classes.parquet")]) == 0
+        assert cli(["cal", "features", str(src), "-o", str(out / "features")]) == 0
+        assert cli(["pool", "fractional", str(sim / "runs"), "-m", str(sim / "manifest.csv"), "--corpus", str(src),
+                    "--fraction", "0.05", "--seed", "3", "--ids-out", str(out / "kept.tsv"), "-o", str(out / "frac.tsv")]) == 0
+    a, b = tmp_path / "file", tmp_path / "folder"
+    assert (a / "kept.tsv").read_bytes() == (b / "kept.tsv").read_bytes()
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(a / "classes.parquet").equals(pq.read_table(b / "classes.parquet"))
+    for f in sorted(p.relative_to(a / "features") for p in (a / "features").rglob("*") if p.is_file()):
+        if f.suffix != ".json":
+            assert (a / "features" / f).read_bytes() == (b / "features" / f).read_bytes(), f
+
+
+def test_campaign_on_a_folder_of_shards(sim, tmp_path, capsys):
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards")
+    runs = {}
+    dask_cfg = tmp_path / "dask.toml"  # the folder's campaign: near-duplicates on a Dask LocalCluster
+    dask_cfg.write_text(CFG.read_text().replace('combine = "vote"', 'combine = "vote"\nworkers = 2'))
+    for name, corpus, cfg in (("file", sim / "corpus.jsonl", CFG), ("folder", folder, dask_cfg)):
+        d = tmp_path / name
+        assert cli(["campaign", "init", str(d), "-c", str(cfg), "--corpus", str(corpus), "-t", str(sim / "topics.tsv"),
+                    "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+        runs[name] = Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=7)
+        assert runs[name]["state"] == "done"
+    with open_campaign_store(tmp_path / "folder", readonly=True) as s:
+        inputs = s.state.inputs()
+    rec = inputs[inputs["name"] == "corpus"].iloc[0]
+    assert rec["path"] == str(folder.resolve()) and rec["size"] == 3
+    assert (inputs["name"] == "corpus shard").sum() == 3
+    for f in ("qrels-passages.txt", "qrels-documents.txt", "eval-summary.csv", "leaderboard.csv", "reuse-summary.csv",
+              "classes.parquet"):
+        assert (tmp_path / "file" / f).read_bytes() == (tmp_path / "folder" / f).read_bytes(), f
+    # a shard added, changed or gone: refused, naming it; restored: the campaign goes on
+    extra = folder / "part-9.jsonl"
+    extra.write_text('{"pid": "new1", "text": "new"}\n')
+    assert cli(["campaign", "run", str(tmp_path / "folder")]) == 2
+    assert "part-9.jsonl is new" in capsys.readouterr().err
+    extra.unlink()
+    shard = folder / "part-1.jsonl.gz"
+    keep = shard.read_bytes()
+    shard.write_bytes(gzip.compress(gzip.decompress(keep) + b'{"pid": "z9", "text": "z"}\n'))
+    assert cli(["campaign", "run", str(tmp_path / "folder")]) == 2
+    err = capsys.readouterr().err
+    assert "[input-changed]" in err and "part-1.jsonl.gz" in err
+    shard.unlink()
+    assert cli(["campaign", "run", str(tmp_path / "folder")]) == 2
+    assert "part-1.jsonl.gz is gone" in capsys.readouterr().err
+    shard.write_bytes(keep)
+    assert cli(["campaign", "run", str(tmp_path / "folder")]) == 0
+
+
+def test_outputs_never_go_into_a_corpus_folder(sim, tmp_path, capsys):
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards", gz=False)
+    assert cli(["dedupe", "cluster", str(folder), "-o", str(folder / "classes.parquet")]) == 2
+    assert "[output-is-input]" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == ["part-0.jsonl", "part-1.jsonl", "part-2.jsonl"]
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_document_qrels_from_the_source_docid(tmp_path, gz):
+    """MS MARCO v2: a passage's document is its ``docid`` field — no mapping file; a document's
+    grade is the highest of its judged passages (DL 2022)."""
+    import pyarrow as pa
+
+    from qrelkit.labels.propagate import passage_document_map, propagate_to_documents
+
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    judged = [recs[0], recs[1], recs[2], recs[45], recs[90]]  # the first three: one document
+    qrels = pa.table({"qid": ["1"] * 5, "docid": [r["pid"] for r in judged], "rel": pa.array([1, 3, 0, 2, 0], pa.int32())})
+    mapping = passage_document_map(corpus=tmp_path / "c", passages=[r["pid"] for r in judged])
+    docs = propagate_to_documents(qrels, mapping, rule="max").qrels.to_pydict()
+    assert dict(zip(docs["docid"], docs["rel"])) == {recs[0]["docid"]: 3, recs[45]["docid"]: 2, recs[90]["docid"]: 0}
