@@ -142,51 +142,24 @@ def test_cli_workers_and_scheduler_refused(tmp_path, jsonl, capsys):
 
 
 def test_campaign_features_on_dask(sim3, tmp_path, scheduler):
-    """A campaign run on Dask (``dask=`` of Campaign.run/runner, ``campaign run --scheduler``)
-    builds the features folder of a campaign run in one process."""
-    import shutil
-
+    """A campaign with ``[campaign] scheduler`` (or ``workers``) builds the features folder of a
+    campaign run in one process."""
     from qrelkit.campaign import Campaign
-    from conftest import campaign_init_args
+    from conftest import ROOT, campaign_init_args
 
-    d = tmp_path / "c"
-    assert run(campaign_init_args(sim3, d)) == 0
-    assert Campaign(d).run(oracle=sim3 / "qrels.txt", seed=7, until="pool")["state"] != "done"
-    with Campaign(d).runner() as r:
-        r.warm()  # the CAL features, in this process
-    shutil.move(d / "features", tmp_path / "one")
-    with Campaign(d).runner(dask={"scheduler": scheduler}) as r:
-        r.warm()
-    _same_folder(tmp_path / "one", d / "features")
-
-
-def test_campaign_run_passes_the_cluster(monkeypatch, sim3, tmp_path):
-    """``campaign run --workers N`` / ``--scheduler ADDR`` reach the runner as ``dask=``."""
-    from qrelkit.campaign import Campaign
-    from conftest import campaign_init_args
-
-    d = tmp_path / "c"
-    assert run(campaign_init_args(sim3, d)) == 0
-    seen = []
-
-    def fake_run(self, **kw):
-        seen.append(kw["dask"])
-        return {"state": "done", "stages_done": [], "topics": {}, "waiting": []}
-
-    monkeypatch.setattr(Campaign, "run", fake_run)
-    assert run(["campaign", "run", str(d), "--workers", "3"]) == 0
-    assert run(["campaign", "run", str(d), "--scheduler", "tcp://h:8786"]) == 0
-    assert run(["campaign", "run", str(d)]) == 0
-    assert seen == [{"workers": 3}, {"scheduler": "tcp://h:8786"}, {}]
-
-
-def test_campaign_run_workers_and_scheduler_refused(sim3, tmp_path, capsys):
-    from conftest import campaign_init_args
-
-    d = tmp_path / "c"
-    assert run(campaign_init_args(sim3, d)) == 0
-    capsys.readouterr()
-    assert run(["campaign", "run", str(d), "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "not both" in err
-    assert not (d / "features").exists() and not (d / "pool.parquet").exists()
+    text = (ROOT / "configs" / "trec-dl-2022.toml").read_text()
+    assert "\n[campaign]\n" in text
+    cfg = tmp_path / "dask.toml"
+    cfg.write_text(text.replace("\n[campaign]\n", f"\n[campaign]\nscheduler = \"{scheduler}\"\n"))
+    folders = []
+    for name, extra in (("one", ()), ("dask", ("-c", str(cfg)))):
+        d = tmp_path / name
+        args = campaign_init_args(sim3, d)
+        if extra:
+            args[args.index("-c") + 1] = extra[1]
+        assert run(args) == 0
+        assert Campaign(d).run(oracle=sim3 / "qrels.txt", seed=7, until="pool")["state"] != "done"
+        with Campaign(d).runner() as r:
+            r.warm()  # the CAL features
+        folders.append(d / "features")
+    _same_folder(*folders)

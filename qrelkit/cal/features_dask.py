@@ -4,9 +4,10 @@ counting spread over the workers and memory per worker bounded by a part of the 
 shard.
 
 1. **Count, a part per task.** The corpus is cut into parts: the independently readable parts of
-   a source (a folder of shards: one per shard file, each task reads its own part from the shared
-   path), or else chunks streamed by the client (a single file, a table, an iterable of tables)
-   and sent to the workers, a few at a time. Each task tokenizes its part chunk by chunk, gives
+   a corpus source (:func:`qrelkit.io.sources.open_corpus`; a folder of shards: one per shard
+   file, each task reads its own part from the shared path), or else chunks streamed by the
+   client (a single file, a table, an iterable of tables) and sent to the workers, a few at a
+   time. Each task tokenizes its part chunk by chunk, gives
    its words local column ids (a :class:`~qrelkit.cal.features.Vocabulary` of its own), counts
    their document frequencies and appends its raw rows (local ids, term frequencies), ids and id
    hashes to a folder of its own in the build area (inside the output's temporary folder, on
@@ -50,6 +51,7 @@ from qrelkit.cal.shards import Shard, duplicate_pid, install_folder, pid_hashes,
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.sources import open_corpus
 
 BUILD_AREA = ".build"  # inside the output's temporary folder: the parts' raw rows, removed before it is installed
 PART_BYTES = 32 << 20  # bytes of a part when the client streams a single corpus file (Parquet: / 256 rows)
@@ -68,15 +70,10 @@ def _part_dir(area: str, k: int) -> Path:
 
 
 def _chunks(source) -> Iterable[pa.Table]:
-    """A part's chunks: a table sent by the client, or a file read here."""
+    """A part's chunks: a table sent by the client, or a part of a corpus source read here."""
     if isinstance(source, pa.Table):
         return [source]
-    if not Path(source).exists():
-        import socket  # lazy: only to name the machine in an error
-
-        raise InputError("unreadable", f"no such file on worker {socket.gethostname()}: the corpus must be on "
-                         "storage the client and the workers share", file=str(source))
-    return iter_corpus(source)
+    return source.chunks()
 
 
 def _count_part(k: int, source, area: str, want: pa.Array | None, norm: Normalization,
@@ -170,20 +167,13 @@ def _in_order(client, futures: list) -> list:
     return client.gather(futures)
 
 
-def _source_parts(corpus) -> list[str] | None:
-    """The files of a corpus the workers read themselves (a source of several parts), else None
-    (the client streams it)."""
+def _source_parts(corpus) -> list | None:
+    """The parts of a corpus source that the workers read themselves (a folder of shards: its
+    shard files), else None (the client streams it)."""
     if not isinstance(corpus, (str, os.PathLike)):
         return None
-    p = Path(corpus)
-    if not p.exists():
-        raise InputError("unreadable", "no such file", file=str(p))
-    try:
-        from qrelkit.io.sources import open_corpus  # lazy: the sources module of issue 22, where it exists
-    except ImportError:
-        return None
-    parts = open_corpus(str(p)).parts()
-    return [str(Path(part.spec).resolve()) for part in parts] if len(parts) > 1 else None
+    parts = open_corpus(corpus).parts()
+    return parts if len(parts) > 1 else None
 
 
 def _client_chunks(corpus, part_bytes: int) -> Iterable[pa.Table]:
@@ -197,8 +187,8 @@ def _count_stage(client, corpus, area: str, want, norm, hashing, progress, part_
     """Stage 1: every part counted on the workers; ``(k, rows, passages read)`` in corpus order."""
     files = _source_parts(corpus)
     if files is not None:
-        wf = client.scatter(want, broadcast=True) if want is not None else None
-        futs = [client.submit(_count_part, k, f, area, wf, norm, hashing, pure=False) for k, f in enumerate(files)]
+        wf = client.scatter(want, broadcast=True, hash=False) if want is not None else None
+        futs = [client.submit(_count_part, k, part, area, wf, norm, hashing, pure=False) for k, part in enumerate(files)]
         if progress is not None:
             from distributed import as_completed  # lazy: dask.distributed, only this backend needs it
 
@@ -216,7 +206,7 @@ def _count_stage(client, corpus, area: str, want, norm, hashing, progress, part_
         pending = [f for f in futs if not f.done()]
         if len(pending) >= limit:  # the client's memory: a few chunks in flight
             wait(pending, return_when="FIRST_COMPLETED")
-        data = client.scatter(chunk.select(["pid", "text"]))  # sent as data, not inside the task graph
+        data = client.scatter(chunk.select(["pid", "text"]), hash=False)  # as data, not in the task graph; a key of its own
         futs.append(client.submit(_count_part, k, data, area, None, norm, hashing, pure=False))
         del data
         del chunk
@@ -338,7 +328,7 @@ def build_features_dask(
         _check_duplicates(area, counts)
         t_merge = time.perf_counter() - t0 - t_read
         noncanon = _noncanonical(classes) if classes is not None else None
-        nc = client.scatter(noncanon, broadcast=True) if noncanon is not None else None
+        nc = client.scatter(noncanon, broadcast=True, hash=False) if noncanon is not None else None
         plan = _shard_pieces(counts, shard_size)
         futs = [client.submit(_finish_shard_task, s, first, pieces, area, str(tmp.resolve()), nc, pure=False)
                 for s, (first, pieces) in enumerate(plan)]

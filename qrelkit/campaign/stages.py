@@ -227,7 +227,8 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
-    ``DIR/features`` (into a temporary folder, then renamed), loaded once per :class:`Context`."""
+    ``DIR/features`` (into a temporary folder, then renamed; on Dask with ``[campaign] workers`` or
+    ``scheduler``: the same folder), loaded once per :class:`Context`."""
     if "features" in ctx.cache:
         return ctx.cache["features"]
     out = ctx.dir / "features"
@@ -236,9 +237,10 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        fp = ctx.settings.features
+        fp, dask = ctx.settings.features, ctx.settings.campaign.dask()
+        where = {} if dask is None else {"scheduler": dask["scheduler"]} if dask["scheduler"] else {"workers": dask["workers"]}
         build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
-                       shard_size=fp.shard_size, hashing=fp.hashing)
+                       shard_size=fp.shard_size, hashing=fp.hashing, **where)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]
