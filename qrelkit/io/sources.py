@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -186,7 +187,9 @@ class ShardCorpus(CorpusSource):
                            spec=self.spec, parts=tuple(checks))
 
     def fingerprint(self) -> str:
-        return shards_digest([(s.path.name, s.fingerprint()) for s in self.shards])
+        with ThreadPoolExecutor(min(len(self.shards), os.cpu_count() or 1, 8)) as pool:  # hashlib lets go of the GIL
+            digests = list(pool.map(FileCorpus.fingerprint, self.shards))
+        return shards_digest([(s.path.name, d) for s, d in zip(self.shards, digests)])
 
     @property
     def random_access(self) -> bool:  # type: ignore[override]
