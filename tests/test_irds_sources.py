@@ -97,6 +97,10 @@ def test_chunks_count_and_lookup(tmp_path):
     assert t["text"][4].as_py() == "passage number 4"
     assert t["docid"].to_pylist()[:4] == ["msmarco_doc_00_0"] * 3 + ["msmarco_doc_00_1"]
     assert src.count() == 7
+    import pickle
+
+    again = pickle.loads(pickle.dumps(src))  # a Dask worker opens it again from the id and the field mapping
+    assert again.spec == src.spec and read_corpus(again).equals(t)
     assert src.random_access
     assert src.lookup({"msmarco_passage_00_200", "msmarco_passage_00_600", "nope"}) == {
         "msmarco_passage_00_200": ("passage number 2", "msmarco_doc_00_0"),

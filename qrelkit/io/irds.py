@@ -312,6 +312,9 @@ class IrdsCorpus(CorpusSource):
         self.dataset = load_dataset(dataset_id, "docs")
         self.record = record_mapper(self.dataset.docs_cls(), self.params, self.spec)
 
+    def __reduce__(self):  # picklable (a Dask worker): opened again there from the id and the field mapping
+        return (type(self), (self.dataset_id, self.params))
+
     def records(self) -> Iterator[Record]:
         """``(pid, text, docid)`` of every record, in ``docs_iter()`` order, not checked."""
         return map(self.record, _guarded(self.dataset.docs_iter(), self.spec))
