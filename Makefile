@@ -2,7 +2,7 @@
 #   make demo          - create .venv, install qrelkit, generate a campaign and run it as one campaign:
 #                        campaign init, campaign run --oracle, campaign report (scripts/campaign-demo.sh)
 #                        into demo-out/ (the campaign in demo-out/campaign, the report in demo-out/report.html)
-#   make test          - create .venv, install qrelkit with the test and web extras, run the test suite
+#   make test          - create .venv, install qrelkit with the test, web and irds extras, run the test suite
 # and:
 #   make pipeline-demo - the same kind of campaign step by step with single commands (scripts/demo.sh)
 #                        into demo-pipeline/
@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e ".[test,web]"
+	$(BIN)/python -m pip install -q -e ".[test,web,irds]"
 	touch $@
 
 install: $(VENV)/.installed

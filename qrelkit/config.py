@@ -83,13 +83,17 @@ CAMPAIGN_KEYS = declare(
         "CAL, stopping and the qrels: median_high | max | min, or vote (the labels' majority vote: [labels] "
         "vote_threshold, graded, fallback)", choices=("median_high", "max", "min", "vote")),
     Key("max_rounds", "int", 40, "CAL rounds at most; threads still active then stop (rule max-rounds)", min=1),
+    Key("workers", "int", 0, "near-duplicates and the CAL features on a Dask LocalCluster of this many worker "
+        "processes (the same outputs, memory bounded per worker); 0: in the campaign's own process", min=0),
+    Key("scheduler", "str", None, "near-duplicates and the CAL features on the workers of this running Dask "
+        "scheduler, e.g. tcp://host:8786 (the corpus and the campaign folder on storage they share)", optional=True),
 )
 
 
 @dataclass(frozen=True)
 class CampaignParams(Params):
     """``[campaign]``: the stages left out, the assessors, who judges CAL rounds, how grades
-    combine, the rounds at most."""
+    combine, the rounds at most, where the heavy corpus stages run (Dask)."""
 
     SECTION = "campaign"
     KEYS = CAMPAIGN_KEYS
@@ -99,6 +103,12 @@ class CampaignParams(Params):
     owner_judges_cal: bool = param(KEYS, "owner_judges_cal")
     combine: str = param(KEYS, "combine")
     max_rounds: int = param(KEYS, "max_rounds")
+    workers: int = param(KEYS, "workers")
+    scheduler: str | None = param(KEYS, "scheduler")
+
+    def dask(self) -> dict | None:
+        """``{"scheduler", "workers"}`` when the heavy corpus stages run on Dask, else None."""
+        return {"scheduler": self.scheduler, "workers": self.workers or 2} if self.scheduler or self.workers else None
 
 
 WEB_KEYS = declare(
@@ -148,7 +158,7 @@ DECLARATION_MODULES: tuple[str, ...] = ("qrelkit.io.params", "qrelkit.dedupe.par
 #: the order of the sections (of :meth:`Config.effective`, docs/commands.md, ``config show``):
 #: the protocol's own first, then the rooms' in the order a campaign uses them; sections declared
 #: by other modules (plugins) follow, in the order they were declared
-SECTION_ORDER = ("protocol", "runs", "selection", "pool", "top1", "fused", "screen", "fractional", "batch", "labels",
+SECTION_ORDER = ("protocol", "sources", "runs", "selection", "pool", "top1", "fused", "screen", "fractional", "batch", "labels",
                  "eval", "prefs", "cal", "stopping", "stopping.knee", "stopping.budget", "stopping.target", "reuse",
                  "campaign", "web", "dedupe")
 

@@ -116,6 +116,9 @@ def test_cli_next_on_dask_writes_the_same_batches(tmp_path):
         assert run(["cal", "next", str(d / "c.db"), "-o", str(d / "b2.csv"), "--seed", "3", *extra]) == 0
         outs.append(((d / "b1.csv").read_bytes(), (d / "b2.csv").read_bytes()))
     assert outs[0] == outs[1] and outs[0][1].count(b"\n") > 100
+    d = tmp_path / "local"  # both --workers and --scheduler: refused, nothing written
+    assert run(["cal", "next", str(d / "c.db"), "-o", str(d / "b3.csv"), "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
+    assert not (d / "b3.csv").exists()
 
 
 def test_dask_needs_stored_features_visible_everywhere(tmp_path):

@@ -167,9 +167,11 @@ def test_commands_give_the_same_outputs_from_a_folder(sim, tmp_path):
 def test_campaign_on_a_folder_of_shards(sim, tmp_path, capsys):
     folder = _split(sim / "corpus.jsonl", tmp_path / "shards")
     runs = {}
-    for name, corpus in (("file", sim / "corpus.jsonl"), ("folder", folder)):
+    dask_cfg = tmp_path / "dask.toml"  # the folder's campaign: near-duplicates on a Dask LocalCluster
+    dask_cfg.write_text(CFG.read_text().replace('combine = "vote"', 'combine = "vote"\nworkers = 2'))
+    for name, corpus, cfg in (("file", sim / "corpus.jsonl", CFG), ("folder", folder, dask_cfg)):
         d = tmp_path / name
-        assert cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(corpus), "-t", str(sim / "topics.tsv"),
+        assert cli(["campaign", "init", str(d), "-c", str(cfg), "--corpus", str(corpus), "-t", str(sim / "topics.tsv"),
                     "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
         runs[name] = Campaign(d).run(oracle=sim / "qrels.txt", error_rate=0.1, seed=7)
         assert runs[name]["state"] == "done"
@@ -178,7 +180,8 @@ def test_campaign_on_a_folder_of_shards(sim, tmp_path, capsys):
     rec = inputs[inputs["name"] == "corpus"].iloc[0]
     assert rec["path"] == str(folder.resolve()) and rec["size"] == 3
     assert (inputs["name"] == "corpus shard").sum() == 3
-    for f in ("qrels-passages.txt", "qrels-documents.txt", "eval-summary.csv", "leaderboard.csv", "reuse-summary.csv"):
+    for f in ("qrels-passages.txt", "qrels-documents.txt", "eval-summary.csv", "leaderboard.csv", "reuse-summary.csv",
+              "classes.parquet"):
         assert (tmp_path / "file" / f).read_bytes() == (tmp_path / "folder" / f).read_bytes(), f
     # a shard added, changed or gone: refused, naming it; restored: the campaign goes on
     extra = folder / "part-9.jsonl"

@@ -58,7 +58,7 @@ SPILL_ENV = "QRELKIT_DASK_SPILL"
 POLL_S = 0.25  # how often the client looks for lost workers while it waits
 MAX_RETRIES = 3  # lost workers an iteration recovers from before it fails
 
-__all__ = ["DaskScorer", "scorer_for"]
+__all__ = ["DaskScorer", "dask_client", "scorer_for"]
 
 
 # --------------------------------------------------------------------------- on the workers
@@ -169,6 +169,32 @@ def _score_task(path: str, shards: list[int], spec: tuple, k, model, skips: list
 # --------------------------------------------------------------------------- at the client
 
 
+def dask_client(scheduler: str | None, n_workers: int = 2, threads_per_worker: int = 1) -> tuple:
+    """``(cluster, client)``: a client of the scheduler at ``scheduler`` (cluster None), or of a
+    ``LocalCluster(n_workers, threads_per_worker, processes=True)`` started here, its workers'
+    numba kernels sharing the machine's cores. Close the client, then the cluster."""
+    try:
+        from distributed import Client, LocalCluster  # lazy: dask.distributed takes ~1 s to import
+    except ImportError:  # pragma: no cover - a core dependency
+        raise InputError("bad-option", "the Dask mode needs dask[distributed]: pip install 'dask[distributed]'") from None
+    if scheduler is not None:
+        try:
+            return None, Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InputError("bad-option", f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+    if n_workers < 1 or threads_per_worker < 1:
+        raise InputError("bad-option", "--workers must be at least 1")
+    cores = max(1, (os.cpu_count() or 1) // n_workers)
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                           dashboard_address=":0", silence_logs=logging.CRITICAL,
+                           env={"NUMBA_NUM_THREADS": str(cores)})
+    try:
+        return cluster, Client(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+
+
 class DaskScorer:
     """Scores the shards of stored features on Dask workers (see the module docs).
 
@@ -205,23 +231,7 @@ class DaskScorer:
             raise
 
     def _connect(self, scheduler: str | None, n_workers: int, threads_per_worker: int) -> None:
-        try:
-            from distributed import Client, LocalCluster  # lazy: dask.distributed takes ~1 s to import
-        except ImportError:  # pragma: no cover - a core dependency
-            raise InputError("bad-option", "Dask scoring needs dask[distributed]: pip install 'dask[distributed]'") from None
-        if scheduler is None:
-            if n_workers < 1 or threads_per_worker < 1:
-                raise InputError("bad-option", "--workers must be at least 1")
-            cores = max(1, (os.cpu_count() or 1) // n_workers)
-            self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.CRITICAL,
-                                        env={"NUMBA_NUM_THREADS": str(cores)})
-            self.client = Client(self.cluster)
-        else:
-            try:
-                self.client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise InputError("bad-option", f"cannot reach the Dask scheduler {scheduler}: {exc}") from None
+        self.cluster, self.client = dask_client(scheduler, n_workers, threads_per_worker)
 
     def _check_visible(self) -> None:
         self._live(wait=True)

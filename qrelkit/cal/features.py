@@ -56,7 +56,8 @@ from qrelkit.jit import twins
 _EMPTY = np.int32(-1)
 DEFAULT_SHARD_SIZE = FeatureParams.declared_default("shard_size")
 
-__all__ = ["DEFAULT_SHARD_SIZE", "FORMAT", "FORMAT_VERSION", "WIDE", "Features", "SparseRows", "Vocabulary",
+__all__ = ["DEFAULT_SHARD_SIZE", "FORMAT", "FORMAT_VERSION", "WIDE", "Features", "SparseRows", "Vocabulary", "build_params",
+           "checked_chunk", "count_rows",
            "build_features", "chunks_of", "load_features", "row_pairs", "save_features"]
 
 
@@ -636,28 +637,40 @@ def _first_pass(corpus, builder: _ShardBuilder, want: pa.Array | None, norm: Nor
     vocab = Vocabulary()
     df = np.zeros(1 << 16, np.int64)
     for chunk in chunks_of(corpus)():
-        if "pid" not in chunk.column_names or "text" not in chunk.column_names:
-            raise InputError("missing-column", "corpus chunks need pid and text columns")
         n_in = chunk.num_rows
-        if want is not None:
-            chunk = chunk.filter(pc.is_in(chunk["pid"], value_set=want))
+        chunk = checked_chunk(chunk, want)
         start = 0
         while start < chunk.num_rows:
             piece = chunk.slice(start, min(builder.room, chunk.num_rows - start))
             start += piece.num_rows
-            offsets, hashes = word_hashes(piece["text"], norm)
-            cols = vocab.assign(_fold(hashes, hashing))
-            del hashes
-            nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
-            del cols
-            if len(df) < vocab.n:
-                df = np.concatenate([df, np.zeros(max(vocab.n, 2 * len(df)) - len(df), np.int64)])
-            _add_counts(df, idx)
+            nuniq, idx, tf, df = count_rows(piece["text"], vocab, df, norm, hashing)
             builder.add(nuniq, idx, tf, piece["pid"])
         if progress is not None and n_in:
             progress(n_in)
     builder.flush()
     return vocab, df[: vocab.n]
+
+
+def checked_chunk(chunk: pa.Table, want: pa.Array | None) -> pa.Table:
+    """A corpus chunk checked for its columns, restricted to the ids ``want`` (None: all)."""
+    if "pid" not in chunk.column_names or "text" not in chunk.column_names:
+        raise InputError("missing-column", "corpus chunks need pid and text columns")
+    return chunk if want is None else chunk.filter(pc.is_in(chunk["pid"], value_set=want))
+
+
+def count_rows(texts, vocab: Vocabulary, df: np.ndarray, norm: Normalization, hashing: int | None) -> tuple:
+    """The raw rows of ``texts`` (:func:`row_pairs`: lengths, first-seen column ids of ``vocab``,
+    term frequencies), their words added to ``vocab`` and counted in ``df`` (grown as needed).
+    Returns ``(lengths, ids, tf, df)``."""
+    offsets, hashes = word_hashes(texts, norm)
+    cols = vocab.assign(_fold(hashes, hashing))
+    del hashes
+    nuniq, idx, tf = row_pairs(offsets, cols, vocab.n)
+    del cols
+    if len(df) < vocab.n:
+        df = np.concatenate([df, np.zeros(max(vocab.n, 2 * len(df)) - len(df), np.int64)])
+    _add_counts(df, idx)
+    return nuniq, idx, tf, df
 
 
 def _finish_shard(sh: Shard, remap: np.ndarray, idf: np.ndarray) -> None:
@@ -714,8 +727,11 @@ def build_features(
     params: dict | None = None,
     shard_size: int | None = None,
     hashing: int | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> Features:
-    """Build the features of ``corpus`` in one streamed pass (then each shard is finished in place).
+    """Build the features of ``corpus`` in one streamed pass (then each shard is finished in place),
+    or on Dask with ``workers`` or ``scheduler`` (the same folder, byte for byte).
 
     Parameters
     ----------
@@ -744,8 +760,24 @@ def build_features(
         memory; ``None`` keeps every distinct word. Both are checked against their keys
         (:class:`~qrelkit.cal.params.FeatureParams`).
 
+    workers, scheduler:
+        Build on a Dask ``LocalCluster`` of ``workers`` processes, or on the workers of the
+        scheduler at ``scheduler`` (``tcp://host:8786``), not both:
+        :func:`qrelkit.cal.features_dask.build_features_dask` (``output`` required, on storage the
+        workers share).
+
     Duplicate passage ids are an error (rule ``duplicate-id``).
     """
+    if workers is not None or scheduler is not None:
+        if workers is not None and scheduler is not None:
+            raise InputError("bad-option", "give --workers (a LocalCluster) or --scheduler (a running cluster), not both")
+        if output is None:
+            raise InputError("bad-option", "the Dask build writes a features folder: give an output")
+        from qrelkit.cal.features_dask import build_features_dask  # lazy: it imports this module, and dask.distributed
+
+        return build_features_dask(corpus, output, scheduler=scheduler, n_workers=workers or 2, norm=norm,
+                                   universe=universe, classes=classes, progress=progress, params=params,
+                                   shard_size=shard_size, hashing=hashing)
     t0 = time.perf_counter()
     fp = FeatureParams(hashing=hashing) if shard_size is None else FeatureParams(shard_size=shard_size, hashing=hashing)
     shard_size, hashing = fp.shard_size, fp.hashing
@@ -765,10 +797,7 @@ def build_features(
             raise InputError("duplicate-id", f"passage id {dup} occurs more than once in the corpus")
         feats = Features(shards=builder.shards, terms=terms, df=df, idf=idf, norm=norm, hashing=hashing,
                          shard_size=shard_size)
-        feats.params = {
-            **(params or {}), "normalization": norm.as_dict(), "universe": None if want is None else len(want),
-            "classes": classes is not None, "weighting": "(1 + ln tf) * ln(N / df), L2-normalized rows",
-        }
+        feats.params = build_params(params, norm, want, classes is not None)
         if tmp is not None:
             _write_store(feats, tmp, builder.entries)
             install_folder(tmp, out)
@@ -780,6 +809,12 @@ def build_features(
         raise
     feats.timings = {"read_tokenize_count": t_read, "total": time.perf_counter() - t0}
     return feats
+
+
+def build_params(params: dict | None, norm: Normalization, want: pa.Array | None, classes: bool) -> dict:
+    """The build parameters a store records (the caller's ``params`` and how it was built)."""
+    return {**(params or {}), "normalization": norm.as_dict(), "universe": None if want is None else len(want),
+            "classes": classes, "weighting": "(1 + ln tf) * ln(N / df), L2-normalized rows"}
 
 
 def _columns(terms: np.ndarray, df: np.ndarray, n: int):

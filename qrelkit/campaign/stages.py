@@ -27,6 +27,7 @@ from qrelkit.campaign.judging import Judging, Waiting
 from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
 from qrelkit.dedupe.cluster import cluster_corpus
+from qrelkit.dedupe.distributed import cluster_corpus_dask
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
@@ -89,8 +90,11 @@ def stage_select(ctx: Context) -> dict:
 def stage_dedupe(ctx: Context) -> dict:
     """Cluster the corpus into near-duplicate classes (``[dedupe]`` configuration); writes
     ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
-    params = ctx.settings.dedupe
-    clu = cluster_corpus(ctx.paths["corpus"], params)
+    params, dask = ctx.settings.dedupe, ctx.settings.campaign.dask()
+    if dask is None:
+        clu = cluster_corpus(ctx.paths["corpus"], params)
+    else:  # the same classes, band by band on the workers ([campaign] workers, scheduler)
+        clu = cluster_corpus_dask(ctx.paths["corpus"], params, scheduler=dask["scheduler"], n_workers=dask["workers"])
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.inputs.__dict__.pop("classes", None)  # read again: the stage wrote them
     st = clu.stats
@@ -228,7 +232,8 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
 
 def features(ctx: Context):
     """CAL features of the corpus (canonical passages with the classes), built once under
-    ``DIR/features`` (into a temporary folder, then renamed), loaded once per :class:`Context`."""
+    ``DIR/features`` (into a temporary folder, then renamed; on Dask with ``[campaign] workers`` or
+    ``scheduler``: the same folder), loaded once per :class:`Context`."""
     if "features" in ctx.cache:
         return ctx.cache["features"]
     out = ctx.dir / "features"
@@ -237,9 +242,10 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        fp = ctx.settings.features
+        fp, dask = ctx.settings.features, ctx.settings.campaign.dask()
+        where = {} if dask is None else {"scheduler": dask["scheduler"]} if dask["scheduler"] else {"workers": dask["workers"]}
         build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
-                       shard_size=fp.shard_size, hashing=fp.hashing)
+                       shard_size=fp.shard_size, hashing=fp.hashing, **where)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]

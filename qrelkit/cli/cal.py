@@ -282,12 +282,16 @@ def features(
     universe: Optional[Path] = typer.Option(None, "--universe", help="Only these passages (a table with a pid/docid column, or one id per line)."),
     shard_size: Optional[int] = typer.Option(None, "--shard-size", help=f"Passages per shard (default: config [cal] shard_size, {_default('shard_size')}): memory while building is about one shard."),
     hashing: Optional[int] = typer.Option(None, "--hashing", help=f"Fold words into N hash buckets: at most N columns, bounded vocabulary memory (default: config [cal] hashing, {_default('hashing')}: every word)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Build on a Dask LocalCluster of N worker processes (the same folder, byte for byte)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Build on this Dask scheduler's workers, e.g. tcp://host:8786 (the output, and a folder of shards, on shared storage)."),
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
-    """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR shards, memory-mappable."""
+    """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR shards, memory-mappable
+    (in parallel on Dask with --workers or --scheduler)."""
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
+    dask = common.dask_choice(workers, scheduler)
     cfg = common.config(config)
     if not corpus.exists():
         raise InputError("unreadable", "no such file", file=str(corpus))
@@ -300,7 +304,7 @@ def features(
     fp = FeatureParams.from_config(cfg, shard_size=shard_size, hashing=hashing)
     with common.progress("featurizing", total) as advance:
         feats = build_features(corpus, output, norm=_norm(cfg), universe=ids, classes=cls, progress=advance, params=params,
-                               shard_size=fp.shard_size, hashing=fp.hashing)
+                               shard_size=fp.shard_size, hashing=fp.hashing, **dask)
     summary = {"output": str(output), "passages": feats.n_rows, "terms": feats.n_terms, "nonzeros": feats.nnz,
                "shards": len(feats.shards), "classes": cls is not None, "seconds": round(feats.timings.get("total", 0.0), 2)}
     common.emit(summary, as_json, f"features of {feats.n_rows} passages ({feats.n_terms} terms, {feats.nnz} non-zeros, "
@@ -325,6 +329,7 @@ SchedulerOpt = typer.Option(None, "--scheduler", help="Score the feature shards 
 def _scorer(feats, scheduler: Optional[str], workers: Optional[int]):
     from qrelkit.cal.distributed import scorer_for  # lazy: numba kernels, slow to import
 
+    common.dask_choice(workers, scheduler)  # both at once: refused, as by every command
     return scorer_for(feats, scheduler=scheduler, workers=workers)
 
 

@@ -99,6 +99,16 @@ def config(path: Optional[Path]) -> Config:
     return load_config(path)
 
 
+def dask_choice(workers: Optional[int], scheduler: Optional[str]) -> dict[str, Any]:
+    """``--workers N`` (a Dask LocalCluster) or ``--scheduler ADDR`` (a running one) as the
+    library takes them (``{}``: neither); both at once are refused."""
+    if workers is not None and scheduler is not None:
+        raise InputError("bad-option", "give --workers (a LocalCluster) or --scheduler (a running cluster), not both")
+    if workers is not None and workers < 1:
+        raise InputError("bad-option", "--workers must be at least 1")
+    return {"workers": workers} if workers is not None else {"scheduler": scheduler} if scheduler is not None else {}
+
+
 def key_values(items: list[str], section: str | None = None) -> dict[str, Any]:
     """``--set KEY=VALUE`` items (the value in TOML syntax, else the bare text) as a dict: a rule's
     or a pool kind's parameters. A key the configuration declares in ``[section]`` is checked as

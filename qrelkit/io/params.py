@@ -1,5 +1,7 @@
-"""The parameters of reading runs (``[runs]``): declared here, beside :class:`RunsParams`, which
-every reader of runs takes (:func:`qrelkit.io.runsets.load_runs`, the campaign's validation)."""
+"""The parameters of reading inputs, declared here: of runs (``[runs]``, :class:`RunsParams`, which
+every reader of runs takes: :func:`qrelkit.io.runsets.load_runs`, the campaign's validation) and
+of ``irds:`` sources (``[sources]``, :class:`SourcesParams`: which fields of an ir_datasets record
+are a passage's text, its document, a topic's text; :mod:`qrelkit.io.irds`)."""
 
 from __future__ import annotations
 
@@ -36,3 +38,32 @@ class RunsParams(Params):
     def read_args(self) -> dict:
         """The keyword arguments of :func:`qrelkit.io.runs.read_runs` these parameters set."""
         return asdict(self)
+
+
+SOURCES_KEYS = declare(
+    "sources",
+    Key("text_fields", "list[str]", [], "irds: corpora: the document fields joined (a space between, empty ones left out) "
+        "as a passage's text; empty: the dataset's own text (its default_text(): the text field of most, "
+        "title and body of documents)"),
+    Key("docid_field", "str", "auto", "irds: corpora: the field naming a passage's document; auto: "
+        "msmarco_document_id or docid when the records have one (else none); none: no document"),
+    Key("query_field", "str", "text", "irds: topics: the query field taken as a topic's text (title, description "
+        "... of TREC topics)"),
+)
+
+
+@dataclass(frozen=True)
+class SourcesParams(Params):
+    """How records of an ``irds:<dataset-id>`` input become passages and topics: ``[sources]``
+    (:mod:`qrelkit.io.irds`; files name their fields themselves).
+
+    >>> SourcesParams.from_config({"sources": {"text_fields": ["title", "text"]}}).docid_field
+    'auto'
+    """
+
+    SECTION = "sources"
+    KEYS = SOURCES_KEYS
+
+    text_fields: list[str] = param(SOURCES_KEYS, "text_fields")
+    docid_field: str = param(SOURCES_KEYS, "docid_field")
+    query_field: str = param(SOURCES_KEYS, "query_field")

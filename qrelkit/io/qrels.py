@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.order import natural_codes
+from qrelkit.io.sources import is_irds
 from qrelkit.io.text import Column, first_problem, parse_columns, read_bytes
 from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.io.params import RunsParams
@@ -65,7 +66,8 @@ def parse_grade(g: str) -> int | None:
 @declared_defaults(RunsParams)
 def read_qrels(path: str | os.PathLike, *, lenient: bool = AS_DECLARED, scale: Iterable[int] | None = None,
                counts: dict[str, int] | None = None) -> pa.Table:
-    """Read qrels (TREC text, ``.gz`` or Parquet) into :data:`QRELS_SCHEMA`.
+    """Read qrels (TREC text, ``.gz`` or Parquet, or ``irds:<dataset-id>``: the qrels of an
+    ir_datasets dataset, :func:`qrelkit.io.irds.read_irds_qrels`) into :data:`QRELS_SCHEMA`.
 
     Rules: ``missing-column``/``extra-column``, ``grade-not-numeric``, ``grade-not-integer``
     (a fractional grade), ``grade-out-of-range`` (not a 32-bit integer), ``grade-out-of-scale``
@@ -92,7 +94,11 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = AS_DECLARED, scale: I
             counts[rule] = counts.get(rule, 0) + int(n)
 
     p = Path(path)
-    if p.suffix == ".parquet":
+    if is_irds(path):
+        from qrelkit.io.irds import read_irds_qrels  # lazy: ir_datasets is an optional extra
+
+        p, t, problems = str(path), read_irds_qrels(str(path)[len("irds:"):]), []
+    elif p.suffix == ".parquet":
         try:
             t = pq.read_table(p)
         except Exception as exc:  # noqa: BLE001

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -31,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from qrelkit.errors import InputError, quoted
+from qrelkit.io.params import SourcesParams
 from qrelkit.io.corpus import (
     CorpusCheck, IdIndex, check_corpus_file, corpus_format, count_passages_file, find_texts, iter_corpus_file,
     jsonl_chunk, passages_upper_bound_file,
@@ -185,7 +187,9 @@ class ShardCorpus(CorpusSource):
                            spec=self.spec, parts=tuple(checks))
 
     def fingerprint(self) -> str:
-        return shards_digest([(s.path.name, s.fingerprint()) for s in self.shards])
+        with ThreadPoolExecutor(min(len(self.shards), os.cpu_count() or 1, 8)) as pool:  # hashlib lets go of the GIL
+            digests = list(pool.map(FileCorpus.fingerprint, self.shards))
+        return shards_digest([(s.path.name, d) for s, d in zip(self.shards, digests)])
 
     @property
     def random_access(self) -> bool:  # type: ignore[override]
@@ -286,16 +290,17 @@ def duplicate_across(indexes: list[IdIndex]) -> InputError | None:
     return None
 
 
-def open_corpus(spec: "str | os.PathLike | CorpusSource") -> CorpusSource:
+def open_corpus(spec: "str | os.PathLike | CorpusSource", *, params: SourcesParams | None = None) -> CorpusSource:
     """The corpus source ``spec`` names: ``irds:<dataset-id>``, a folder of shards, or a file
     (see the module documentation); ``unreadable`` when there is nothing at the path. A source
-    given is returned as it is."""
+    given is returned as it is. ``params``: which fields of an ``irds:`` dataset's records are a
+    passage's text and document (``[sources]``; the declared defaults when None)."""
     if isinstance(spec, CorpusSource):
         return spec
     if is_irds(spec):
         from qrelkit.io.irds import IrdsCorpus  # lazy: ir_datasets is an optional extra
 
-        return IrdsCorpus(str(spec)[len(IRDS):])
+        return IrdsCorpus(str(spec)[len(IRDS):], params)
     p = Path(spec)
     if p.is_dir():
         return ShardCorpus(p)

@@ -10,11 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from qrelkit.errors import InputError
+from qrelkit.io.params import SourcesParams
+from qrelkit.io.sources import is_irds
 from qrelkit.io.text import read_bytes, read_text
 
 
-def read_topics(path: str | os.PathLike) -> pd.DataFrame:
-    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty).
+def read_topics(path: str | os.PathLike, *, params: SourcesParams | None = None) -> pd.DataFrame:
+    """Return a DataFrame with columns ``qid`` (string) and ``text`` (may be empty). ``path`` may
+    also be ``irds:<dataset-id>``: the queries of an ir_datasets dataset, their text the field
+    ``params.query_field`` (:func:`qrelkit.io.irds.read_irds_topics`).
 
     Examples
     --------
@@ -24,6 +28,10 @@ def read_topics(path: str | os.PathLike) -> pd.DataFrame:
     >>> read_topics(path).to_dict("list")
     {'qid': ['1', '2'], 'text': ['black bear attacks', 'cost of solar panels']}
     """
+    if is_irds(path):
+        from qrelkit.io.irds import read_irds_topics  # lazy: ir_datasets is an optional extra
+
+        return read_irds_topics(str(path)[len("irds:"):], params)
     p = Path(path)
     text = read_text(p)
     rows = []
@@ -65,7 +73,8 @@ DETAIL_KEYS = {"description": ("description", "desc"), "narrative": ("narrative"
 def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     """``qid -> {"description": ..., "narrative": ...}`` for the topics of a JSONL topics file
     that have them (keys ``description``/``desc`` and ``narrative``/``narr``); ``{}`` for other
-    formats. Read after :func:`read_topics` has validated the file.
+    formats. Read after :func:`read_topics` has validated the file. ``irds:<dataset-id>``: the
+    queries' fields of those names (:func:`qrelkit.io.irds.read_irds_topic_details`).
 
     Examples
     --------
@@ -74,6 +83,10 @@ def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     >>> read_topic_details(path)
     {'1': {'narrative': 'Attacks only.'}}
     """
+    if is_irds(path):
+        from qrelkit.io.irds import read_irds_topic_details  # lazy: ir_datasets is an optional extra
+
+        return read_irds_topic_details(str(path)[len("irds:"):])
     out: dict[str, dict[str, str]] = {}
     for line in read_bytes(Path(path)).decode("utf-8", errors="replace").split("\n"):
         if not line.lstrip().startswith("{"):
