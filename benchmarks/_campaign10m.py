@@ -10,9 +10,10 @@ the first step not journaled; ``--fresh`` starts again):
    depth 100 (skipped when ``OUT/10m-sim`` holds it; ``--sim`` names another folder);
 2. ``init``: ``qrelkit campaign init`` on the folder (validated: every shard parsed, ids unique
    across shards; fingerprinted);
-3. one ``qrelkit campaign run --oracle qrels.txt --error-rate 0.05 --seed 7 --until STAGE
-   --workers W`` per stage (near-duplicates on a Dask LocalCluster of W workers); the campaign
-   folder after ``pool`` is copied to ``OUT/10m-web`` for step 5;
+3. one ``qrelkit campaign run --oracle qrels.txt --error-rate 0.05 --seed 7 --until STAGE`` per
+   stage, the protocol ``configs/trec-dl-2022.toml`` with ``[campaign] workers = W``
+   (near-duplicates and the CAL features on a Dask LocalCluster of W workers; ``--workers 0``:
+   in one process); the campaign folder after ``pool`` is copied to ``OUT/10m-web`` for step 5;
 4. ``report``: ``qrelkit campaign report``;
 5. ``serve``: ``qrelkit serve`` on the copy (its runner issues the screening batches: the text
    index of the gzip shards built at start), the assessors of the protocol (A01-A04) judge
@@ -153,7 +154,9 @@ def campaign_steps(sim: Path, camp: Path, web: Path, workers: int, journal: Jour
 
     if not journal.done("init"):
         shutil.rmtree(camp, ignore_errors=True)
-        rec = measured([*QRELKIT, "campaign", "init", str(camp), "-c", str(ROOT / "configs" / "trec-dl-2022.toml"),
+        cfg = camp.parent / "10m.toml"
+        cfg.write_text(protocol_with_workers((ROOT / "configs" / "trec-dl-2022.toml").read_text(), workers))
+        rec = measured([*QRELKIT, "campaign", "init", str(camp), "-c", str(cfg),
                         "--corpus", str(sim / "msmarco_v2_passage"), "-t", str(sim / "topics.tsv"),
                         "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv"), "--json"], log, limit_mb)
         rec.pop("stdout")
@@ -165,8 +168,7 @@ def campaign_steps(sim: Path, camp: Path, web: Path, workers: int, journal: Jour
         if journal.done(f"stage {stage}"):
             continue
         rec = measured([*QRELKIT, "campaign", "run", str(camp), "--oracle", str(sim / "qrels.txt"), "--error-rate",
-                        "0.05", "--seed", "7", "--until", stage, "--workers", str(workers), "--json"], log, limit_mb,
-                       env=spill)
+                        "0.05", "--seed", "7", "--until", stage, "--json"], log, limit_mb, env=spill)
         out = rec.pop("stdout")
         if rec["exit"] == 0:
             res = json.loads(out)
@@ -184,6 +186,15 @@ def campaign_steps(sim: Path, camp: Path, web: Path, workers: int, journal: Jour
                        log, limit_mb)
         rec.pop("stdout")
         journal.put("report", rec)
+
+
+def protocol_with_workers(protocol: str, workers: int) -> str:
+    """The protocol file with ``workers = N`` in its ``[campaign]`` section (none for 0)."""
+    if not workers:
+        return protocol
+    if "\n[campaign]\n" not in protocol:
+        return protocol + f"\n[campaign]\nworkers = {workers}\n"
+    return protocol.replace("\n[campaign]\n", f"\n[campaign]\nworkers = {workers}\n", 1)
 
 
 def serve_step(sim: Path, web: Path, judgments: int, journal: Journal, log: Path, limit_mb: float) -> None:

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passages", type=int, default=1_000_000, help="large: corpus size")
     ap.add_argument("--topics", type=int, default=50, help="large: topics")
     ap.add_argument("--shards", type=int, default=10, help="10m: corpus files")
-    ap.add_argument("--workers", type=int, default=2, help="10m: Dask LocalCluster workers (near-duplicates)")
+    ap.add_argument("--workers", type=int, default=2, help="10m: [campaign] workers (Dask; 0: one process)")
     ap.add_argument("--web-judgments", type=int, default=100, help="10m: judgments per assessor through the web app")
     ap.add_argument("--sim", type=Path, default=None, help="10m: the generated data (default OUT/10m-sim)")
     ap.add_argument("--fresh", action="store_true", help="10m: measure every step again (default: go on)")
