@@ -21,7 +21,8 @@ the first step not journaled; ``--fresh`` starts again):
    the next-item GET (p50/p95/p99) and of the judgment POSTs; the server's peak RSS.
 
 Per step: wall seconds, the stage's own seconds (the run's summary), and the peak RSS of the
-main process, of each other process (workers) and of their sum, sampled every 0.25 s (psutil);
+main process, of each other process (workers) and of their sum, sampled every 0.25 s (psutil;
+each process's own peak also from its ``VmHWM``, so a server's start is counted);
 a process over ``--rss-limit-gb`` has its tree killed and the step recorded as failed.
 """
 
@@ -69,6 +70,7 @@ class TreeSampler:
             for p in self._procs():
                 try:
                     rss = p.memory_info().rss / 2**20
+                    hwm = max(rss, _hwm_mb(p.pid))  # VmHWM: peaks between samples, or before the sampler began
                     if p.pid not in self.peak:
                         cmd = " ".join(p.cmdline())
                         kind = "main" if p.pid == self.root.pid else (
@@ -77,7 +79,7 @@ class TreeSampler:
                 except Exception:  # noqa: BLE001 - ended meanwhile
                     continue
                 total += rss
-                self.peak[p.pid]["peak_mb"] = max(self.peak[p.pid]["peak_mb"], rss)
+                self.peak[p.pid]["peak_mb"] = max(self.peak[p.pid]["peak_mb"], hwm)
                 if rss > self.limit_mb and self.over is None:
                     self.over = f"pid {p.pid} ({self.peak[p.pid]['kind']}) at {rss:.0f} MB"
                     for q in reversed(self._procs()):
@@ -96,6 +98,16 @@ class TreeSampler:
         return {"peak_rss_main_mb": round(main), "peak_rss_other_mb": others,
                 "peak_rss_max_process_mb": round(max([main, *others])), "peak_rss_sum_mb": round(self.peak_total),
                 "killed_over_limit": self.over}
+
+
+def _hwm_mb(pid: int) -> float:
+    """The process's peak RSS so far (``VmHWM``; 0 where /proc has none): a server's start, before
+    its sampler began, counts too."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next((int(x.split()[1]) / 1024 for x in fh if x.startswith("VmHWM:")), 0.0)
+    except OSError:
+        return 0.0
 
 
 def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None) -> dict:
