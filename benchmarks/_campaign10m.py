@@ -17,8 +17,11 @@ the first step not journaled; ``--fresh`` starts again):
 4. ``report``: ``qrelkit campaign report``;
 5. ``serve``: ``qrelkit serve`` on the copy (its runner issues the screening batches: the text
    index of the gzip shards built at start), the assessors of the protocol (A01-A04) judge
-   through the JSON API, ``--web-judgments`` each, with the hidden qrels' grades: the latency of
-   the next-item GET (p50/p95/p99) and of the judgment POSTs; the server's peak RSS.
+   through the JSON API, ``--web-judgments`` each, with the hidden qrels' grades and a think time
+   drawn from an exponential distribution of mean ``--web-think`` seconds (0.5, as the soak of
+   ``bench_web_soak.py``; 0: as fast as the server answers): the latency of the next-item GET
+   (p50/p95/p99) and of the judgment POSTs; the server's peak RSS. ``--serve-again`` measures this
+   step again on the same copy (its text index and features then exist: the start is shorter).
 
 Per step: wall seconds, the stage's own seconds (the run's summary), and the peak RSS of the
 main process, of each other process (workers) and of their sum, sampled every 0.25 s (psutil;
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -209,7 +213,8 @@ def protocol_with_workers(protocol: str, workers: int) -> str:
     return protocol.replace("\n[campaign]\n", f"\n[campaign]\nworkers = {workers}\n", 1)
 
 
-def serve_step(sim: Path, web: Path, judgments: int, journal: Journal, log: Path, limit_mb: float) -> None:
+def serve_step(sim: Path, web: Path, judgments: int, think: float, journal: Journal, log: Path,
+               limit_mb: float) -> None:
     """``qrelkit serve`` on the campaign copied after its pool stage; the assessors judge."""
     import statistics  # noqa: F401  (lazy imports: the web client only for this step)
 
@@ -233,11 +238,13 @@ def serve_step(sim: Path, web: Path, judgments: int, journal: Journal, log: Path
         gets, posts, errors = [], [], []
 
         def assess(name: str) -> None:
-            left, cookies = judgments, None
+            left, cookies, rng = judgments, None, random.Random(name)
             for qid in owners[name]:
                 p = bw.Assessor(srv.url, links[name], name, qid, truth, cookies=cookies)
                 cookies = p.cookies
                 while left > 0 and (v := p.next_item()).get("item"):
+                    if think:
+                        time.sleep(rng.expovariate(1.0 / think))
                     p.judge(v["item"])
                     left -= 1
                 gets.extend(p.get_s)
@@ -256,14 +263,14 @@ def serve_step(sim: Path, web: Path, judgments: int, journal: Journal, log: Path
         rec["judging_wall_s"] = round(time.perf_counter() - t1, 1)
         rec.update(sampler.close())
         rec["wall_s"] = round(time.perf_counter() - t0, 1)
-    rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "get_next_ms": bw.percentiles(gets),
+    rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "think_s": think, "get_next_ms": bw.percentiles(gets),
                 "post_judgment_ms": bw.percentiles(posts), "errors": errors[:5],
                 "load_after": [round(x, 2) for x in os.getloadavg()], "target_get_next_p95_ms": 50})
     journal.put("serve", rec)
 
 
-def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments: int, sim: Path | None,
-              fresh: bool, limit_gb: float) -> dict:
+def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments: int, think: float,
+              sim: Path | None, fresh: bool, limit_gb: float, serve_again: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out / "10m-steps.json", fresh)
     log, limit_mb = out / "10m.log", limit_gb * 1024
@@ -273,7 +280,9 @@ def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments:
            "load_before": [round(x, 2) for x in os.getloadavg()]}
     generate(sim, passages, shards, journal, log, limit_mb)
     campaign_steps(sim, camp, web, workers, journal, log, limit_mb)
-    serve_step(sim, web, judgments, journal, log, limit_mb)
+    if serve_again and journal.done("serve"):
+        journal.steps[f"serve (before, think {journal.steps['serve'].get('think_s', 0)} s)"] = journal.steps.pop("serve")
+    serve_step(sim, web, judgments, think, journal, log, limit_mb)
     res["steps"] = journal.steps
     res["peak_rss_any_process_mb"] = max(s.get("peak_rss_max_process_mb", 0) for s in journal.steps.values())
     res["targets"] = {"peak_rss_any_process_mb_max": 8192, "get_next_p95_ms_max": 50}

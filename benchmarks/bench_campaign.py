@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=10, help="10m: corpus files")
     ap.add_argument("--workers", type=int, default=2, help="10m: [campaign] workers (Dask; 0: one process)")
     ap.add_argument("--web-judgments", type=int, default=100, help="10m: judgments per assessor through the web app")
+    ap.add_argument("--web-think", type=float, default=0.5, help="10m: the assessors' mean think time (s)")
+    ap.add_argument("--serve-again", action="store_true", help="10m: measure the web step again")
     ap.add_argument("--sim", type=Path, default=None, help="10m: the generated data (default OUT/10m-sim)")
     ap.add_argument("--fresh", action="store_true", help="10m: measure every step again (default: go on)")
     ap.add_argument("--rss-limit-gb", type=float, default=12.0, help="10m: kill a step whose process passes this")
@@ -229,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
 
         passages = args.passages if "--passages" in (argv or sys.argv) else 10_000_000
         res = bench_10m(args.out, passages=passages, shards=args.shards, workers=args.workers,
-                        judgments=args.web_judgments, sim=args.sim, fresh=args.fresh, limit_gb=args.rss_limit_gb)
+                        judgments=args.web_judgments, think=args.web_think, sim=args.sim, fresh=args.fresh,
+                        limit_gb=args.rss_limit_gb, serve_again=args.serve_again)
     elif args.which == "demo":
         res = bench_demo(args.out, args.repeat)
     else:
