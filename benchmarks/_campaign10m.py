@@ -281,7 +281,8 @@ def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments:
     generate(sim, passages, shards, journal, log, limit_mb)
     campaign_steps(sim, camp, web, workers, journal, log, limit_mb)
     if serve_again and journal.done("serve"):
-        journal.steps[f"serve (before, think {journal.steps['serve'].get('think_s', 0)} s)"] = journal.steps.pop("serve")
+        before = journal.steps.pop("serve")
+        journal.steps[f"serve (before, think {before.get('think_s', 0)} s)"] = before
     serve_step(sim, web, judgments, think, journal, log, limit_mb)
     res["steps"] = journal.steps
     res["peak_rss_any_process_mb"] = max(s.get("peak_rss_max_process_mb", 0) for s in journal.steps.values())
