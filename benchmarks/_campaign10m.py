@@ -233,8 +233,11 @@ def serve_step(sim: Path, web: Path, judgments: int, think: float, journal: Jour
         rec["server_ready_s"] = round(time.perf_counter() - t0, 1)
         with open_campaign_store(web) as s:
             pend = s.assignments.pending(None, None)
-        owners = pend.groupby("assessor")["qid"].agg(lambda x: list(dict.fromkeys(x.astype(str)))).to_dict()
-        links = {a: add_account(web, a)["link"] for a in sorted(owners)}
+            owners = pend.groupby("assessor")["qid"].agg(lambda x: list(dict.fromkeys(x.astype(str)))).to_dict()
+            known = {a: s.accounts.get(a) for a in owners}
+        # a measure again: a new link for an account made before (only a token's hash is kept)
+        links = {a: add_account(web, a, renew=known[a] is not None and known[a]["revoked"] is None)["link"]
+                 for a in sorted(owners)}
         gets, posts, errors = [], [], []
 
         def assess(name: str) -> None:
