@@ -354,7 +354,7 @@ def test_a_campaign_from_irds_sources(tmp_path):
     (tmp_path / "simplugin.py").write_text(SIM_PLUGIN)
     common = ["-c", root / "configs" / "trec-dl-2022.toml", "--runs", sim / "runs", "-m", sim / "manifest.csv"]
     run("campaign", "init", tmp_path / "irds", "--corpus", "irds:qrelkit-sim", "-t", "irds:qrelkit-sim", *common)
-    run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7")
+    run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7")  # the dataset's qrels
     assert cli(["campaign", "init", str(tmp_path / "files"), "--corpus", str(sim / "corpus.jsonl"), "-t",
                 str(sim / "topics.tsv"), *map(str, common)]) == 0
     assert cli(["campaign", "run", str(tmp_path / "files"), "--oracle", str(sim / "qrels.txt"), "--seed", "7"]) == 0
@@ -364,11 +364,21 @@ def test_a_campaign_from_irds_sources(tmp_path):
     # ir_datasets reads the file again: the docs store it built at the first lookup holds the records)
     corpus = sim / "corpus.jsonl"
     assert (sim / "corpus.jsonl.pklz4").is_dir()
-    run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7")  # nothing to do
+    run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7")  # nothing to do
+    # [sources] reaches every step of the campaign: passages without documents here, recorded with
+    # that mapping's fingerprint, checked with it (no false [input-changed]), no document qrels
+    cfg = tmp_path / "mapped.toml"
+    cfg.write_text((root / "configs" / "trec-dl-2022.toml").read_text() + '\n[sources]\ndocid_field = "none"\n')
+    mapped = ["-c", cfg, *common[2:]]
+    run("campaign", "init", tmp_path / "mapped", "--corpus", "irds:qrelkit-sim", "-t", "irds:qrelkit-sim", *mapped)
+    r = run("campaign", "run", tmp_path / "mapped", "--oracle", "irds:qrelkit-sim", "--seed", "7")
+    assert not (tmp_path / "mapped" / "qrels-documents.txt").exists()
+    assert "no document qrels" in (tmp_path / "mapped" / "report.md").read_text()
+    assert (tmp_path / "irds" / "qrels-documents.txt").read_text() != "" and "[input-changed]" not in r.stderr
     lines = corpus.read_text().splitlines(keepends=True)
     corpus.write_text(lines[0].replace('"passage": "', '"passage": "changed ') + "".join(lines[1:]))
     shutil.rmtree(sim / "corpus.jsonl.pklz4")
-    r = run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7", code=2)
+    r = run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7", code=2)
     assert "[input-changed]" in r.stderr and "irds:qrelkit-sim" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 def test_a_download_is_refused_not_started(tmp_path, monkeypatch):

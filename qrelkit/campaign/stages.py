@@ -27,6 +27,7 @@ from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
 from qrelkit.dedupe.cluster import cluster_corpus
 from qrelkit.dedupe.distributed import cluster_corpus_dask
+from qrelkit.io.sources import open_corpus
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
@@ -47,6 +48,8 @@ class Context:
         self.cache: dict = {}
         self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
         self.settings = Settings.from_config(cfg)
+        #: the corpus as a source (``[sources]`` maps an ``irds:`` dataset's fields)
+        self.corpus = open_corpus(paths["corpus"], params=self.settings.sources) if paths.get("corpus") else None
         self.inputs = Inputs(directory, store, paths, self.settings)
         self.judging = Judging(directory, store, self.settings, self.inputs, oracle, self.cache)
 
@@ -91,9 +94,9 @@ def stage_dedupe(ctx: Context) -> dict:
     ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
     params, dask = ctx.settings.dedupe, ctx.settings.campaign.dask()
     if dask is None:
-        clu = cluster_corpus(ctx.paths["corpus"], params)
+        clu = cluster_corpus(ctx.corpus, params)
     else:  # the same classes, band by band on the workers ([campaign] workers, scheduler)
-        clu = cluster_corpus_dask(ctx.paths["corpus"], params, scheduler=dask["scheduler"], n_workers=dask["workers"])
+        clu = cluster_corpus_dask(ctx.corpus, params, scheduler=dask["scheduler"], n_workers=dask["workers"])
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.inputs.__dict__.pop("classes", None)  # read again: the stage wrote them
     st = clu.stats
@@ -208,7 +211,7 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
     returns fraction, kept passages and items, or :class:`Waiting`."""
     fp = ctx.settings.fractional
     frac, seed = fp.fraction, fp.seed
-    kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed, classes=ctx.inputs.classes)
+    kept = fractional_ids_from_corpus(ctx.corpus, frac, seed, classes=ctx.inputs.classes)
     runs = restrict_runs(filter_runs(ctx.inputs.runset.table, ctx.inputs.pooled_runs), kept, classes=ctx.inputs.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
     made = configured_pool("depth", runs, ctx.cfg, classes=ctx.inputs.classes)
@@ -239,7 +242,7 @@ def features(ctx: Context):
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         fp, dask = ctx.settings.features, ctx.settings.campaign.dask()
         where = {} if dask is None else {"scheduler": dask["scheduler"]} if dask["scheduler"] else {"workers": dask["workers"]}
-        build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
+        build_features(ctx.corpus, tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
                        shard_size=fp.shard_size, hashing=fp.hashing, **where)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)

@@ -61,6 +61,9 @@ class CorpusSource:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r})"
 
+    def __str__(self) -> str:  # what messages name: the path, or irds:<id>
+        return self.spec
+
     def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
         """The passages as :data:`~qrelkit.io.corpus.CORPUS_SCHEMA` tables, in corpus order."""
         raise NotImplementedError
