@@ -58,13 +58,29 @@ def test_msmarco_v2_folder_reads_in_shard_order(tmp_path, gz):
 def test_lookup_by_offset_ids(tmp_path, gz, monkeypatch):
     recs = write_msmarco_v2(tmp_path / "c", gz=gz)
     want = {recs[5]["pid"], recs[77]["pid"], recs[119]["pid"], "msmarco_passage_01_999999", "elsewhere"}
-    if not gz:  # random access: no shard is streamed
-        monkeypatch.setattr(ShardCorpus, "chunks", lambda *a, **k: iter(()))
-        import qrelkit.io.sources as sources
+    import qrelkit.io.sources as sources
 
-        monkeypatch.setattr(sources, "find_texts", lambda chunks, pids: {})
+    real = sources.find_texts
+    # the ids name their shard and offset: no shard is parsed through (a gzipped one is only
+    # decompressed up to its last offset); only the ids that name no shard are looked for everywhere
+    monkeypatch.setattr(sources, "find_texts", lambda chunks, pids: real(chunks, pids) if pids == {"elsewhere"} else {})
     got = lookup_texts(tmp_path / "c", want)
     assert got == {r["pid"]: (r["passage"], r["docid"]) for r in (recs[5], recs[77], recs[119])}
+
+
+@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+def test_lines_at_offsets_across_blocks(tmp_path, gz, block):
+    from qrelkit.io.sources import _lines_at
+
+    recs = write_msmarco_v2(tmp_path / "c", shards=1, per_shard=30, gz=gz)
+    shard = next((tmp_path / "c").iterdir())
+    offsets = [int(r["pid"].rsplit("_", 1)[1]) for r in recs]
+    pick = [offsets[0], offsets[3], offsets[3], offsets[17], offsets[29], offsets[29] + 5, 10 ** 9]
+    lines = _lines_at(shard, pick, block=block)
+    assert [json.loads(x)["pid"] for x in lines[:5]] == [recs[0]["pid"], recs[3]["pid"], recs[3]["pid"], recs[17]["pid"],
+                                                      recs[29]["pid"]]
+    assert not lines[5].startswith(b"{") and lines[6] == b""
 
 
 def test_check_fingerprints_every_shard(tmp_path):

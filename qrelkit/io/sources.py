@@ -34,8 +34,8 @@ import pyarrow as pa
 from qrelkit.errors import InputError, quoted
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.corpus import (
-    CorpusCheck, IdIndex, check_corpus_file, corpus_format, count_passages_file, find_texts, iter_corpus_file,
-    jsonl_chunk, passages_upper_bound_file,
+    CorpusCheck, IdIndex, blocks, check_corpus_file, corpus_format, count_passages_file, find_texts,
+    iter_corpus_file, jsonl_chunk, open_bytes, passages_upper_bound_file,
 )
 
 IRDS = "irds:"
@@ -218,9 +218,10 @@ class ShardCorpus(CorpusSource):
                 got = _seek_lines(s.path, want)
                 found.update(got)
                 anywhere |= want - set(got)  # not where its id says: looked for everywhere
-            elif want:
-                found.update(find_texts(s.chunks(), want))
-                anywhere |= want - set(found)
+            elif want:  # a gzipped shard: its stream read up to the last offset, only those lines parsed
+                got = _seek_lines(s.path, want)
+                found.update(got)
+                anywhere |= want - set(got)
         rest = anywhere - set(found)
         if rest:
             for pid, v in find_texts(self.chunks(), rest).items():
@@ -248,24 +249,51 @@ def _first_id(path: Path) -> str | None:
 
 
 def _seek_lines(path: Path, pids: set[str]) -> dict[str, tuple[str, str | None]]:
-    """The passages whose ids give their line's byte offset in ``path`` (``<name>_<offset>``),
-    each read with one seek and parsed as the reader parses it; an id not found at its offset is
-    left out."""
+    """The passages whose ids give their line's byte offset in ``path`` (``<name>_<offset>``; of
+    the uncompressed stream of a gzip file), each parsed as the reader parses it; an id not found
+    at its offset is left out. A plain file is read with one seek per id; a gzip file is
+    decompressed once up to the last offset, without parsing the lines between."""
     found: dict[str, tuple[str, str | None]] = {}
     order = sorted(pids, key=lambda p: int(_OFFSET_ID.match(p)["offset"]))
-    with open(path, "rb") as fh:
-        for pid in order:
-            fh.seek(int(_OFFSET_ID.match(pid)["offset"]))
-            line = fh.readline()
-            if not line.startswith(b"{"):
-                continue
-            try:
-                t = jsonl_chunk(line if line.endswith(b"\n") else line + b"\n", path, 1)
-            except InputError:
-                continue
-            if t.num_rows == 1 and t["pid"][0].as_py() == pid:
-                found[pid] = (t["text"][0].as_py(), t["docid"][0].as_py())
+    for pid, line in zip(order, _lines_at(path, [int(_OFFSET_ID.match(p)["offset"]) for p in order])):
+        if not line.startswith(b"{"):
+            continue
+        try:
+            t = jsonl_chunk(line if line.endswith(b"\n") else line + b"\n", path, 1)
+        except InputError:
+            continue
+        if t.num_rows == 1 and t["pid"][0].as_py() == pid:
+            found[pid] = (t["text"][0].as_py(), t["docid"][0].as_py())
     return found
+
+
+def _lines_at(path: Path, offsets: list[int], block: int = 8 << 20) -> list[bytes]:
+    """The line starting at each of the (ascending) byte ``offsets`` of a file, gunzipped when it
+    is gzip (b"" past its end)."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        if not gz:
+            out = []
+            for off in offsets:
+                fh.seek(off)
+                out.append(fh.readline())
+            return out
+    out, buf, start = [], b"", 0  # buf holds the stream from byte ``start`` on
+    with open_bytes(path) as stream:
+        blocks_ = blocks(stream, block, path)
+        for off in offsets:
+            while True:
+                end = buf.find(b"\n", off - start) if off >= start else -1
+                if off >= start and end >= 0:
+                    out.append(buf[off - start:end + 1])
+                    break
+                block = next(blocks_, None)
+                if block is None:
+                    out.append(buf[off - start:] if off >= start else b"")
+                    break
+                keep = max(0, min(off, start + len(buf)) - start)  # what lies before the wanted offset goes
+                buf, start = buf[keep:] + block, start + keep
+    return out
 
 
 def duplicate_across(indexes: list[IdIndex]) -> InputError | None:
