@@ -224,3 +224,23 @@ def test_document_qrels_from_the_source_docid(tmp_path, gz):
     mapping = passage_document_map(corpus=tmp_path / "c", passages=[r["pid"] for r in judged])
     docs = propagate_to_documents(qrels, mapping, rule="max").qrels.to_pydict()
     assert dict(zip(docs["docid"], docs["rel"])) == {recs[0]["docid"]: 3, recs[45]["docid"]: 2, recs[90]["docid"]: 0}
+
+
+def test_status_of_a_campaign_whose_folder_gained_junk(sim, tmp_path, capsys):
+    """A file of no corpus format or a sub-folder put into the corpus folder after init: ``campaign
+    status`` still shows the topics and says the folder changed, naming what is new (it used to
+    stop at ``[unknown-format]``: the corpus was opened before the inputs were checked)."""
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards", gz=False)
+    d = tmp_path / "camp"
+    assert cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(folder), "-t", str(sim / "topics.tsv"),
+                "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+    capsys.readouterr()
+    (folder / "README").write_text("the shards of our corpus\n")
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "README is new" in out.out + out.err
+    (folder / "README").unlink()
+    (folder / "old").mkdir()
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "old" in out.out + out.err and "is gone" not in out.out + out.err
