@@ -244,3 +244,19 @@ def test_status_of_a_campaign_whose_folder_gained_junk(sim, tmp_path, capsys):
     assert cli(["campaign", "status", str(d)]) == 0
     out = capsys.readouterr()
     assert "[input-changed]" in out.out + out.err and "old" in out.out + out.err and "is gone" not in out.out + out.err
+
+
+def test_a_damaged_or_empty_shard_without_a_suffix(tmp_path):
+    """MS MARCO v2's shards have no format suffix (``msmarco_passage_01.gz``): a damaged gzip
+    stream is ``bad-gzip`` naming the shard (it used to be ``unknown-format``, "must be ... .gz"),
+    an empty one an empty shard of JSON lines, as an empty ``.jsonl`` shard is."""
+    recs = write_msmarco_v2(tmp_path / "c")
+    shard = tmp_path / "c" / "msmarco_passage_01.gz"
+    shard.write_bytes(shard.read_bytes()[:30])
+    with pytest.raises(InputError) as e:
+        open_corpus(tmp_path / "c")
+    assert (e.value.rule, Path(e.value.file).name) == ("bad-gzip", "msmarco_passage_01.gz")
+    shard.write_bytes(b"")
+    assert count_passages(tmp_path / "c") == 80
+    shard.write_bytes(gzip.compress(b""))
+    assert read_corpus(tmp_path / "c")["pid"].to_pylist() == [r["pid"] for r in recs[:40] + recs[80:]]
