@@ -260,3 +260,26 @@ def test_a_damaged_or_empty_shard_without_a_suffix(tmp_path):
     assert count_passages(tmp_path / "c") == 80
     shard.write_bytes(gzip.compress(b""))
     assert read_corpus(tmp_path / "c")["pid"].to_pylist() == [r["pid"] for r in recs[:40] + recs[80:]]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_an_id_missing_from_msmarco_v2_shards_reads_no_other_shard(tmp_path, gz, monkeypatch):
+    """In MS MARCO v2's layout (each shard's first id ``<shard>_0``) an id is at its shard and
+    offset or not in the corpus: a run's id that the corpus lacks reads at most the shard it names
+    (none when plain), not every shard (138M passages, for each page of the web app that shows it)."""
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    read = []
+    real = ShardCorpus.chunks
+
+    def spy(self, **kw):
+        read.append("all")
+        return real(self, **kw)
+
+    import qrelkit.io.sources as sources
+
+    real_file = sources.FileCorpus.chunks
+    monkeypatch.setattr(ShardCorpus, "chunks", spy)
+    monkeypatch.setattr(sources.FileCorpus, "chunks", lambda self, **kw: read.append(self.path.name) or real_file(self, **kw))
+    want = {recs[45]["pid"], "msmarco_passage_01_7", "msmarco_passage_09_0", "p123"}
+    assert open_corpus(tmp_path / "c").lookup(want) == {recs[45]["pid"]: (recs[45]["passage"], recs[45]["docid"])}
+    assert read == ([] if not gz else ["msmarco_passage_01.gz"])
