@@ -434,3 +434,18 @@ def test_topic_details_of_trec_like_queries(tmp_path):
     assert read_topic_details(f"irds:{ds}") == {"301": {"description": "Bear attacks?"}}
     ds2 = register(tmp_path, passages(1), queries=[("1", "a")])
     assert read_topic_details(f"irds:{ds2}") == {}
+
+
+def test_a_bad_record_before_one_ir_datasets_cannot_read_is_the_error(tmp_path):
+    """The first defect in record order is the error: a record with a bad id before a record
+    ir_datasets fails on (records are pulled from it in batches) is named, not the later one."""
+    tmp = tmp_path / "raw"
+    tmp.mkdir()
+    good = json.dumps(passages(1)[0])
+    (tmp / "docs.jsonl").write_text(good + "\n" + json.dumps({**passages(2)[1], "doc_id": "p 2"}) + "\n{not json\n")
+    ds = f"qrelkit-test/{tmp_path.name}/raw"
+    ir_datasets.registry.register(ds, Dataset(JsonlDocs(LocalDownload(tmp / "docs.jsonl"), doc_cls=Passage)))
+    for read in (lambda s: list(s.chunks()), lambda s: s.check()):
+        with pytest.raises(InputError) as e:
+            read(open_corpus(f"irds:{ds}"))
+        assert (e.value.rule, e.value.line) == ("bad-id", 2), str(e.value)

@@ -240,3 +240,62 @@ def test_document_qrels_from_the_source_docid(tmp_path, gz):
     mapping = passage_document_map(corpus=tmp_path / "c", passages=[r["pid"] for r in judged])
     docs = propagate_to_documents(qrels, mapping, rule="max").qrels.to_pydict()
     assert dict(zip(docs["docid"], docs["rel"])) == {recs[0]["docid"]: 3, recs[45]["docid"]: 2, recs[90]["docid"]: 0}
+
+
+def test_status_of_a_campaign_whose_folder_gained_junk(sim, tmp_path, capsys):
+    """A file of no corpus format or a sub-folder put into the corpus folder after init: ``campaign
+    status`` still shows the topics and says the folder changed, naming what is new (it used to
+    stop at ``[unknown-format]``: the corpus was opened before the inputs were checked)."""
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards", gz=False)
+    d = tmp_path / "camp"
+    assert cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(folder), "-t", str(sim / "topics.tsv"),
+                "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+    capsys.readouterr()
+    (folder / "README").write_text("the shards of our corpus\n")
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "README is new" in out.out + out.err
+    (folder / "README").unlink()
+    (folder / "old").mkdir()
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "old" in out.out + out.err and "is gone" not in out.out + out.err
+
+
+def test_a_damaged_or_empty_shard_without_a_suffix(tmp_path):
+    """MS MARCO v2's shards have no format suffix (``msmarco_passage_01.gz``): a damaged gzip
+    stream is ``bad-gzip`` naming the shard (it used to be ``unknown-format``, "must be ... .gz"),
+    an empty one an empty shard of JSON lines, as an empty ``.jsonl`` shard is."""
+    recs = write_msmarco_v2(tmp_path / "c")
+    shard = tmp_path / "c" / "msmarco_passage_01.gz"
+    shard.write_bytes(shard.read_bytes()[:30])
+    with pytest.raises(InputError) as e:
+        open_corpus(tmp_path / "c")
+    assert (e.value.rule, Path(e.value.file).name) == ("bad-gzip", "msmarco_passage_01.gz")
+    shard.write_bytes(b"")
+    assert count_passages(tmp_path / "c") == 80
+    shard.write_bytes(gzip.compress(b""))
+    assert read_corpus(tmp_path / "c")["pid"].to_pylist() == [r["pid"] for r in recs[:40] + recs[80:]]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_an_id_missing_from_msmarco_v2_shards_reads_no_other_shard(tmp_path, gz, monkeypatch):
+    """In MS MARCO v2's layout (each shard's first id ``<shard>_0``) an id is at its shard and
+    offset or not in the corpus: a run's id that the corpus lacks reads at most the shard it names
+    (none when plain), not every shard (138M passages, for each page of the web app that shows it)."""
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    read = []
+    real = ShardCorpus.chunks
+
+    def spy(self, **kw):
+        read.append("all")
+        return real(self, **kw)
+
+    import qrelkit.io.sources as sources
+
+    real_file = sources.FileCorpus.chunks
+    monkeypatch.setattr(ShardCorpus, "chunks", spy)
+    monkeypatch.setattr(sources.FileCorpus, "chunks", lambda self, **kw: read.append(self.path.name) or real_file(self, **kw))
+    want = {recs[45]["pid"], "msmarco_passage_01_7", "msmarco_passage_09_0", "p123"}
+    assert open_corpus(tmp_path / "c").lookup(want) == {recs[45]["pid"]: (recs[45]["passage"], recs[45]["docid"])}
+    assert read == ([] if not gz else ["msmarco_passage_01.gz"])

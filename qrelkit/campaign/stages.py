@@ -9,6 +9,7 @@ the log are not asked for again) and its artefacts are written atomically and de
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -27,7 +28,7 @@ from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
 from qrelkit.dedupe.cluster import cluster_corpus
 from qrelkit.dedupe.distributed import cluster_corpus_dask
-from qrelkit.io.sources import open_corpus
+from qrelkit.io.sources import CorpusSource, open_corpus
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
@@ -48,10 +49,15 @@ class Context:
         self.cache: dict = {}
         self.candidates = CandidateCache()  # the CAL threads' candidates, computed once per features
         self.settings = Settings.from_config(cfg)
-        #: the corpus as a source (``[sources]`` maps an ``irds:`` dataset's fields)
-        self.corpus = open_corpus(paths["corpus"], params=self.settings.sources) if paths.get("corpus") else None
         self.inputs = Inputs(directory, store, paths, self.settings)
         self.judging = Judging(directory, store, self.settings, self.inputs, oracle, self.cache)
+
+    @functools.cached_property
+    def corpus(self) -> CorpusSource | None:
+        """The corpus as a source (``[sources]`` maps an ``irds:`` dataset's fields), opened when a
+        stage first reads it: what only looks at the store (status, the web pages) never opens it,
+        so that a folder changed since init is the inputs' ``[input-changed]``, not a reader's error."""
+        return open_corpus(self.paths["corpus"], params=self.settings.sources) if self.paths.get("corpus") else None
 
     def enabled(self, stage: str) -> bool:
         """Whether ``stage`` runs (not in ``[campaign] skip``)."""

@@ -159,8 +159,9 @@ def _source_problem(store: CampaignStore, name: str, spec: str, digest: str, row
     else:
         try:
             names = [p.name for p in shard_files(Path(spec))]
-        except InputError:
-            names = []
+        except InputError as exc:  # a sub-folder put into it, no shard left: said as it is
+            return InputError("input-changed", f"the campaign's {name} folder changed since init ({exc.message}: "
+                              f"{Path(exc.file or spec).name}); restore it or start a new campaign", file=spec)
         was = [Path(r[1]).name for r in rows if r[0] == SHARD and Path(r[1]).parent == Path(spec)]
         if names != was:
             gone, new = sorted(set(was) - set(names)), sorted(set(names) - set(was))
