@@ -299,3 +299,18 @@ def test_an_id_missing_from_msmarco_v2_shards_reads_no_other_shard(tmp_path, gz,
     want = {recs[45]["pid"], "msmarco_passage_01_7", "msmarco_passage_09_0", "p123"}
     assert open_corpus(tmp_path / "c").lookup(want) == {recs[45]["pid"]: (recs[45]["passage"], recs[45]["docid"])}
     assert read == []  # no shard parsed through: a gzipped one is only decompressed up to its ids' offsets
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_a_truncated_gzip_shard_names_its_line(tmp_path, cut):
+    """A gzip shard cut short: ``bad-gzip`` naming the shard and the first line it could not read
+    whole (the lines before it were read), by every reader and by the check."""
+    recs = write_msmarco_v2(tmp_path / "c", shards=2, per_shard=2000)
+    shard = tmp_path / "c" / "msmarco_passage_01.gz"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: int(len(data) * cut)])
+    for read in (lambda: list(iter_corpus(tmp_path / "c", chunk_bytes=1 << 14)), lambda: check_corpus(tmp_path / "c")):
+        with pytest.raises(InputError) as e:
+            read()
+        assert e.value.rule == "bad-gzip" and e.value.file.endswith("msmarco_passage_01.gz")
+        assert e.value.line is not None and 1 <= e.value.line <= len(recs) // 2

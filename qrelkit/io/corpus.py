@@ -79,7 +79,14 @@ def _counted_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes
     """:func:`chunks_of` with the number of lines of each chunk (each byte copied once)."""
     offset, line = 0, 1
     rest = b""
-    for block in blocks(fh, size, path):
+    read = blocks(fh, size, path)
+    while True:
+        try:
+            block = next(read, None)
+        except InputError as err:  # a damaged gzip stream: the first line not read whole is its line
+            raise InputError(err.rule, f"{err.message} (read up to here, no further)", file=err.file, line=line) from None
+        if block is None:
+            break
         cut = block.rfind(b"\n")
         if cut < 0:
             rest += block
