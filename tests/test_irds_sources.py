@@ -354,7 +354,7 @@ def test_a_campaign_from_irds_sources(tmp_path):
     (tmp_path / "simplugin.py").write_text(SIM_PLUGIN)
     common = ["-c", root / "configs" / "trec-dl-2022.toml", "--runs", sim / "runs", "-m", sim / "manifest.csv"]
     run("campaign", "init", tmp_path / "irds", "--corpus", "irds:qrelkit-sim", "-t", "irds:qrelkit-sim", *common)
-    run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7")
+    run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7")  # the dataset's qrels
     assert cli(["campaign", "init", str(tmp_path / "files"), "--corpus", str(sim / "corpus.jsonl"), "-t",
                 str(sim / "topics.tsv"), *map(str, common)]) == 0
     assert cli(["campaign", "run", str(tmp_path / "files"), "--oracle", str(sim / "qrels.txt"), "--seed", "7"]) == 0
@@ -364,11 +364,21 @@ def test_a_campaign_from_irds_sources(tmp_path):
     # ir_datasets reads the file again: the docs store it built at the first lookup holds the records)
     corpus = sim / "corpus.jsonl"
     assert (sim / "corpus.jsonl.pklz4").is_dir()
-    run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7")  # nothing to do
+    run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7")  # nothing to do
+    # [sources] reaches every step of the campaign: passages without documents here, recorded with
+    # that mapping's fingerprint, checked with it (no false [input-changed]), no document qrels
+    cfg = tmp_path / "mapped.toml"
+    cfg.write_text((root / "configs" / "trec-dl-2022.toml").read_text() + '\n[sources]\ndocid_field = "none"\n')
+    mapped = ["-c", cfg, *common[2:]]
+    run("campaign", "init", tmp_path / "mapped", "--corpus", "irds:qrelkit-sim", "-t", "irds:qrelkit-sim", *mapped)
+    r = run("campaign", "run", tmp_path / "mapped", "--oracle", "irds:qrelkit-sim", "--seed", "7")
+    assert not (tmp_path / "mapped" / "qrels-documents.txt").exists()
+    assert "no document qrels" in (tmp_path / "mapped" / "report.md").read_text()
+    assert (tmp_path / "irds" / "qrels-documents.txt").read_text() != "" and "[input-changed]" not in r.stderr
     lines = corpus.read_text().splitlines(keepends=True)
     corpus.write_text(lines[0].replace('"passage": "', '"passage": "changed ') + "".join(lines[1:]))
     shutil.rmtree(sim / "corpus.jsonl.pklz4")
-    r = run("campaign", "run", tmp_path / "irds", "--oracle", sim / "qrels.txt", "--seed", "7", code=2)
+    r = run("campaign", "run", tmp_path / "irds", "--oracle", "irds:qrelkit-sim", "--seed", "7", code=2)
     assert "[input-changed]" in r.stderr and "irds:qrelkit-sim" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 def test_a_download_is_refused_not_started(tmp_path, monkeypatch):
@@ -424,3 +434,18 @@ def test_topic_details_of_trec_like_queries(tmp_path):
     assert read_topic_details(f"irds:{ds}") == {"301": {"description": "Bear attacks?"}}
     ds2 = register(tmp_path, passages(1), queries=[("1", "a")])
     assert read_topic_details(f"irds:{ds2}") == {}
+
+
+def test_a_bad_record_before_one_ir_datasets_cannot_read_is_the_error(tmp_path):
+    """The first defect in record order is the error: a record with a bad id before a record
+    ir_datasets fails on (records are pulled from it in batches) is named, not the later one."""
+    tmp = tmp_path / "raw"
+    tmp.mkdir()
+    good = json.dumps(passages(1)[0])
+    (tmp / "docs.jsonl").write_text(good + "\n" + json.dumps({**passages(2)[1], "doc_id": "p 2"}) + "\n{not json\n")
+    ds = f"qrelkit-test/{tmp_path.name}/raw"
+    ir_datasets.registry.register(ds, Dataset(JsonlDocs(LocalDownload(tmp / "docs.jsonl"), doc_cls=Passage)))
+    for read in (lambda s: list(s.chunks()), lambda s: s.check()):
+        with pytest.raises(InputError) as e:
+            read(open_corpus(f"irds:{ds}"))
+        assert (e.value.rule, e.value.line) == ("bad-id", 2), str(e.value)

@@ -58,13 +58,29 @@ def test_msmarco_v2_folder_reads_in_shard_order(tmp_path, gz):
 def test_lookup_by_offset_ids(tmp_path, gz, monkeypatch):
     recs = write_msmarco_v2(tmp_path / "c", gz=gz)
     want = {recs[5]["pid"], recs[77]["pid"], recs[119]["pid"], "msmarco_passage_01_999999", "elsewhere"}
-    if not gz:  # random access: no shard is streamed
-        monkeypatch.setattr(ShardCorpus, "chunks", lambda *a, **k: iter(()))
-        import qrelkit.io.sources as sources
+    import qrelkit.io.sources as sources
 
-        monkeypatch.setattr(sources, "find_texts", lambda chunks, pids: {})
+    real = sources.find_texts
+    # the ids name their shard and offset: no shard is parsed through (a gzipped one is only
+    # decompressed up to its last offset); only the ids that name no shard are looked for everywhere
+    monkeypatch.setattr(sources, "find_texts", lambda chunks, pids: real(chunks, pids) if pids == {"elsewhere"} else {})
     got = lookup_texts(tmp_path / "c", want)
     assert got == {r["pid"]: (r["passage"], r["docid"]) for r in (recs[5], recs[77], recs[119])}
+
+
+@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize("block", [7, 64, 1 << 20])
+def test_lines_at_offsets_across_blocks(tmp_path, gz, block):
+    from qrelkit.io.sources import _lines_at
+
+    recs = write_msmarco_v2(tmp_path / "c", shards=1, per_shard=30, gz=gz)
+    shard = next((tmp_path / "c").iterdir())
+    offsets = [int(r["pid"].rsplit("_", 1)[1]) for r in recs]
+    pick = [offsets[0], offsets[3], offsets[3], offsets[17], offsets[29], offsets[29] + 5, 10 ** 9]
+    lines = _lines_at(shard, pick, block=block)
+    assert [json.loads(x)["pid"] for x in lines[:5]] == [recs[0]["pid"], recs[3]["pid"], recs[3]["pid"], recs[17]["pid"],
+                                                      recs[29]["pid"]]
+    assert not lines[5].startswith(b"{") and lines[6] == b""
 
 
 def test_check_fingerprints_every_shard(tmp_path):
@@ -224,3 +240,77 @@ def test_document_qrels_from_the_source_docid(tmp_path, gz):
     mapping = passage_document_map(corpus=tmp_path / "c", passages=[r["pid"] for r in judged])
     docs = propagate_to_documents(qrels, mapping, rule="max").qrels.to_pydict()
     assert dict(zip(docs["docid"], docs["rel"])) == {recs[0]["docid"]: 3, recs[45]["docid"]: 2, recs[90]["docid"]: 0}
+
+
+def test_status_of_a_campaign_whose_folder_gained_junk(sim, tmp_path, capsys):
+    """A file of no corpus format or a sub-folder put into the corpus folder after init: ``campaign
+    status`` still shows the topics and says the folder changed, naming what is new (it used to
+    stop at ``[unknown-format]``: the corpus was opened before the inputs were checked)."""
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards", gz=False)
+    d = tmp_path / "camp"
+    assert cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(folder), "-t", str(sim / "topics.tsv"),
+                "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+    capsys.readouterr()
+    (folder / "README").write_text("the shards of our corpus\n")
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "README is new" in out.out + out.err
+    (folder / "README").unlink()
+    (folder / "old").mkdir()
+    assert cli(["campaign", "status", str(d)]) == 0
+    out = capsys.readouterr()
+    assert "[input-changed]" in out.out + out.err and "old" in out.out + out.err and "is gone" not in out.out + out.err
+
+
+def test_a_damaged_or_empty_shard_without_a_suffix(tmp_path):
+    """MS MARCO v2's shards have no format suffix (``msmarco_passage_01.gz``): a damaged gzip
+    stream is ``bad-gzip`` naming the shard (it used to be ``unknown-format``, "must be ... .gz"),
+    an empty one an empty shard of JSON lines, as an empty ``.jsonl`` shard is."""
+    recs = write_msmarco_v2(tmp_path / "c")
+    shard = tmp_path / "c" / "msmarco_passage_01.gz"
+    shard.write_bytes(shard.read_bytes()[:30])
+    with pytest.raises(InputError) as e:
+        open_corpus(tmp_path / "c")
+    assert (e.value.rule, Path(e.value.file).name) == ("bad-gzip", "msmarco_passage_01.gz")
+    shard.write_bytes(b"")
+    assert count_passages(tmp_path / "c") == 80
+    shard.write_bytes(gzip.compress(b""))
+    assert read_corpus(tmp_path / "c")["pid"].to_pylist() == [r["pid"] for r in recs[:40] + recs[80:]]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_an_id_missing_from_msmarco_v2_shards_reads_no_other_shard(tmp_path, gz, monkeypatch):
+    """In MS MARCO v2's layout (each shard's first id ``<shard>_0``) an id is at its shard and
+    offset or not in the corpus: a run's id that the corpus lacks reads no shard but the one it names
+    (with one seek when plain, decompressed up to the offset when gzipped), not every shard (138M passages, for each page of the web app that shows it)."""
+    recs = write_msmarco_v2(tmp_path / "c", gz=gz)
+    read = []
+    real = ShardCorpus.chunks
+
+    def spy(self, **kw):
+        read.append("all")
+        return real(self, **kw)
+
+    import qrelkit.io.sources as sources
+
+    real_file = sources.FileCorpus.chunks
+    monkeypatch.setattr(ShardCorpus, "chunks", spy)
+    monkeypatch.setattr(sources.FileCorpus, "chunks", lambda self, **kw: read.append(self.path.name) or real_file(self, **kw))
+    want = {recs[45]["pid"], "msmarco_passage_01_7", "msmarco_passage_09_0", "p123"}
+    assert open_corpus(tmp_path / "c").lookup(want) == {recs[45]["pid"]: (recs[45]["passage"], recs[45]["docid"])}
+    assert read == []  # no shard parsed through: a gzipped one is only decompressed up to its ids' offsets
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.9])
+def test_a_truncated_gzip_shard_names_its_line(tmp_path, cut):
+    """A gzip shard cut short: ``bad-gzip`` naming the shard and the first line it could not read
+    whole (the lines before it were read), by every reader and by the check."""
+    recs = write_msmarco_v2(tmp_path / "c", shards=2, per_shard=2000)
+    shard = tmp_path / "c" / "msmarco_passage_01.gz"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: int(len(data) * cut)])
+    for read in (lambda: list(iter_corpus(tmp_path / "c", chunk_bytes=1 << 14)), lambda: check_corpus(tmp_path / "c")):
+        with pytest.raises(InputError) as e:
+            read()
+        assert e.value.rule == "bad-gzip" and e.value.file.endswith("msmarco_passage_01.gz")
+        assert e.value.line is not None and 1 <= e.value.line <= len(recs) // 2

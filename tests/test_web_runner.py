@@ -203,3 +203,22 @@ def test_a_paused_runner_tries_again_as_soon_as_its_inputs_come_back(camp):
         if away.exists():
             away.rename(path)
         a.stop()
+
+
+def test_a_run_stopped_by_its_inputs_is_one_line_in_the_log(tmp_path, caplog):
+    """``qrelkit serve``'s runner stopped by bad input (a corpus folder changed since init): the
+    log says it in one line, as the command line does — no traceback; a bug keeps its traceback."""
+    import logging
+
+    from qrelkit.errors import InputError
+
+    def changed(directory: Path) -> dict:
+        raise InputError("input-changed", "the campaign's corpus folder changed since init (shard README is new)",
+                         file="/data/msmarco")
+
+    a = Advancer(tmp_path, advance=changed)
+    with caplog.at_level(logging.ERROR, logger="qrelkit.web"):
+        a._run_once()
+    assert [r.exc_info for r in caplog.records] == [None]
+    assert "[input-changed]" in caplog.records[0].getMessage() and "README is new" in caplog.records[0].getMessage()
+    assert "[input-changed]" in a.last_error

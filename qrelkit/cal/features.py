@@ -51,6 +51,7 @@ from qrelkit.cal.shards import (
 from qrelkit.dedupe.tokenize import Normalization, word_hash, word_hashes, words
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import iter_corpus
+from qrelkit.io.sources import CorpusSource
 from qrelkit.jit import twins
 
 _EMPTY = np.int32(-1)
@@ -541,7 +542,7 @@ def _add_counts(counts, idx):
 def chunks_of(corpus) -> Callable[[], Iterator[pa.Table]]:
     """A function that streams ``corpus`` (a corpus file, a table, or an iterable of tables) as
     chunk tables, each time it is called."""
-    if isinstance(corpus, (str, os.PathLike)):
+    if isinstance(corpus, (str, os.PathLike, CorpusSource)):
         return lambda: iter_corpus(corpus)
     if isinstance(corpus, pa.Table):
         return lambda: iter([corpus])

@@ -51,7 +51,7 @@ from qrelkit.cal.shards import Shard, duplicate_pid, install_folder, pid_hashes,
 from qrelkit.dedupe.tokenize import Normalization
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import iter_corpus
-from qrelkit.io.sources import open_corpus
+from qrelkit.io.sources import CorpusSource, open_corpus
 
 BUILD_AREA = ".build"  # inside the output's temporary folder: the parts' raw rows, removed before it is installed
 PART_BYTES = 32 << 20  # bytes of a part when the client streams a single corpus file (Parquet: / 256 rows)
@@ -170,7 +170,7 @@ def _in_order(client, futures: list) -> list:
 def _source_parts(corpus) -> list | None:
     """The parts of a corpus source that the workers read themselves (a folder of shards: its
     shard files), else None (the client streams it)."""
-    if not isinstance(corpus, (str, os.PathLike)):
+    if not isinstance(corpus, (str, os.PathLike, CorpusSource)):
         return None
     parts = open_corpus(corpus).parts()
     return parts if len(parts) > 1 else None
@@ -178,7 +178,7 @@ def _source_parts(corpus) -> list | None:
 
 def _client_chunks(corpus, part_bytes: int) -> Iterable[pa.Table]:
     """The chunks the client streams and sends: a file in parts of about ``part_bytes``."""
-    if isinstance(corpus, (str, os.PathLike)):
+    if isinstance(corpus, (str, os.PathLike, CorpusSource)):
         return iter_corpus(corpus, chunk_bytes=part_bytes, chunk_rows=max(1, part_bytes // 256))
     return chunks_of(corpus)()
 

@@ -29,6 +29,15 @@ from qrelkit.campaign.store import campaign_config, input_problems
 from qrelkit.config import CAMPAIGN_STAGES, CampaignParams, WebParams
 from qrelkit.store import CampaignStore, open_campaign_store
 
+def _kept(file: str | None) -> str:
+    """How the campaign knows an input as it was at init."""
+    if file is not None and file.startswith("irds:"):
+        return "its fingerprint is recorded: the same dataset, version and records"
+    if file is not None and Path(file).is_dir():
+        return "each shard's SHA-256 is recorded, and their names"
+    return "its SHA-256 is recorded"
+
+
 def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, config: bool = False) -> str:
     """What an operator does about a problem of rule ``rule`` (one sentence; ``config``: the
     problem is the protocol file's)."""
@@ -37,7 +46,7 @@ def todo(rule: str, directory: str | os.PathLike, file: str | None = None, *, co
     adopt = f"'qrelkit campaign adopt-config {d}' adopts its new values for the stages not run yet; or " if config else ""
     return {
         "input-missing": f"put {file or 'the file'} back where init found it; {again}",
-        "input-changed": f"restore {file or 'the file'} as it was at init (its SHA-256 is recorded); {adopt}start a new "
+        "input-changed": f"restore {file or 'the file'} as it was at init ({_kept(file)}); {adopt}start a new "
                          f"campaign from this one's judgments ('qrelkit campaign export {d}', then 'campaign init "
                          "--qrels'); " + again,
         "disk-full": f"free some space on the disk of {d}; {again} (nothing stored was lost)",

@@ -59,7 +59,7 @@ def stage_qrels(ctx: Context) -> dict | Waiting:
         ctx.store.state.warn("qrels", "no topic accepted: the final qrels are empty")
         return summary
     try:
-        mapping = passage_document_map(corpus=ctx.paths["corpus"], passages=exp.qrels["docid"].to_pylist())
+        mapping = passage_document_map(corpus=ctx.corpus, passages=exp.qrels["docid"].to_pylist())
         docs = propagate_to_documents(exp.qrels, mapping, rule=ctx.settings.labels.document_rule,
                                       grade_map=ctx.settings.labels.grade_map or None)
         write_qrels(docs.qrels, ctx.dir / QRELS_DOCUMENTS)

@@ -29,16 +29,17 @@ from qrelkit.campaign.lock import LOCK_NAME, advance_lock
 from qrelkit.campaign.judging import WAITING, Waiting
 from qrelkit.campaign.report import write_report
 from qrelkit.campaign.settings import combine_rule
-from qrelkit.campaign.store import campaign_config, check_inputs, corpus_records, input_record, sha256_file
+from qrelkit.campaign.store import (campaign_config, check_inputs, corpus_records, input_record, sha256_file,
+                                    source_digest)
 from qrelkit.config import CAMPAIGN_REQUIRED, CAMPAIGN_STAGES, load_config
 from qrelkit.errors import InputError, disk_full
 from qrelkit.io.corpus import check_corpus
 from qrelkit.io.manifest import read_manifest
-from qrelkit.io.params import RunsParams
+from qrelkit.io.params import RunsParams, SourcesParams
 from qrelkit.io.paths import check_writable
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.runs import expand_sources, read_runs
-from qrelkit.io.sources import is_irds
+from qrelkit.io.sources import is_irds, open_corpus
 from qrelkit.io.topics import read_topics
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler import PoolParams
@@ -124,18 +125,19 @@ class Campaign:
         if qrels is not None:
             paths["qrels"] = _readable("qrels", qrels)
         guide = guidelines_file(cfg, config)  # [web] guidelines: readable UTF-8, or refused now
-        tdf = read_topics(paths["topics"])
+        sources = SourcesParams.from_config(cfg)  # how an irds: dataset's fields map
+        tdf = read_topics(paths["topics"], params=sources)
         man = read_manifest(paths["manifest"])
         run_files = _files(paths["runs"])
         read_runs(run_files, **RunsParams.from_config(cfg).read_args(), topics=tdf["qid"].tolist(), manifest=man,
                   ties=PoolParams.from_config(cfg).ties)
-        corpus_check = check_corpus(paths["corpus"])  # every rule, in one pass that also fingerprints it
+        corpus_check = check_corpus(open_corpus(paths["corpus"], params=sources))  # every rule; fingerprinted
         if corpus_check.passages == 0:
             raise InputError("empty-file", "the corpus holds no passage", file=str(paths["corpus"]))
         if qrels is not None:
             read_qrels(paths["qrels"], scale=LabelsParams.from_config(cfg).scale)
         records = [r for k, p in paths.items() if k != "runs"
-                   for r in (corpus_records(corpus_check) if k == "corpus" else [input_record(k, p)])]
+                   for r in (corpus_records(corpus_check) if k == "corpus" else [input_record(k, p, sources)])]
         records += [input_record("run", p) for p in run_files]
         if config is not None:
             records.append(input_record("config", config))
@@ -457,9 +459,13 @@ def _oracle_record(store: CampaignStore, oracle: str | os.PathLike, error_rate: 
     """The oracle (file, hash, error rate, seed), recorded at its first use; another one than the
     recorded is ``[oracle-changed]``."""
     p = Path(oracle)
-    if not p.is_file():
+    if is_irds(oracle):  # the qrels of a dataset of ir_datasets, fingerprinted as read
+        where, digest = str(oracle), source_digest("qrels", str(oracle))
+    elif not p.is_file():
         raise InputError("unreadable", "no such file", file=str(p))
-    orc = {"path": str(p.resolve()), "sha256": sha256_file(p), "error_rate": float(error_rate),
+    else:
+        where, digest = str(p.resolve()), sha256_file(p)
+    orc = {"path": where, "sha256": digest, "error_rate": float(error_rate),
            "seed": int(seed if seed is not None else 0)}
     known = store.state.get("oracle")
     if known is not None and known != orc:

@@ -17,7 +17,7 @@ from qrelkit.cal.screening import ScreeningRule
 from qrelkit.config import CampaignParams, Config, ProtocolParams, WebParams
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.evaluate.params import EvalParams
-from qrelkit.io.params import RunsParams
+from qrelkit.io.params import RunsParams, SourcesParams
 from qrelkit.labels.aggregate import VoteRule
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.params import (BatchParams, FractionalParams, FusedParams, PoolParams, SelectionParams,
@@ -50,6 +50,7 @@ class Settings:
     campaign: CampaignParams
     web: WebParams
     runs: RunsParams
+    sources: SourcesParams
     dedupe: DedupeParams
     labels: LabelsParams
     eval: EvalParams
@@ -75,6 +76,7 @@ class Settings:
         """The parameters of ``cfg`` (a campaign's recorded configuration), each by its class."""
         return cls(protocol=ProtocolParams.from_config(cfg), campaign=CampaignParams.from_config(cfg),
                    web=WebParams.from_config(cfg), runs=RunsParams.from_config(cfg),
+                   sources=SourcesParams.from_config(cfg),
                    dedupe=DedupeParams.from_config(cfg), labels=LabelsParams.from_config(cfg),
                    eval=EvalParams.from_config(cfg), prefs=PrefsParams.from_config(cfg),
                    reuse=ReuseParams.from_config(cfg), screen=ScreeningRule.from_config(cfg),

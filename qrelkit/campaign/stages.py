@@ -9,6 +9,7 @@ the log are not asked for again) and its artefacts are written atomically and de
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -28,6 +29,7 @@ from qrelkit.campaign.settings import Settings
 from qrelkit.config import Config
 from qrelkit.dedupe.cluster import cluster_corpus
 from qrelkit.dedupe.distributed import cluster_corpus_dask
+from qrelkit.io.sources import CorpusSource, open_corpus
 from qrelkit.io.tables import write_table
 from qrelkit.pooler import (configured_pool, filter_runs, fractional_ids, fractional_ids_from_corpus, pool_selection,
                             pool_size_distribution, restrict_runs)
@@ -50,6 +52,13 @@ class Context:
         self.settings = Settings.from_config(cfg)
         self.inputs = Inputs(directory, store, paths, self.settings)
         self.judging = Judging(directory, store, self.settings, self.inputs, oracle, self.cache)
+
+    @functools.cached_property
+    def corpus(self) -> CorpusSource | None:
+        """The corpus as a source (``[sources]`` maps an ``irds:`` dataset's fields), opened when a
+        stage first reads it: what only looks at the store (status, the web pages) never opens it,
+        so that a folder changed since init is the inputs' ``[input-changed]``, not a reader's error."""
+        return open_corpus(self.paths["corpus"], params=self.settings.sources) if self.paths.get("corpus") else None
 
     def enabled(self, stage: str) -> bool:
         """Whether ``stage`` runs (not in ``[campaign] skip``)."""
@@ -92,9 +101,9 @@ def stage_dedupe(ctx: Context) -> dict:
     ``classes.parquet``; returns the class statistics (passages, classes, duplicate classes, ...)."""
     params, dask = ctx.settings.dedupe, ctx.settings.campaign.dask()
     if dask is None:
-        clu = cluster_corpus(ctx.paths["corpus"], params)
+        clu = cluster_corpus(ctx.corpus, params)
     else:  # the same classes, band by band on the workers ([campaign] workers, scheduler)
-        clu = cluster_corpus_dask(ctx.paths["corpus"], params, scheduler=dask["scheduler"], n_workers=dask["workers"])
+        clu = cluster_corpus_dask(ctx.corpus, params, scheduler=dask["scheduler"], n_workers=dask["workers"])
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.inputs.__dict__.pop("classes", None)  # read again: the stage wrote them
     st = clu.stats
@@ -213,7 +222,7 @@ def stage_fractional(ctx: Context) -> dict | Waiting:
     if cls is not None:  # the dedupe stage's classes list every passage: the canonical ids, no corpus pass
         kept = fractional_ids(cls["docid"].filter(pc.equal(cls["docid"], cls["class_id"])), frac, seed)
     else:
-        kept = fractional_ids_from_corpus(ctx.paths["corpus"], frac, seed)
+        kept = fractional_ids_from_corpus(ctx.corpus, frac, seed)
     runs = restrict_runs(filter_runs(ctx.inputs.runset.table, ctx.inputs.pooled_runs), kept, classes=ctx.inputs.classes)
     done = _judged_or_issued_before(ctx, "/fractional")
     made = configured_pool("depth", runs, ctx.cfg, classes=ctx.inputs.classes)
@@ -244,7 +253,7 @@ def features(ctx: Context):
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
         fp, dask = ctx.settings.features, ctx.settings.campaign.dask()
         where = {} if dask is None else {"scheduler": dask["scheduler"]} if dask["scheduler"] else {"workers": dask["workers"]}
-        build_features(ctx.paths["corpus"], tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
+        build_features(ctx.corpus, tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
                        shard_size=fp.shard_size, hashing=fp.hashing, **where)
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from qrelkit.config import Config, changed_values, config_from_rows, format_value, load_config
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import CorpusCheck
+from qrelkit.io.params import SourcesParams
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.sources import is_irds, open_corpus, shard_files
 from qrelkit.io.topics import read_topics
@@ -45,23 +46,25 @@ def corpus_records(check: CorpusCheck) -> list[tuple[str, str, int, int, str]]:
     return [("corpus", check.spec, check.passages, 0, check.sha256)]
 
 
-def source_digest(name: str, spec: str) -> str:
+def source_digest(name: str, spec: str, params: SourcesParams | None = None) -> str:
     """The fingerprint of an ``irds:`` input: the corpus's (:meth:`~qrelkit.io.sources.CorpusSource.
-    fingerprint`), or the SHA-256 of the topics or qrels as read (their TSV)."""
+    fingerprint`), or the SHA-256 of the topics or qrels as read (their TSV); ``params``: the
+    campaign's ``[sources]``."""
     if name == "corpus":
-        return open_corpus(spec).fingerprint()
+        return open_corpus(spec, params=params).fingerprint()
     if name == "qrels":
         table = read_qrels(spec).to_pandas()
     else:
-        table = read_topics(spec)
+        table = read_topics(spec, params=params)
     return hashlib.sha256(table.to_csv(sep="\t", index=False).encode()).hexdigest()
 
 
-def input_record(name: str, path: str | os.PathLike) -> tuple[str, str, int, int, str]:
+def input_record(name: str, path: str | os.PathLike,
+                 params: SourcesParams | None = None) -> tuple[str, str, int, int, str]:
     """(name, absolute path, size, mtime_ns, sha256) of one input file; (name, ``irds:<id>``, 0, 0,
     :func:`source_digest`) of a dataset of ir_datasets."""
     if is_irds(path):
-        return name, str(path), 0, 0, source_digest(name, str(path))
+        return name, str(path), 0, 0, source_digest(name, str(path), params)
     p = Path(path).resolve()
     st = p.stat()
     return name, str(p), int(st.st_size), int(st.st_mtime_ns), sha256_file(p)
@@ -105,7 +108,7 @@ def input_problems(store: CampaignStore, seen: dict[str, tuple[int, int]] | None
     rows = list(store.state.inputs().itertuples(index=False))
     for name, path, size, mtime, digest in rows:
         if is_irds(path) or Path(path).is_dir():
-            problem = _source_problem(name, path, digest, rows, seen)
+            problem = _source_problem(store, name, path, digest, rows, seen)
             out += [problem] if problem is not None else []
             if out and first:
                 break
@@ -136,7 +139,8 @@ def input_problems(store: CampaignStore, seen: dict[str, tuple[int, int]] | None
     return out
 
 
-def _source_problem(name: str, spec: str, digest: str, rows: list, seen: dict | None) -> InputError | None:
+def _source_problem(store: CampaignStore, name: str, spec: str, digest: str, rows: list,
+                    seen: dict | None) -> InputError | None:
     """The problem of a recorded input that is no file: a corpus folder whose shards are not those
     of init (one added, removed or renamed; their contents are their own records), or a dataset of
     ir_datasets whose fingerprint changed (checked once per ``seen``)."""
@@ -144,7 +148,7 @@ def _source_problem(name: str, spec: str, digest: str, rows: list, seen: dict | 
         return None  # a dataset seen unchanged by this runner (a folder's listing is read each time: cheap)
     if is_irds(spec):
         try:
-            now = source_digest(name, spec)
+            now = source_digest(name, spec, SourcesParams.from_config(campaign_config(store)))
         except InputError as exc:
             return InputError("input-missing", f"the campaign's {name} input cannot be read: {exc.message}",
                               file=spec)
@@ -155,8 +159,9 @@ def _source_problem(name: str, spec: str, digest: str, rows: list, seen: dict | 
     else:
         try:
             names = [p.name for p in shard_files(Path(spec))]
-        except InputError:
-            names = []
+        except InputError as exc:  # a sub-folder put into it, no shard left: said as it is
+            return InputError("input-changed", f"the campaign's {name} folder changed since init ({exc.message}: "
+                              f"{Path(exc.file or spec).name}); restore it or start a new campaign", file=spec)
         was = [Path(r[1]).name for r in rows if r[0] == SHARD and Path(r[1]).parent == Path(spec)]
         if names != was:
             gone, new = sorted(set(was) - set(names)), sorted(set(names) - set(was))

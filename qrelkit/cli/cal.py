@@ -293,8 +293,6 @@ def features(
     from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
     dask = common.dask_choice(workers, scheduler)
     cfg = common.config(config)
-    if not corpus.exists():
-        raise InputError("unreadable", "no such file", file=str(corpus))
     cls = read_classes(classes) if classes else None
     ids = _read_ids(universe) if universe else None
     params = {"corpus": str(corpus), "classes": str(classes) if classes else None,

@@ -79,7 +79,14 @@ def _counted_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes
     """:func:`chunks_of` with the number of lines of each chunk (each byte copied once)."""
     offset, line = 0, 1
     rest = b""
-    for block in blocks(fh, size, path):
+    read = blocks(fh, size, path)
+    while True:
+        try:
+            block = next(read, None)
+        except InputError as err:  # a damaged gzip stream: the first line not read whole is its line
+            raise InputError(err.rule, f"{err.message} (read up to here, no further)", file=err.file, line=line) from None
+        if block is None:
+            break
         cut = block.rfind(b"\n")
         if cut < 0:
             rest += block
@@ -323,8 +330,9 @@ def tsv_chunk(chunk: bytes, path: Path, first_line: int) -> pa.Table:
 def corpus_format(path: str | os.PathLike) -> str:
     """The format of a corpus file by its name: ``parquet``, ``jsonl`` or ``tsv`` (a ``.gz`` suffix
     is ignored). A name without a suffix (MS MARCO v2's ``msmarco_passage_00.gz``) is JSON lines
-    when its first byte that is not blank (gunzipped) is ``{``; ``unknown-format`` otherwise, and
-    for another name."""
+    when its first byte that is not blank (gunzipped) is ``{``, or when it holds none (an empty
+    shard, as an empty ``.jsonl`` is); ``unknown-format`` otherwise, and for another name; a gzip
+    stream that does not decompress is ``bad-gzip``."""
     name = Path(path).name.lower().removesuffix(".gz")
     if name.endswith(".parquet"):
         return "parquet"
@@ -339,13 +347,14 @@ def corpus_format(path: str | os.PathLike) -> str:
 
 
 def _starts_json(path: Path) -> bool:
-    """Whether the file's first byte that is not blank (gunzipped) is ``{``."""
+    """Whether the file's first byte that is not blank (gunzipped) is ``{``, or it has none;
+    ``bad-gzip`` when its gzip stream does not decompress."""
     try:
         with open_bytes(path) as fh:
-            head = fh.read(4096)
-    except (OSError, EOFError, zlib.error):
+            head = next(blocks(fh, 4096, path), b"")
+    except OSError:
         return False
-    return head.lstrip(b" \t\r\n")[:1] == b"{"
+    return head.lstrip(b" \t\r\n")[:1] in (b"{", b"")
 
 
 def iter_corpus(spec: str | os.PathLike, *, chunk_bytes: int = 32 << 20, chunk_rows: int = 200_000) -> Iterator[pa.Table]:

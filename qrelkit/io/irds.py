@@ -222,10 +222,11 @@ def record_mapper(cls: Any, params: SourcesParams, spec: str) -> Callable[[Any],
 def _guarded(records: Iterable[Any], spec: str, first: int = 1, batch: int = 1024) -> Iterator[Any]:
     """``records`` as ir_datasets yields them (pulled ``batch`` at a time, downloads refused:
     :func:`no_downloads`); its failure is one :class:`InputError` (:func:`_read_error`) at the
-    record it could not give."""
+    record it could not give, raised after the records before it (whose own defects come first)."""
     it, n, done = iter(records), first, False
     while not done:
         got: list[Any] = []
+        error: InputError | None = None
         with no_downloads():
             try:
                 while len(got) < batch:
@@ -235,8 +236,10 @@ def _guarded(records: Iterable[Any], spec: str, first: int = 1, batch: int = 102
             except InputError:
                 raise
             except Exception as exc:  # noqa: BLE001 - whatever ir_datasets raises on bad input is the input's
-                raise _read_error(exc, spec, n + len(got)) from None
+                error = _read_error(exc, spec, n + len(got))
         yield from got
+        if error is not None:
+            raise error
         n += len(got)
 
 
@@ -322,12 +325,17 @@ class IrdsCorpus(CorpusSource):
     def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
         rows: list[Record] = []
         size, first = 0, 1
-        for r in self.records():
-            rows.append(r)
-            size += len(r[1] or "")
-            if len(rows) >= chunk_rows or size >= chunk_bytes:
+        try:
+            for r in self.records():
+                rows.append(r)
+                size += len(r[1] or "")
+                if len(rows) >= chunk_rows or size >= chunk_bytes:
+                    yield _table(rows, self.spec, first)
+                    first, rows, size = first + len(rows), [], 0
+        except InputError as err:  # a record ir_datasets cannot give: the records before it first
+            if rows:
                 yield _table(rows, self.spec, first)
-                first, rows, size = first + len(rows), [], 0
+            raise err from None
         if rows:
             yield _table(rows, self.spec, first)
 

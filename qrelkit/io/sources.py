@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -34,8 +35,8 @@ import pyarrow as pa
 from qrelkit.errors import InputError, quoted
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.corpus import (
-    CorpusCheck, IdIndex, check_corpus_file, corpus_format, count_passages_file, find_texts, iter_corpus_file,
-    jsonl_chunk, passages_upper_bound_file,
+    CorpusCheck, IdIndex, blocks, check_corpus_file, corpus_format, count_passages_file, find_texts,
+    iter_corpus_file, jsonl_chunk, open_bytes, passages_upper_bound_file,
 )
 
 IRDS = "irds:"
@@ -60,6 +61,9 @@ class CorpusSource:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec!r})"
+
+    def __str__(self) -> str:  # what messages name: the path, or irds:<id>
+        return self.spec
 
     def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
         """The passages as :data:`~qrelkit.io.corpus.CORPUS_SCHEMA` tables, in corpus order."""
@@ -154,6 +158,7 @@ class ShardCorpus(CorpusSource):
         self.shards = [FileCorpus(p) for p in shard_files(self.folder)]
         self.formats = [corpus_format(s.path) for s in self.shards]  # unknown-format names its shard now
         self._offsets: bool | None = None
+        self._plain: bool | None = None
 
     def chunks(self, *, chunk_rows: int = 200_000, chunk_bytes: int = 32 << 20) -> Iterator[pa.Table]:
         for s in self.shards:
@@ -192,15 +197,26 @@ class ShardCorpus(CorpusSource):
         return shards_digest([(s.path.name, d) for s, d in zip(self.shards, digests)])
 
     @property
-    def random_access(self) -> bool:  # type: ignore[override]
-        """Plain JSON-lines shards whose first passage is ``<shard name>_0``: MS MARCO v2's layout
-        unzipped, where an id is the byte offset of its line."""
+    def offset_named(self) -> bool:
+        """JSON-lines shards whose first passage is ``<shard name>_0`` (the name without ``.gz``):
+        MS MARCO v2's layout, where an id names its shard and the byte offset of its line."""
         if self._offsets is None:
-            self._offsets = all(f == "jsonl" and _first_id(s.path) == f"{s.path.name}_0"
+            self._offsets = all(f == "jsonl" and _first_id(s.path) == f"{s.path.name.removesuffix('.gz')}_0"
                                 for s, f in zip(self.shards, self.formats))
         return self._offsets
 
+    @property
+    def random_access(self) -> bool:  # type: ignore[override]
+        """MS MARCO v2's layout unzipped (:attr:`offset_named`, no shard gzipped): an id is read
+        with one seek."""
+        if self._plain is None:
+            self._plain = self.offset_named and not any(_gzipped(s.path) for s in self.shards)
+        return self._plain
+
     def lookup(self, pids: set[str]) -> dict[str, tuple[str, str | None]]:
+        """In MS MARCO v2's layout (:attr:`offset_named`) an id is read in the shard it names (at
+        its offset when plain) or is not in the corpus: no other shard is read for it; else
+        the shards an id could name are read first, then every shard for the rest."""
         by_name = {s.path.name.lower().removesuffix(".gz"): s for s in self.shards}
         mine: dict[str, set[str]] = {}
         anywhere: set[str] = set()
@@ -211,15 +227,14 @@ class ShardCorpus(CorpusSource):
         found: dict[str, tuple[str, str | None]] = {}
         for s in self.shards:
             want = mine.get(s.spec, set())
-            if want and self.random_access:
+            if want:  # a plain shard: a seek per id; a gzipped one: its stream read up to the last offset, only
+                # those lines parsed; an id not at its offset is looked for everywhere (unless the layout says
+                # it is not in the corpus)
                 got = _seek_lines(s.path, want)
                 found.update(got)
-                anywhere |= want - set(got)  # not where its id says: looked for everywhere
-            elif want:
-                found.update(find_texts(s.chunks(), want))
-                anywhere |= want - set(found)
+                anywhere |= want - set(got)
         rest = anywhere - set(found)
-        if rest:
+        if rest and not self.offset_named:
             for pid, v in find_texts(self.chunks(), rest).items():
                 found.setdefault(pid, v)
         return found
@@ -230,39 +245,68 @@ def shards_digest(named: list[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{n}\t{d}\n" for n, d in named).encode()).hexdigest()
 
 
+def _gzipped(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
 def _first_id(path: Path) -> str | None:
-    """The ``pid`` of a plain JSON-lines file's first line (None when gzipped or not JSON)."""
+    """The ``pid`` of a JSON-lines file's first line, gunzipped (None when not JSON)."""
     try:
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                return None
-            fh.seek(0)
+        with open_bytes(path) as fh:
             obj = json.loads(fh.readline())
-    except (OSError, ValueError):
+    except (OSError, EOFError, zlib.error, ValueError):
         return None
     pid = obj.get("pid") if isinstance(obj, dict) else None
     return pid if isinstance(pid, str) else None
 
 
 def _seek_lines(path: Path, pids: set[str]) -> dict[str, tuple[str, str | None]]:
-    """The passages whose ids give their line's byte offset in ``path`` (``<name>_<offset>``),
-    each read with one seek and parsed as the reader parses it; an id not found at its offset is
-    left out."""
+    """The passages whose ids give their line's byte offset in ``path`` (``<name>_<offset>``; of
+    the uncompressed stream of a gzip file), each parsed as the reader parses it; an id not found
+    at its offset is left out. A plain file is read with one seek per id; a gzip file is
+    decompressed once up to the last offset, without parsing the lines between."""
     found: dict[str, tuple[str, str | None]] = {}
     order = sorted(pids, key=lambda p: int(_OFFSET_ID.match(p)["offset"]))
-    with open(path, "rb") as fh:
-        for pid in order:
-            fh.seek(int(_OFFSET_ID.match(pid)["offset"]))
-            line = fh.readline()
-            if not line.startswith(b"{"):
-                continue
-            try:
-                t = jsonl_chunk(line if line.endswith(b"\n") else line + b"\n", path, 1)
-            except InputError:
-                continue
-            if t.num_rows == 1 and t["pid"][0].as_py() == pid:
-                found[pid] = (t["text"][0].as_py(), t["docid"][0].as_py())
+    for pid, line in zip(order, _lines_at(path, [int(_OFFSET_ID.match(p)["offset"]) for p in order])):
+        if not line.startswith(b"{"):
+            continue
+        try:
+            t = jsonl_chunk(line if line.endswith(b"\n") else line + b"\n", path, 1)
+        except InputError:
+            continue
+        if t.num_rows == 1 and t["pid"][0].as_py() == pid:
+            found[pid] = (t["text"][0].as_py(), t["docid"][0].as_py())
     return found
+
+
+def _lines_at(path: Path, offsets: list[int], block: int = 8 << 20) -> list[bytes]:
+    """The line starting at each of the (ascending) byte ``offsets`` of a file, gunzipped when it
+    is gzip (b"" past its end)."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        if not gz:
+            out = []
+            for off in offsets:
+                fh.seek(off)
+                out.append(fh.readline())
+            return out
+    out, buf, start = [], b"", 0  # buf holds the stream from byte ``start`` on
+    with open_bytes(path) as stream:
+        blocks_ = blocks(stream, block, path)
+        for off in offsets:
+            while True:
+                end = buf.find(b"\n", off - start) if off >= start else -1
+                if off >= start and end >= 0:
+                    out.append(buf[off - start:end + 1])
+                    break
+                block = next(blocks_, None)
+                if block is None:
+                    out.append(buf[off - start:] if off >= start else b"")
+                    break
+                keep = max(0, min(off, start + len(buf)) - start)  # what lies before the wanted offset goes
+                buf, start = buf[keep:] + block, start + keep
+    return out
 
 
 def duplicate_across(indexes: list[IdIndex]) -> InputError | None:

@@ -135,7 +135,7 @@ def passage_document_map(
         return pa.table({"pid": want, "docid": doc})
     if corpus is not None:
         source = open_corpus(corpus)
-        if want is not None and source.random_access:  # MS MARCO v2 plain shards, ir_datasets: no scan
+        if want is not None:  # by the source's lookup: a seek per id (MS MARCO v2, ir_datasets), else one early-ending pass
             found = source.lookup(set(want.to_pylist()))
             hits = sorted((p, d) for p, (_, d) in found.items() if d is not None)
             if not hits and len(want):

@@ -37,6 +37,7 @@ import numpy as np
 
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import corpus_format, jsonl_chunk, line_chunks, tsv_chunk
+from qrelkit.io.params import SourcesParams
 from qrelkit.io.sources import CorpusSource, is_irds, open_corpus
 from qrelkit.store.sqlite import connect
 
@@ -233,11 +234,11 @@ def _current(path: Path, source: CorpusSource, sha256: str) -> bool:
     return False
 
 
-def open_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *,
-                    sha256: str = "") -> TextIndex | SourceTexts:
+def open_text_index(corpus: "str | os.PathLike | CorpusSource", path: str | os.PathLike, *,
+                    sha256: str = "", params: SourcesParams | None = None) -> TextIndex | SourceTexts:
     """The text index of ``corpus`` (a corpus source) at ``path``, built first when it is missing
     or not this corpus's; the source itself when it has random access (see the module
-    documentation).
+    documentation). ``params``: how an ``irds:`` dataset's fields map (``[sources]``).
 
     Examples
     --------
@@ -250,7 +251,9 @@ def open_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *,
     ('offsets', {'p2': ('two', None)})
     >>> idx.close()
     """
-    p, source = Path(path), open_corpus(corpus if is_irds(corpus) else Path(corpus).resolve())
+    p = Path(path)
+    plain = isinstance(corpus, CorpusSource) or is_irds(corpus)
+    source = open_corpus(corpus if plain else Path(corpus).resolve(), params=params)
     if source.kind != "file" and source.random_access:
         return SourceTexts(source)
     with _build_lock(p):

@@ -36,7 +36,9 @@ from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
 from qrelkit.campaign.settings import Settings
 from qrelkit.campaign.store import campaign_config
 from qrelkit.errors import InputError
+from qrelkit.io.params import SourcesParams
 from qrelkit.io.qrels import write_qrels
+from qrelkit.io.sources import is_irds
 from qrelkit.io.topics import read_topic_details
 from qrelkit.labels.aggregate import assessor_agreement
 from qrelkit.store import ENCOUNTERED, ConflictError, TextIndex, combine_log, open_text_index
@@ -79,8 +81,10 @@ class PassageTexts:
     """Passage texts of a campaign from its text index (:func:`qrelkit.store.textindex.open_text_index`,
     ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
-    def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000) -> None:
+    def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000,
+                 params: SourcesParams | None = None) -> None:
         self.path, self.corpus, self.sha256, self.limit = Path(directory) / TEXT_INDEX, corpus, sha256, limit
+        self.params = params
         self._index: TextIndex | None = None
         self._texts: dict[str, str | None] = {}
         self._lock = threading.Lock()
@@ -91,7 +95,7 @@ class PassageTexts:
             return self._texts[docid]
         with self._lock:
             if self._index is None:
-                self._index = open_text_index(self.corpus, self.path, sha256=self.sha256)
+                self._index = open_text_index(self.corpus, self.path, sha256=self.sha256, params=self.params)
             if len(self._texts) > self.limit:
                 self._texts.clear()
             want = {d for d in wanted if d not in self._texts} | {docid}
@@ -124,10 +128,11 @@ class CampaignService:
         self.topic_text = dict(zip(tdf["qid"].astype(str), tdf["text"].astype(str)))
         self.topic_order = list(self.topic_text)
         self.details: dict[str, dict[str, str]] = {}
-        if paths.get("topics") and Path(paths["topics"]).is_file():
-            self.details = read_topic_details(paths["topics"])
-        self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s))
         self.settings = Settings.from_config(self.cfg)  # every component's parameters, read once
+        if paths.get("topics") and (is_irds(paths["topics"]) or Path(paths["topics"]).is_file()):
+            with contextlib.suppress(InputError):  # descriptions are a help: a dataset not at hand has none
+                self.details = read_topic_details(paths["topics"])
+        self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s), params=self.settings.sources)
         self.rule = campaign_rule(self.cfg)  # the campaign's stopping rule, made once
         self.scale = [int(g) for g in self.settings.labels.scale]
         self.relevant = self.settings.relevant

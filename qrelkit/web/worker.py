@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from qrelkit.campaign import Campaign, protected_paths
+from qrelkit.errors import InputError
 
 log = logging.getLogger("qrelkit.web")
 
@@ -299,7 +300,10 @@ class Advancer:
                 self.last_error, self.error_at = f"{type(exc).__name__}: {exc}", _utc()
                 self._watched = watched_inputs(self.dir)
                 self._stamp = None if self._watched is None else inputs_stamp(self._watched)
-                log.exception("advancing the campaign failed")
+                if isinstance(exc, InputError):  # the input's to fix (one line, as on the command line)
+                    log.error("advancing the campaign stopped: %s", " ".join(str(exc).splitlines()))
+                else:
+                    log.exception("advancing the campaign failed")
             finally:
                 self.runs += 1
                 self.last_seconds = round(time.perf_counter() - t0, 3)
