@@ -225,12 +225,12 @@ class ShardCorpus(CorpusSource):
             shard = by_name.get(m["shard"].lower()) if m else None
             (mine.setdefault(shard.spec, set()).add(pid) if shard is not None else anywhere.add(pid))
         found: dict[str, tuple[str, str | None]] = {}
-        for s in self.shards:
-            want = mine.get(s.spec, set())
-            if want:  # a plain shard: a seek per id; a gzipped one: its stream read up to the last offset, only
-                # those lines parsed; an id not at its offset is looked for everywhere (unless the layout says
-                # it is not in the corpus)
-                got = _seek_lines(s.path, want)
+        # a plain shard: a seek per id; a gzipped one: its stream read up to the last offset, only those
+        # lines parsed (shards on threads: zlib lets go of the GIL); an id not at its offset is looked for
+        # everywhere (unless the layout says it is not in the corpus)
+        named = [(s, mine[s.spec]) for s in self.shards if mine.get(s.spec)]
+        with ThreadPoolExecutor(max(1, min(len(named), os.cpu_count() or 1))) as pool:
+            for (s, want), got in zip(named, pool.map(lambda sw: _seek_lines(sw[0].path, sw[1]), named)):
                 found.update(got)
                 anywhere |= want - set(got)
         rest = anywhere - set(found)
