@@ -314,3 +314,19 @@ def test_a_truncated_gzip_shard_names_its_line(tmp_path, cut):
             read()
         assert e.value.rule == "bad-gzip" and e.value.file.endswith("msmarco_passage_01.gz")
         assert e.value.line is not None and 1 <= e.value.line <= len(recs) // 2
+
+
+def test_topic_and_qrels_sources_of_files(sim):
+    """One place defines the topic and qrels sources as it does the corpus's: a file's read is
+    the reader's, its fingerprint its bytes' SHA-256 (what a campaign records)."""
+    import hashlib
+
+    from qrelkit.io.qrels import read_qrels
+    from qrelkit.io.sources import open_qrels, open_topics
+    from qrelkit.io.topics import read_topics
+
+    t, q = open_topics(sim / "topics.tsv"), open_qrels(sim / "qrels.txt")
+    assert t.kind == q.kind == "file" and t.files() == [(sim / "topics.tsv").resolve()]
+    assert t.read().equals(read_topics(sim / "topics.tsv")) and q.read().equals(read_qrels(sim / "qrels.txt"))
+    assert t.fingerprint() == hashlib.sha256((sim / "topics.tsv").read_bytes()).hexdigest()
+    assert q.fingerprint() == hashlib.sha256((sim / "qrels.txt").read_bytes()).hexdigest()

@@ -15,9 +15,7 @@ from qrelkit.config import Config, changed_values, config_from_rows, format_valu
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import CorpusCheck
 from qrelkit.io.params import SourcesParams
-from qrelkit.io.qrels import read_qrels
-from qrelkit.io.sources import is_irds, open_corpus, shard_files
-from qrelkit.io.topics import read_topics
+from qrelkit.io.sources import is_irds, open_corpus, open_qrels, open_topics, shard_files
 from qrelkit.store import CampaignStore
 
 
@@ -52,11 +50,7 @@ def source_digest(name: str, spec: str, params: SourcesParams | None = None) -> 
     campaign's ``[sources]``."""
     if name == "corpus":
         return open_corpus(spec, params=params).fingerprint()
-    if name == "qrels":
-        table = read_qrels(spec).to_pandas()
-    else:
-        table = read_topics(spec, params=params)
-    return hashlib.sha256(table.to_csv(sep="\t", index=False).encode()).hexdigest()
+    return (open_qrels if name == "qrels" else open_topics)(spec, params).fingerprint()
 
 
 def input_record(name: str, path: str | os.PathLike,

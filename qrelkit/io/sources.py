@@ -16,6 +16,10 @@ checks every rule of the readers (and ids used twice anywhere in the source), fi
 looks passages up by id — by its own random access where it has one: MS MARCO v2 passage ids name
 their shard and the byte offset of their line (``msmarco_passage_03_1234``), so a folder of plain
 (not gzipped) shards reads a passage with one seek; ir_datasets has its docs store.
+
+Topics and qrels have their sources too (:func:`open_topics`, :func:`open_qrels`): a file, or an
+``irds:`` dataset's queries and qrels, read as the file readers read them and fingerprinted for a
+campaign's records.
 """
 
 from __future__ import annotations
@@ -351,6 +355,72 @@ def open_corpus(spec: "str | os.PathLike | CorpusSource", *, params: SourcesPara
     if not p.exists():
         raise InputError("unreadable", "no such file or folder", file=str(p))
     return FileCorpus(p)
+
+
+class TableSource:
+    """Topics or qrels, from a file or an ``irds:<dataset-id>`` dataset: :meth:`read` gives what
+    the file reader gives (:func:`qrelkit.io.topics.read_topics`, :func:`qrelkit.io.qrels.read_qrels`,
+    which take either), :meth:`fingerprint` what a campaign records (a file's SHA-256; a dataset's:
+    the SHA-256 of the table as read, written as TSV)."""
+
+    what = ""
+
+    def __init__(self, spec: str | os.PathLike, params: SourcesParams | None = None) -> None:
+        self.kind = "irds" if is_irds(spec) else "file"
+        self.spec = str(spec) if self.kind == "irds" else str(Path(spec).resolve())
+        self.params = params
+
+    def __str__(self) -> str:
+        return self.spec
+
+    def read(self, **kw: Any):
+        raise NotImplementedError
+
+    def files(self) -> list[Path]:
+        return [Path(self.spec)] if self.kind == "file" else []
+
+    def fingerprint(self) -> str:
+        if self.kind == "file":
+            return FileCorpus.fingerprint(self)  # type: ignore[arg-type]  # the bytes' SHA-256, as a corpus file's
+        t = self.read()
+        frame = t.to_pandas() if isinstance(t, pa.Table) else t
+        return hashlib.sha256(frame.to_csv(sep="\t", index=False).encode()).hexdigest()
+
+    @property
+    def path(self) -> Path:
+        return Path(self.spec)
+
+
+class TopicSource(TableSource):
+    """The topics of a file or of an ir_datasets dataset (its queries; ``[sources] query_field``)."""
+
+    what = "topics"
+
+    def read(self, **kw: Any):
+        from qrelkit.io.topics import read_topics  # lazy: the topic readers import this module
+
+        return read_topics(self.spec, params=self.params, **kw)
+
+
+class QrelsSource(TableSource):
+    """The qrels of a file or of an ir_datasets dataset."""
+
+    what = "qrels"
+
+    def read(self, **kw: Any):
+        from qrelkit.io.qrels import read_qrels  # lazy: the qrels readers import this module
+
+        return read_qrels(self.spec, **kw)
+
+
+def open_topics(spec: str | os.PathLike, params: SourcesParams | None = None) -> TopicSource:
+    """The topic source ``spec`` names (a file, or ``irds:<dataset-id>``'s queries)."""
+    return TopicSource(spec, params)
+
+
+def open_qrels(spec: str | os.PathLike, params: SourcesParams | None = None) -> QrelsSource:
+    """The qrels source ``spec`` names (a file, or ``irds:<dataset-id>``'s qrels)."""
+    return QrelsSource(spec, params)
 
 
 def corpus_files(spec: str | os.PathLike) -> list[Path]:
