@@ -330,3 +330,30 @@ def test_topic_and_qrels_sources_of_files(sim):
     assert t.read().equals(read_topics(sim / "topics.tsv")) and q.read().equals(read_qrels(sim / "qrels.txt"))
     assert t.fingerprint() == hashlib.sha256((sim / "topics.tsv").read_bytes()).hexdigest()
     assert q.fingerprint() == hashlib.sha256((sim / "qrels.txt").read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_passage_texts_come_from_the_recorded_shards(sim, tmp_path, gz):
+    """A file put into a corpus folder after init blocks the campaign's runs ([input-changed]) but
+    not the passages' texts: the batch files and the web app read the shards recorded at init (an
+    assessor's page was a 400 [unknown-format] naming the file)."""
+    pytest.importorskip("starlette")
+    from qrelkit.campaign.judging import text_index
+    from qrelkit.web.service import CampaignService
+
+    folder = _split(sim / "corpus.jsonl", tmp_path / "shards", gz=gz)
+    d = tmp_path / "camp"
+    assert cli(["campaign", "init", str(d), "-c", str(CFG), "--corpus", str(folder), "-t", str(sim / "topics.tsv"),
+                "--runs", str(sim / "runs"), "-m", str(sim / "manifest.csv")]) == 0
+    first = json.loads((sim / "corpus.jsonl").read_text().splitlines()[7])
+    (folder / "README").write_text("notes about this corpus\n")
+    with open_campaign_store(d) as s:
+        idx = text_index(d, s)
+        assert idx.texts([first["pid"]])[first["pid"]][0] == first["passage"]
+        idx.close()
+    svc = CampaignService(d)
+    try:
+        assert svc.texts.get(first["pid"], set()) == first["passage"]
+    finally:
+        svc.close()
+    assert cli(["campaign", "run", str(d)]) == 2  # the runs stay blocked until the folder is as recorded

@@ -13,11 +13,10 @@ import pyarrow as pa
 
 from qrelkit.campaign.inputs import Inputs
 from qrelkit.campaign.settings import Settings
-from qrelkit.campaign.store import campaign_config
+from qrelkit.campaign.store import campaign_corpus
 from qrelkit.config import assessor_file_name
 from qrelkit.errors import InputError
 from qrelkit.io.keys import stable_int
-from qrelkit.io.params import SourcesParams
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import write_table
 from qrelkit.simulate.oracle import judge_batches, truth_map
@@ -56,9 +55,7 @@ def text_index(directory: str | os.PathLike, store: CampaignStore) -> TextIndex:
     (:func:`qrelkit.store.textindex.open_text_index`): built at its first need from the corpus,
     recorded with the corpus's SHA-256 of init, built again when missing or not the corpus's.
     The batch files and the web app's pages read passage texts there, never scanning the corpus."""
-    corpus = (store.state.get("paths") or {})["corpus"]
-    return open_text_index(corpus, Path(directory) / TEXT_INDEX, sha256=corpus_sha256(store),
-                           params=SourcesParams.from_config(campaign_config(store)))
+    return open_text_index(campaign_corpus(store), Path(directory) / TEXT_INDEX, sha256=corpus_sha256(store))
 
 
 _safe = assessor_file_name  # an assessor's (or a batch's) file and folder name

@@ -15,7 +15,8 @@ from qrelkit.config import Config, changed_values, config_from_rows, format_valu
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import CorpusCheck
 from qrelkit.io.params import SourcesParams
-from qrelkit.io.sources import is_irds, open_corpus, open_qrels, open_topics, shard_files
+from qrelkit.io.sources import (CorpusSource, ShardCorpus, is_irds, open_corpus, open_qrels, open_topics,
+                                shard_files)
 from qrelkit.store import CampaignStore
 
 
@@ -42,6 +43,18 @@ def corpus_records(check: CorpusCheck) -> list[tuple[str, str, int, int, str]]:
         return [("corpus", str(check.path), len(check.parts), 0, check.sha256)] + [
             (SHARD, str(c.path), c.size, c.mtime_ns, c.sha256) for c in check.parts]
     return [("corpus", check.spec, check.passages, 0, check.sha256)]
+
+
+def campaign_corpus(store: CampaignStore) -> CorpusSource:
+    """The campaign's corpus as recorded at init: its ``[sources]`` mapping, and for a folder the
+    shards recorded then (a file put into the folder since is the input check's
+    ``[input-changed]``; the passages' texts are still read from the recorded shards)."""
+    spec = (store.state.get("paths") or {})["corpus"]
+    params = SourcesParams.from_config(campaign_config(store))
+    if not is_irds(spec) and Path(spec).is_dir():
+        rows = store.state.inputs()
+        return ShardCorpus(spec, shards=[Path(x) for x in rows.loc[rows["name"] == SHARD, "path"]])
+    return open_corpus(spec, params=params)
 
 
 def source_digest(name: str, spec: str, params: SourcesParams | None = None) -> str:

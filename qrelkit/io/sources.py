@@ -156,10 +156,12 @@ class ShardCorpus(CorpusSource):
 
     kind = "shards"
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    def __init__(self, folder: str | os.PathLike, shards: list[Path] | None = None) -> None:
         self.folder = Path(folder).resolve()
         super().__init__(str(self.folder))
-        self.shards = [FileCorpus(p) for p in shard_files(self.folder)]
+        # ``shards``: these files of the folder, in this order (a campaign's recorded shards: what
+        # else the folder holds since is the input check's business, not a lookup's)
+        self.shards = [FileCorpus(p) for p in (shard_files(self.folder) if shards is None else shards)]
         self.formats = [corpus_format(s.path) for s in self.shards]  # unknown-format names its shard now
         self._offsets: bool | None = None
         self._plain: bool | None = None

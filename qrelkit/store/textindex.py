@@ -84,7 +84,7 @@ def _stamp(source: CorpusSource) -> tuple[str, int, int]:
     return source.spec, sum(st.st_size for st in sts), max((st.st_mtime_ns for st in sts), default=0)
 
 
-def build_text_index(corpus: str | os.PathLike, path: str | os.PathLike, *, sha256: str = "") -> Path:
+def build_text_index(corpus: "str | os.PathLike | CorpusSource", path: str | os.PathLike, *, sha256: str = "") -> Path:
     """Build the text index of ``corpus`` (a corpus source, :func:`~qrelkit.io.sources.open_corpus`)
     at ``path`` (a temporary file renamed at the end) and return ``path``. ``sha256``: the corpus
     fingerprint to record (checked by :func:`open_text_index`)."""
@@ -258,6 +258,6 @@ def open_text_index(corpus: "str | os.PathLike | CorpusSource", path: str | os.P
         return SourceTexts(source)
     with _build_lock(p):
         if not _current(p, source, sha256):
-            build_text_index(source.spec, p, sha256=sha256)
+            build_text_index(source, p, sha256=sha256)
         return TextIndex(p, source.spec)
 

@@ -34,7 +34,7 @@ from qrelkit.campaign.lock import advance_lock
 from qrelkit.campaign.rounds import campaign_rule, describe_protocol, topic_stopping
 from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
 from qrelkit.campaign.settings import Settings
-from qrelkit.campaign.store import campaign_config
+from qrelkit.campaign.store import campaign_config, campaign_corpus
 from qrelkit.errors import InputError
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.qrels import write_qrels
@@ -81,7 +81,7 @@ class PassageTexts:
     """Passage texts of a campaign from its text index (:func:`qrelkit.store.textindex.open_text_index`,
     ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
-    def __init__(self, directory: str | os.PathLike, corpus: str | os.PathLike, sha256: str, limit: int = 200_000,
+    def __init__(self, directory: str | os.PathLike, corpus: Any, sha256: str, limit: int = 200_000,
                  params: SourcesParams | None = None) -> None:
         self.path, self.corpus, self.sha256, self.limit = Path(directory) / TEXT_INDEX, corpus, sha256, limit
         self.params = params
@@ -95,7 +95,8 @@ class PassageTexts:
             return self._texts[docid]
         with self._lock:
             if self._index is None:
-                self._index = open_text_index(self.corpus, self.path, sha256=self.sha256, params=self.params)
+                corpus = self.corpus() if callable(self.corpus) else self.corpus
+                self._index = open_text_index(corpus, self.path, sha256=self.sha256, params=self.params)
             if len(self._texts) > self.limit:
                 self._texts.clear()
             want = {d for d in wanted if d not in self._texts} | {docid}
@@ -132,7 +133,8 @@ class CampaignService:
         if paths.get("topics") and (is_irds(paths["topics"]) or Path(paths["topics"]).is_file()):
             with contextlib.suppress(InputError):  # descriptions are a help: a dataset not at hand has none
                 self.details = read_topic_details(paths["topics"])
-        self.texts = PassageTexts(self.dir, paths.get("corpus", ""), corpus_sha256(s), params=self.settings.sources)
+        # the corpus as recorded (a folder's recorded shards), opened at the first text asked for
+        self.texts = PassageTexts(self.dir, lambda: campaign_corpus(self.store()), corpus_sha256(s))
         self.rule = campaign_rule(self.cfg)  # the campaign's stopping rule, made once
         self.scale = [int(g) for g in self.settings.labels.scale]
         self.relevant = self.settings.relevant
