@@ -5,7 +5,6 @@ its tables, schema versions and migrations, its aggregates — is :mod:`qrelkit.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -17,16 +16,8 @@ from qrelkit.io.corpus import CorpusCheck
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.sources import (CorpusSource, ShardCorpus, is_irds, open_corpus, open_qrels, open_topics,
                                 shard_files)
+from qrelkit.io.text import sha256_file
 from qrelkit.store import CampaignStore
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """The SHA-256 hex digest of the file at ``path`` (read in 1 MiB blocks)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 #: the input record of each shard of a corpus folder (the folder's own record is ``corpus``)

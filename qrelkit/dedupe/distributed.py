@@ -62,6 +62,7 @@ from qrelkit.dedupe.minhash import permutations, shingle_sets, signatures
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import blocks, corpus_format, jsonl_chunk, normalize_chunk, open_bytes, tsv_chunk
 from qrelkit.io.sources import open_corpus
+from qrelkit.io.text import is_gzip
 
 PARTS_PER_BUCKET = 4  # key buckets (reduce tasks per band group) = parts / 4
 DEFAULT_BANDS_PER_TASK = 8
@@ -473,8 +474,7 @@ def _file_plan(p: Path, chunk: int, client) -> list[dict]:
         if cur:
             specs.append({"kind": "parquet", "path": str(p), "row_groups": cur})
         return specs
-    with open(p, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
+    gz = is_gzip(p)
     with open_bytes(p) as fh:
         sample = fh.read(4 << 20)
     size = client.submit(_stream_size, str(p), pure=False).result() if gz else p.stat().st_size

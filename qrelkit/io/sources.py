@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError, quoted
 from qrelkit.io.params import SourcesParams
+from qrelkit.io.text import is_gzip, sha256_file
 from qrelkit.io.corpus import (
     CorpusCheck, IdIndex, blocks, check_corpus_file, corpus_format, count_passages_file, find_texts,
     iter_corpus_file, jsonl_chunk, open_bytes, passages_upper_bound_file,
@@ -124,11 +125,7 @@ class FileCorpus(CorpusSource):
         return c
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        with open(self.path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+        return sha256_file(self.path)
 
     def files(self) -> list[Path]:
         return [self.path]
@@ -216,7 +213,7 @@ class ShardCorpus(CorpusSource):
         """MS MARCO v2's layout unzipped (:attr:`offset_named`, no shard gzipped): an id is read
         with one seek."""
         if self._plain is None:
-            self._plain = self.offset_named and not any(_gzipped(s.path) for s in self.shards)
+            self._plain = self.offset_named and not any(is_gzip(s.path) for s in self.shards)
         return self._plain
 
     def lookup(self, pids: set[str]) -> dict[str, tuple[str, str | None]]:
@@ -249,11 +246,6 @@ class ShardCorpus(CorpusSource):
 def shards_digest(named: list[tuple[str, str]]) -> str:
     """The fingerprint of a folder of shards: SHA-256 of ``name<TAB>sha256`` lines, in shard order."""
     return hashlib.sha256("".join(f"{n}\t{d}\n" for n, d in named).encode()).hexdigest()
-
-
-def _gzipped(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
 
 
 def _first_id(path: Path) -> str | None:
@@ -289,9 +281,8 @@ def _seek_lines(path: Path, pids: set[str]) -> dict[str, tuple[str, str | None]]
 def _lines_at(path: Path, offsets: list[int], block: int = 8 << 20) -> list[bytes]:
     """The line starting at each of the (ascending) byte ``offsets`` of a file, gunzipped when it
     is gzip (b"" past its end)."""
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-        if not gz:
+    if not is_gzip(path):
+        with open(path, "rb") as fh:
             out = []
             for off in offsets:
                 fh.seek(off)
@@ -365,8 +356,6 @@ class TableSource:
     which take either), :meth:`fingerprint` what a campaign records (a file's SHA-256; a dataset's:
     the SHA-256 of the table as read, written as TSV)."""
 
-    what = ""
-
     def __init__(self, spec: str | os.PathLike, params: SourcesParams | None = None) -> None:
         self.kind = "irds" if is_irds(spec) else "file"
         self.spec = str(spec) if self.kind == "irds" else str(Path(spec).resolve())
@@ -383,20 +372,14 @@ class TableSource:
 
     def fingerprint(self) -> str:
         if self.kind == "file":
-            return FileCorpus.fingerprint(self)  # type: ignore[arg-type]  # the bytes' SHA-256, as a corpus file's
+            return sha256_file(self.spec)
         t = self.read()
         frame = t.to_pandas() if isinstance(t, pa.Table) else t
         return hashlib.sha256(frame.to_csv(sep="\t", index=False).encode()).hexdigest()
 
-    @property
-    def path(self) -> Path:
-        return Path(self.spec)
-
 
 class TopicSource(TableSource):
     """The topics of a file or of an ir_datasets dataset (its queries; ``[sources] query_field``)."""
-
-    what = "topics"
 
     def read(self, **kw: Any):
         from qrelkit.io.topics import read_topics  # lazy: the topic readers import this module
@@ -406,8 +389,6 @@ class TopicSource(TableSource):
 
 class QrelsSource(TableSource):
     """The qrels of a file or of an ir_datasets dataset."""
-
-    what = "qrels"
 
     def read(self, **kw: Any):
         from qrelkit.io.qrels import read_qrels  # lazy: the qrels readers import this module
@@ -424,8 +405,4 @@ def open_qrels(spec: str | os.PathLike, params: SourcesParams | None = None) -> 
     """The qrels source ``spec`` names (a file, or ``irds:<dataset-id>``'s qrels)."""
     return QrelsSource(spec, params)
 
-
-def corpus_files(spec: str | os.PathLike) -> list[Path]:
-    """The files a corpus source reads (:meth:`CorpusSource.files`), without reading them."""
-    return open_corpus(spec).files()
 

@@ -14,6 +14,7 @@ row, so both give the same table for every input (this is tested with hypothesis
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import os
 import re
@@ -43,6 +44,21 @@ _NAN_PAYLOAD = re.compile(r"\(.*")
 # spaces and tabs only (as in the fast path); "\r" is a separator too (CRLF line ends)
 _OTHER_SPACE = "\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 _SEP = re.compile(r"[ \t\r]+")
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` starts with gzip's magic bytes (whatever its name)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 hex digest of the file at ``path`` (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:

@@ -37,8 +37,8 @@ import numpy as np
 
 from qrelkit.errors import InputError
 from qrelkit.io.corpus import corpus_format, jsonl_chunk, line_chunks, tsv_chunk
-from qrelkit.io.params import SourcesParams
-from qrelkit.io.sources import CorpusSource, is_irds, open_corpus
+from qrelkit.io.sources import CorpusSource, open_corpus
+from qrelkit.io.text import is_gzip
 from qrelkit.store.sqlite import connect
 
 INDEX_FORMAT = "qrelkit-text-index-1"
@@ -47,15 +47,10 @@ _BUILD_LOCKS: dict[str, threading.Lock] = {}
 _BUILD_LOCKS_LOCK = threading.Lock()
 
 
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
-
-
 def index_mode(corpus: str | os.PathLike) -> str:
     """``offsets`` for an uncompressed JSONL or TSV corpus, ``texts`` otherwise (gzip, Parquet)."""
     p = Path(corpus)
-    return "texts" if corpus_format(p) == "parquet" or _is_gzip(p) else "offsets"
+    return "texts" if corpus_format(p) == "parquet" or is_gzip(p) else "offsets"
 
 
 def _offset_rows(path: Path, fmt: str) -> Iterator[list[tuple[str, int, int]]]:
@@ -235,10 +230,11 @@ def _current(path: Path, source: CorpusSource, sha256: str) -> bool:
 
 
 def open_text_index(corpus: "str | os.PathLike | CorpusSource", path: str | os.PathLike, *,
-                    sha256: str = "", params: SourcesParams | None = None) -> TextIndex | SourceTexts:
+                    sha256: str = "") -> TextIndex | SourceTexts:
     """The text index of ``corpus`` (a corpus source) at ``path``, built first when it is missing
     or not this corpus's; the source itself when it has random access (see the module
-    documentation). ``params``: how an ``irds:`` dataset's fields map (``[sources]``).
+    documentation). An ``irds:`` dataset whose fields map otherwise than by default is given as
+    its source (:func:`~qrelkit.io.sources.open_corpus` with ``params``).
 
     Examples
     --------
@@ -251,9 +247,7 @@ def open_text_index(corpus: "str | os.PathLike | CorpusSource", path: str | os.P
     ('offsets', {'p2': ('two', None)})
     >>> idx.close()
     """
-    p = Path(path)
-    plain = isinstance(corpus, CorpusSource) or is_irds(corpus)
-    source = open_corpus(corpus if plain else Path(corpus).resolve(), params=params)
+    p, source = Path(path), open_corpus(corpus)  # a path resolved by its source
     if source.kind != "file" and source.random_access:
         return SourceTexts(source)
     with _build_lock(p):

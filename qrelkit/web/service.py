@@ -36,7 +36,6 @@ from qrelkit.campaign.judging import TEXT_INDEX, corpus_sha256
 from qrelkit.campaign.settings import Settings
 from qrelkit.campaign.store import campaign_config, campaign_corpus
 from qrelkit.errors import InputError
-from qrelkit.io.params import SourcesParams
 from qrelkit.io.qrels import write_qrels
 from qrelkit.io.sources import is_irds
 from qrelkit.io.topics import read_topic_details
@@ -81,10 +80,10 @@ class PassageTexts:
     """Passage texts of a campaign from its text index (:func:`qrelkit.store.textindex.open_text_index`,
     ``DIR/text-index.sqlite``: built at the first need, never a corpus scan per request), cached."""
 
-    def __init__(self, directory: str | os.PathLike, corpus: Any, sha256: str, limit: int = 200_000,
-                 params: SourcesParams | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike, corpus: Any, sha256: str, limit: int = 200_000) -> None:
+        """``corpus``: a corpus spec or source, or a function giving one (called at the first text
+        asked for)."""
         self.path, self.corpus, self.sha256, self.limit = Path(directory) / TEXT_INDEX, corpus, sha256, limit
-        self.params = params
         self._index: TextIndex | None = None
         self._texts: dict[str, str | None] = {}
         self._lock = threading.Lock()
@@ -96,7 +95,7 @@ class PassageTexts:
         with self._lock:
             if self._index is None:
                 corpus = self.corpus() if callable(self.corpus) else self.corpus
-                self._index = open_text_index(corpus, self.path, sha256=self.sha256, params=self.params)
+                self._index = open_text_index(corpus, self.path, sha256=self.sha256)
             if len(self._texts) > self.limit:
                 self._texts.clear()
             want = {d for d in wanted if d not in self._texts} | {docid}
