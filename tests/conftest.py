@@ -93,6 +93,18 @@ def sim6(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def sim4(tmp_path_factory) -> Path:
+    """A simulated campaign of four topics (3000 passages, three groups, seed 1); read it only
+    (copy it before changing a file)."""
+    from qrelkit.cli import run as cli  # lazy: the CLI (and numba) only for the tests that use it
+
+    d = tmp_path_factory.mktemp("sim4") / "s"
+    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "4", "--groups", "3",
+                "--seed", "1"]) == 0
+    return d
+
+
+@pytest.fixture(scope="session")
 def sim3(tmp_path_factory) -> Path:
     """A small simulated campaign (2000 passages, three topics, three groups, seed 1): with the
     trec-dl-2022 protocol and its hidden qrels as the oracle (seed 7), topic 1001 is accepted and

@@ -31,11 +31,8 @@ FINAL = ["qrels-passages.txt", "qrels-expanded.txt", "qrels-documents.txt", "exp
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("sim") / "c"
-    assert cli(["simulate", "campaign", "-o", str(d), "--passages", "3000", "--topics", "4", "--groups", "3",
-                "--seed", "1"]) == 0
-    return d
+def sim(sim4) -> Path:
+    return sim4  # conftest: 3000 passages, 4 topics, 3 groups, seed 1
 
 
 def _init_args(sim: Path, d: Path, config: Path = CFG) -> list[str]:
