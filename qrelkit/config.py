@@ -107,8 +107,9 @@ class CampaignParams(Params):
     scheduler: str | None = param(KEYS, "scheduler")
 
     def dask(self) -> dict | None:
-        """``{"scheduler", "workers"}`` when the heavy corpus stages run on Dask, else None."""
-        return {"scheduler": self.scheduler, "workers": self.workers or 2} if self.scheduler or self.workers else None
+        """``{"scheduler": ADDR}`` or ``{"workers": N}`` (the keyword of
+        :func:`qrelkit.cal.features.build_features`) when the heavy corpus stages run on Dask, else None."""
+        return {"scheduler": self.scheduler} if self.scheduler else {"workers": self.workers} if self.workers else None
 
 
 WEB_KEYS = declare(

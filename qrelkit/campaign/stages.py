@@ -103,7 +103,7 @@ def stage_dedupe(ctx: Context) -> dict:
     if dask is None:
         clu = cluster_corpus(ctx.corpus, params)
     else:  # the same classes, band by band on the workers ([campaign] workers, scheduler)
-        clu = cluster_corpus_dask(ctx.corpus, params, scheduler=dask["scheduler"], n_workers=dask["workers"])
+        clu = cluster_corpus_dask(ctx.corpus, params, scheduler=dask.get("scheduler"), n_workers=dask.get("workers") or 2)
     ctx.write(clu.classes, "classes.parquet", "dedupe-classes", **params.as_dict())
     ctx.inputs.__dict__.pop("classes", None)  # read again: the stage wrote them
     st = clu.stats
@@ -251,10 +251,9 @@ def features(ctx: Context):
             shutil.rmtree(stale, ignore_errors=True)
         ctx.say("CAL features of the corpus")
         tmp = ctx.dir / f".features.tmp{os.getpid()}"
-        fp, dask = ctx.settings.features, ctx.settings.campaign.dask()
-        where = {} if dask is None else {"scheduler": dask["scheduler"]} if dask["scheduler"] else {"workers": dask["workers"]}
+        fp = ctx.settings.features
         build_features(ctx.corpus, tmp, norm=ctx.settings.dedupe.norm, classes=ctx.inputs.classes,
-                       shard_size=fp.shard_size, hashing=fp.hashing, **where)
+                       shard_size=fp.shard_size, hashing=fp.hashing, **(ctx.settings.campaign.dask() or {}))
         os.replace(tmp, out)
     ctx.cache["features"] = load_features(out)
     return ctx.cache["features"]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Union
 
 from qrelkit.errors import InputError
+from qrelkit.io.sources import is_irds
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: the store of a campaign folder (qrelkit.campaign) and its advance lock: a folder holding both
@@ -161,7 +162,7 @@ def check_io(inputs: Paths = (), outputs: Paths = (), *, folders: Paths = (), st
     for p in rsts:
         if not p.is_file():
             raise InputError("not-a-store", "no judging store here (create one with 'qrelkit cal init')", file=str(p))
-    ins = [p for p in ins if not str(p).startswith("irds:")]  # a dataset of ir_datasets: no path to check
+    ins = [p for p in ins if not is_irds(p)]  # a dataset of ir_datasets: no path to check
     for p in ins:
         if not p.exists():
             raise InputError("unreadable", "no such file or folder", file=str(p))

@@ -265,8 +265,9 @@ def _seek_lines(path: Path, pids: set[str]) -> dict[str, tuple[str, str | None]]
     at its offset is left out. A plain file is read with one seek per id; a gzip file is
     decompressed once up to the last offset, without parsing the lines between."""
     found: dict[str, tuple[str, str | None]] = {}
-    order = sorted(pids, key=lambda p: int(_OFFSET_ID.match(p)["offset"]))
-    for pid, line in zip(order, _lines_at(path, [int(_OFFSET_ID.match(p)["offset"]) for p in order])):
+    offset = {p: int(_OFFSET_ID.match(p)["offset"]) for p in pids}
+    order = sorted(pids, key=offset.__getitem__)
+    for pid, line in zip(order, _lines_at(path, [offset[p] for p in order])):
         if not line.startswith(b"{"):
             continue
         try:

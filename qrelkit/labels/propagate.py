@@ -143,19 +143,10 @@ def passage_document_map(
                                  file=str(corpus))
             return pa.table({"pid": pa.array([h[0] for h in hits], pa.string()),
                              "docid": pa.array([h[1] for h in hits], pa.string())})
-        chunks = []
-        for chunk in source.chunks():
-            t = chunk.select(["pid", "docid"])
-            if want is not None:
-                t = t.filter(pc.is_in(t["pid"], value_set=want))
-            chunks.append(t.filter(pc.is_valid(t["docid"])))
+        chunks = [c.select(["pid", "docid"]).filter(pc.is_valid(c["docid"])) for c in source.chunks()]
         if not chunks:
             return pa.table({"pid": pa.array([], pa.string()), "docid": pa.array([], pa.string())})
-        out = pa.concat_tables(chunks)
-        if out.num_rows == 0 and want is not None and len(want):
-            raise InputError("missing-column", "the corpus has no document field (docid) for the judged passages",
-                             file=str(corpus))
-        return out
+        return pa.concat_tables(chunks)
     if isinstance(mapping, pa.Table):
         t = mapping
         src = "<mapping>"
