@@ -150,10 +150,10 @@ class Journal:
 def generate(sim: Path, passages: int, shards: int, journal: Journal, log: Path, limit_mb: float) -> None:
     params = {**SIM_PARAMS, "n_passages": passages, "shards": shards}
     summary = sim / "summary.json"
-    if summary.exists() and all(json.loads(summary.read_text())["parameters"].get(k) == v for k, v in params.items()
-                                if k not in ("n_passages",)) \
-            and json.loads(summary.read_text())["parameters"]["n_passages"] == passages:
-        return
+    if summary.exists():
+        made = json.loads(summary.read_text())["parameters"]
+        if all(made.get(k) == v for k, v in params.items()):
+            return
     code = ("import json, sys; from qrelkit.simulate.campaign import simulate_campaign; "
             "p = json.loads(sys.argv[2]); p['runs_per_group'] = tuple(p['runs_per_group']); "
             "simulate_campaign(sys.argv[1], **p)")
@@ -216,9 +216,7 @@ def protocol_with_workers(protocol: str, workers: int) -> str:
 def serve_step(sim: Path, web: Path, judgments: int, think: float, journal: Journal, log: Path,
                limit_mb: float) -> None:
     """``qrelkit serve`` on the campaign copied after its pool stage; the assessors judge."""
-    import statistics  # noqa: F401  (lazy imports: the web client only for this step)
-
-    import bench_web_load as bw
+    import bench_web_load as bw  # lazy imports: the web client only for this step
     from qrelkit.campaign import open_campaign_store
     from qrelkit.campaign.accounts import add_account
 

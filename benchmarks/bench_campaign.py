@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("which", choices=("demo", "large", "10m"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "campaign")
     ap.add_argument("--repeat", type=int, default=3, help="demo: campaigns to run (medians)")
-    ap.add_argument("--passages", type=int, default=1_000_000, help="large: corpus size")
+    ap.add_argument("--passages", type=int, default=None, help="large, 10m: corpus size (1M, 10M)")
     ap.add_argument("--topics", type=int, default=50, help="large: topics")
     ap.add_argument("--shards", type=int, default=10, help="10m: corpus files")
     ap.add_argument("--workers", type=int, default=2, help="10m: [campaign] workers (Dask; 0: one process)")
@@ -229,14 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.which == "10m":
         from _campaign10m import bench_10m  # lazy: psutil (the [bench] extra) only for this case
 
-        passages = args.passages if "--passages" in (argv or sys.argv) else 10_000_000
-        res = bench_10m(args.out, passages=passages, shards=args.shards, workers=args.workers,
+        res = bench_10m(args.out, passages=args.passages or 10_000_000, shards=args.shards, workers=args.workers,
                         judgments=args.web_judgments, think=args.web_think, sim=args.sim, fresh=args.fresh,
                         limit_gb=args.rss_limit_gb, serve_again=args.serve_again)
     elif args.which == "demo":
         res = bench_demo(args.out, args.repeat)
     else:
-        res = bench_large(args.out, args.passages, args.topics)
+        res = bench_large(args.out, args.passages or 1_000_000, args.topics)
     return record_result(res, args.out / f"bench-campaign-{args.which}.json", "bench_campaign.py", argv)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from qrelkit.cli import run
+from qrelkit.io.corpus import lookup_texts, read_corpus
 from qrelkit.simulate.campaign import simulate_campaign
 
 SMALL = dict(n_passages=1200, n_topics=3, n_groups=2, runs_per_group=(1, 2), depth=20, seed=5,
@@ -47,7 +48,8 @@ def test_shards_and_offset_pids(v2):
     assert [p.name for p in shards] == [f"msmarco_passage_{k:02d}.gz" for k in range(4)]
     n, docs_of_shard, passages_of_doc = 0, {}, {}
     for k, shard in enumerate(shards):
-        for at, line in _records(shard):
+        records = _records(shard)
+        for at, line in records:
             rec = json.loads(line)
             assert list(rec) == ["pid", "passage", "spans", "docid"]
             m = PID.match(rec["pid"])
@@ -61,7 +63,7 @@ def test_shards_and_offset_pids(v2):
             n += 1
         # random access: seek into the decompressed shard at a pid's offset, read that pid's line
         with gzip.open(shard, "rb") as fh:
-            for at, line in _records(shard)[::97]:
+            for at, line in records[::97]:
                 fh.seek(at)
                 got = json.loads(fh.readline())
                 assert got["pid"] == f"msmarco_passage_{k:02d}_{at}"
@@ -88,11 +90,24 @@ def test_runs_qrels_and_truth_use_the_corpus_ids(v2):
     # runs list tied passages in trec_eval's order (pid string descending) unless their group does not
     summary = json.loads((out / "summary.json").read_text())
     desc = [r["run"] for r in summary["runs"] if r["tie_order"] == "desc" and r["tied_pairs"]]
+    assert desc  # else the loop below checks nothing
     for name in desc:
         rows = [line.split() for line in (out / "runs" / f"{name}.run").read_text().splitlines()]
         for a, b in zip(rows, rows[1:]):
             if a[0] == b[0] and a[4] == b[4]:
                 assert a[2] > b[2]
+
+
+def test_the_readers_take_the_folder_and_its_offset_ids(v2):
+    """What the campaign reads: the shards in order, and the ids looked up by their offsets."""
+    out, _ = v2
+    folder = out / "msmarco_v2_passage"
+    recs = [json.loads(line) for shard in sorted(folder.iterdir()) for _, line in _records(shard)]
+    t = read_corpus(folder)
+    assert t["pid"].to_pylist() == [r["pid"] for r in recs]
+    assert t["docid"].to_pylist() == [r["docid"] for r in recs]
+    some = recs[::151]
+    assert lookup_texts(folder, {r["pid"] for r in some}) == {r["pid"]: (r["passage"], r["docid"]) for r in some}
 
 
 def test_deterministic_and_cli(v2, tmp_path):

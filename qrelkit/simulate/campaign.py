@@ -67,7 +67,7 @@ import pyarrow.compute as pc
 
 from qrelkit.io.atomic import atomic_open, atomic_path
 from qrelkit.io.order import block_positions as _block_ranks  # 0-based; the local name its callers use
-from qrelkit.simulate.layout import LAYOUTS, FlatNames, MsmarcoV2Names
+from qrelkit.simulate.layout import LAYOUTS, FlatNames, MsmarcoV2Names, string_bytes
 
 __all__ = ["simulate_campaign"]
 
@@ -892,7 +892,7 @@ def _write_runs(out: Path, a: _Args, runs: list[dict], group_params: list[dict],
         sel, out_score = _run_selection(r, group_params, rows, a.n_topics, a.depth)
         t_sel = rows.r_topic[sel]
         p_sel = rows.r_pid[sel]
-        pid_key = names.key(p_sel) if r["tie_order"] == "asc" else -names.key(p_sel)
+        pid_key = rows.r_key[sel] if r["tie_order"] == "asc" else -rows.r_key[sel]
         o = np.lexsort((pid_key, -out_score, t_sel))
         t_sel, p_sel, out_score = t_sel[o], p_sel[o], out_score[o]
         rank = _block_ranks(t_sel) + 1
@@ -973,22 +973,19 @@ def _names(a: _Args, st: _Structure, tok: _Tokens, surface: pa.Array) -> FlatNam
     word_len = pc.binary_length(surface).to_numpy().astype(np.int64)
     text_len = np.zeros(a.n, np.int64)
     for slot0, slot1, tokens, ln in _token_chunks(tok, 0, a.n):
-        ends = np.cumsum(ln)
-        text_len[slot0:slot1] = np.diff(np.concatenate([[0], np.cumsum(word_len[tokens])[ends - 1]])) + ln - 1
+        text_len[slot0:slot1] = np.add.reduceat(word_len[tokens], np.cumsum(ln) - ln) + ln - 1  # ln >= 1
     return MsmarcoV2Names(st.doc_sizes, text_len, a.shards)
 
 
 def _token_chunks(tok: _Tokens, start: int, stop: int, chunk: int = 100_000):
     """``(a, z, tokens, lengths)`` of the passages ``a..z`` in chunks from ``start`` to ``stop``:
     their word codes one after the other (a copy's from the copies')."""
-    is_copy = np.zeros(len(tok.final_len), bool)
-    is_copy[tok.copy_slots] = True
     copy_index = np.full(len(tok.final_len), -1, np.int64)
     copy_index[tok.copy_slots] = np.arange(len(tok.copy_slots))
     for a in range(start, stop, chunk):
         z = min(stop, a + chunk)
         ln = tok.final_len[a:z]
-        cp = is_copy[a:z]
+        cp = copy_index[a:z] >= 0
         tokens = np.empty(int(ln.sum()), np.int32)
         at = np.cumsum(ln) - ln
         orig = np.flatnonzero(~cp)
@@ -1021,8 +1018,7 @@ def _write_corpus(out: Path, n: int, st: _Structure, tok: _Tokens, surface: pa.A
             did = pc.utf8_lpad(pc.cast(pa.array(docid_of[a:z]), pa.string()), width=names.doc_width, padding="0")
             line = pc.binary_join_element_wise('{"pid": "p', pid, '", "passage": "', text, '", "docid": "d', did,
                                                '"}\n', "")
-            off = np.frombuffer(line.buffers()[1], np.int32)[line.offset : line.offset + len(line) + 1]
-            fh.write(memoryview(line.buffers()[2])[int(off[0]) : int(off[-1])])
+            fh.write(string_bytes(line))
             report("corpus", 0.8 + 0.19 * z / n)
 
 

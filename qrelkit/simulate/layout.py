@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from qrelkit.io.atomic import atomic_path
 
-__all__ = ["LAYOUTS", "FlatNames", "MsmarcoV2Names"]
+__all__ = ["LAYOUTS", "FlatNames", "MsmarcoV2Names", "string_bytes"]
 
 LAYOUTS = ("flat", "msmarco-v2")
 V2_FOLDER = "msmarco_v2_passage"
@@ -105,8 +105,8 @@ class MsmarcoV2Names:
         self.offset = np.zeros(n, np.int64)
         for a, z in zip(self.bounds[:-1], self.bounds[1:]):
             self.offset[a:z] = _offsets(base[a:z])
-        self.line_len = base + _digits(self.offset)
         d = _digits(self.offset)
+        self.line_len = base + d
         scaled = self.offset * (10 ** (int(d.max()) - d))  # decimal strings' order: scaled value, then length
         order = np.lexsort((d, scaled, self.shard))
         self._rank = np.empty(n, np.int64)
@@ -136,7 +136,7 @@ class MsmarcoV2Names:
         line = pc.binary_join_element_wise(
             f'{{"pid": "msmarco_passage_{k:0{w}d}_', num(self.offset[a:z]), '", "passage": "', text,
             '", "spans": "', spans, f'", "docid": "msmarco_doc_{k:0{w}d}_', num(self.doc_off[a:z]), '"}\n', "")
-        got = np.diff(np.frombuffer(line.buffers()[1], np.int32)[line.offset: line.offset + len(line) + 1])
+        got = np.diff(_string_offsets(line))
         if not np.array_equal(got, self.line_len[a:z]):
             raise AssertionError("msmarco-v2 layout: a line's length differs from the one its offset assumed")
         return line
@@ -150,13 +150,23 @@ class MsmarcoV2Names:
             with atomic_path(folder / name) as tmp, open(tmp, "wb") as raw, \
                     gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=1, mtime=0) as fh:
                 for b, e, text in texts(a, z):
-                    line = self.lines(b, e, text)
-                    off = np.frombuffer(line.buffers()[1], np.int32)[line.offset: line.offset + len(line) + 1]
-                    fh.write(memoryview(line.buffers()[2])[int(off[0]): int(off[-1])])
+                    fh.write(string_bytes(self.lines(b, e, text)))
                     report(e)
+        keep = set(self.shard_names())
         for stale in sorted(folder.glob("msmarco_passage_*.gz")):
-            if stale.name not in set(self.shard_names()):
+            if stale.name not in keep:
                 stale.unlink()
+
+
+def _string_offsets(strings: pa.Array) -> np.ndarray:
+    """The ``len + 1`` offsets of a pyarrow string array's values in its data buffer."""
+    return np.frombuffer(strings.buffers()[1], np.int32)[strings.offset : strings.offset + len(strings) + 1]
+
+
+def string_bytes(strings: pa.Array) -> memoryview:
+    """A pyarrow string array's values one after the other, without a copy (what a JSONL writer writes)."""
+    off = _string_offsets(strings)
+    return memoryview(strings.buffers()[2])[int(off[0]) : int(off[-1])]
 
 
 def _offsets(base: np.ndarray) -> np.ndarray:
