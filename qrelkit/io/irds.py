@@ -49,7 +49,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.errors import InputError, printable, quoted
-from qrelkit.io.corpus import CORPUS_SCHEMA, CorpusCheck, IdIndex, bad_id_row, normalize_chunk
+from qrelkit.io.corpus import CorpusCheck, IdIndex, _id_problem, normalize_chunk
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.sources import IRDS, CorpusSource
 from qrelkit.io.topics import DETAIL_KEYS
@@ -446,11 +446,11 @@ class IrdsCorpus(CorpusSource):
 
 
 def _check_ids(values: list[str], what: str, spec: str) -> None:
-    row = bad_id_row(pa.array(values, pa.string()))
-    if row is not None:
-        why = "is empty" if values[row] == "" else "holds whitespace or a control character"
-        raise InputError("bad-id", f"{what} {quoted(values[row])} {why}: TREC runs and qrels are whitespace-separated",
-                         file=spec, line=row + 1)
+    """The file readers' ``bad-id`` (:func:`qrelkit.io.corpus._id_problem`), naming the record."""
+    problem = _id_problem(pa.array(values, pa.string()), what)
+    if problem is not None:
+        row, rule, message = problem
+        raise InputError(rule, message, file=spec, line=row + 1)
 
 
 def read_irds_topics(dataset_id: str, params: SourcesParams | None = None) -> pd.DataFrame:
