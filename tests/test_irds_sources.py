@@ -266,8 +266,8 @@ def test_missing_extra_is_one_line(monkeypatch):
 
 
 def doc_example(tmp_path):
-    """docs/campaign.md's dataset of local files, as written there: ``mydata.py`` and its files
-    (the bash block's lines up to the first command of qrelkit, run in ``tmp_path``)."""
+    """docs/campaign.md's dataset of local files, as written there: ``mydata.py`` (returned) and its
+    files (the bash block's lines up to the first command of qrelkit, run in ``tmp_path``)."""
     import re
     import subprocess
     from pathlib import Path
@@ -279,13 +279,13 @@ def doc_example(tmp_path):
     (tmp_path / "mydata.py").write_text(module)
     setup = script[:script.index("export ")]
     subprocess.run(["bash", "-euc", setup], cwd=tmp_path, check=True)
-    return tmp_path / "mydata.py", script[script.index("export "):]
+    return tmp_path / "mydata.py"
 
 
 def test_the_documented_dataset_of_local_files(tmp_path):
     import runpy
 
-    module, _ = doc_example(tmp_path)
+    module = doc_example(tmp_path)
     runpy.run_path(str(module))
     try:
         src = open_corpus("irds:mydata")
@@ -402,7 +402,7 @@ def test_a_plugin_module_registers_the_dataset_before_it_is_read(tmp_path, monke
     """``$QRELKIT_PLUGINS`` names the module that registers a dataset of local files: a process
     that reads ``irds:`` before loading any configuration (a command without one, a Dask worker)
     imports it when the id is not registered yet."""
-    module, _ = doc_example(tmp_path)
+    doc_example(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("QRELKIT_PLUGINS", "mydata")
     try:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
 import json
 import operator
 import os
@@ -48,17 +47,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from qrelkit.config import load_plugins
 from qrelkit.errors import InputError, printable, quoted
-from qrelkit.io.corpus import CORPUS_SCHEMA, CorpusCheck, IdIndex, bad_id_row, normalize_chunk
+from qrelkit.io.corpus import CorpusCheck, IdIndex, _id_problem, normalize_chunk
 from qrelkit.io.params import SourcesParams
 from qrelkit.io.sources import IRDS, CorpusSource
 from qrelkit.io.topics import DETAIL_KEYS
 
 #: the records of a fingerprint's sample: the first ones, and as many spread evenly
 SAMPLE_FIRST = SAMPLE_SPREAD = 1000
-#: the plugin modules a process imports when it meets a dataset not registered yet (as
-#: :data:`qrelkit.config.PLUGINS_ENV`, which imports them when a configuration is loaded)
-PLUGINS_ENV = "QRELKIT_PLUGINS"
 #: the document fields ``[sources] docid_field = "auto"`` takes, the first the records have
 AUTO_DOCID_FIELDS = ("msmarco_document_id", "docid")
 
@@ -137,12 +134,7 @@ def _find_dataset(irds: Any, dataset_id: str) -> Any:
         return irds.load(dataset_id)
     except KeyError:
         pass
-    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - a module that does not import is the user's to fix
-            raise InputError("bad-plugin", f"cannot import {name!r} named in ${PLUGINS_ENV}: {printable(exc, 200)}") \
-                from None
+    load_plugins()  # the modules of $QRELKIT_PLUGINS, as a configuration's loading imports them
     return irds.load(dataset_id)
 
 
@@ -446,11 +438,11 @@ class IrdsCorpus(CorpusSource):
 
 
 def _check_ids(values: list[str], what: str, spec: str) -> None:
-    row = bad_id_row(pa.array(values, pa.string()))
-    if row is not None:
-        why = "is empty" if values[row] == "" else "holds whitespace or a control character"
-        raise InputError("bad-id", f"{what} {quoted(values[row])} {why}: TREC runs and qrels are whitespace-separated",
-                         file=spec, line=row + 1)
+    """The file readers' ``bad-id`` (:func:`qrelkit.io.corpus._id_problem`), naming the record."""
+    problem = _id_problem(pa.array(values, pa.string()), what)
+    if problem is not None:
+        row, rule, message = problem
+        raise InputError(rule, message, file=spec, line=row + 1)
 
 
 def read_irds_topics(dataset_id: str, params: SourcesParams | None = None) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 from qrelkit.io.order import natural_codes
-from qrelkit.io.sources import is_irds
+from qrelkit.io.sources import IRDS, is_irds
 from qrelkit.io.text import Column, first_problem, parse_columns, read_bytes
 from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.io.params import RunsParams
@@ -97,7 +97,7 @@ def read_qrels(path: str | os.PathLike, *, lenient: bool = AS_DECLARED, scale: I
     if is_irds(path):
         from qrelkit.io.irds import read_irds_qrels  # lazy: ir_datasets is an optional extra
 
-        p, t, problems = str(path), read_irds_qrels(str(path)[len("irds:"):]), []
+        p, t, problems = str(path), read_irds_qrels(str(path)[len(IRDS):]), []
     elif p.suffix == ".parquet":
         try:
             t = pq.read_table(p)

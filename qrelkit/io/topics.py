@@ -11,7 +11,7 @@ import pandas as pd
 
 from qrelkit.errors import InputError
 from qrelkit.io.params import SourcesParams
-from qrelkit.io.sources import is_irds
+from qrelkit.io.sources import IRDS, is_irds
 from qrelkit.io.text import read_bytes, read_text
 
 
@@ -31,7 +31,7 @@ def read_topics(path: str | os.PathLike, *, params: SourcesParams | None = None)
     if is_irds(path):
         from qrelkit.io.irds import read_irds_topics  # lazy: ir_datasets is an optional extra
 
-        return read_irds_topics(str(path)[len("irds:"):], params)
+        return read_irds_topics(str(path)[len(IRDS):], params)
     p = Path(path)
     text = read_text(p)
     rows = []
@@ -86,7 +86,7 @@ def read_topic_details(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     if is_irds(path):
         from qrelkit.io.irds import read_irds_topic_details  # lazy: ir_datasets is an optional extra
 
-        return read_irds_topic_details(str(path)[len("irds:"):])
+        return read_irds_topic_details(str(path)[len(IRDS):])
     out: dict[str, dict[str, str]] = {}
     for line in read_bytes(Path(path)).decode("utf-8", errors="replace").split("\n"):
         if not line.lstrip().startswith("{"):
