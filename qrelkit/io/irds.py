@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import operator
 import os
@@ -47,7 +48,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from qrelkit.config import load_plugins
 from qrelkit.errors import InputError, printable, quoted
 from qrelkit.io.corpus import CorpusCheck, IdIndex, _id_problem, normalize_chunk
 from qrelkit.io.params import SourcesParams
@@ -56,6 +56,9 @@ from qrelkit.io.topics import DETAIL_KEYS
 
 #: the records of a fingerprint's sample: the first ones, and as many spread evenly
 SAMPLE_FIRST = SAMPLE_SPREAD = 1000
+#: the plugin modules a process imports when it meets a dataset not registered yet (as
+#: :data:`qrelkit.config.PLUGINS_ENV`, which imports them when a configuration is loaded)
+PLUGINS_ENV = "QRELKIT_PLUGINS"
 #: the document fields ``[sources] docid_field = "auto"`` takes, the first the records have
 AUTO_DOCID_FIELDS = ("msmarco_document_id", "docid")
 
@@ -134,7 +137,12 @@ def _find_dataset(irds: Any, dataset_id: str) -> Any:
         return irds.load(dataset_id)
     except KeyError:
         pass
-    load_plugins()  # the modules of $QRELKIT_PLUGINS, as a configuration's loading imports them
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - a module that does not import is the user's to fix
+            raise InputError("bad-plugin", f"cannot import {name!r} named in ${PLUGINS_ENV}: {printable(exc, 200)}") \
+                from None
     return irds.load(dataset_id)
 
 
