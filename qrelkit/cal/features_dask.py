@@ -285,7 +285,9 @@ def build_features_dask(
     universe: Iterable[str] | pa.Array | None = None,
     classes: pa.Table | None = None,
     progress: Callable[[int], None] | None = None,
-    **options,
+    params: dict | None = None,
+    shard_size: int | None = None,
+    hashing: int | None = None,
 ) -> Features:
     """:func:`~qrelkit.cal.features.build_features` on ``dask.distributed``: the same folder,
     byte for byte (see the module docs), built by the workers.
@@ -297,18 +299,15 @@ def build_features_dask(
     when it is a source of several parts (a folder of shards), which the workers read themselves.
     ``part_bytes``: the size of a part when the client streams a corpus file (a task's chunk; a
     Parquet file's parts are ``part_bytes / 256`` rows).
-    The other arguments (``norm``, ``universe``, ``classes``, ``progress``, and ``params``,
-    ``shard_size``, ``hashing`` in ``options``) are those of
+    The other arguments (``norm``, ``universe``, ``classes``, ``progress``, ``params``,
+    ``shard_size``, ``hashing``) are those of
     :func:`~qrelkit.cal.features.build_features`. Memory per
     worker is about one chunk of the corpus and its part's vocabulary while counting, one shard
     while finishing; at the client the merged vocabulary and 8 bytes per passage.
     """
     t0 = time.perf_counter()
-    unknown = sorted(set(options) - {"params", "shard_size", "hashing"})
-    if unknown:
-        raise TypeError(f"build_features_dask() got unexpected keyword arguments {unknown}")
-    fp = FeatureParams(**{k: v for k, v in options.items() if k in ("shard_size", "hashing") and v is not None})
-    shard_size, hashing, params = fp.shard_size, fp.hashing, options.get("params")
+    fp = FeatureParams(hashing=hashing) if shard_size is None else FeatureParams(shard_size=shard_size, hashing=hashing)
+    shard_size, hashing = fp.shard_size, fp.hashing
     want = _universe(universe)
     out = Path(output)
     tmp = temporary_folder(out)
