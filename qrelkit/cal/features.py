@@ -782,11 +782,12 @@ def build_features(
     Duplicate passage ids are an error (rule ``duplicate-id``).
     """
     if workers is not None or scheduler is not None:
-        if workers is not None and scheduler is not None:
-            raise InputError("bad-option", "give --workers (a LocalCluster) or --scheduler (a running cluster), not both")
+        from qrelkit.cal.distributed import check_dask_choice  # lazy: it imports this module
+        from qrelkit.cal.features_dask import build_features_dask  # lazy: it imports this module, and dask.distributed
+
+        check_dask_choice(workers, scheduler)
         if output is None:
             raise InputError("bad-option", "the Dask build writes a features folder: give an output")
-        from qrelkit.cal.features_dask import build_features_dask  # lazy: it imports this module, and dask.distributed
 
         return build_features_dask(corpus, output, scheduler=scheduler, n_workers=workers or 2, norm=norm,
                                    universe=universe, classes=classes, progress=progress, params=params,
