@@ -15,6 +15,7 @@ pytest.importorskip("distributed")
 
 from distributed import LocalCluster  # noqa: E402
 
+from qrelkit.cal import features_dask  # noqa: E402
 from qrelkit.cal.features import build_features, load_features  # noqa: E402
 from qrelkit.cal.features_dask import build_features_dask  # noqa: E402
 from qrelkit.cli import run  # noqa: E402
@@ -47,6 +48,20 @@ def scheduler():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.CRITICAL) as cluster:
         yield cluster.scheduler_address
+
+
+@pytest.fixture
+def dask_builds(monkeypatch):
+    """The calls of the Dask build (its scheduler, or None for a LocalCluster): a build that
+    quietly ran in one process would write the same folder."""
+    calls: list = []
+
+    def spy(*args, **kw):
+        calls.append(kw.get("scheduler"))
+        return build_features_dask(*args, **kw)
+
+    monkeypatch.setattr(features_dask, "build_features_dask", spy)
+    return calls
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +120,6 @@ def test_local_cluster_of_processes(tmp_path, jsonl):
 
 
 def test_folder_of_shards_byte_identical(tmp_path, scheduler):
-    pytest.importorskip("qrelkit.io.sources")
     t = corpus(900)
     folder = tmp_path / "shards"
     folder.mkdir()
@@ -116,20 +130,22 @@ def test_folder_of_shards_byte_identical(tmp_path, scheduler):
     _same_folder(tmp_path / "one", tmp_path / "dask")
 
 
-def test_cli_workers(tmp_path, jsonl, capsys):
+def test_cli_workers(tmp_path, jsonl, capsys, dask_builds):
     one, dask = tmp_path / "one", tmp_path / "dask"
     assert run(["cal", "features", str(jsonl), "-o", str(one), "--shard-size", "500"]) == 0
     capsys.readouterr()
     assert run(["cal", "features", str(jsonl), "-o", str(dask), "--shard-size", "500", "--workers", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["shards"] == 3
+    assert dask_builds == [None]
     _same_folder(one, dask)
     assert load_features(dask).n_rows == 1500
 
 
-def test_cli_scheduler(tmp_path, jsonl, scheduler):
+def test_cli_scheduler(tmp_path, jsonl, scheduler, dask_builds):
     one, dask = tmp_path / "one", tmp_path / "dask"
     assert run(["cal", "features", str(jsonl), "-o", str(one), "--hashing", "50"]) == 0
     assert run(["cal", "features", str(jsonl), "-o", str(dask), "--hashing", "50", "--scheduler", scheduler]) == 0
+    assert dask_builds == [scheduler]
     _same_folder(one, dask)
 
 
@@ -141,7 +157,7 @@ def test_cli_workers_and_scheduler_refused(tmp_path, jsonl, capsys):
     assert not (tmp_path / "f").exists()
 
 
-def test_campaign_features_on_dask(sim3, tmp_path, scheduler):
+def test_campaign_features_on_dask(sim3, tmp_path, scheduler, dask_builds):
     """A campaign with ``[campaign] scheduler`` (or ``workers``) builds the features folder of a
     campaign run in one process."""
     from qrelkit.campaign import Campaign
@@ -162,4 +178,5 @@ def test_campaign_features_on_dask(sim3, tmp_path, scheduler):
         with Campaign(d).runner() as r:
             r.warm()  # the CAL features
         folders.append(d / "features")
+    assert dask_builds == [scheduler]  # the second campaign's, on the cluster
     _same_folder(*folders)

@@ -58,7 +58,7 @@ SPILL_ENV = "QRELKIT_DASK_SPILL"
 POLL_S = 0.25  # how often the client looks for lost workers while it waits
 MAX_RETRIES = 3  # lost workers an iteration recovers from before it fails
 
-__all__ = ["DaskScorer", "dask_client", "scorer_for"]
+__all__ = ["DaskScorer", "check_dask_choice", "dask_client", "scorer_for"]
 
 
 # --------------------------------------------------------------------------- on the workers
@@ -167,6 +167,14 @@ def _score_task(path: str, shards: list[int], spec: tuple, k, model, skips: list
 
 
 # --------------------------------------------------------------------------- at the client
+
+
+def check_dask_choice(workers: int | None, scheduler: str | None) -> None:
+    """``workers`` (a LocalCluster) or ``scheduler`` (a running cluster), not both; at least one worker."""
+    if workers is not None and scheduler is not None:
+        raise InputError("bad-option", "give --workers (a LocalCluster) or --scheduler (a running cluster), not both")
+    if workers is not None and workers < 1:
+        raise InputError("bad-option", "--workers must be at least 1")
 
 
 def dask_client(scheduler: str | None, n_workers: int = 2, threads_per_worker: int = 1) -> tuple:
@@ -438,7 +446,8 @@ class DaskScorer:
 def scorer_for(features: Features, *, scheduler: str | None = None, workers: int | None = None, **kw):
     """A context manager giving the scorer of a command: a :class:`DaskScorer` with
     ``scheduler`` (a running cluster) or ``workers`` (a LocalCluster of that many processes), else
-    a :class:`~qrelkit.cal.scoring.LocalScorer`."""
-    if scheduler is None and not workers:
+    a :class:`~qrelkit.cal.scoring.LocalScorer`. Both, or fewer than one worker, are refused."""
+    check_dask_choice(workers, scheduler)
+    if scheduler is None and workers is None:
         return contextlib.nullcontext(LocalScorer(features))
     return DaskScorer(features, scheduler=scheduler, n_workers=int(workers or 2), **kw)

@@ -58,7 +58,7 @@ _EMPTY = np.int32(-1)
 DEFAULT_SHARD_SIZE = FeatureParams.declared_default("shard_size")
 
 __all__ = ["DEFAULT_SHARD_SIZE", "FORMAT", "FORMAT_VERSION", "WIDE", "Features", "SparseRows", "Vocabulary", "build_params",
-           "checked_chunk", "count_rows",
+           "canonical_rows", "checked_chunk", "count_rows", "sort_and_weight",
            "build_features", "chunks_of", "load_features", "row_pairs", "save_features"]
 
 
@@ -587,9 +587,7 @@ class _ShardBuilder:
         del idxs, tfs
         pids = pa.concat_arrays([p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
                                  for p in pid_parts]).cast(pa.string())
-        canonical = None
-        if self.noncanonical is not None:
-            canonical = ~pc.is_in(pids, value_set=self.noncanonical).to_numpy(zero_copy_only=False)
+        canonical = canonical_rows(pids, self.noncanonical)
         self.hashes.append(pid_hashes(pids))
         sh = Shard(indptr=indptr, indices=indices, data=data, first_row=self.n_rows, pid_array=pids, canonical=canonical)
         sh.index_pids(self.hashes[-1])
@@ -674,6 +672,22 @@ def count_rows(texts, vocab: Vocabulary, df: np.ndarray, norm: Normalization, ha
     return nuniq, idx, tf, df
 
 
+def sort_and_weight(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, remap: np.ndarray,
+                    idf: np.ndarray) -> None:
+    """Renumber the columns of raw rows by ``remap`` (empty: already final), sort each row's
+    columns, weight it by ``idf`` and L2-normalize it, in place (serial kernels for a small shard)."""
+    small = len(indices) < SMALL
+    (_remap_sort_serial if small else _remap_sort)(indptr, indices, data, remap)
+    (_weight_rows_serial if small else _weight_rows)(indptr, indices, data, idf)
+
+
+def canonical_rows(pids: pa.Array, noncanonical: pa.Array | None) -> np.ndarray | None:
+    """Whether each of ``pids`` is canonical (not in ``noncanonical``), or None without classes."""
+    if noncanonical is None:
+        return None
+    return ~pc.is_in(pids, value_set=noncanonical).to_numpy(zero_copy_only=False)
+
+
 def _finish_shard(sh: Shard, remap: np.ndarray, idf: np.ndarray) -> None:
     """Renumber the columns of a raw shard, sort its rows, weight and normalize them (in place:
     memory-mapped files for a shard on disk), and add the 2-byte column ids."""
@@ -682,9 +696,7 @@ def _finish_shard(sh: Shard, remap: np.ndarray, idf: np.ndarray) -> None:
         nnz = sh.nnz
         sh.indices = np.load(sh.folder / "indices.npy", mmap_mode="r+") if nnz else np.zeros(0, np.int32)
         sh.data = np.load(sh.folder / "data.npy", mmap_mode="r+") if nnz else np.zeros(0, np.float32)
-    small = len(sh.indices) < SMALL
-    (_remap_sort_serial if small else _remap_sort)(sh.indptr, sh.indices, sh.data, remap)
-    (_weight_rows_serial if small else _weight_rows)(sh.indptr, sh.indices, sh.data, idf)
+    sort_and_weight(sh.indptr, sh.indices, sh.data, remap, idf)
     if sh.folder is None:
         sh.compact_indices()
         return
@@ -770,11 +782,12 @@ def build_features(
     Duplicate passage ids are an error (rule ``duplicate-id``).
     """
     if workers is not None or scheduler is not None:
-        if workers is not None and scheduler is not None:
-            raise InputError("bad-option", "give --workers (a LocalCluster) or --scheduler (a running cluster), not both")
+        from qrelkit.cal.distributed import check_dask_choice  # lazy: it imports this module
+        from qrelkit.cal.features_dask import build_features_dask  # lazy: it imports this module, and dask.distributed
+
+        check_dask_choice(workers, scheduler)
         if output is None:
             raise InputError("bad-option", "the Dask build writes a features folder: give an output")
-        from qrelkit.cal.features_dask import build_features_dask  # lazy: it imports this module, and dask.distributed
 
         return build_features_dask(corpus, output, scheduler=scheduler, n_workers=workers or 2, norm=norm,
                                    universe=universe, classes=classes, progress=progress, params=params,

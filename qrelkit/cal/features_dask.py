@@ -39,12 +39,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from qrelkit.cal.distributed import dask_client
 from qrelkit.cal.features import (
-    SMALL, Features, Vocabulary, _columns, _noncanonical, _remap_sort, _remap_sort_serial, _universe, _weight_rows,
-    _weight_rows_serial, _write_store, build_params, checked_chunk, chunks_of, count_rows, load_features,
+    Features, Vocabulary, _columns, _noncanonical, _universe, _write_store, build_params, canonical_rows, checked_chunk,
+    chunks_of, count_rows, load_features, sort_and_weight,
 )
 from qrelkit.cal.params import FeatureParams
 from qrelkit.cal.shards import Shard, duplicate_pid, install_folder, pid_hashes, save_shard, shard_dir, temporary_folder
@@ -138,15 +137,11 @@ def _finish_shard_task(s: int, first_row: int, pieces: list[tuple[int, int, int]
     data = np.concatenate(tfs) if tfs else np.zeros(0, np.float32)
     del got, idxs, tfs
     idf = np.load(Path(store) / "idf.npy", mmap_mode="r")
-    small = len(indices) < SMALL
-    with _lock:
-        (_remap_sort_serial if small else _remap_sort)(indptr, indices, data, np.zeros(0, np.int32))
-        (_weight_rows_serial if small else _weight_rows)(indptr, indices, data, np.asarray(idf))
+    with _lock:  # the columns are final already (renumbered as read): an empty remap
+        sort_and_weight(indptr, indices, data, np.zeros(0, np.int32), np.asarray(idf))
     pids = pa.concat_arrays(list(pid_parts)).cast(pa.string()) if pid_parts else pa.array([], pa.string())
-    canonical = None
-    if noncanonical is not None:
-        canonical = ~pc.is_in(pids, value_set=noncanonical).to_numpy(zero_copy_only=False)
-    sh = Shard(indptr=indptr, indices=indices, data=data, first_row=first_row, pid_array=pids, canonical=canonical)
+    sh = Shard(indptr=indptr, indices=indices, data=data, first_row=first_row, pid_array=pids,
+               canonical=canonical_rows(pids, noncanonical))
     with _lock:  # its 2-byte ids and id hashes are numba kernels too
         save_shard(sh, Path(store) / shard_dir(s))
     return s, n, int(indptr[-1])
@@ -290,7 +285,9 @@ def build_features_dask(
     universe: Iterable[str] | pa.Array | None = None,
     classes: pa.Table | None = None,
     progress: Callable[[int], None] | None = None,
-    **options,
+    params: dict | None = None,
+    shard_size: int | None = None,
+    hashing: int | None = None,
 ) -> Features:
     """:func:`~qrelkit.cal.features.build_features` on ``dask.distributed``: the same folder,
     byte for byte (see the module docs), built by the workers.
@@ -302,18 +299,15 @@ def build_features_dask(
     when it is a source of several parts (a folder of shards), which the workers read themselves.
     ``part_bytes``: the size of a part when the client streams a corpus file (a task's chunk; a
     Parquet file's parts are ``part_bytes / 256`` rows).
-    The other arguments (``norm``, ``universe``, ``classes``, ``progress``, and ``params``,
-    ``shard_size``, ``hashing`` in ``options``) are those of
+    The other arguments (``norm``, ``universe``, ``classes``, ``progress``, ``params``,
+    ``shard_size``, ``hashing``) are those of
     :func:`~qrelkit.cal.features.build_features`. Memory per
     worker is about one chunk of the corpus and its part's vocabulary while counting, one shard
     while finishing; at the client the merged vocabulary and 8 bytes per passage.
     """
     t0 = time.perf_counter()
-    unknown = sorted(set(options) - {"params", "shard_size", "hashing"})
-    if unknown:
-        raise TypeError(f"build_features_dask() got unexpected keyword arguments {unknown}")
-    fp = FeatureParams(**{k: v for k, v in options.items() if k in ("shard_size", "hashing") and v is not None})
-    shard_size, hashing, params = fp.shard_size, fp.hashing, options.get("params")
+    fp = FeatureParams(hashing=hashing) if shard_size is None else FeatureParams(shard_size=shard_size, hashing=hashing)
+    shard_size, hashing = fp.shard_size, fp.hashing
     want = _universe(universe)
     out = Path(output)
     tmp = temporary_folder(out)

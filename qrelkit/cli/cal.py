@@ -327,7 +327,6 @@ SchedulerOpt = typer.Option(None, "--scheduler", help="Score the feature shards 
 def _scorer(feats, scheduler: Optional[str], workers: Optional[int]):
     from qrelkit.cal.distributed import scorer_for  # lazy: numba kernels, slow to import
 
-    common.dask_choice(workers, scheduler)  # both at once: refused, as by every command
     return scorer_for(feats, scheduler=scheduler, workers=workers)
 
 
