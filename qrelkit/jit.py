@@ -34,7 +34,8 @@ def twins(py_func: Callable) -> tuple[Callable, Callable]:
 #: the modules whose numba kernels carry ``cache=True`` (compiled once, then loaded from disk)
 KERNEL_MODULES = ("qrelkit.dedupe.tokenize", "qrelkit.dedupe.minhash", "qrelkit.dedupe.lsh", "qrelkit.dedupe._exact",
                   "qrelkit.dedupe.accuracy", "qrelkit.dedupe.distributed", "qrelkit.cal.features", "qrelkit.cal.shards",
-                  "qrelkit.cal.scoring", "qrelkit.cal.loop", "qrelkit.cal.simulation", "qrelkit.io.idhash")
+                  "qrelkit.cal.scoring", "qrelkit.cal.loop", "qrelkit.cal.simulation", "qrelkit.io.idhash",
+                  "qrelkit.pooler.adjudicate_kernels")
 NOTICE = "compiling kernels, once per install (about a minute)..."
 
 

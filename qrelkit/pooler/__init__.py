@@ -10,9 +10,11 @@ parameters' declarations, loads none of its machinery."""
 from qrelkit.lazy import attach
 
 __getattr__ = attach(__name__, {
+    "adjudicate": ("TopicPool", "adjudicate", "available_strategies", "next_round", "pool_from_lists",
+                   "register_strategy", "run_strategy", "simulate_order", "strategy", "topic_pools"),
     "batches": ("import_batches", "make_batches", "require_texts"),
     "fractional": ("fractional_ids", "fractional_ids_from_corpus", "fractional_masks", "restrict_runs"),
-    "params": ("BatchParams", "FractionalParams", "FusedParams", "PoolParams", "SelectionParams", "Top1Params"),
+    "params": ("AdjudicateParams", "BatchParams", "FractionalParams", "FusedParams", "PoolParams", "SelectionParams", "Top1Params"),
     "pools": ("depth_pool", "filter_runs", "fused_pool", "pool_size_distribution", "top1_pool"),
     "registry": (
         "ConfiguredPool", "PoolSpec", "available_pools", "configured_pool", "fractional_pool", "make_pool", "pool_kind",
@@ -23,6 +25,8 @@ __getattr__ = attach(__name__, {
 })
 
 __all__ = [
+    "AdjudicateParams", "TopicPool", "adjudicate", "available_strategies", "next_round", "pool_from_lists",
+    "register_strategy", "run_strategy", "simulate_order", "strategy", "topic_pools",
     "BatchParams", "ConfiguredPool", "FractionalParams", "FusedParams", "PoolParams", "PoolSpec", "SelectionParams",
     "Top1Params", "available_pools", "configured_pool", "depth_pool", "filter_runs", "fractional_ids",
     "fractional_ids_from_corpus", "fractional_masks", "fractional_pool", "fused_pool", "import_batches", "make_batches",

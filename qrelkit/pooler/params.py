@@ -1,6 +1,6 @@
 """The parameters of the pooler: which runs feed the pool (``[selection]``), the pool
 (``[pool]``: its kind, depth, what is already judged, the runs' score ties), the top-1 pool
-(``[top1]``), the fused pool (``[fused]``), the fractional collection (``[fractional]``) and the
+(``[top1]``), the adjudication order under a budget (``[adjudicate]``), the fused pool (``[fused]``), the fractional collection (``[fractional]``) and the
 assessor batches (``[batch]``). Declared here, beside their classes, which the pool kinds
 (:mod:`qrelkit.pooler.registry`), the selection (:mod:`qrelkit.pooler.protocol`) and the batches
 (:func:`qrelkit.pooler.batches.make_batches`) take; a library function's keyword left None takes
@@ -62,6 +62,20 @@ FRACTIONAL = declare(
     "fractional",
     Key("fraction", "float", 0.1, "share of a seeded random order of the deduplicated corpus", **UNIT),
     Key("seed", "int", 0, "seed of that random order", min=0),
+)
+
+ADJUDICATE = declare(
+    "adjudicate",
+    Key("strategy", "str", "none", "the order in which each topic's pool is judged under a budget: none (the whole "
+        "pool, in pool order) or a registered adjudication strategy (docs/protocol.md)", choices=("none",)),
+    Key("budget", "int", 0, "judgments per topic made in the strategy's order (0: the whole pool)", min=0),
+    Key("batch", "int", 10, "documents issued per topic per round: the next round is chosen once the last is judged",
+        min=1),
+    Key("hedge_beta", "float", 0.1, "Hedge's beta: a run's weight is multiplied by beta**loss after each judgment",
+        min=0.0, max=1.0),
+    Key("mm_ns_discount", "float", 0.9, "mm-ns: each older judgment of a run weighs this factor less in its "
+        "Beta estimate (1: mm)", min=0.0, max=1.0),
+    Key("ucb_c", "float", 2.0, "ucb: the exploration bonus sqrt(c ln n / n_k)", min=0.0),
 )
 
 BATCH = declare(
@@ -153,6 +167,30 @@ class FractionalParams(Params):
 
     fraction: float = param(FRACTIONAL, "fraction")
     seed: int = param(FRACTIONAL, "seed")
+
+
+@dataclass(frozen=True)
+class AdjudicateParams(Params):
+    """``[adjudicate]``: the adjudication strategy of a campaign's pool, its budget and batch per
+    topic, and the strategies' constants (:mod:`qrelkit.pooler.adjudicate`).
+
+    >>> AdjudicateParams().strategy, AdjudicateParams().hedge_beta
+    ('none', 0.1)
+    """
+
+    SECTION = "adjudicate"
+    KEYS = ADJUDICATE
+
+    strategy: str = param(ADJUDICATE, "strategy")
+    budget: int = param(ADJUDICATE, "budget")
+    batch: int = param(ADJUDICATE, "batch")
+    hedge_beta: float = param(ADJUDICATE, "hedge_beta")
+    mm_ns_discount: float = param(ADJUDICATE, "mm_ns_discount")
+    ucb_c: float = param(ADJUDICATE, "ucb_c")
+
+    def constants(self) -> dict[str, float]:
+        """The strategies' constants, as the strategy functions take them."""
+        return {"hedge_beta": self.hedge_beta, "mm_ns_discount": self.mm_ns_discount, "ucb_c": self.ucb_c}
 
 
 @dataclass(frozen=True)
