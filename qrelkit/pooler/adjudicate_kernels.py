@@ -59,7 +59,8 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
             best = -1
             best_score = -np.inf
             for k in range(n_runs):
-                # catch the pointer up over the revealed documents, observing them
+                # catch the pointer up over the revealed documents, observing them (every arm
+                # first: UCB's bonus takes the count of all observations)
                 j = ptr[k]
                 end = offsets[k + 1]
                 while j < end and revealed[docs[j]]:
@@ -69,6 +70,7 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
                     observed += 1.0
                     j += 1
                 ptr[k] = j
+            for k in range(n_runs):
                 if _candidate(k, ptr, offsets, docs, taken, revealed) < 0:
                     continue
                 if kind == 0:
