@@ -107,6 +107,20 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
 
 
 @nb.njit(cache=True)
+def _beliefs(offsets, docs, u, logw, belief):
+    """``belief[d] = sum_k w_k u_k(d)``, the weights scaled by the largest (exact every round: an
+    update in place would lose the small weights to rounding)."""
+    top = logw.max()
+    belief[:] = 0.0
+    for k in range(len(offsets) - 1):
+        w = np.exp(logw[k] - top)
+        if w == 0.0:
+            continue
+        for j in range(offsets[k], offsets[k + 1]):
+            belief[docs[j]] += w * u[j]
+
+
+@nb.njit(cache=True)
 def hedge_order(offsets, docs, n_docs, known, prior, batches, beta):
     """Hedge (Aslam, Pavlu and Savell, SIGIR 2003), each run an expert.
 
@@ -115,9 +129,11 @@ def hedge_order(offsets, docs, n_docs, known, prior, batches, beta):
     the bottom, 0 for a document it did not retrieve). The next document is the one not taken with
     the largest ``sum_k w_k u_k(d)`` (ties: docid order). Once a document's outcome is seen, each
     run's weight is multiplied by ``beta ** loss``: ``loss = (1 - u) / 2`` when relevant,
-    ``(1 + u) / 2`` when not."""
+    ``(1 + u) / 2`` when not (1/2 for a run that did not retrieve it)."""
     n_runs = len(offsets) - 1
     u = np.empty(len(docs))
+    # each document's occurrences (run, position), to update only the runs that retrieved it
+    count = np.zeros(n_docs + 1, np.int64)
     for k in range(n_runs):
         z = offsets[k + 1] - offsets[k]
         hz = 0.0
@@ -127,44 +143,34 @@ def hedge_order(offsets, docs, n_docs, known, prior, batches, beta):
         for i in range(z):  # rank i + 1: H(Z) - H(i)
             u[offsets[k] + i] = tail / hz
             tail -= 1.0 / (i + 1)
+            count[docs[offsets[k] + i] + 1] += 1
+    starts = np.cumsum(count)
+    fill = starts[:-1].copy()
+    occ_run = np.empty(len(docs), np.int64)
+    occ_pos = np.empty(len(docs), np.int64)
+    for k in range(n_runs):
+        for j in range(offsets[k], offsets[k + 1]):
+            d = docs[j]
+            occ_run[fill[d]] = k
+            occ_pos[fill[d]] = j
+            fill[d] += 1
     logw = np.zeros(n_runs)
     lb = np.log(max(beta, 1e-300))  # beta 0: a loss silences a run (finite, so no inf - inf)
     taken = prior.copy()
     belief = np.zeros(n_docs)
     out = np.empty(n_docs, np.int32)
     n_out = 0
-    pending = np.empty(0, np.int32)
-    first = True
+    seen = np.flatnonzero(prior).astype(np.int32)  # the prior judgments, then each round's
     for size in batches:
-        # the outcomes seen since the last choice: the prior judgments, then the last round's
-        if first:
-            seen = np.flatnonzero(prior).astype(np.int32)
-            first = False
-        else:
-            seen = pending
+        for d in seen:
+            logw += 0.5 * lb
+            for o in range(starts[d], starts[d + 1]):
+                j = occ_pos[o]
+                loss = (1.0 - u[j]) / 2.0 if known[d] > 0 else (1.0 + u[j]) / 2.0
+                logw[occ_run[o]] += (loss - 0.5) * lb
         if len(seen):
-            mark = np.zeros(n_docs, np.bool_)
-            for d in seen:
-                mark[d] = True
-            for k in range(n_runs):
-                loss = 0.0
-                hit = 0
-                for j in range(offsets[k], offsets[k + 1]):
-                    d = docs[j]
-                    if mark[d]:
-                        hit += 1
-                        if known[d] > 0:
-                            loss += (1.0 - u[j]) / 2.0
-                        else:
-                            loss += (1.0 + u[j]) / 2.0
-                loss += 0.5 * (len(seen) - hit)  # documents the run did not retrieve
-                logw[k] += loss * lb
-        top = logw.max()
-        belief[:] = 0.0
-        for k in range(n_runs):
-            w = np.exp(logw[k] - top)
-            for j in range(offsets[k], offsets[k + 1]):
-                belief[docs[j]] += w * u[j]
+            logw -= logw.max()  # the weights' scale means nothing: keep the largest at 1
+        _beliefs(offsets, docs, u, logw, belief)
         start = n_out
         for _ in range(size):
             best = -1
@@ -178,9 +184,9 @@ def hedge_order(offsets, docs, n_docs, known, prior, batches, beta):
             taken[best] = True
             out[n_out] = best
             n_out += 1
-        pending = out[start:n_out].copy()
+        seen = out[start:n_out].copy()
         stop = n_out == start
-        for d in pending:
+        for d in seen:
             if known[d] < 0:
                 stop = True
         if stop:
