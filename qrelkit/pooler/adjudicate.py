@@ -70,9 +70,17 @@ class TopicPool:
         return {r: [self.docids[d] for d in self.docs[self.offsets[k]:self.offsets[k + 1]]]
                 for k, r in enumerate(self.runs)}
 
+    def positions(self) -> dict[str, int]:
+        """docid -> its index in the pool (built once per pool)."""
+        got = self.__dict__.get("_positions")
+        if got is None:
+            got = {d: i for i, d in enumerate(self.docids)}
+            object.__setattr__(self, "_positions", got)
+        return got
+
     def index(self, docids: Iterable[str]) -> np.ndarray:
         """The documents' indices (an id not in the pool is ``[not-in-pool]``)."""
-        pos = {d: i for i, d in enumerate(self.docids)}
+        pos = self.positions()
         try:
             return np.array([pos[d] for d in docids], np.int32)
         except KeyError as e:
@@ -273,13 +281,13 @@ def next_round(name: str, pool: TopicPool, issued: Sequence[Sequence[str]], labe
     whole pool). Empty when the budget is spent or the pool exhausted, or while a round issued is
     not all judged. The strategy is replayed from the start: the rounds issued must be the ones it
     chooses (``[adjudication-changed]`` otherwise, e.g. the strategy or its constants changed)."""
+    pos = pool.positions()
     pri = np.zeros(pool.n_docs, np.bool_)
-    pri[pool.index([d for d in prior if d in set(pool.docids)])] = True
+    pri[[pos[d] for d in prior if d in pos]] = True
     known = np.full(pool.n_docs, -1, np.int8)
     for d, rel in labels.items():
-        i = pool.index([d])[0] if d in set(pool.docids) else None
-        if i is not None:
-            known[i] = 1 if rel else 0
+        if d in pos:
+            known[pos[d]] = 1 if rel else 0
     done = sum(len(r) for r in issued)
     if any(known[pool.index(r)].min(initial=0) < 0 for r in issued if len(r)):
         return []
