@@ -276,6 +276,22 @@ def test_strategy_none_issues_the_rest_of_the_pool_as_before(sim4, tmp_path):
     assert "adjudication" not in md.lower()
 
 
+@pytest.mark.parametrize("extra, rule", [
+    ('[adjudicate]\nbudget = 300\n', "budget-without-strategy"),
+    ('[adjudicate]\nstrategy = "mm-ns"\n[campaign]\nskip = ["pool-rest"]\n', "strategy-without-pool-rest"),
+    ('[adjudicate]\nstrategy = "mmns"\n', "bad-choice"),
+])
+def test_init_refuses_a_budget_it_cannot_honour(sim4, tmp_path, capsys, extra, rule):
+    cfg = tmp_path / "p.toml"
+    cfg.write_text(extra)
+    d = tmp_path / "c"
+    capsys.readouterr()
+    assert cli(["campaign", "init", str(d), "-c", str(cfg), "--corpus", str(sim4 / "corpus.jsonl"), "-t",
+                str(sim4 / "topics.tsv"), "--runs", str(sim4 / "runs"), "-m", str(sim4 / "manifest.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"[{rule}]" in err and len(err.strip().splitlines()) == 1 and not d.exists()
+
+
 WEB_PROTOCOL = """
 [pool]
 depth = 5
