@@ -346,3 +346,19 @@ def test_judging_a_round_in_the_web_app_issues_the_topics_next_round(sim4, tmp_p
     known = {dd: truth.get(("1001", dd), 0) >= 2 for dd in rounds["1001"][0]}
     assert rounds["1001"][1] == next_round("mm-ns", tp, rounds["1001"][:1], known, size=4, budget=8)
     assert out == {"1001/adj-0002", "1002/adj-0001", "1003/adj-0001", "1004/adj-0001"}
+
+
+def test_the_budget_cannot_change_once_a_round_is_out(sim4, tmp_path, capsys):
+    d = tmp_path / "c"
+    c = _init(sim4, d)
+    assert c.run(oracle=sim4 / "qrels.txt", error_rate=ERR, seed=SEED, until="screening")["state"] == "until screening"
+    protocol = d.parent / f"{d.name}.toml"
+    protocol.write_text(PROTOCOL.replace("budget = 30", "budget = 40"))
+    assert cli(["campaign", "adopt-config", str(d), "--dry-run"]) == 0  # pool-rest not started: adoptable
+    protocol.write_text(PROTOCOL)
+    assert c.run()["state"] == "waiting for judgments"  # round 1 out
+    protocol.write_text(PROTOCOL.replace("budget = 30", "budget = 40"))
+    capsys.readouterr()
+    assert cli(["campaign", "adopt-config", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert "[adopt-refused]" in err and "[adjudicate] budget" in err and "pool-rest" in err

@@ -99,7 +99,8 @@ def under_way(store: CampaignStore, directory: Path) -> dict[str, str]:
     out.update({name: "done" for name in store.state.stages_done()})
     b = store.batches.all(counts=False)
     ids, kinds = b["batch_id"].astype(str), b["kind"].astype(str)
-    for stage, issued in (("screening", ids.str.endswith("/screen")), ("pool-rest", ids.str.endswith("/pool-rest")),
+    rest = ids.str.endswith("/pool-rest") | ids.str.contains(r"/adj-\d+$")  # the whole rest, or adjudication rounds
+    for stage, issued in (("screening", ids.str.endswith("/screen")), ("pool-rest", rest),
                           ("fractional", ids.str.endswith("/fractional")), ("cal", kinds == "cal")):
         if stage not in out and bool(issued.any()):
             out[stage] = "started: batches issued"
