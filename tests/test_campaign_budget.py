@@ -348,6 +348,29 @@ def test_judging_a_round_in_the_web_app_issues_the_topics_next_round(sim4, tmp_p
     assert out == {"1001/adj-0002", "1002/adj-0001", "1003/adj-0001", "1004/adj-0001"}
 
 
+def test_the_common_core_2017_protocol_judges_in_mm_ns_order_up_to_its_budget(sim4, tmp_path):
+    """configs/common-core-2017.toml as shipped (its budget lowered to 20, the simulator's grades
+    put on its 0-2 scale): no screening, the whole budget made in mm-ns order on every topic."""
+    from qrelkit.config import load_config  # lazy: only this test reads the shipped file
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "common-core-2017.toml"
+    cfg = load_config(path)
+    assert (cfg.get_value("adjudicate", "strategy"), cfg.get_value("adjudicate", "budget")) == ("mm-ns", 600)
+    assert "pool-rest" not in cfg.get_value("campaign", "skip") and "screening" in cfg.get_value("campaign", "skip")
+    text = path.read_text()
+    assert "budget = 600 " in text
+    qrels = tmp_path / "qrels02.txt"
+    qrels.write_text("".join(f"{q} 0 {dd} {min(int(g), 2)}\n" for q, _, dd, g in
+                             (ln.split() for ln in (sim4 / "qrels.txt").read_text().splitlines())))
+    d = tmp_path / "c"
+    c = _init(sim4, d, text.replace("budget = 600 ", "budget = 20 "))
+    assert c.run(oracle=qrels, seed=SEED)["state"] == "done"
+    with open_campaign_store(d) as s:
+        summary = s.state.stages_done()["pool-rest"]
+        assert set(s.batches.all()["batch_id"].str.split("/").str[1]) == {"adj-0001", "adj-0002"}
+    assert summary["strategy"] == "mm-ns" and summary["judged"] == {q: 20 for q in ("1001", "1002", "1003", "1004")}
+
+
 def test_the_budget_cannot_change_once_a_round_is_out(sim4, tmp_path, capsys):
     d = tmp_path / "c"
     c = _init(sim4, d)
