@@ -136,7 +136,9 @@ def stage_pool_rest(ctx: stages.Context) -> dict | Waiting:
     if p.strategy == "none":
         return stages.stage_pool_rest(ctx)
     keep = stages.kept_topics(ctx)
-    pools = topic_pools(read_table(ctx.dir / "pool.parquet"))
+    if "topic_pools" not in ctx.cache:  # the pool stage's file, written once: read once by a long-lived runner
+        ctx.cache["topic_pools"] = topic_pools(read_table(ctx.dir / "pool.parquet"))
+    pools = ctx.cache["topic_pools"]
     while True:
         if ctx.judging.oracle is not None:
             owed = ctx.judging.owed()
