@@ -125,7 +125,6 @@ def test_the_oracle_judges_each_topic_up_to_its_budget_in_the_strategys_order(or
                                                                        "1001/adj-0003"]
 
 
-
 def test_waiting_between_rounds_and_a_kill_resume_to_the_same_bytes(sim4, oracle_run, tmp_path, monkeypatch):
     """Advance until waiting, judge what is out as the oracle would, reopen, again: each topic
     moves round by round; a kill between recording what the strategy saw and issuing its round
