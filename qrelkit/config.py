@@ -940,6 +940,31 @@ def _pool_depth(cfg: Config) -> Conflict | None:
                     "lower the pool depth, or raise max_depth")
 
 
+# -- [adjudicate] -------------------------------------------------------------------------------
+
+
+@cross_rule("adjudicate", "budget-without-strategy")
+def _budget_without_strategy(cfg: Config) -> Conflict | None:
+    """``[adjudicate] budget`` set while ``strategy = "none"``: the whole pool is judged, in pool
+    order; the budget would not be honoured."""
+    if _v(cfg, "adjudicate", "strategy") != "none" or not int(_v(cfg, "adjudicate", "budget")):
+        return None
+    return Conflict((("adjudicate", "budget"), ("adjudicate", "strategy")),
+                    "a budget needs an adjudication strategy: with none the whole pool is judged, in pool order",
+                    'name a strategy (e.g. strategy = "mm-ns"), or set budget = 0')
+
+
+@cross_rule("adjudicate", "strategy-without-pool-rest")
+def _strategy_without_pool_rest(cfg: Config) -> Conflict | None:
+    """``[adjudicate] strategy`` set while ``[campaign] skip`` leaves out pool-rest, the stage that
+    judges in the strategy's order: the strategy would not be honoured."""
+    if _v(cfg, "adjudicate", "strategy") == "none" or "pool-rest" not in list(_v(cfg, "campaign", "skip")):
+        return None
+    return Conflict((("adjudicate", "strategy"), ("campaign", "skip")),
+                    "the adjudication order is the pool-rest stage's, which skip leaves out",
+                    'remove pool-rest from skip, or set strategy = "none"')
+
+
 # -- [dedupe] -----------------------------------------------------------------------------------
 
 

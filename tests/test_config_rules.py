@@ -46,6 +46,9 @@ CASES: dict[str, tuple[str, tuple[str, str], int]] = {
     "expected-deeper-than-max": ('[runs]\nmax_depth = 100\nexpected_depth = 200\n',
                                  ("[runs] expected_depth", "[runs] max_depth"), 3),
     "lsh-bands-exceed-permutations": ('[dedupe]\nbands = 40\n', ("[dedupe] bands", "[dedupe] num_perm"), 2),
+    "budget-without-strategy": ('[adjudicate]\nbudget = 300\n', ("[adjudicate] budget", "[adjudicate] strategy"), 2),
+    "strategy-without-pool-rest": ('[adjudicate]\nstrategy = "mm-ns"\n[campaign]\nskip = ["pool-rest"]\n',
+                                   ("[adjudicate] strategy", "[campaign] skip"), 2),
     "never-accepted": ('[stopping]\naccept_density_below = 0.0\n',
                        ("[stopping] accept_density_below", "[cal] budget"), 2),
 }

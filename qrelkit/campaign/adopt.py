@@ -42,11 +42,12 @@ CONFIG_STAGES: dict[str, tuple[str, ...]] = {
     "fused": (),
     "screen": ("screening",),
     "fractional": ("fractional", "cal"),
+    "adjudicate": ("pool-rest", "report"),
     "batch.first_n": (),
     "batch.seed": (),
     "batch.assessors_per_item": _JUDGING,
     "labels.scale": (INIT, "pool", *_ONE_GRADE),
-    "labels.passage_relevant": ("screening", "cal", "qrels", "evaluate", "report"),
+    "labels.passage_relevant": ("screening", "pool-rest", "cal", "qrels", "evaluate", "report"),
     "labels.vote_threshold": _ONE_GRADE,
     "labels.graded": _ONE_GRADE,
     "labels.fallback": _ONE_GRADE,
@@ -98,7 +99,8 @@ def under_way(store: CampaignStore, directory: Path) -> dict[str, str]:
     out.update({name: "done" for name in store.state.stages_done()})
     b = store.batches.all(counts=False)
     ids, kinds = b["batch_id"].astype(str), b["kind"].astype(str)
-    for stage, issued in (("screening", ids.str.endswith("/screen")), ("pool-rest", ids.str.endswith("/pool-rest")),
+    rest = ids.str.endswith("/pool-rest") | ids.str.contains(r"/adj-\d+$")  # the whole rest, or adjudication rounds
+    for stage, issued in (("screening", ids.str.endswith("/screen")), ("pool-rest", rest),
                           ("fractional", ids.str.endswith("/fractional")), ("cal", kinds == "cal")):
         if stage not in out and bool(issued.any()):
             out[stage] = "started: batches issued"

@@ -14,7 +14,10 @@ the advance lock only probed) and says:
 * ``owed``: per batch out and assessor, the items owed, the batch file, and whether anyone can
   judge it: when the campaign has web accounts (``qrelkit serve``), an assessor without one or
   with a revoked one can never judge in the app — ``judgeable`` false, and the note says how to
-  fix it.
+  fix it;
+* ``adjudication``: with an ``[adjudicate] strategy``, where each kept topic's budgeted judging
+  stands (:func:`qrelkit.campaign.adjudication.adjudication_progress`: rounds, judged of the
+  budget, a round out); the summary of a waiting campaign names the topics with a round out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from qrelkit.campaign.adjudication import adjudication_progress, waiting_summary
 from qrelkit.campaign.lock import describe_holder, held_by
 from qrelkit.campaign.judging import batch_file
 from qrelkit.campaign.store import campaign_config, input_problems
@@ -82,7 +86,7 @@ def owed_items(directory: str | os.PathLike, store: CampaignStore, *, free_choic
 
 def campaign_health(directory: str | os.PathLike) -> dict[str, Any]:
     """Why the campaign in ``directory`` waits and what to do (see the module documentation):
-    ``state, summary, inputs, failure, lock, owed``. Changes nothing."""
+    ``state, summary, inputs, failure, lock, owed, adjudication``. Changes nothing."""
     d = Path(directory)
     store = open_campaign_store(d, readonly=True)
     try:
@@ -97,12 +101,16 @@ def campaign_health(directory: str | os.PathLike) -> dict[str, Any]:
         free, skip = WebParams.from_config(cfg).free_topic_choice, set(CampaignParams.from_config(cfg).skip)
         owed = owed_items(d, store, free_choice=free)
         done = set(store.state.stages_done())
+        adj = adjudication_progress(d, store, cfg) if "pool" in done else None
     finally:
         store.close()
     lock = held_by(d)
     left = [s for s in CAMPAIGN_STAGES if s not in done and s not in skip]
     state, summary = _state(d, inputs, failure, lock, owed, left)
-    return {"state": state, "summary": summary, "inputs": inputs, "failure": failure, "lock": lock, "owed": owed}
+    rounds = waiting_summary(adj, cfg) if state == "waiting" else ""
+    return {"state": state, "summary": summary + (f"; {rounds}" if rounds else ""), "inputs": inputs,
+            "failure": failure, "lock": lock, "owed": owed,
+            "adjudication": [] if adj is None else adj.to_dict("records")}
 
 
 def _state(d: Path, inputs: list, failure: dict | None, lock: dict | None, owed: list[dict],

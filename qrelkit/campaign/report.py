@@ -1,7 +1,7 @@
 """The campaign report: one self-contained HTML file (figures embedded as base64 PNG) and its
 Markdown twin, from the store and the artefacts of the campaign folder. Sections: stages and
 warnings; pool sizes per topic and per run; screening outcomes; judged per topic by stage and
-thread; relevance density vs. judged (the stopping rule's density line — the density rule's 0.4,
+thread; with an ``[adjudicate] strategy``, the judging in its order per topic; relevance density vs. judged (the stopping rule's density line — the density rule's 0.4,
 as Figure 7 of the TREC 2022 Deep Learning overview — or, for a rule without one, what the rule
 needs in words); the stopping decision per topic with its rule; near-duplicate expansion per grade (as
 its Table 4); inter-assessor agreement; the leaderboard with confidence intervals; deduplicated
@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from qrelkit.cal.stopping import JudgingState
+from qrelkit.campaign.adjudication import ROUND, adjudication_progress, describe
 from qrelkit.campaign.rounds import campaign_rule
 from qrelkit.campaign.settings import combine_rule
 from qrelkit.config import ProtocolParams
@@ -104,7 +105,23 @@ def _read(directory: Path, name: str) -> pd.DataFrame | None:
 def _stage_of(batch_id: str, kind: str, thread: Any) -> str:
     if kind == "cal":
         return f"cal:{thread}"
-    return str(batch_id).rsplit("/", 1)[-1]
+    last = str(batch_id).rsplit("/", 1)[-1]
+    return "pool-rest" if last.startswith(ROUND) else last  # every adjudication round is the pool-rest stage's
+
+
+def adjudication_section(doc: _Doc, directory: Path, store, cfg) -> None:
+    """With an ``[adjudicate] strategy``: the strategy, budget and batch, and per kept topic the
+    judging in its order (:func:`qrelkit.campaign.adjudication.adjudication_progress`). Nothing
+    with ``strategy = "none"``."""
+    adj = describe(cfg)
+    if adj is None:
+        return
+    doc.h("Judging in the adjudication order")
+    budget = f"{adj['budget']} judgments per topic" if adj["budget"] else "the whole pool"
+    doc.p(f"Strategy {adj['strategy']}: the rest of each kept topic's pool judged in its order, {adj['batch']} "
+          f"documents per round, until {budget} made in that order (documents judged before, at screening or in "
+          "the initial qrels, are the strategy's prior: not judged again, not counted).")
+    doc.table(adjudication_progress(directory, store, cfg))
 
 
 def _density_figure(log: pd.DataFrame, relevant: set[int], threshold: float | None, topics: list[str]):
@@ -215,6 +232,7 @@ def build(campaign, store, cfg) -> _Doc:
         piv = lab.pivot_table(index="qid", columns="stage", values="docid", aggfunc="count", fill_value=0)
         piv = piv.reindex([q for q in topics if q in piv.index]).reset_index()
         doc.table(piv)
+        adjudication_section(doc, d, store, cfg)
         relevant = {int(g) for g in LabelsParams.from_config(cfg).passage_relevant}
         doc.h("Relevance density vs. judged")
         labels = combine_log(log, combine=combine_rule(cfg))  # one grade per passage, as the stopping rule sees it

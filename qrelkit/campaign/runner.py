@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from qrelkit.cal.loop import warm_up
 from qrelkit.cal.params import ThreadParams
-from qrelkit.campaign import adopt, outputs, rounds, stages
+from qrelkit.campaign import adjudication, adopt, outputs, rounds, stages
 from qrelkit.campaign.door import check_folder, check_twin, guidelines_file
 from qrelkit.campaign.health import campaign_health
 from qrelkit.campaign.lock import LOCK_NAME, advance_lock
@@ -49,7 +49,7 @@ STAGES = CAMPAIGN_STAGES
 REQUIRED = CAMPAIGN_REQUIRED
 _FUNCS: dict[str, Callable] = {
     "validate": stages.stage_validate, "select": stages.stage_select, "dedupe": stages.stage_dedupe,
-    "pool": stages.stage_pool, "screening": stages.stage_screening, "pool-rest": stages.stage_pool_rest,
+    "pool": stages.stage_pool, "screening": stages.stage_screening, "pool-rest": adjudication.stage_pool_rest,
     "fractional": stages.stage_fractional, "cal": rounds.stage_cal, "qrels": outputs.stage_qrels,
     "evaluate": outputs.stage_evaluate, "reuse": outputs.stage_reuse,
 }

@@ -20,8 +20,8 @@ from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.params import RunsParams, SourcesParams
 from qrelkit.labels.aggregate import VoteRule
 from qrelkit.labels.params import LabelsParams
-from qrelkit.pooler.params import (BatchParams, FractionalParams, FusedParams, PoolParams, SelectionParams,
-                                   Top1Params)
+from qrelkit.pooler.params import (AdjudicateParams, BatchParams, FractionalParams, FusedParams, PoolParams,
+                                   SelectionParams, Top1Params)
 from qrelkit.prefs.params import PrefsParams
 from qrelkit.reuse.params import ReuseParams
 
@@ -65,6 +65,7 @@ class Settings:
     top1: Top1Params
     fused: FusedParams
     fractional: FractionalParams
+    adjudicate: AdjudicateParams
     batch: BatchParams
     #: how several assessors' grades of an item become one (:func:`combine_rule`)
     combine: Any
@@ -84,7 +85,7 @@ class Settings:
                    features=FeatureParams.from_config(cfg), selection=SelectionParams.from_config(cfg),
                    pool=PoolParams.from_config(cfg), top1=Top1Params.from_config(cfg),
                    fused=FusedParams.from_config(cfg), fractional=FractionalParams.from_config(cfg),
-                   batch=BatchParams.from_config(cfg), combine=combine_rule(cfg),
+                   adjudicate=AdjudicateParams.from_config(cfg), batch=BatchParams.from_config(cfg), combine=combine_rule(cfg),
                    official_thread=official_thread(cfg))
 
     @property

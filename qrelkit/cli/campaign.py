@@ -162,13 +162,16 @@ def status(
 
 
 def _print_health(h: dict) -> None:
-    """The batches out (who owes how many items, with notes), then every problem and what to do,
-    then the campaign's state in one sentence."""
+    """The batches out (who owes how many items, with notes), each topic's budgeted judging (with
+    an [adjudicate] strategy), then every problem and what to do, then the campaign's state in one
+    sentence."""
     if h["owed"]:
         owed = pd.DataFrame(h["owed"])
         common.print_table(owed[["qid", "batch_id", "kind", "assessor", "owed", "items", "file"]], title="Batches out")
         for note in dict.fromkeys(n for n in owed["note"] if n):
             common.stdout.print("note: " + note, markup=False, highlight=False, soft_wrap=True)
+    if h.get("adjudication"):
+        common.print_table(pd.DataFrame(h["adjudication"]), title="Judging in the adjudication order (pool-rest)")
     for p in h["inputs"]:
         common.stdout.print(f"{p['message']}\n  to do: {p['todo']}", markup=False, highlight=False, soft_wrap=True)
     if h["failure"]:
