@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.params import AS_DECLARED, add_choice, declared_defaults
@@ -116,15 +118,39 @@ def topic_pools(pool: pa.Table) -> dict[str, TopicPool]:
     for c in ("qid", "docid", "runs"):
         if c not in pool.column_names:
             raise InputError("missing-column", f"the pool needs a column {c!r} (a depth pool's provenance)")
-    qid = pool["qid"].to_pylist()
-    docid = pool["docid"].to_pylist()
-    prov = pool["runs"].to_pylist()
-    by_topic: dict[str, dict[str, list[tuple[int, str]]]] = {}
-    for q, d, rs in zip(qid, docid, prov):
-        t = by_topic.setdefault(str(q), {})
-        for e in rs or ():
-            t.setdefault(str(e["run"]), []).append((int(e["rank"]), str(d)))
-    return {q: pool_from_lists(q, {r: [d for _, d in sorted(v)] for r, v in t.items()}) for q, t in by_topic.items()}
+    if pool.num_rows == 0:
+        return {}
+    prov = pool["runs"].combine_chunks()
+    row = pc.list_parent_indices(prov).to_numpy()
+    flat = pc.list_flatten(prov)
+    # each pool row: its topic (codes in the table's order) and its document's index in the
+    # topic's sorted docids
+    tcode, qids = pd.factorize(pool["qid"].to_numpy(zero_copy_only=False))
+    rows = pd.DataFrame({"t": tcode, "docid": pool["docid"].to_numpy(zero_copy_only=False)})
+    rows = rows.sort_values(["t", "docid"], kind="stable")
+    doc_of_row = np.empty(len(rows), np.int64)
+    doc_of_row[rows.index.to_numpy()] = rows.groupby("t", sort=False).cumcount().to_numpy()
+    t_sorted, docid_sorted = rows["t"].to_numpy(), rows["docid"].to_numpy()
+    run_names, run_code = np.unique(flat.field("run").to_numpy(zero_copy_only=False).astype(str), return_inverse=True)
+    topic, doc = tcode[row], doc_of_row[row]
+    rank = flat.field("rank").to_numpy(zero_copy_only=False)
+    o = np.lexsort((doc, rank, run_code, topic))
+    topic, run_code, doc = topic[o], run_code[o], doc[o]
+    key = (topic * len(run_names) + run_code) * (len(rows) + 1) + doc
+    first = np.zeros(len(o), bool)  # a run's document counts at its first rank
+    first[np.unique(key, return_index=True)[1]] = True
+    topic, run_code, doc = topic[first], run_code[first], doc[first]
+    dbounds = np.searchsorted(t_sorted, np.arange(len(qids) + 1))
+    pbounds = np.searchsorted(topic, np.arange(len(qids) + 1))
+    out: dict[str, TopicPool] = {}
+    for t, q in enumerate(qids):
+        rc = run_code[pbounds[t]:pbounds[t + 1]]
+        present, counts = np.unique(rc, return_counts=True)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out[str(q)] = TopicPool(str(q), tuple(str(d) for d in docid_sorted[dbounds[t]:dbounds[t + 1]]),
+                                tuple(str(run_names[i]) for i in present), offsets,
+                                doc[pbounds[t]:pbounds[t + 1]].astype(np.int32))
+    return out
 
 
 # ------------------------------------------------------------------------------ the strategies
