@@ -65,6 +65,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     # protocol files and synthetic campaigns
     "load_config": "qrelkit.config",
     "simulate_campaign": "qrelkit.simulate.campaign",
+    "simulate_collection": "qrelkit.simulate.collection",
 }
 
 __all__ = ["InputError", "QrelkitError", "__version__", *_LAZY]

@@ -51,6 +51,7 @@ TABLE = {
     "dedupe evaluate": (["dedupe", "evaluate", "{classes}", "--truth", "{truth}", "--corpus", "{corpus}", "-o", "{OUT}"],
                         "classes"),
     "simulate campaign": (["simulate", "campaign", "-c", "{config}", "-o", "{OUT}"], "config"),
+    "simulate collection": (["simulate", "collection", "-c", "{config}", "-o", "{OUT}"], "config"),
     "simulate judge": (["simulate", "judge", "{judg}", "-q", "{qrels}", "-o", "{OUT}"], "qrels"),
     "cal import": (["cal", "import", "{store}", "{judg}", "--conflicts-out", "{OUT}"], "store"),
     "cal export": (["cal", "export", "{store}", "-o", "{OUT}"], "store"),
@@ -86,7 +87,7 @@ TABLE = {
     "campaign prefs export": (["campaign", "prefs", "export", "{campdir}", "-o", "{OUT}", "--tasks-out", "{tasksout}"],
                               "campstore"),
 }
-FOLDER_OUTPUT = {"pool stats", "simulate campaign", "cal features", "cal simulate", "reuse leave-out"}
+FOLDER_OUTPUT = {"pool stats", "simulate campaign", "simulate collection", "cal features", "cal simulate", "reuse leave-out"}
 STORE_COMMANDS = {name: argv for name, (argv, _) in TABLE.items() if "{store}" in argv}
 STORE_COMMANDS["cal init"] = ["cal", "init", "{store}", "-t", "{topics}"]
 # options that write, besides -o/--output and --*-out

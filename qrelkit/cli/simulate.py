@@ -13,6 +13,7 @@ from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels.params import LabelsParams
 from qrelkit.simulate.campaign import simulate_campaign
+from qrelkit.simulate.collection import simulate_collection, write_collection
 from qrelkit.simulate.oracle import judge_batches
 
 app = typer.Typer(help="Generate synthetic judging campaigns.", no_args_is_help=True)
@@ -47,6 +48,31 @@ def campaign(
                                     dup_fraction=dup_fraction, seed=seed or 0, progress=report,
                                     layout="msmarco-v2" if msmarco_v2 else "flat", shards=shards)
     common.emit(summary, as_json, f"campaign written to {output}")
+
+
+@app.command("collection")
+def collection(
+    output: Path = typer.Option(..., "-o", "--output", help="Folder to write runs/, qrels.txt and manifest.csv into."),
+    topics: int = typer.Option(50, "--topics", help="Topics (qids 401 upwards)."),
+    runs: int = typer.Option(71, "--runs", help="Runs."),
+    groups: int = typer.Option(40, "--groups", help="Groups that submitted them (one run each at least)."),
+    depth: int = typer.Option(100, "--depth", help="Pool depth: the qrels judge the pooled runs' top DEPTH."),
+    run_length: int = typer.Option(1000, "--run-length", help="Documents per topic in every run."),
+    pooled: Optional[int] = typer.Option(None, "--pooled", help="Runs pooled, by priority (default: all)."),
+    seed: Optional[int] = common.SeedOpt,
+    config: Optional[Path] = common.ConfigOpt,
+    as_json: bool = common.JsonOpt,
+) -> None:
+    """A TREC-8-shaped ad hoc collection without text: runs of varied quality, the judged depth pool
+    (binary qrels) and the manifest (docs/data-model.md, "Synthetic collections")."""
+    common.check_io(inputs=[config], folders=[output])
+    common.config(config)
+    c = simulate_collection(topics=topics, runs=runs, groups=groups, depth=depth, run_length=run_length,
+                            pooled=pooled, seed=seed or 0)
+    summary = write_collection(c, output)
+    p, r = summary["pool_per_topic"], summary["relevant_per_topic"]
+    common.emit(summary, as_json, f"collection written to {output}: {summary['runs']} runs, {summary['topics']} topics, "
+                f"{p['mean']:,.0f} pool documents and {r['mean']:,.1f} relevant per topic")
 
 
 @app.command("judge")
