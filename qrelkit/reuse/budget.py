@@ -210,8 +210,8 @@ def budget_study(
     reuse = reuse or ReuseParams()
     params = params or AdjudicateParams()
     blist = parse_budgets(budgets)
-    logo = parse_budgets(logo_budgets) if (not isinstance(logo_budgets, str) and list(logo_budgets)) or \
-        (isinstance(logo_budgets, str) and logo_budgets.strip()) else []
+    logo_items = logo_budgets.split(",") if isinstance(logo_budgets, str) else list(logo_budgets)
+    logo = parse_budgets(logo_items) if any(str(i).strip() for i in logo_items) else []
     blist += [b for b in logo if all((b.count, b.share) != (o.count, o.share) for o in blist)]
     names = _strategy_names(strategies, extra_orders, depths)
     col = _prepare(runs, qrels, manifest, pooled=pooled, depth=depth, rel=level, ranking=ranking,
@@ -376,10 +376,10 @@ def _refuse_missing(col: _Collection) -> None:
     """The ``error`` missing-topic policy, checked before any work (as evaluate() would)."""
     absent = col.ends - col.starts == 0
     if absent.any():
-        r, t = np.argwhere(absent)[0]
-        n = int(absent[r].sum())
-        raise InputError("missing-topic", f"run {col.run_names[r]!r} retrieved nothing for {n} judged topic(s): "
-                         f"{col.topics[t]} ... (policy 'error'; use --missing zero or skip)")
+        r = int(np.argwhere(absent)[0][0])
+        gone = [col.topics[t] for t in np.flatnonzero(absent[r])]
+        raise InputError("missing-topic", f"run {col.run_names[r]!r} retrieved nothing for {len(gone)} judged topic(s): "
+                         f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
 
 
 def _universes(col: _Collection, names: list[tuple[str, str, int]], extra: Mapping) -> None:
