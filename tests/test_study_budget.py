@@ -326,3 +326,17 @@ def test_cli_failures_are_one_line_and_write_nothing(tmp_path, capsys, case):
     assert (tmp_path / "qrels.txt").read_bytes() == before
     if case != "output = input":
         assert not out.exists()
+
+
+def test_cli_reads_adjudicate_eval_and_pool_from_the_config_and_flags_win(tmp_path, capsys):
+    d = write_toy(tmp_path)
+    cfg = tmp_path / "protocol.toml"
+    cfg.write_text("[adjudicate]\nbatch = 1\nhedge_beta = 0.5\n\n[eval]\nalpha = 0.1\nrelevant = 2\n\n[pool]\ndepth = 2\n")
+    base = ["study", "budget", str(d), "-q", str(tmp_path / "qrels.txt"), "-c", str(cfg), "-s", "hedge", "--budgets", "2"]
+    assert cli_run([*base, "-o", str(tmp_path / "o1"), "--json"]) == 0
+    p = json.loads(capsys.readouterr().out)["params"]
+    assert (p["batch"], p["constants"]["hedge_beta"], p["alpha"], p["relevance_level"], p["depth"]) == (1, 0.5, 0.1, 2, 2)
+    assert p["measure"] == "AP(rel=2)"
+    assert cli_run([*base, "-o", str(tmp_path / "o2"), "--json", "--batch", "3", "--rel", "1", "-k", "3"]) == 0
+    p = json.loads(capsys.readouterr().out)["params"]
+    assert (p["batch"], p["relevance_level"], p["depth"], p["measure"]) == (3, 1, 3, "AP")

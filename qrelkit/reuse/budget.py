@@ -176,8 +176,9 @@ def budget_study(
     ``pooled`` names the pooled runs (default: ``manifest``'s ``pooled`` column, else every run);
     ``manifest`` (run, group) gives the groups of leave-one-group-out. ``strategies``: registered
     adjudication strategies and ``depth-K`` (default: every registered strategy), and ``depths``
-    (K: ``depth-K`` after them); each adjudication strategy is replayed in rounds of ``params.batch`` with ``params``' constants. ``extra_orders`` adds strategies given
-    as judging orders (name -> qid -> docids, first judged first; a document outside the pool may
+    (K: ``depth-K`` after them); each adjudication strategy is replayed in rounds of
+    ``params.batch`` with ``params``' constants. ``extra_orders`` adds strategies given as judging
+    orders (name -> qid -> docids, first judged first; a document outside the pool may
     be in it). ``budgets`` (:func:`parse_budgets`): judgments per topic or shares of each topic's
     pool. ``measure`` (one ir-measures measure, ``rel`` its relevance level and the oracle's:
     grade >= ``rel``, default 1), ``missing`` and ``ranking`` go to :func:`~qrelkit.evaluate.evaluate`;
@@ -191,12 +192,14 @@ def budget_study(
     --------
     >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
     >>> res = budget_study(toy_runs(), toy_qrels(), strategies=["docid", "depth-1"], budgets="1,2", depth=3)
-    >>> res.summary.select(["strategy", "budget", "judgments_mean", "relevant_found_mean", "kendall_tau"]).to_pylist()[-1]
+    >>> cols = ["strategy", "budget", "judgments_mean", "relevant_found_mean", "kendall_tau"]
+    >>> res.summary.select(cols).to_pylist()[-1]
     {'strategy': 'depth-1', 'budget': 'pool', 'judgments_mean': 2.0, 'relevant_found_mean': 1.0, 'kendall_tau': 1.0}
     """
     clock = [time.perf_counter()]
     if missing not in MISSING_POLICIES:
-        raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
+        raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, "
+                         f"got {missing!r}")
     if ranking not in RANKINGS:
         raise InputError("bad-option", f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
     if not 0 < float(alpha) < 1:
@@ -237,7 +240,7 @@ def budget_study(
     logo_rows = _logo(col, plan, boards, logo, reuse, str(ms[0]), level, missing, ranking, workers, manifest, progress)
     clock.append(time.perf_counter())
     res = _result_tables(col, plan, boards, logo_rows)
-    res.params, res.notes = _statements(col, names, blist, logo, plan, str(ms[0]), level, missing, ranking,
+    res.params, res.notes = _statements(col, names, blist, logo, str(ms[0]), level, missing, ranking,
                                         float(alpha), params, reuse)
     clock.append(time.perf_counter())
     res.timings = {"prepare": clock[1] - clock[0], "orders": clock[2] - clock[1], "variants": clock[3] - clock[2],
@@ -312,7 +315,7 @@ class _Collection:
     tseg: list[np.ndarray]     # per topic: offsets of each run's rows in ``trows``
     truth: list[dict[str, int]]  # per topic: docid -> qrels grade (judged rows)
     universe: list[np.ndarray] = field(default_factory=list)  # per topic: every document a study may judge, sorted
-    grade: list[np.ndarray] = field(default_factory=list)     # per topic: the oracle's grade of each (0 outside the qrels)
+    grade: list[np.ndarray] = field(default_factory=list)     # per topic: the oracle's grades (0 outside the qrels)
     in_qrels: list[np.ndarray] = field(default_factory=list)
     ucode: np.ndarray | None = None                           # per row of ``base``: its universe code (-1: none)
     pool_codes: list[np.ndarray] = field(default_factory=list)  # per topic: universe code of each pool document
@@ -367,7 +370,8 @@ def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, 
     tpos = {t: i for i, t in enumerate(topics)}
     for qid, d, r in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist()):
         truth[tpos[qid]][d] = int(r)
-    return _Collection(runs=base, base=base.select(["run", "qid", "docid", "score"]), run_names=run_names, topics=topics, qrels=q,
+    return _Collection(runs=base, base=base.select(["run", "qid", "docid", "score"]), run_names=run_names,
+                       topics=topics, qrels=q,
                        info=info, pooled=pooled_names, depth=int(depth), rel=rel, pool=pool, tps=tps, starts=starts,
                        ends=ends, trows=trows, tseg=tseg, truth=truth)
 
@@ -378,8 +382,8 @@ def _refuse_missing(col: _Collection) -> None:
     if absent.any():
         r = int(np.argwhere(absent)[0][0])
         gone = [col.topics[t] for t in np.flatnonzero(absent[r])]
-        raise InputError("missing-topic", f"run {col.run_names[r]!r} retrieved nothing for {len(gone)} judged topic(s): "
-                         f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
+        raise InputError("missing-topic", f"run {col.run_names[r]!r} retrieved nothing for {len(gone)} judged "
+                         f"topic(s): {', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
 
 
 def _universes(col: _Collection, names: list[tuple[str, str, int]], extra: Mapping) -> None:
@@ -851,7 +855,8 @@ def _result_tables(col: _Collection, plan: _Plan, boards: _Boards, logo_rows: di
                         "relevant_found_mean": float(found.mean()),
                         "recall": float(found.sum() / relevant.sum()) if relevant.sum() else np.nan,
                         **ch, "significance_changes": ch["significance_lost"] + ch["significance_gained"]
-                        + ch["significance_reversed"], **{c: logo_rows.get(k, {}).get(c) for c in LOGO_COLUMNS.values()}})
+                        + ch["significance_reversed"],
+                        **{c: logo_rows.get(k, {}).get(c) for c in LOGO_COLUMNS.values()}})
         with np.errstate(divide="ignore", invalid="ignore"):
             rec = np.where(relevant > 0, found / np.maximum(relevant, 1), np.nan)
         topics.append(pd.DataFrame({"strategy": v.strategy, "budget": v.label, "qid": col.topics, "pool": pool,
@@ -864,13 +869,14 @@ def _result_tables(col: _Collection, plan: _Plan, boards: _Boards, logo_rows: di
             "rank_change": boards.ranks[k] - boards.rank_full}))
     empty = {s: pd.DataFrame(columns=s.names) for s in (TOPICS_SCHEMA, RUNS_SCHEMA, PAIRS_SCHEMA)}
     cat = lambda fs, s: pd.concat(fs, ignore_index=True) if fs else empty[s]  # noqa: E731
-    return BudgetStudy(summary=_frame(summary, SUMMARY_SCHEMA), topics=_frame(cat(topics, TOPICS_SCHEMA), TOPICS_SCHEMA),
+    return BudgetStudy(summary=_frame(summary, SUMMARY_SCHEMA),
+                       topics=_frame(cat(topics, TOPICS_SCHEMA), TOPICS_SCHEMA),
                        runs=_frame(cat(runs, RUNS_SCHEMA), RUNS_SCHEMA),
                        pairs=_frame(cat([p for p in boards.pairs if len(p)], PAIRS_SCHEMA), PAIRS_SCHEMA), params={})
 
 
 def _statements(col: _Collection, names: list[tuple[str, str, int]], blist: list[Budget], logo: list[Budget],
-                plan: _Plan, mname: str, level: int, missing: str, ranking: str, alpha: float,
+                mname: str, level: int, missing: str, ranking: str, alpha: float,
                 params: AdjudicateParams, reuse: ReuseParams) -> tuple[dict, list[str]]:
     """The settings (``params``) and the statements (``notes``) of the report."""
     pool = np.array([col.tps[q].n_docs for q in col.topics], np.int64)
