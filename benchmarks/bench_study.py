@@ -158,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{info['pool_per_topic']:.0f} documents per topic, {info['relevant_per_topic']:.1f} relevant per topic; "
           f"7 strategies x 10 budgets, batch {a.batch}, {a.workers} workers\n")
     print("| wall (best) | CPU (all processes) | other load | prepare | orders | scoring | leaderboards | tables | "
-          "scorings (distinct topic judgments) | of | run lines scored | evaluate() calls | peak RSS main / worker |")
+          "scorings (distinct topic judgments) | of | list lines scored | evaluate() calls | peak RSS main / worker |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(f"| {r['wall_s']:.1f} s | {r['cpu_s']:.1f} s | {r['other_load_cores']:.2f} cores | {st['prepare']:.1f} | "
           f"{st['orders']:.1f} | {st['scoring']:.1f} | {st['leaderboards']:.1f} | {st['tables']:.1f} | {st['scorings']} | "
-          f"{st['topic_scorings']} | {st['rows_scored']:,} | {st['evaluate_calls']} | {r['rss_mb']:.0f} / "
+          f"{st['topic_scorings']} | {st['list_lines_scored']:,} | {st['evaluate_calls']} | {r['rss_mb']:.0f} / "
           f"{r['rss_workers_mb']:.0f} MB |")
     if "check_leaderboard_equals_evaluate" in runs_[0]:
         print(f"\ncheck: leaderboard equals evaluate() = {runs_[0]['check_leaderboard_equals_evaluate']}")

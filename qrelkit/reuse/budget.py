@@ -15,11 +15,11 @@ topics, scipy), and at chosen budgets leave-one-group-out bias (:func:`~qrelkit.
 score is the measure's own ir-measures aggregate of its per-topic values (as ``evaluate``
 aggregates them). A per-topic value depends on that topic's judgments only, so each distinct
 (topic, judgments) is scored once, whichever strategies and budgets share it: the distinct ones
-are handed to ``evaluate`` as topics of their own, in chunks, in forked worker processes. For the
-measures of :data:`PREFIX_SAFE` (a topic's value depends only on its positively graded judgments
-and on the ranks of those documents) two judged sets with the same positive documents share a
-scoring, and each run's list is handed over down to its last positively graded document (the
-documents below it change nothing) — the same values, less work.
+are handed to ``evaluate`` as topics of their own, each scored on its topic's lists
+(``topic_of``: a run's list is read once per call, whatever the number of judgment sets), whole
+topics per call, in forked worker processes. For the measures of :data:`PREFIX_SAFE` (a topic's
+value depends only on its positively graded judgments and on the ranks of those documents) two
+judged sets with the same positive documents share a scoring.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ DEPTH_PREFIX = "depth-"
 PREFIX_SAFE = frozenset({"AP", "nDCG", "RR", "R", "Success", "P"})
 #: run lines from which the study scores in two processes by default
 PARALLEL_MIN_ROWS = 500_000
-#: run lines handed to one evaluate() call (a chunk of distinct topic judgments)
-CHUNK_ROWS = 1_000_000
+#: run lines (of whole topics) whose lists one evaluate() call reads, with every judgment set of those topics
+CHUNK_ROWS = 2_000_000
 KINDS = {"adjudication": "a registered adjudication strategy, replayed with the qrels as the oracle",
          "depth": "the depth-K pool of the pooled runs, judged whole",
          "order": "a judging order given by the caller"}
@@ -247,7 +247,7 @@ def budget_study(
                    "scoring": clock[4] - clock[3], "leaderboards": clock[5] - clock[4], "logo": clock[6] - clock[5],
                    "tables": clock[7] - clock[6], "total": clock[7] - clock[0], "workers": workers,
                    "evaluate_calls": len(chunks), "scorings": plan.n_vt, "topic_scorings": plan.n_refs,
-                   "rows_scored": plan.rows_scored, "rows": col.base.num_rows}
+                   "list_lines_scored": plan.lines_scored, "rows": col.base.num_rows}
     return res
 
 
@@ -311,13 +311,10 @@ class _Collection:
     tps: dict[str, TopicPool]
     starts: np.ndarray         # (runs, topics): first row of each run's list in ``base``
     ends: np.ndarray
-    trows: list[np.ndarray]    # per topic: its rows in ``base``, run by run
-    tseg: list[np.ndarray]     # per topic: offsets of each run's rows in ``trows``
     truth: list[dict[str, int]]  # per topic: docid -> qrels grade (judged rows)
     universe: list[np.ndarray] = field(default_factory=list)  # per topic: every document a study may judge, sorted
     grade: list[np.ndarray] = field(default_factory=list)     # per topic: the oracle's grades (0 outside the qrels)
     in_qrels: list[np.ndarray] = field(default_factory=list)
-    ucode: np.ndarray | None = None                           # per row of ``base``: its universe code (-1: none)
     pool_codes: list[np.ndarray] = field(default_factory=list)  # per topic: universe code of each pool document
     depth_docs: dict[int, list[np.ndarray]] = field(default_factory=dict)  # K -> per topic: the depth-K pool's codes
     extra: dict[str, list[np.ndarray]] = field(default_factory=dict)       # order name -> per topic: its codes
@@ -325,6 +322,11 @@ class _Collection:
     @property
     def n_topics(self) -> int:
         return len(self.topics)
+
+    @property
+    def topic_rows(self) -> np.ndarray:
+        """Per topic: the run lines of every run's list."""
+        return (self.ends - self.starts).sum(axis=0)
 
 
 def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, pooled: Iterable[str] | None,
@@ -360,12 +362,6 @@ def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, 
     cells = np.arange(nR * nT)
     starts = np.searchsorted(g, cells, side="left").reshape(nR, nT)
     ends = np.searchsorted(g, cells, side="right").reshape(nR, nT)
-    trows, tseg = [], []
-    for t in range(nT):
-        lens = ends[:, t] - starts[:, t]
-        seg = np.concatenate(([0], np.cumsum(lens)))
-        trows.append(np.repeat(starts[:, t] - seg[:-1], lens) + np.arange(seg[-1]))
-        tseg.append(seg)
     truth: list[dict[str, int]] = [{} for _ in topics]
     tpos = {t: i for i, t in enumerate(topics)}
     for qid, d, r in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist()):
@@ -373,7 +369,7 @@ def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, 
     return _Collection(runs=base, base=base.select(["run", "qid", "docid", "score"]), run_names=run_names,
                        topics=topics, qrels=q,
                        info=info, pooled=pooled_names, depth=int(depth), rel=rel, pool=pool, tps=tps, starts=starts,
-                       ends=ends, trows=trows, tseg=tseg, truth=truth)
+                       ends=ends, truth=truth)
 
 
 def _refuse_missing(col: _Collection) -> None:
@@ -388,14 +384,12 @@ def _refuse_missing(col: _Collection) -> None:
 
 def _universes(col: _Collection, names: list[tuple[str, str, int]], extra: Mapping) -> None:
     """Per topic: every document a strategy may judge (the pool, the qrels, the depth-K pools, the
-    extra orders), sorted, with the oracle's grades, and the code of each run line's document."""
+    extra orders), sorted, with the oracle's grades."""
     depth_lists: dict[int, dict[str, list[str]]] = {}
     for _, kind, k in names:
         if kind == "depth" and k not in depth_lists:
             depth_lists[k] = _depth_docs(col, k)
     orders = {name: _extra_order(col, name, extra[name]) for name, kind, _ in names if kind == "order"}
-    docid = col.base["docid"]
-    col.ucode = np.full(col.base.num_rows, -1, np.int64)
     for t, qid in enumerate(col.topics):
         tp = col.tps[qid]
         docs = set(tp.docids) | set(col.truth[t])
@@ -409,7 +403,6 @@ def _universes(col: _Collection, names: list[tuple[str, str, int]], extra: Mappi
         col.in_qrels.append(np.array([d in col.truth[t] for d in u], bool))
         ua = pa.array(u.tolist(), pa.string())
         col.pool_codes.append(_codes(pa.array(list(tp.docids), pa.string()), ua))
-        col.ucode[col.trows[t]] = _codes(docid.take(pa.array(col.trows[t])), ua)
         for k, lists in depth_lists.items():
             col.depth_docs.setdefault(k, []).append(_codes(pa.array(lists[qid], pa.string()), ua))
         for name, o in orders.items():
@@ -537,7 +530,7 @@ class _Plan:
     vt_topic: list[int] = field(default_factory=list)
     vt_codes: list[np.ndarray] = field(default_factory=list)
     n_refs: int = 0
-    rows_scored: int = 0
+    lines_scored: int = 0
 
     @property
     def n_vt(self) -> int:
@@ -562,22 +555,29 @@ class _Plan:
         v.vt = vt
         return v
 
-    def chunks(self, workers: int) -> list[tuple[int, int]]:
-        """Ranges of scorings for one evaluate() call each: about :data:`CHUNK_ROWS` run lines,
-        and at least 4 per worker when there are several (so that they share the work)."""
-        est = self.topic_rows[np.array(self.vt_topic, np.int64)] if self.vt_topic else np.zeros(0, np.int64)
-        n = max(int(math.ceil(est.sum() / CHUNK_ROWS)), 4 * workers if workers > 1 else 1)
-        n = max(1, min(n, self.n_vt))
-        cum = np.cumsum(est)
-        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1 if self.n_vt else []
-        bounds = sorted({0, self.n_vt, *(int(c) for c in cuts)})
-        return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    def chunks(self, workers: int) -> list[np.ndarray]:
+        """The scorings of one evaluate() call each (ascending): whole topics, their lists about
+        :data:`CHUNK_ROWS` run lines, at least two calls per worker when there are several (so that
+        they share the work), balanced by the lines read (list lines x scorings)."""
+        if not self.vt_topic:
+            return []
+        vt_topic = np.array(self.vt_topic, np.int64)
+        topics = np.unique(vt_topic)
+        rows = self.topic_rows[topics]
+        cost = rows * np.bincount(vt_topic, minlength=len(self.topic_rows))[topics]
+        n = max(int(math.ceil(rows.sum() / CHUNK_ROWS)), 2 * workers if workers > 1 else 1)
+        n = min(n, len(topics))
+        cum = np.cumsum(cost)
+        cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n) / n, side="left") + 1
+        bounds = sorted({0, len(topics), *(int(c) for c in cuts)})
+        groups = [topics[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        return [np.flatnonzero(np.isin(vt_topic, g)) for g in groups]
 
 
 def _variants(col: _Collection, names: list[tuple[str, str, int]], orders: dict[str, list[np.ndarray]],
               blist: list[Budget], safe: bool) -> _Plan:
     """The full qrels, then every (strategy, budget) in the order given (a depth-K pool once)."""
-    plan = _Plan(safe=safe, topic_rows=np.array([s[-1] for s in col.tseg], np.int64))
+    plan = _Plan(safe=safe, topic_rows=col.topic_rows)
     plan.full = plan.add(col, _Variant("qrels", "qrels", None, [np.flatnonzero(m) for m in col.in_qrels]))
     for name, kind, k in names:
         if kind == "depth":
@@ -597,31 +597,17 @@ def _score(col: _Collection, plan: _Plan, m, missing: str, ranking: str, workers
            progress: Callable[..., None] | None) -> tuple[np.ndarray, np.ndarray]:
     """Every distinct (topic, judgments): its per-run value and missing flag, ``(runs, scorings)``."""
     state = {"col": col, "plan": plan, "measure": m, "missing": missing, "ranking": ranking}
-    results = _fork_map(_score_task, plan.chunks(workers), state, workers, progress)
-    plan.rows_scored = int(sum(r[2] for r in results))
+    chunks = plan.chunks(workers)
+    results = _fork_map(_score_task, chunks, state, workers, progress)
     nR = len(col.run_names)
-    if not results:
-        return np.zeros((nR, 0)), np.zeros((nR, 0), bool)
-    return np.concatenate([r[0] for r in results], axis=1), np.concatenate([r[1] for r in results], axis=1)
+    values, miss = np.full((nR, plan.n_vt), np.nan), np.zeros((nR, plan.n_vt), bool)
+    for ids, (v, mi) in zip(chunks, results):
+        values[:, ids], miss[:, ids] = v, mi
+    plan.lines_scored = int(sum(plan.topic_rows[plan.vt_topic[v]] for v in range(plan.n_vt)))
+    return values, miss
 
 
-def _cut(col: _Collection, t: int, positive: np.ndarray) -> np.ndarray:
-    """Per run: the lines of its list on topic ``t`` down to its last document among ``positive``
-    (universe codes), at least one when it has any (a run with a list is never 'missing')."""
-    mark = np.zeros(len(col.universe[t]) + 1, bool)  # the last entry stands for code -1
-    mark[positive] = True
-    seg = col.tseg[t]
-    hits = np.flatnonzero(mark[col.ucode[col.trows[t]]])
-    k = np.searchsorted(hits, seg[1:], side="left") - 1
-    if len(hits):
-        last = np.where((k >= 0) & (hits[np.maximum(k, 0)] >= seg[:-1]), hits[np.maximum(k, 0)] - seg[:-1] + 1, 0)
-    else:
-        last = np.zeros(len(seg) - 1, np.int64)
-    n = np.diff(seg)
-    return np.where(n > 0, np.maximum(last, 1), 0)
-
-
-def _task_qrels(col: _Collection, plan: _Plan, vts: range) -> pa.Table:
+def _task_qrels(col: _Collection, plan: _Plan, vts: Iterable[int]) -> pa.Table:
     """The qrels of a chunk of scorings, each its own topic (named by its number)."""
     qid, docid, rel = [], [], []
     for v in vts:
@@ -638,29 +624,23 @@ def _task_qrels(col: _Collection, plan: _Plan, vts: range) -> pa.Table:
                      "rel": pa.array(rel, pa.int32())})
 
 
-def _score_task(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, int]:
-    """One evaluate() call over the scorings ``span``: each run's list on the scoring's topic
-    (cut below its last positive document for a prefix-safe measure), as topic ``str(v)``."""
+def _score_task(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One evaluate() call: the scorings ``ids`` as topics of their own (``str(v)``), each on its
+    topic's lists (``topic_of``). Returns their values and missing flags, ``(runs, len(ids))``."""
     st = _STATE
     col, plan = st["col"], st["plan"]
-    vts = range(*span)
-    nR, n = len(col.run_names), len(vts)
-    s0 = np.empty((nR, n), np.int64)
-    lens = np.empty((nR, n), np.int64)
-    for j, v in enumerate(vts):
-        t = plan.vt_topic[v]
-        s0[:, j] = col.starts[:, t]
-        lens[:, j] = _cut(col, t, plan.vt_codes[v]) if plan.safe else col.ends[:, t] - col.starts[:, t]
-    s, L = s0.ravel(), lens.ravel()
-    idx = pa.array(np.repeat(s - (np.cumsum(L) - L), L) + np.arange(int(L.sum())))
-    vi = pa.array(np.repeat(np.tile(np.arange(n), nR), L))
-    table = pa.table({"run": col.base["run"].take(idx), "qid": pa.array([str(v) for v in vts], pa.string()).take(vi),
-                      "docid": col.base["docid"].take(idx), "score": col.base["score"].take(idx)})
-    ev = evaluate(table, _task_qrels(col, plan, vts), [st["measure"]], missing=st["missing"], run_names=col.run_names,
-                  ranking=st["ranking"])
-    values = np.asarray(ev.per_query["value"].to_numpy(), float).reshape(nR, n)
-    miss = np.asarray(ev.per_query["missing"].to_numpy(), bool).reshape(nR, n)
-    return values, miss, int(L.sum())
+    ev = evaluate(col.base, _task_qrels(col, plan, ids), [st["measure"]], missing=st["missing"],
+                  run_names=col.run_names, ranking=st["ranking"],
+                  topic_of={str(v): col.topics[plan.vt_topic[v]] for v in ids})
+    pq = ev.per_query
+    run_pos = {name: i for i, name in enumerate(col.run_names)}
+    col_pos = {str(v): j for j, v in enumerate(ids)}
+    r = np.array([run_pos[x] for x in pq["run"].to_pylist()], np.int64)
+    c = np.array([col_pos[x] for x in pq["qid"].to_pylist()], np.int64)
+    values, miss = np.full((len(col.run_names), len(ids)), np.nan), np.zeros((len(col.run_names), len(ids)), bool)
+    values[r, c] = np.asarray(pq["value"].to_numpy(), float)
+    miss[r, c] = np.asarray(pq["missing"].to_numpy(), bool)
+    return values, miss
 
 
 # --------------------------------------------------------------------------- leaderboards
