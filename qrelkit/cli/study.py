@@ -79,7 +79,7 @@ def budget(
     repaired = common.report_repairs(rs.repairs())
     if as_json:
         common.emit({"output": str(output), "params": res.params, "notes": res.notes, "files": sorted(written),
-                     "summary": common.records(res.summary.to_pandas()), "repaired": repaired}, True)
+                     "summary": common.records(res.summary.to_pandas(integer_object_nulls=True)), "repaired": repaired}, True)
         return
     _print(res, output)
 

@@ -76,7 +76,7 @@ def plot_tau(summary: pd.DataFrame, path: str | os.PathLike) -> None:
 
 def _document(res: BudgetStudy, title: str) -> _Doc:
     p = res.params
-    s = res.summary.to_pandas()
+    s = res.summary.to_pandas(integer_object_nulls=True)  # a count left empty stays a count
     doc = _Doc()
     doc.h(1, title)
     doc.p(f"{len(p['strategies'])} strategies ({', '.join(p['strategies'])}) replayed on {p['topics']} topics, "
