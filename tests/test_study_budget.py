@@ -194,7 +194,7 @@ def found_qrels(runs, qrels, name: str, n: int, depth: int, batch: int) -> pa.Ta
     return make_qrels(rows)
 
 
-@pytest.mark.parametrize("measure", ["AP", "nDCG@5", "Bpref"])
+@pytest.mark.parametrize("measure", ["AP", "nDCG@5", "RR(rel=2)", "P@3", "Bpref"])
 def test_the_leaderboards_are_evaluate_on_the_qrels_found_so_far(measure):
     from qrelkit.pooler import AdjudicateParams
 

@@ -17,7 +17,7 @@ aggregates them). A per-topic value depends on that topic's judgments only, so e
 (topic, judgments) is scored once, whichever strategies and budgets share it: the distinct ones
 are handed to ``evaluate`` as topics of their own, each scored on its topic's lists
 (``topic_of``: a run's list is read once per call, whatever the number of judgment sets), whole
-topics per call, in forked worker processes. For the measures of :data:`PREFIX_SAFE` (a topic's
+topics per call, in forked worker processes. For the measures of :data:`POSITIVES_ONLY` (a topic's
 value depends only on its positively graded judgments and on the ranks of those documents) two
 judged sets with the same positive documents share a scoring.
 """
@@ -63,8 +63,8 @@ DEFAULT_MEASURE = "AP"
 #: ``depth-K``: the depth-K pool of the pooled runs as a strategy
 DEPTH_PREFIX = "depth-"
 #: measures whose value on a topic depends only on its positively graded judgments and the ranks of
-#: those documents in the run (cut measures of P only: P without a cutoff divides by the list's length)
-PREFIX_SAFE = frozenset({"AP", "nDCG", "RR", "R", "Success", "P"})
+#: those documents in the run (a judged non-relevant document counts as an unjudged one)
+POSITIVES_ONLY = frozenset({"AP", "nDCG", "RR", "R", "Success", "P"})
 #: run lines from which the study scores in two processes by default
 PARALLEL_MIN_ROWS = 500_000
 #: run lines (of whole topics) whose lists one evaluate() call reads, with every judgment set of those topics
@@ -228,7 +228,7 @@ def budget_study(
     clock.append(time.perf_counter())
     orders = _orders(col, names, blist, params, workers)
     clock.append(time.perf_counter())
-    plan = _variants(col, names, orders, blist, prefix_safe(ms[0]))
+    plan = _variants(col, names, orders, blist, positives_only(ms[0]))
     chunks = plan.chunks(workers)
     if progress is not None:
         progress(0, total=len(chunks) + len(_at(plan, logo)))
@@ -251,13 +251,12 @@ def budget_study(
     return res
 
 
-def prefix_safe(m) -> bool:
-    """Whether the measure ``m`` (ir-measures) is in :data:`PREFIX_SAFE`: a topic's value depends
-    only on the positively graded judgments and where the run ranks those documents (``P`` only
-    with a cutoff; no ``judged_only``)."""
-    if m.NAME not in PREFIX_SAFE or m.params.get("judged_only"):
-        return False
-    return m.NAME != "P" or isinstance(m.params.get("cutoff"), int)
+def positives_only(m) -> bool:
+    """Whether the measure ``m`` (ir-measures) is in :data:`POSITIVES_ONLY` (without
+    ``judged_only``): its value on a topic depends only on the positively graded judgments and
+    where the run ranks those documents, so judged sets with the same positive documents score the
+    same."""
+    return m.NAME in POSITIVES_ONLY and not m.params.get("judged_only")
 
 
 def _strategy_names(strategies: Sequence[str] | str | None, extra: Mapping | None,
@@ -537,8 +536,8 @@ class _Plan:
         return len(self.vt_topic)
 
     def add(self, col: _Collection, v: _Variant) -> _Variant:
-        """Give ``v`` its scoring per topic: the distinct judgments (positive ones only for a
-        prefix-safe measure) of that topic, numbered in order of first use."""
+        """Give ``v`` its scoring per topic: the distinct judgments of that topic (the positive ones
+        only for a measure of :data:`POSITIVES_ONLY`), numbered in order of first use."""
         vt = np.empty(col.n_topics, np.int64)
         for t, j in enumerate(v.judged):
             codes = np.sort(j)
