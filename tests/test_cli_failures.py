@@ -80,6 +80,7 @@ TABLE = {
     "prefs single": (["prefs", "single", "{run}", "--run", "x", "-q", "{qrels}", "-o", "{OUT}"], "run"),
     "prefs sparsify": (["prefs", "sparsify", "{qrels}", "-o", "{OUT}"], "qrels"),
     "reuse leave-out": (["reuse", "leave-out", "{run}", "-q", "{qrels}", "-o", "{OUT}"], "run"),
+    "study budget": (["study", "budget", "{run}", "-q", "{qrels}", "-o", "{OUT}"], "run"),
     "campaign status": (["campaign", "status", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign report": (["campaign", "report", "{campdir}", "-o", "{OUT}"], "campstore"),
     "campaign judgments list": (["campaign", "judgments", "list", "{campdir}", "-o", "{OUT}"], "campstore"),
@@ -87,7 +88,8 @@ TABLE = {
     "campaign prefs export": (["campaign", "prefs", "export", "{campdir}", "-o", "{OUT}", "--tasks-out", "{tasksout}"],
                               "campstore"),
 }
-FOLDER_OUTPUT = {"pool stats", "simulate campaign", "simulate collection", "cal features", "cal simulate", "reuse leave-out"}
+FOLDER_OUTPUT = {"pool stats", "simulate campaign", "simulate collection", "cal features", "cal simulate", "reuse leave-out",
+                 "study budget"}
 STORE_COMMANDS = {name: argv for name, (argv, _) in TABLE.items() if "{store}" in argv}
 STORE_COMMANDS["cal init"] = ["cal", "init", "{store}", "-t", "{topics}"]
 # options that write, besides -o/--output and --*-out

@@ -291,3 +291,29 @@ def test_robust03_official_map_of_all_17_runs():
     assert len(ours) == 17 and all(ev.missing_by_run[r] == [] for r in ev.runs)
     for run, v in ours.items():
         assert round(v, 4) == pytest.approx(official[run], abs=1e-9), run
+
+
+@pytest.mark.parametrize("missing", ["zero", "skip"])
+def test_topic_of_scores_several_judgment_sets_of_a_topic_as_each_alone(missing):
+    """Issue 23: ``topic_of`` scores each qrels topic on another topic's lists; every value is the
+    one evaluate() gives that judgment set alone under the lists' own topic."""
+    rows = [("a", "1", "x", 3.0), ("a", "1", "y", 2.0), ("a", "1", "z", 2.0), ("b", "1", "z", 5.0),
+            ("b", "1", "w", 1.0), ("a", "2", "y", 1.0), ("c", "2", "y", 4.0), ("c", "2", "x", 3.0)]
+    runs = runs_table(rows)
+    sets = {"v1": ("1", [("x", 1), ("z", 0)]), "v2": ("1", [("z", 2), ("w", 1), ("q", 1)]),
+            "v3": ("2", [("x", 1)]), "v4": ("1", [("y", 0)])}
+    variants = qrels_table([(v, d, g) for v, (_, js) in sets.items() for d, g in js])
+    measures = ["AP", "nDCG@2", "P@1", "Bpref"]
+    ev = evaluate(runs, variants, measures, missing=missing, topic_of={v: t for v, (t, _) in sets.items()})
+    got = ev.per_query.to_pandas().set_index(["run", "qid", "measure"])
+    assert ev.topics == ["v1", "v2", "v3", "v4"] and ev.runs == ["a", "b", "c"]
+    for v, (t, js) in sets.items():
+        alone = evaluate(runs, qrels_table([(t, d, g) for d, g in js]), measures, missing=missing,
+                         run_names=["a", "b", "c"]).per_query.to_pandas()
+        for r in alone.itertuples():
+            mine = got.loc[(r.run, v, r.measure)]
+            assert bool(mine["missing"]) == r.missing and (mine["value"] == r.value or (r.value != r.value and
+                                                                                       mine["value"] != mine["value"]))
+    assert ev.missing_by_run["c"] == ["v1", "v2", "v4"] and ev.missing_by_run["b"] == ["v3"]
+    with pytest.raises(InputError, match=r"\[bad-option\].*v4"):
+        evaluate(runs, variants, ["AP"], topic_of={"v1": "1", "v2": "1", "v3": "2"})

@@ -46,7 +46,7 @@ def _root(
 #: the command groups, by name: each is the ``app`` of one module of this package (``qrelkit/cli/MODULE.py``)
 GROUPS = {"runs": "runs", "pool": "pool", "batch": "batch", "dedupe": "dedupe", "simulate": "simulate", "cal": "cal",
           "labels": "labels", "eval": "eval", "prefs": "prefs", "reuse": "reuse", "config": "config_cmd",
-          "campaign": "campaign"}
+          "campaign": "campaign", "study": "study"}
 #: the commands of the root itself, by name: each is the ``command`` of one module of this package
 COMMANDS = {"serve": "serve"}
 

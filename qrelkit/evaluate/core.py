@@ -35,7 +35,7 @@ effectiveness measures, sum for counts such as ``NumRet``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import ir_measures
 import numpy as np
@@ -224,6 +224,7 @@ def evaluate(
     rel: int | None = None,
     run_names: Sequence[str] | None = None,
     ranking: str = AS_DECLARED,
+    topic_of: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """Score every run of ``runs`` (:data:`qrelkit.io.runs.RUN_SCHEMA`) against ``qrels``
     (:data:`qrelkit.io.qrels.QRELS_SCHEMA`) with ir-measures.
@@ -233,7 +234,9 @@ def evaluate(
     policy (:data:`MISSING_POLICIES`). ``run_names`` lists runs to report even if they retrieved
     nothing for any judged topic (default: the runs in ``runs``). ``ranking`` orders each
     topic's documents (:data:`RANKINGS`; default ``trec_eval``: float32 score, ties by docid
-    descending).
+    descending). ``topic_of`` maps each qrels topic to the runs' topic whose lists it scores
+    (default: its own): several judgment sets of one topic are then scored in one call, each
+    run's list read once (a study of judging budgets); results are per qrels topic.
 
     Examples
     --------
@@ -257,14 +260,16 @@ def evaluate(
         raise InputError("no-judgments", "the qrels hold no judged (grade >= 0) documents")
     topics = qid_order(qd.keys())
     all_runs = sorted(set(run_names) if run_names is not None else set(pc.unique(runs["run"]).to_pylist()))
+    lists_of = _lists_of(topics, topic_of)
+    list_topics = qid_order(set(lists_of.values()))
 
-    keep = pc.is_in(runs["qid"], value_set=pa.array(topics, pa.string()))
+    keep = pc.is_in(runs["qid"], value_set=pa.array(list_topics, pa.string()))
     kept = runs.filter(keep)
     unjudged_rows = runs.num_rows - kept.num_rows
-    unjudged_topics = len(set(pc.unique(runs["qid"]).to_pylist()) - set(topics)) if unjudged_rows else 0
-    kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), topics, ranking)
+    unjudged_topics = len(set(pc.unique(runs["qid"]).to_pylist()) - set(list_topics)) if unjudged_rows else 0
+    kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), list_topics, ranking)
     groups = _depth_groups(ms)
-    per_depth = _run_dicts(kept, topics, groups.keys(), codes)
+    per_depth = _run_dicts(kept, list_topics, groups.keys(), codes)
     evaluators = {d: (ir_measures.evaluator([p for _, p in pairs], qd), {p: m for m, p in pairs})
                   for d, pairs in groups.items()}
     present = {r for runs_d in per_depth.values() for r in runs_d}
@@ -279,7 +284,7 @@ def evaluate(
     missing_by_run: dict[str, list[str]] = {}
     for ri, r in enumerate(all_runs):
         rd = next(iter(per_depth.values())).get(r, {}) if r in present else {}
-        absent = [q for q in topics if q not in rd]
+        absent = [q for q in topics if lists_of[q] not in rd]
         missing_by_run[r] = absent
         if absent and missing == "error":
             raise InputError("missing-topic", f"run {r!r} retrieved nothing for {len(absent)} judged topic(s): "
@@ -289,7 +294,9 @@ def evaluate(
         if rd:
             for d, (evaluator, back) in evaluators.items():
                 ids = by_id[d]
-                for metric in evaluator.iter_calc(per_depth[d][r]):
+                lists = per_depth[d][r]
+                for metric in evaluator.iter_calc(lists if topic_of is None else
+                                                  {q: lists[lists_of[q]] for q in topics if lists_of[q] in lists}):
                     qi = tpos.get(metric.query_id)
                     if qi is None or is_missing[ri, qi]:
                         continue
@@ -310,6 +317,18 @@ def evaluate(
     return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
                       missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
                       unjudged_topics=int(unjudged_topics), ranking=ranking)
+
+
+def _lists_of(topics: list[str], topic_of: Mapping[str, str] | None) -> dict[str, str]:
+    """Each qrels topic's runs' topic (``topic_of``; itself without). A judged topic ``topic_of``
+    does not map is ``[bad-option]``."""
+    if topic_of is None:
+        return {q: q for q in topics}
+    lacking = [q for q in topics if q not in topic_of]
+    if lacking:
+        raise InputError("bad-option", f"topic_of maps no runs' topic for {len(lacking)} judged topic(s): "
+                         f"{', '.join(lacking[:5])}")
+    return {q: str(topic_of[q]) for q in topics}
 
 
 def _per_query_table(all_runs: list[str], topics: list[str], names: list[str], values: np.ndarray,

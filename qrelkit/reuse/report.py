@@ -278,14 +278,7 @@ def write_report(res: LeaveOutResult, out_dir: str | os.PathLike, *, title: str 
     ``report.md`` / ``report.html`` into ``out_dir``. ``params`` are added to the Parquet
     metadata. Returns ``{name: path}``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {**res.params, **(params or {})}
-    written: dict[str, str] = {}
-    for name, table in res.tables().items():
-        for fmt in formats:
-            path = out / f"{name}.{fmt}"
-            write_table(table, path, kind=f"reuse-{name}", params=meta)
-            written[f"{name}.{fmt}"] = str(path)
+    written = write_tables(res.tables(), out, "reuse", {**res.params, **(params or {})}, formats)
     runs = res.runs.to_pandas()
     plot_density(res.topics.to_pandas(), out / PLOTS["density"], threshold=res.params["density_threshold"],
                  voorhees_share=res.params["voorhees_share"])
@@ -294,11 +287,27 @@ def write_report(res: LeaveOutResult, out_dir: str | os.PathLike, *, title: str 
     for k, f in PLOTS.items():
         written[f] = str(out / f)
     title = title or f"Reusability report: {PROCEDURES[res.params['procedure']]}"
-    doc = _document(res, title)
+    written.update(write_document(_document(res, title), out, title))
+    return written
+
+
+def write_tables(tables: dict, out: Path, kind: str, meta: dict, formats: Sequence[str]) -> dict[str, str]:
+    """Write each table as ``out/NAME.FORMAT`` in every format (Parquet with ``meta`` and the kind
+    ``KIND-NAME`` in its metadata), ``out`` made first. Returns ``{file name: path}``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for name, table in tables.items():
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            write_table(table, path, kind=f"{kind}-{name}", params=meta)
+            written[f"{name}.{fmt}"] = str(path)
+    return written
+
+
+def write_document(doc: _Doc, out: Path, title: str) -> dict[str, str]:
+    """Write ``doc`` as ``out/report.md`` and ``out/report.html`` (its figures embedded)."""
     with atomic_open(out / "report.md") as fh:
         fh.write(doc.markdown())
     with atomic_open(out / "report.html") as fh:
         fh.write(doc.html(out, title))
-    written["report.md"] = str(out / "report.md")
-    written["report.html"] = str(out / "report.html")
-    return written
+    return {"report.md": str(out / "report.md"), "report.html": str(out / "report.html")}
