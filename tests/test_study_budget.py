@@ -340,3 +340,41 @@ def test_cli_reads_adjudicate_eval_and_pool_from_the_config_and_flags_win(tmp_pa
     assert cli_run([*base, "-o", str(tmp_path / "o2"), "--json", "--batch", "3", "--rel", "1", "-k", "3"]) == 0
     p = json.loads(capsys.readouterr().out)["params"]
     assert (p["batch"], p["relevance_level"], p["depth"], p["measure"]) == (3, 1, 3, "AP")
+
+
+def test_cal_is_a_strategy_with_a_corpus_and_topics(sim4, tmp_path, capsys):
+    """``--corpus`` and ``--topics`` add CAL ('cal'); its relevant found at each budget is the count
+    over cal_pool_orders' order, computed here on its own."""
+    from qrelkit.cal.budget import cal_pool_orders
+    from qrelkit.io.qrels import read_qrels
+    from qrelkit.io.runs import read_runs
+    from qrelkit.io.topics import read_topics
+
+    out = tmp_path / "study"
+    args = ["study", "budget", str(sim4 / "runs"), "-q", str(sim4 / "qrels.txt"), "-m", str(sim4 / "manifest.csv"),
+            "--corpus", str(sim4 / "corpus.jsonl"), "--topics", str(sim4 / "topics.tsv"), "-s", "docid",
+            "--depth", "10", "--budgets", "5,15", "-o", str(out), "--json"]
+    assert cli_run(args) == 0
+    summary = {(r["strategy"], r["budget"]): r for r in json.loads(capsys.readouterr().out)["summary"]}
+    assert {s for s, _ in summary} == {"docid", "cal"}
+    q = read_qrels(sim4 / "qrels.txt")
+    rel: dict[str, set[str]] = {}
+    for qid, doc, g in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist()):
+        if g >= 1:
+            rel.setdefault(qid, set()).add(doc)
+    runs = read_runs(sim4 / "runs").table
+    from qrelkit.io.manifest import read_manifest
+    from qrelkit.reuse.study import pooled_runs
+
+    pooled = set(pooled_runs(sorted(set(runs["run"].to_pylist())), read_manifest(sim4 / "manifest.csv"), {}, None)[0])
+    pools = topic_pools(depth_pool(runs.filter(pa.array([r in pooled for r in runs["run"].to_pylist()])), 10))
+    pools = {t: p for t, p in pools.items() if t in {str(x) for x in q["qid"].to_pylist()}}
+    orders = cal_pool_orders(sim4 / "corpus.jsonl", read_topics(sim4 / "topics.tsv"), pools, rel, budget=15)
+    for b in (5, 15):
+        found = np.mean([len(set(orders[t][:b]) & rel.get(t, set())) for t in pools])
+        assert summary[("cal", str(b))]["relevant_found_mean"] == pytest.approx(found)
+    i = args.index("--topics")
+    no_topics = args[:i] + args[i + 2:-3] + ["-o", str(tmp_path / "x")]
+    assert cli_run(no_topics) == 2  # --corpus without --topics
+    assert "--corpus and --topics" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -9,9 +9,14 @@ import typer
 
 from qrelkit.cli import common
 from qrelkit.cli.runs import RunsArg, load_runs
+from qrelkit.cal.params import CalParams
+from qrelkit.errors import InputError
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.evaluate.protocol import scoring_options
 from qrelkit.io.manifest import read_manifest
+from qrelkit.io.params import SourcesParams
+from qrelkit.io.sources import open_corpus
+from qrelkit.io.topics import read_topics
 from qrelkit.io.qrels import read_qrels
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.params import AdjudicateParams
@@ -40,6 +45,8 @@ def budget(
     rel: Optional[int] = typer.Option(None, "--rel", help="Relevant from this grade, for the oracle and the measure (default: config [eval] relevant; none: 1)."),
     batch: Optional[int] = typer.Option(None, "--batch", help=f"Judgments per round of a strategy (default: {common.default_of('adjudicate', 'batch')}); 1 replays the papers' one judgment at a time."),
     logo_budgets: Optional[str] = typer.Option(None, "--logo-budgets", help="Budgets (as --budgets, added to them) at which leave-one-group-out bias is measured as 'reuse leave-out' measures it."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus (file, shard folder or irds:): with --topics, CAL is a strategy too ('cal': the judged depth-1 pool, then CAL over the pool's documents; [cal] parameters)."),
+    topics: Optional[str] = typer.Option(None, "--topics", "-t", help="Topics (qid<TAB>text, JSONL or irds:): CAL's queries, with --corpus."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that replay and score (default: 2 for large inputs, else 1); results do not depend on it."),
     lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing."),
     config: Optional[Path] = common.ConfigOpt,
@@ -51,9 +58,9 @@ def budget(
     significant difference changes) and, at --logo-budgets, leave-one-group-out bias. [adjudicate]
     gives the strategies' constants; [eval] the missing-topic policy, ranking and alpha; [reuse] the
     leave-out procedure."""
-    common.check_io(inputs=[runs, qrels, manifest, config], folders=[output])
+    common.check_io(inputs=[runs, qrels, manifest, config, corpus, topics], folders=[output])
     # lazy: the study loads ir_measures, scipy and numba, too slow for every 'qrelkit --help'
-    from qrelkit.reuse.budget import budget_study
+    from qrelkit.reuse.budget import CalStrategy, budget_study
     from qrelkit.reuse.budget_report import write_budget_report  # lazy: matplotlib
     from qrelkit.reuse.study import pool_setting, pooled_runs  # lazy: ir_measures
 
@@ -66,6 +73,11 @@ def budget(
     rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ps.ties)
     pooled, source = pooled_runs(rs.runs, man, {}, cfg)
     given = {k: v for k, v in (("strategies", strategy or None), ("budgets", budgets), ("measure", measure)) if v}
+    if (corpus is None) != (topics is None):
+        raise InputError("bad-option", "CAL as a strategy needs both --corpus and --topics")
+    if corpus is not None:
+        given["cal"] = CalStrategy(open_corpus(corpus, params=SourcesParams.from_config(cfg)),
+                                   read_topics(topics, params=SourcesParams.from_config(cfg)), CalParams.from_config(cfg))
     with common.progress("budget study: scoring") as advance:
         res = budget_study(rs.table, q, man, pooled=pooled, depths=_items(depths), depth=ps.depth, alpha=ev.alpha,
                            rel=rel if rel is not None else opts["rel"], missing=opts["missing"], ranking=opts["ranking"],

@@ -62,6 +62,8 @@ DEFAULT_BUDGETS = ("10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%"
 DEFAULT_MEASURE = "AP"
 #: ``depth-K``: the depth-K pool of the pooled runs as a strategy
 DEPTH_PREFIX = "depth-"
+#: the name of CAL as a strategy (:class:`CalStrategy`)
+CAL = "cal"
 #: measures whose value on a topic depends only on its positively graded judgments and the ranks of
 #: those documents in the run (a judged non-relevant document counts as an unjudged one)
 POSITIVES_ONLY = frozenset({"AP", "nDCG", "RR", "R", "Success", "P"})
@@ -128,6 +130,28 @@ def parse_budgets(spec: str | Iterable[str | int]) -> list[Budget]:
 
 # ------------------------------------------------------------------------------------ result
 
+@dataclass(frozen=True)
+class CalStrategy:
+    """CAL as a strategy of a budget study (``cal``): its judging order over each topic's pool by
+    :func:`qrelkit.cal.budget.cal_pool_orders` — the judged depth-``seed_k`` pool first, then CAL
+    over the pool's documents — with features built from ``corpus`` (over the pooled documents),
+    the queries ``topics`` (qid, text) and ``params`` (:class:`~qrelkit.cal.params.CalParams`)."""
+
+    corpus: Any
+    topics: pd.DataFrame
+    params: Any = None
+    seed_k: int = 1
+    workdir: str | os.PathLike | None = None
+
+    def orders(self, pools: Mapping[str, TopicPool], relevant: Mapping[str, set], budget: int | None,
+               progress: Callable[[str], None] | None = None) -> dict[str, list[str]]:
+        """The order of every topic of ``pools``, up to ``budget`` judgments (None: whole pools)."""
+        # lazy: the CAL machinery (features, scikit-learn) loads only when CAL is a strategy
+        from qrelkit.cal.budget import cal_pool_orders
+        return cal_pool_orders(self.corpus, self.topics, pools, relevant, budget=budget, seed_k=self.seed_k,
+                               params=self.params, workdir=self.workdir, progress=progress)
+
+
 @dataclass
 class BudgetStudy:
     """What :func:`budget_study` returns: tables (pyarrow) and the settings and statements the
@@ -169,6 +193,7 @@ def budget_study(
     params: AdjudicateParams | None = None,
     workers: int | None = None,
     progress: Callable[..., None] | None = None,
+    cal: CalStrategy | None = None,
 ) -> BudgetStudy:
     """The budget study of ``runs`` (canonical run table) on ``qrels``: every strategy replayed on
     the depth-``depth`` pool of the pooled runs over the qrels' judged topics, at every budget.
@@ -187,6 +212,7 @@ def budget_study(
     uniqueness, orphans and removal). ``workers``: processes that replay and score (default: 2 for
     at least 500,000 run lines when the platform can fork, else 1); the results do not depend on
     it. ``progress``: ``progress(0, total=<tasks>)``, then ``progress(1)`` per scoring task.
+    ``cal`` (:class:`CalStrategy`) adds CAL as the strategy ``cal``, judged in its order over the pool.
 
     Examples
     --------
@@ -216,9 +242,14 @@ def budget_study(
     logo_items = logo_budgets.split(",") if isinstance(logo_budgets, str) else list(logo_budgets)
     logo = parse_budgets(logo_items) if any(str(i).strip() for i in logo_items) else []
     blist += [b for b in logo if all((b.count, b.share) != (o.count, o.share) for o in blist)]
+    extra_orders = dict(extra_orders or {})
+    if cal is not None:
+        extra_orders.setdefault(CAL, {})  # named now, ordered once the pools are known
     names = _strategy_names(strategies, extra_orders, depths)
     col = _prepare(runs, qrels, manifest, pooled=pooled, depth=depth, rel=level, ranking=ranking,
                    procedure=reuse.procedure if logo else "group")
+    if cal is not None:
+        extra_orders[CAL] = _cal_orders(col, cal, blist, level)
     if workers is None:
         workers = min(2, os.cpu_count() or 1) if col.base.num_rows >= PARALLEL_MIN_ROWS else 1
     workers = max(1, int(workers))
@@ -249,6 +280,15 @@ def budget_study(
                    "evaluate_calls": len(chunks), "scorings": plan.n_vt, "topic_scorings": plan.n_refs,
                    "list_lines_scored": plan.lines_scored, "rows": col.base.num_rows}
     return res
+
+
+def _cal_orders(col: _Collection, cal: CalStrategy, blist: list, level: int) -> dict[str, list[str]]:
+    """CAL's order over each study topic's pool, as far as the largest budget reaches."""
+    pools = {q: col.tps[q] for q in col.topics if q in col.tps}
+    relevant = {q: {d for d, g in col.truth[i].items() if g >= level} for i, q in enumerate(col.topics)}
+    counts = [b.count for b in blist]
+    budget = None if any(c is None for c in counts) else max(counts)
+    return cal.orders(pools, relevant, budget)
 
 
 def positives_only(m) -> bool:
