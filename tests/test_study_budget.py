@@ -373,6 +373,8 @@ def test_cal_is_a_strategy_with_a_corpus_and_topics(sim4, tmp_path, capsys):
     for b in (5, 15):
         found = np.mean([len(set(orders[t][:b]) & rel.get(t, set())) for t in pools])
         assert summary[("cal", str(b))]["relevant_found_mean"] == pytest.approx(found)
+    assert cli_run(args[:-3] + ["--seed", "11", "-o", str(tmp_path / "s11")]) == 0  # CAL's seed changes its order
+    assert (tmp_path / "s11" / "report.html").exists()
     i = args.index("--topics")
     no_topics = args[:i] + args[i + 2:-3] + ["-o", str(tmp_path / "x")]
     assert cli_run(no_topics) == 2  # --corpus without --topics

@@ -47,6 +47,7 @@ def budget(
     logo_budgets: Optional[str] = typer.Option(None, "--logo-budgets", help="Budgets (as --budgets, added to them) at which leave-one-group-out bias is measured as 'reuse leave-out' measures it."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus (file, shard folder or irds:): with --topics, CAL is a strategy too ('cal': the judged depth-1 pool, then CAL over the pool's documents; [cal] parameters)."),
     topics: Optional[str] = typer.Option(None, "--topics", "-t", help="Topics (qid<TAB>text, JSONL or irds:): CAL's queries, with --corpus."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="CAL's seed (default: the config's [cal] seed, else 0); the other strategies are not random."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes that replay and score (default: 2 for large inputs, else 1); results do not depend on it."),
     lenient: Optional[bool] = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing."),
     config: Optional[Path] = common.ConfigOpt,
@@ -77,7 +78,8 @@ def budget(
         raise InputError("bad-option", "CAL as a strategy needs both --corpus and --topics")
     if corpus is not None:
         given["cal"] = CalStrategy(open_corpus(corpus, params=SourcesParams.from_config(cfg)),
-                                   read_topics(topics, params=SourcesParams.from_config(cfg)), CalParams.from_config(cfg))
+                                   read_topics(topics, params=SourcesParams.from_config(cfg)),
+                                   CalParams.from_config(cfg, seed=seed))
     with common.progress("budget study: scoring") as advance:
         res = budget_study(rs.table, q, man, pooled=pooled, depths=_items(depths), depth=ps.depth, alpha=ev.alpha,
                            rel=rel if rel is not None else opts["rel"], missing=opts["missing"], ranking=opts["ranking"],
