@@ -50,7 +50,7 @@ PEERS = ("none: no Python tool adjudicates a pool adaptively (the bandit methods
 #: HOOK: the argv of ``qrelkit study budget`` on the collection (DATA: the folder of runs/, qrels.txt,
 #: manifest.csv; OUT: a fresh output folder). Adjust here when the command lands.
 STUDY_BUDGET_ARGV = ["study", "budget", "{DATA}/runs", "-q", "{DATA}/qrels.txt", "-m", "{DATA}/manifest.csv",
-                     "--budgets", "100,200,500,1000,2000", "-o", "{OUT}"]
+                     "--depth", "100", "--batch", "1", "-o", "{OUT}"]  # every strategy, every 10% up to the pool
 
 
 def ensure_data(work: Path, seed: int) -> dict:
