@@ -7,11 +7,11 @@ The pool: the depth-``--depth`` pool of the 17 runs (``depth_pool``, all runs po
 new topics 601-650 (``--topics new``, the ones TREC 2003 pooled from its own runs) or on all 100.
 The oracle: the official qrels, grade >= 1 relevant; a pool document outside them is not relevant
 (as in the papers). Each strategy judges every topic's whole pool one document at a time
-(``qrelkit.pooler.adjudicate``, budget None); with one document per round a strategy's first
+(``qrelkit.pooler.adjudication``, budget None); with one document per round a strategy's first
 ``b`` choices are its choices at budget ``b``, so the budget ``round(f * pool size)`` of a topic
 is a prefix of that order. Prints a Markdown table (mean relevant found per topic, each strategy
 by budget) and, with ``--json-out``, the figures per topic. docs/protocol.md, "Judging budgets on
-Robust 2003 (measured)", holds its output. tests/test_adjudicate_robust03.py asserts the published
+Robust 2003 (measured)", holds its output. tests/test_adjudication_robust03.py asserts the published
 ordering (mm-ns >= mtf > docid) on the same figures.
 """
 

@@ -290,7 +290,7 @@ def defaults(section: str) -> dict[str, Any]:
 # ``[protocol] plugins``, or the environment in ``$QRELKIT_PLUGINS``.
 
 #: qrelkit's own modules that register stopping rules and pool kinds (and so declare configuration)
-REGISTRIES = ("qrelkit.cal.stopping", "qrelkit.pooler.registry", "qrelkit.pooler.adjudicate")
+REGISTRIES = ("qrelkit.cal.stopping", "qrelkit.pooler.registry", "qrelkit.pooler.adjudication")
 #: environment variable: further plugin modules (importable names, comma-separated)
 PLUGINS_ENV = "QRELKIT_PLUGINS"
 _registries_loaded = False

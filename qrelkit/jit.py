@@ -35,7 +35,7 @@ def twins(py_func: Callable) -> tuple[Callable, Callable]:
 KERNEL_MODULES = ("qrelkit.dedupe.tokenize", "qrelkit.dedupe.minhash", "qrelkit.dedupe.lsh", "qrelkit.dedupe._exact",
                   "qrelkit.dedupe.accuracy", "qrelkit.dedupe.distributed", "qrelkit.cal.features", "qrelkit.cal.shards",
                   "qrelkit.cal.scoring", "qrelkit.cal.loop", "qrelkit.cal.simulation", "qrelkit.io.idhash",
-                  "qrelkit.pooler.adjudicate_kernels")
+                  "qrelkit.pooler.adjudication_kernels")
 NOTICE = "compiling kernels, once per install (about a minute)..."
 
 

@@ -11,16 +11,18 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 @contextlib.contextmanager
 def restored_registries():
-    """The stopping rules and pool kinds registered, and the configuration they declare (sections,
-    choices of ``[stopping] rule`` and ``[pool] kind``, rules across keys), as they were before the
+    """The stopping rules, pool kinds and adjudication strategies registered, and the configuration
+    they declare (sections, choices of ``[stopping] rule``, ``[pool] kind`` and ``[adjudicate]
+    strategy``, rules across keys), as they were before the
     block: a test may register its own."""
     import qrelkit.cal.stopping as stopping  # lazy: only the tests that register something
     import qrelkit.config as config
+    import qrelkit.pooler.adjudication as adjudication
     import qrelkit.pooler.registry as pools
 
     config.load_plugins()
     saved = [(d, {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()})
-             for d in (stopping._RULES, pools._POOLS, config.CROSS_RULES)]
+             for d in (stopping._RULES, pools._POOLS, adjudication._STRATEGIES, config.CROSS_RULES)]
     schema = config.SCHEMA.snapshot()
     try:
         yield

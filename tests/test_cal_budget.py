@@ -13,7 +13,7 @@ from qrelkit.cal.budget import cal_pool_order, cal_pool_orders, seed_order
 from qrelkit.cal.features import build_features
 from qrelkit.cal.params import CalParams
 from qrelkit.errors import InputError
-from qrelkit.pooler.adjudicate import pool_from_lists
+from qrelkit.pooler.adjudication import pool_from_lists
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """CAL as a judging strategy over a pool: "CAL from the judged top of the pool", the active
 learning entry of a judging-budget study (issue 23, ``qrelkit study budget``), which compares it
-with pooling and the adjudication strategies (:mod:`qrelkit.pooler.adjudicate`) at equal cost.
+with pooling and the adjudication strategies (:mod:`qrelkit.pooler.adjudication`) at equal cost.
 
 For each topic, :func:`cal_pool_order` judges
 
@@ -55,7 +55,7 @@ from qrelkit.cal.loop import candidate_rows
 from qrelkit.cal.params import CalParams
 from qrelkit.cal.simulation import simulate_cal
 from qrelkit.errors import InputError
-from qrelkit.pooler.adjudicate import TopicPool, simulate_order
+from qrelkit.pooler.adjudication import TopicPool, simulate_order
 
 __all__ = ["cal_pool_order", "cal_pool_orders", "seed_order"]
 
@@ -64,7 +64,7 @@ def seed_order(pool: TopicPool, seed_k: int) -> list[str]:
     """The depth-``seed_k`` pool of ``pool`` (each run's first ``seed_k`` documents), in the
     ``rank`` strategy's order: every run's rank 1 (runs in order), then every run's rank 2, ...
 
-    >>> from qrelkit.pooler.adjudicate import pool_from_lists
+    >>> from qrelkit.pooler.adjudication import pool_from_lists
     >>> p = pool_from_lists("1", {"a": ["d3", "d1", "d5"], "b": ["d2", "d3", "d4"]})
     >>> seed_order(p, 1), seed_order(p, 2)
     (['d3', 'd2'], ['d3', 'd2', 'd1'])
@@ -159,14 +159,14 @@ def cal_pool_orders(corpus, topics: pd.DataFrame, pools: Mapping[str, TopicPool]
     ``corpus``: a corpus file or table (``pid``, ``text``) the features are built from when
     ``features`` is None (over the pools' documents only; in a temporary folder under ``workdir``,
     removed afterwards, or in memory); ``topics``: the queries (columns ``qid``, ``text``);
-    ``pools``: qid -> :class:`~qrelkit.pooler.adjudicate.TopicPool`; ``relevant``: qid -> its
+    ``pools``: qid -> :class:`~qrelkit.pooler.adjudication.TopicPool`; ``relevant``: qid -> its
     relevant docids (a document outside them is not relevant; a topic missing has none);
     ``budget``: judgments per topic (None: the whole pool); ``seed_k``: the depth of the judged
     seed pool (0: CAL from the query alone); ``params``: ``CalParams.from_config(cfg)``;
     ``progress``: called with each topic's qid before it starts. Each topic's order is
     :func:`cal_pool_order`'s (see the module docs).
 
-    >>> from qrelkit.pooler.adjudicate import pool_from_lists
+    >>> from qrelkit.pooler.adjudication import pool_from_lists
     >>> corpus = pa.table({"pid": ["d1", "d2", "d3", "d4"],
     ...                    "text": ["red apple pie", "blue sky", "apple tart recipe", "green grass"]})
     >>> pools = {"7": pool_from_lists("7", {"a": ["d2", "d1", "d4"], "b": ["d4", "d3"]})}

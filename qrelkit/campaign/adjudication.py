@@ -1,6 +1,6 @@
 """Budgeted judging in the campaign's pool-rest stage (docs/campaign.md, "Judging budgets").
 
-With ``[adjudicate] strategy`` a registered adjudication strategy (:mod:`qrelkit.pooler.adjudicate`),
+With ``[adjudicate] strategy`` a registered adjudication strategy (:mod:`qrelkit.pooler.adjudication`),
 the pool-rest stage judges each kept topic's pool in the strategy's order, ``[adjudicate] batch``
 documents per topic per round, a topic's next round issued once its last round is judged
 (:func:`qrelkit.pooler.next_round`), until ``[adjudicate] budget`` judgments of the topic were

@@ -10,7 +10,7 @@ parameters' declarations, loads none of its machinery."""
 from qrelkit.lazy import attach
 
 __getattr__ = attach(__name__, {
-    "adjudicate": ("TopicPool", "adjudicate", "available_strategies", "next_round", "pool_from_lists",
+    "adjudication": ("TopicPool", "adjudicate", "available_strategies", "next_round", "pool_from_lists",
                    "register_strategy", "run_strategy", "simulate_order", "strategy", "topic_pools"),
     "batches": ("import_batches", "make_batches", "require_texts"),
     "fractional": ("fractional_ids", "fractional_ids_from_corpus", "fractional_masks", "restrict_runs"),

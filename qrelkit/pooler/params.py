@@ -172,7 +172,7 @@ class FractionalParams(Params):
 @dataclass(frozen=True)
 class AdjudicateParams(Params):
     """``[adjudicate]``: the adjudication strategy of a campaign's pool, its budget and batch per
-    topic, and the strategies' constants (:mod:`qrelkit.pooler.adjudicate`).
+    topic, and the strategies' constants (:mod:`qrelkit.pooler.adjudication`).
 
     >>> AdjudicateParams().strategy, AdjudicateParams().hedge_beta
     ('none', 0.1)

@@ -17,7 +17,7 @@ of the judgments made so far, and chooses the next documents to judge. The built
 * ``ucb`` — UCB1 (Auer, Cesa-Bianchi and Fischer, 2002) over the runs.
 
 A strategy is a function ``(pool, known, prior, batches, **constants) -> order`` (the arrays of
-:mod:`qrelkit.pooler.adjudicate_kernels`); ``register_strategy("mine", fn)`` makes a new one a
+:mod:`qrelkit.pooler.adjudication_kernels`); ``register_strategy("mine", fn)`` makes a new one a
 choice of ``[adjudicate] strategy`` and of ``qrelkit study budget --strategy``.
 
 :func:`simulate_order` replays a strategy against known outcomes (a study's oracle);
@@ -41,14 +41,14 @@ from qrelkit.params import AS_DECLARED, add_choice, declared_defaults
 from qrelkit.pooler.params import AdjudicateParams
 
 Strategy = Callable[..., np.ndarray]
-#: the pointer strategies' codes in :func:`qrelkit.pooler.adjudicate_kernels.pointer_order`
+#: the pointer strategies' codes in :func:`qrelkit.pooler.adjudication_kernels.pointer_order`
 MTF, MM, UCB = 0, 1, 2
 
 
 def _kernels():
     # lazy: numba loads in ~0.5 s; the registry is imported with the configuration schema
-    from qrelkit.pooler import adjudicate_kernels
-    return adjudicate_kernels
+    from qrelkit.pooler import adjudication_kernels
+    return adjudication_kernels
 
 
 @dataclass(frozen=True)

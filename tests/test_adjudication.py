@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from qrelkit.errors import InputError
 from qrelkit.pooler import AdjudicateParams
-from qrelkit.pooler.adjudicate import (adjudicate, available_strategies, next_round, pool_from_lists,
+from qrelkit.pooler.adjudication import (adjudicate, available_strategies, next_round, pool_from_lists,
                                        register_strategy, run_strategy, simulate_order, topic_pools)
 
 # Three runs over eight documents of one topic; p7, p5, p2 and p8 are relevant.
@@ -95,7 +95,7 @@ def test_every_strategy_is_registered(name):
     assert name in available_strategies()
 
 
-def test_a_plugin_strategy_registers_and_is_checked():
+def test_a_plugin_strategy_registers_and_is_checked(registries):
     def reverse(pool, known, prior, batches):
         return np.arange(pool.n_docs - 1, -1, -1, dtype=np.int32)[: int(sum(batches))]
 
@@ -105,6 +105,7 @@ def test_a_plugin_strategy_registers_and_is_checked():
     register_strategy("test-reverse", reverse)
     register_strategy("test-twice", twice)
     assert order("test-reverse")[:2] == ["p8", "p7"]
+    assert "test-reverse" in available_strategies()
     with pytest.raises(InputError) as e:
         order("test-twice")
     assert e.value.rule == "bad-strategy"
@@ -204,3 +205,9 @@ def test_run_strategy_stops_after_a_round_with_an_unknown_outcome():
     known = np.full(pool.n_docs, -1, np.int8)
     got = run_strategy("mm", pool, known, None, [2, 2, 2])
     assert len(got) == 2
+
+
+def test_a_plugin_strategy_is_gone_after_its_test():
+    """The registries fixture restores the strategies (a plugin registered in one test would
+    otherwise be replayed by every later test that takes every strategy)."""
+    assert not {"test-reverse", "test-twice"} & set(available_strategies())

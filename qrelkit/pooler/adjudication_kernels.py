@@ -1,5 +1,5 @@
 """The adjudication strategies' loops, compiled (numba): one call judges a whole topic, document by
-document (:mod:`qrelkit.pooler.adjudicate` says what each strategy does; docs/protocol.md gives the
+document (:mod:`qrelkit.pooler.adjudication` says what each strategy does; docs/protocol.md gives the
 formulas and their sources).
 
 Every kernel takes one topic's pool as the runs' lists (``offsets``, ``docs``: run ``k`` ranks the
