@@ -384,3 +384,17 @@ def test_the_budget_cannot_change_once_a_round_is_out(sim4, tmp_path, capsys):
     assert cli(["campaign", "adopt-config", str(d)]) == 2
     err = capsys.readouterr().err
     assert "[adopt-refused]" in err and "[adjudicate] budget" in err and "pool-rest" in err
+
+
+def test_an_oracle_off_the_campaign_scale_is_refused_before_any_work(sim4, tmp_path, capsys):
+    """The Common Core protocol's scale is 0-2; the simulator's qrels grade 0-3. Given as the oracle,
+    they are refused at the door of 'campaign run' (one line, exit 2), not after a round is out."""
+    path = Path(__file__).resolve().parents[1] / "configs" / "common-core-2017.toml"
+    d = tmp_path / "c"
+    _init(sim4, d, path.read_text().replace("budget = 600 ", "budget = 20 "))
+    capsys.readouterr()
+    assert cli(["campaign", "run", str(d), "--oracle", str(sim4 / "qrels.txt"), "--seed", str(SEED)]) == 2
+    err = capsys.readouterr().err
+    assert "[grade-outside-scale]" in err and "qrels.txt" in err and len(err.strip().splitlines()) == 1
+    with open_campaign_store(d) as s:
+        assert len(s.batches.all()) == 0 and not s.state.stages_done()

@@ -168,6 +168,18 @@ class Judging:
     def _oracle_truth(self) -> dict:
         return truth_map(read_qrels(self.oracle["path"]))
 
+    def check_oracle(self) -> None:
+        """Refuse, before any work, an oracle that holds a grade (>= 0) for one of the campaign's
+        topics outside the campaign's scale: it would fail at the first such item asked, weeks in."""
+        if self.oracle is None:
+            return
+        scale = set(self.settings.labels.scale)
+        topics = set(self.inputs.topic_ids)
+        for (q, d), g in self._oracle_truth.items():
+            if q in topics and g >= 0 and g not in scale:
+                raise InputError("grade-outside-scale", f"the oracle grades topic {q}'s {d} {g}, outside the "
+                                 f"campaign's scale {sorted(scale)} ([labels] scale)", file=str(self.oracle["path"]))
+
     def texts(self) -> TextIndex:
         """The campaign's passage text index (:func:`text_index`), opened once per context."""
         if "texts" not in self.cache:

@@ -315,6 +315,11 @@ class Runner:
             store.close()
             raise
         self.ctx = stages.Context(campaign.dir, store, cfg, paths, orc)
+        try:
+            self.ctx.judging.check_oracle()  # at the door: not at the first item it cannot grade
+        except BaseException:
+            store.close()
+            raise
         self._adoptions = len(store.state.get("config_adoptions", []))
 
     def _adopted(self) -> None:
