@@ -337,6 +337,12 @@ def test_judging_a_round_in_the_web_app_issues_the_topics_next_round(sim4, tmp_p
         assert runner.wait_idle(300)
         it = ann.get("/api/topics/1001").json()["item"]
         assert it is not None and it["batch_id"] == "1001/adj-0002"
+        boss = TestClient(app)  # the organizer's page says in which order, and how far, the pool is judged
+        org = add_account(d, "boss", organizer=True)["link"].rsplit("/", 1)[1]
+        assert boss.post(f"/login/{org}", follow_redirects=False).status_code == 303
+        assert boss.get("/api/organizer").json()["protocol"]["adjudication"] == {"strategy": "mm-ns", "budget": 8,
+                                                                                "batch": 4}
+        assert 'id="adjudication" data-strategy="mm-ns"' in boss.get("/organizer").text
     with open_campaign_store(d) as s:
         rounds = adj.issued_rounds(s)
         out = set(s.assignments.pending()["batch_id"])

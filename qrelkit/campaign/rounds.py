@@ -26,6 +26,7 @@ import pandas as pd
 from qrelkit.cal.loop import issue_next_batches
 from qrelkit.cal.params import StoppingParams
 from qrelkit.cal.stopping import ACCEPT, REJECT, Description, JudgingState, StoppingRule, get_rule, thread_states
+from qrelkit.campaign.adjudication import describe as describe_adjudication
 from qrelkit.campaign.judging import Waiting
 from qrelkit.campaign.settings import Settings
 from qrelkit.campaign.stages import Context, features, kept_topics
@@ -56,11 +57,14 @@ def topic_stopping(store, settings: Settings, rule: StoppingRule, qid: str) -> D
 
 def describe_protocol(cfg: Config) -> dict[str, Any]:
     """The campaign's pool and stopping rule in words (the web app's organizer page): the pool
-    kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs."""
+    kind ``[pool] kind`` and its parameters, the rule ``[stopping] rule`` and what it needs, and
+    the order the pool is judged in under a budget (``adjudication``: strategy, budget, batch; None
+    with ``[adjudicate] strategy = "none"``)."""
     kind = PoolParams.from_config(cfg).kind
     rule = campaign_rule(cfg)
     params = ", ".join(f"{k}={v}" for k, v in pool_parameters(kind, cfg).items() if v is not None)
-    return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs()}
+    return {"pool_kind": kind, "pool": params, "rule": rule.name, "needs": rule.needs(),
+            "adjudication": describe_adjudication(cfg)}
 
 
 def _active(ctx: Context, topics: set[str] | None = None) -> pd.DataFrame:
