@@ -131,3 +131,14 @@ def test_cli_bad_option_is_one_line_and_writes_nothing(tmp_path, capsys, args, r
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"[{rule}]" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["simulate", "collection", "--topics", "2", "--runs", "3", "--groups", "2"],
+                                     ["simulate", "campaign", "--passages", "200", "--topics", "2"]])
+def test_a_negative_seed_is_one_line_and_writes_nothing(tmp_path, capsys, command):
+    from qrelkit.cli import run as cli  # lazy: as the other command tests
+
+    out = tmp_path / "out"
+    assert cli([*command, "-o", str(out), "--seed", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[bad-option]" in err[0] and not out.exists()

@@ -158,6 +158,31 @@ def test_unknown_strategies_and_options_are_refused(toy):
             budget_study(runs, qrels, depth=3, **{"budgets": "2", **kw})
 
 
+def test_refusals_that_name_the_mistake(toy):
+    runs, qrels = toy
+    for kw, text in (({"strategies": ["depth-0"]}, "at least 1"), ({"workers": 0}, "workers must be at least 1"),
+                     ({"strategies": ["cal"]}, "--corpus, --topics")):
+        with pytest.raises(InputError, match=text):
+            budget_study(runs, qrels, depth=3, **{"budgets": "2", **kw})
+    elsewhere = make_qrels([("999", "x1", 1), ("999", "x2", 0)])  # topics no run retrieved
+    with pytest.raises(InputError, match=r"\[no-pool\]"):
+        budget_study(runs, elsewhere, depth=3, budgets="2", strategies=["docid"])
+
+
+def test_tau_ap_is_blank_while_every_run_ties_and_empty_pools_are_noted(toy):
+    runs, qrels = toy
+    more = pa.concat_tables([qrels, make_qrels([("999", "x1", 1)])])
+    res = budget_study(runs, more, depth=3, budgets="1,100%", strategies=["docid"])
+    assert any("empty pool" in n and "999" in n for n in res.notes)
+    # docid order judges d1 (not relevant) first: after one judgment every run scores 0
+    tie_runs = make_runs({"a": {"1": ["d2", "d1"]}, "b": {"1": ["d1", "d2"]}, "c": {"1": ["d2", "d3"]}})
+    res = budget_study(tie_runs, make_qrels([("1", "d1", 0), ("1", "d2", 1), ("1", "d3", 1)]), depth=2,
+                       budgets="1,100%", strategies=["docid"])
+    s = res.summary.to_pandas().set_index("budget")
+    assert s.loc["1", "relevant_found_mean"] == 0 and np.isnan(s.loc["1", "tau_ap"])
+    assert s.loc["100%", "tau_ap"] == pytest.approx(1.0)
+
+
 # ---------------------------------------------- against evaluate() and significance() themselves
 
 def random_collection(seed: int, n_runs: int = 7, n_topics: int = 6):
@@ -373,8 +398,10 @@ def test_cal_is_a_strategy_with_a_corpus_and_topics(sim4, tmp_path, capsys):
     for b in (5, 15):
         found = np.mean([len(set(orders[t][:b]) & rel.get(t, set())) for t in pools])
         assert summary[("cal", str(b))]["relevant_found_mean"] == pytest.approx(found)
-    assert cli_run(args[:-3] + ["--seed", "11", "-o", str(tmp_path / "s11")]) == 0  # CAL's seed changes its order
-    assert (tmp_path / "s11" / "report.html").exists()
+    assert cli_run(args[:-3] + ["--seed", "11", "-o", str(tmp_path / "s11"), "--json"]) == 0  # CAL's seed reaches it
+    assert json.loads(capsys.readouterr().out)["params"]["cal"]["seed"] == 11
+    assert cli_run(args[:-3] + ["-s", "cal", "-o", str(tmp_path / "only"), "--json"]) == 0  # cal named among -s
+    assert [r["strategy"] for r in json.loads(capsys.readouterr().out)["summary"]] == ["docid", "docid", "cal", "cal"]
     i = args.index("--topics")
     no_topics = args[:i] + args[i + 2:-3] + ["-o", str(tmp_path / "x")]
     assert cli_run(no_topics) == 2  # --corpus without --topics

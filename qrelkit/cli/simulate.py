@@ -9,6 +9,7 @@ import pyarrow as pa
 import typer
 
 from qrelkit.cli import common
+from qrelkit.errors import InputError
 from qrelkit.io.qrels import read_qrels
 from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels.params import LabelsParams
@@ -17,6 +18,15 @@ from qrelkit.simulate.collection import simulate_collection, write_collection
 from qrelkit.simulate.oracle import judge_batches
 
 app = typer.Typer(help="Generate synthetic judging campaigns.", no_args_is_help=True)
+#: the simulators' seed: a flag, 0 when not given (they read no seed from a configuration)
+SeedOpt = typer.Option(None, "--seed", help="Random seed, at least 0 (default: 0).")
+
+
+def _seed(seed: Optional[int]) -> int:
+    """The seed given (0 without one); a negative one is ``[bad-option]``, before any work."""
+    if seed is not None and seed < 0:
+        raise InputError("bad-option", f"--seed must be at least 0, got {seed}")
+    return seed or 0
 
 
 @app.command("campaign")
@@ -30,7 +40,7 @@ def campaign(
     msmarco_v2: bool = typer.Option(False, "--msmarco-v2", help="The corpus as MS MARCO v2 ships it: a folder of "
                                     "gzip JSONL shards, pids msmarco_passage_NN_<byte offset>, docids msmarco_doc_NN_..."),
     shards: int = typer.Option(10, "--shards", help="With --msmarco-v2: files of the corpus."),
-    seed: Optional[int] = common.SeedOpt,
+    seed: Optional[int] = SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -45,7 +55,7 @@ def campaign(
             last[0] = max(fraction, last[0])
 
         summary = simulate_campaign(output, n_passages=passages, n_topics=topics, n_groups=groups, depth=depth,
-                                    dup_fraction=dup_fraction, seed=seed or 0, progress=report,
+                                    dup_fraction=dup_fraction, seed=_seed(seed), progress=report,
                                     layout="msmarco-v2" if msmarco_v2 else "flat", shards=shards)
     common.emit(summary, as_json, f"campaign written to {output}")
 
@@ -59,7 +69,7 @@ def collection(
     depth: int = typer.Option(100, "--depth", help="Pool depth: the qrels judge the pooled runs' top DEPTH."),
     run_length: int = typer.Option(1000, "--run-length", help="Documents per topic in every run."),
     pooled: Optional[int] = typer.Option(None, "--pooled", help="Runs pooled, by priority (default: all)."),
-    seed: Optional[int] = common.SeedOpt,
+    seed: Optional[int] = SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -68,7 +78,7 @@ def collection(
     common.check_io(inputs=[config], folders=[output])
     common.config(config)
     c = simulate_collection(topics=topics, runs=runs, groups=groups, depth=depth, run_length=run_length,
-                            pooled=pooled, seed=seed or 0)
+                            pooled=pooled, seed=_seed(seed))
     summary = write_collection(c, output)
     p, r = summary["pool_per_topic"], summary["relevant_per_topic"]
     common.emit(summary, as_json, f"collection written to {output}: {summary['runs']} runs, {summary['topics']} topics, "
@@ -82,7 +92,7 @@ def judge(
     output: Path = typer.Option(..., "-o", "--output", help="Completed batch table (.csv/.jsonl/.parquet)."),
     unjudged: str = typer.Option("zero", "--unjudged", help="Grade of passages missing from the qrels: zero | skip."),
     error_rate: float = typer.Option(0.0, "--error-rate", help="Probability of a wrong grade."),
-    seed: Optional[int] = common.SeedOpt,
+    seed: Optional[int] = SeedOpt,
     config: Optional[Path] = common.ConfigOpt,
     as_json: bool = common.JsonOpt,
 ) -> None:
@@ -90,10 +100,10 @@ def judge(
     common.check_io(inputs=[batches, qrels, config], outputs=[output])
     cfg = common.config(config)
     done = judge_batches(read_table(batches).to_pandas(), read_qrels(qrels), unjudged=unjudged, error_rate=error_rate,
-                         scale=tuple(LabelsParams.from_config(cfg).scale), seed=seed or 0)
+                         scale=tuple(LabelsParams.from_config(cfg).scale), seed=_seed(seed))
     write_table(pa.Table.from_pandas(done, preserve_index=False), output, kind="batches-completed",
                 params={"batches": str(batches), "qrels": str(qrels), "unjudged": unjudged, "error_rate": error_rate,
-                        "seed": seed or 0})
+                        "seed": _seed(seed)})
     graded = int(done["grade"].notna().sum())
     common.emit({"output": str(output), "rows": len(done), "graded": graded}, as_json,
                 f"graded {graded} of {len(done)} rows -> {output}")

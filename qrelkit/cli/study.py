@@ -111,7 +111,7 @@ def _print(res, output: Path) -> None:
             "max_rank_drop", "significance_changes"]
     if res.params.get("logo_budgets"):
         cols += ["logo_mean_abs_diff", "logo_max_rank_drop"]
-    show = res.summary.to_pandas()[cols].round(4)
+    show = res.summary.to_pandas(integer_object_nulls=True)[cols].round(4)
     show = show.astype(object).where(show.notna(), "")  # not measured at this budget: blank, not nan
     common.print_table(show, title=f"budget study: {res.params['runs']} runs, {res.params['topics']} topics, "
                                    f"{res.params['measure']}")

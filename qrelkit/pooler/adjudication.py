@@ -114,10 +114,21 @@ def pool_from_lists(qid: str, lists: Mapping[str, Sequence[str]]) -> TopicPool:
 def topic_pools(pool: pa.Table) -> dict[str, TopicPool]:
     """Each topic's :class:`TopicPool` from a pool table with provenance (``qid``, ``docid`` and
     ``runs``: the list of ``{run, rank}`` of :func:`~qrelkit.pooler.pools.depth_pool`), topics in
-    the table's order. A run's list holds its pooled documents by rank."""
+    the table's order. A run's list holds its pooled documents by rank; a document no run retrieved
+    (empty provenance) is left out.
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"qid": ["1", "1"], "docid": ["d1", "d2"],
+    ...               "runs": [[{"run": "a", "rank": 1}], []]})
+    >>> topic_pools(t)["1"].docids
+    ('d1',)
+    """
     for c in ("qid", "docid", "runs"):
         if c not in pool.column_names:
             raise InputError("missing-column", f"the pool needs a column {c!r} (a depth pool's provenance)")
+    # a pool document no run retrieved (a plugin kind's, the qrels' of a top-1 pool) is no run's:
+    # no strategy reaches it, so it is not in the strategies' pool
+    pool = pool.filter(pc.greater(pc.list_value_length(pool["runs"]), 0))
     if pool.num_rows == 0:
         return {}
     prov = pool["runs"].combine_chunks()

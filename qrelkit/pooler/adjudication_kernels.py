@@ -18,7 +18,7 @@ import numba as nb
 import numpy as np
 
 @nb.njit(cache=True)
-def _candidate(k, ptr, offsets, docs, taken, revealed):
+def _candidate(k, ptr, offsets, docs, taken):
     """Run ``k``'s next document to judge: the first not taken at or after its pointer (-1: none)."""
     j = ptr[k]
     end = offsets[k + 1]
@@ -47,9 +47,6 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
     b = np.zeros(n_runs)
     prio = np.zeros(n_runs, np.int64)
     source = np.full(n_docs, -1, np.int64)
-    total = 0
-    for k in range(n_runs):
-        total += offsets[k + 1] - offsets[k]
     out = np.empty(n_docs, np.int32)
     n_out = 0
     observed = 0.0
@@ -71,7 +68,7 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
                     j += 1
                 ptr[k] = j
             for k in range(n_runs):
-                if _candidate(k, ptr, offsets, docs, taken, revealed) < 0:
+                if _candidate(k, ptr, offsets, docs, taken) < 0:
                     continue
                 if kind == 0:
                     score = float(prio[k])
@@ -87,7 +84,7 @@ def pointer_order(offsets, docs, n_docs, known, prior, batches, kind, discount, 
                     best = k
             if best < 0:
                 break
-            d = docs[_candidate(best, ptr, offsets, docs, taken, revealed)]
+            d = docs[_candidate(best, ptr, offsets, docs, taken)]
             taken[d] = True
             source[d] = best
             out[n_out] = d

@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from qrelkit.cal.params import CalParams
 from qrelkit.errors import InputError
 from qrelkit.evaluate import (
     MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
@@ -252,7 +253,9 @@ def budget_study(
         extra_orders[CAL] = _cal_orders(col, cal, blist, level)
     if workers is None:
         workers = min(2, os.cpu_count() or 1) if col.base.num_rows >= PARALLEL_MIN_ROWS else 1
-    workers = max(1, int(workers))
+    if int(workers) < 1:
+        raise InputError("bad-option", f"workers must be at least 1, got {workers}")
+    workers = int(workers)
     if missing == "error":
         _refuse_missing(col)
     _universes(col, names, extra_orders or {})
@@ -273,6 +276,8 @@ def budget_study(
     res = _result_tables(col, plan, boards, logo_rows)
     res.params, res.notes = _statements(col, names, blist, logo, str(ms[0]), level, missing, ranking,
                                         float(alpha), params, reuse)
+    if cal is not None:  # CAL's parameters, its seed among them, as the order was made
+        res.params["cal"] = {"seed_k": cal.seed_k, **(cal.params or CalParams()).as_dict()}
     clock.append(time.perf_counter())
     res.timings = {"prepare": clock[1] - clock[0], "orders": clock[2] - clock[1], "variants": clock[3] - clock[2],
                    "scoring": clock[4] - clock[3], "leaderboards": clock[5] - clock[4], "logo": clock[6] - clock[5],
@@ -317,6 +322,12 @@ def _strategy_names(strategies: Sequence[str] | str | None, extra: Mapping | Non
         k = name[len(DEPTH_PREFIX):] if name.startswith(DEPTH_PREFIX) else ""
         if name in registered:
             entry = (name, "adjudication", 0)
+        elif extra and name in extra:  # an extra order named among the strategies: it comes last, as given
+            continue
+        elif name == CAL:
+            raise InputError("bad-option", "strategy 'cal' needs the corpus and the topics (--corpus, --topics)")
+        elif k.isascii() and k.lstrip("-").isdigit() and int(k) < 1:
+            raise InputError("bad-option", f"{name}: the depth K of a depth-K pool must be at least 1")
         elif k.isascii() and k.isdigit() and int(k) >= 1:
             entry = (f"{DEPTH_PREFIX}{int(k)}", "depth", int(k))
         else:
@@ -389,6 +400,9 @@ def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, 
     base = base.select(["run", "qid", "docid", "rank", "score"]).combine_chunks()
     pool = depth_pool(filter_runs(base, pooled_names), int(depth))
     tps = topic_pools(pool)
+    if not tps:
+        raise InputError("no-pool", f"no pooled run retrieved a document for any of the qrels' {len(topics)} judged "
+                         "topic(s) (topic ids as the runs write them?): there is nothing to judge")
     tps = {t: tps.get(t) or pool_from_lists(t, {}) for t in topics}
     nT, nR = len(topics), len(run_names)
     rc = pc.index_in(base["run"], value_set=pa.array(run_names, pa.string())).to_numpy(zero_copy_only=False)
@@ -758,8 +772,10 @@ def _leaderboards(col: _Collection, plan: _Plan, m, values: np.ndarray, miss: np
         drop = rk - rank_full
         boards.scores.append(s)
         boards.ranks.append(rk)
+        # every run tied (nothing relevant found yet): tau_AP would rank them by name; no value
+        tied = len(np.unique(s[~np.isnan(s)])) < 2
         boards.rows.append({"kendall_tau": corr["kendall_tau"], "kendall_p": corr["kendall_p"],
-                            "tau_ap": corr["tau_ap_a"], "max_rank_drop": int(max(0, drop.max())) if len(drop) else 0,
+                            "tau_ap": np.nan if tied else corr["tau_ap_a"], "max_rank_drop": int(max(0, drop.max())) if len(drop) else 0,
                             "runs_rank_changed": int((drop != 0).sum()),
                             **{f"significance_{k}": int(c.sum()) for k, c in ch.items()}})
         kind = np.select([ch["lost"], ch["gained"], ch["reversed"]], ["lost", "gained", "reversed"], "")
@@ -929,6 +945,12 @@ def _statements(col: _Collection, names: list[tuple[str, str, int]], blist: list
         "significant under one qrels and not the other (lost, gained) or significant under both with opposite signs "
         "(reversed).",
     ]
+    empty = [q for q in col.topics if col.tps[q].n_docs == 0]
+    if empty:
+        notes.append(f"{len(empty)} judged topic(s) with an empty pool (no pooled run retrieved a document for them; "
+                     f"they count with nothing found): {', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}.")
+    notes.append("tau_AP is left blank while every run scores the same under the qrels found so far (it would rank "
+                 "tied runs by name).")
     if logo:
         notes.append(f"Leave-out bias at {', '.join(b.label for b in logo)}: 'reuse leave-out' "
                      f"({reuse.procedure}, uniqueness {reuse.uniqueness}, orphans {reuse.orphans}) on each strategy's "
