@@ -104,15 +104,21 @@ def test_cli_writes_a_collection_the_readers_accept(tmp_path, capsys):
 
     out = tmp_path / "coll"
     (out / "runs").mkdir(parents=True)
-    (out / "runs" / "stale.run").write_text("1 Q0 d 1 1 stale\n")
+    (out / "runs" / "mine.run").write_text("1 Q0 d 1 1 mine\n")  # someone's run: never removed
     argv = ["simulate", "collection", "-o", str(out), "--topics", "3", "--runs", "6", "--groups", "3", "--depth", "10",
             "--run-length", "50", "--pooled", "5", "--seed", "2", "--json"]
     capsys.readouterr()
+    assert run(argv) == 2
+    assert "[output-not-empty]" in capsys.readouterr().err
+    assert [p.name for p in (out / "runs").iterdir()] == ["mine.run"] and not (out / "qrels.txt").exists()
+    (out / "runs" / "mine.run").unlink()
     assert run(argv) == 0
+    capsys.readouterr()
+    assert run(argv) == 0  # written again over its own files
     summary = json.loads(capsys.readouterr().out)
     assert (summary["topics"], summary["runs"], summary["groups"], summary["pooled_runs"]) == (3, 6, 3, 5)
     manifest = read_manifest(out / "manifest.csv")
-    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(manifest["file"])  # the stale run removed
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(manifest["file"])
     rs = read_runs(out / "runs", manifest=manifest)  # strict: no defect
     lib = simulate_collection(topics=3, runs=6, groups=3, depth=10, run_length=50, pooled=5, seed=2)
     assert rs.errors().empty and rs.table.equals(lib.runs)

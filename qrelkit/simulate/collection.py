@@ -235,20 +235,22 @@ def collection_summary(c: SimulatedCollection) -> dict:
 
 
 def write_collection(c: SimulatedCollection, out_dir: str | os.PathLike) -> dict:
-    """Write ``runs/<run>.run`` (TREC run files; other ``*.run`` files there are removed, so the
-    folder matches the manifest), ``qrels.txt`` and ``manifest.csv`` (``run, group, priority,
+    """Write ``runs/<run>.run`` (TREC run files; a ``runs`` folder holding other ``*.run`` files is
+    ``[output-not-empty]``, before anything is written), ``qrels.txt`` and ``manifest.csv`` (``run, group, priority,
     pooled, file``) into ``out_dir``; returns :func:`collection_summary` with the files."""
     out = Path(out_dir)
     run_dir = out / "runs"
+    keep = {f"{r}.run" for r in c.manifest["run"]}
+    other = sorted(p.name for p in run_dir.glob("*.run") if p.name not in keep) if run_dir.is_dir() else []
+    if other:  # never remove what someone else put there: the folder would not match the manifest
+        raise InputError("output-not-empty", f"{run_dir} holds {len(other)} other run file(s) ({', '.join(other[:3])}"
+                         f"{' ...' if len(other) > 3 else ''}); write the collection to another folder",
+                         file=str(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     names = c.runs["run"].to_numpy()
     cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
     for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(names)]):
         write_trec_run(c.runs.slice(int(a), int(b - a)), run_dir / f"{names[a]}.run")
-    keep = {f"{r}.run" for r in c.manifest["run"]}
-    for stale in sorted(run_dir.glob("*.run")):
-        if stale.name not in keep:
-            stale.unlink()
     write_qrels(c.qrels, out / "qrels.txt")
     with atomic_open(out / "manifest.csv") as fh:
         fh.write("run,group,priority,pooled,file\n" + "".join(
