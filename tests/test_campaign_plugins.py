@@ -151,7 +151,7 @@ def test_the_organizer_and_topic_pages_describe_them(toy_campaign, tmp_path):
     finally:
         sys.path.remove(str(PLUGINS))
     assert data["protocol"] == {"pool_kind": "toy-shallow", "pool": "depth=3", "rule": "toy-count",
-                                "needs": "accepted once 40 passages are judged"}
+                                "needs": "accepted once 40 passages are judged", "adjudication": None}
     assert 'data-pool-kind="toy-shallow"' in org.text and "stopping rule toy-count: accepted once 40" in org.text
     st = topic["status"]["stopping"]
     assert st["rule"] == "toy-count" and st["density_line"] is None and st["stands"].startswith("accepted: ")
