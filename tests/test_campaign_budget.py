@@ -374,6 +374,7 @@ def test_the_common_core_2017_protocol_judges_in_mm_ns_order_up_to_its_budget(si
         summary = s.state.stages_done()["pool-rest"]
         assert set(s.batches.all()["batch_id"].str.split("/").str[1]) == {"adj-0001", "adj-0002"}
     assert summary["strategy"] == "mm-ns" and summary["judged"] == {q: 20 for q in ("1001", "1002", "1003", "1004")}
+    assert set(c.status()["threads"]) == {""}  # CAL is skipped: no thread state is shown as if it ran
 
 
 def test_the_budget_cannot_change_once_a_round_is_out(sim4, tmp_path, capsys):

@@ -487,7 +487,7 @@ STATUS_COLUMNS = ["qid", "stage", "judged", "relevant", "density", "screening", 
 
 def status_table(ctx: stages.Context) -> pd.DataFrame:
     """Per topic: stage reached, judged, relevant, density (every judgment), screening decision,
-    CAL thread states, stopping decision and the rule that fired, batches out (assignments with
+    CAL thread states (blank when ``[campaign] skip`` holds cal), stopping decision and the rule that fired, batches out (assignments with
     items still owed)."""
     s = ctx.store
     lab = ctx.judging.labels()
@@ -500,6 +500,7 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
     last = next((n for n in reversed(STAGES) if n in done), "init")
     labs = dict(tuple(lab.groupby("qid", sort=False)))  # one pass, not one scan of the log per topic
     ths = dict(tuple(th.groupby("qid", sort=False)))
+    cal = ctx.enabled("cal")  # CAL skipped: its threads never run, so no state to show
     rows = []
     for q in ctx.inputs.topic_ids:
         g = labs.get(q, lab.iloc[:0])
@@ -510,7 +511,8 @@ def status_table(ctx: stages.Context) -> pd.DataFrame:
         stage = dec if dec else ("waiting for judgments" if out_by_topic.get(q) else last)
         rows.append({"qid": q, "stage": stage, "judged": n, "relevant": r, "density": round(r / n, 4) if n else None,
                      "screening": None if c is None or pd.isna(c["screening"]) else str(c["screening"]),
-                     "threads": " ".join(f"{t}:{st}" for t, st in zip(states["thread"], states["state"])),
+                     "threads": " ".join(f"{t}:{st}" for t, st in zip(states["thread"], states["state"]))
+                     if cal else "",
                      "decision": dec, "rule": None if c is None or pd.isna(c["rule"]) else str(c["rule"]),
                      "batches_out": int(out_by_topic.get(q, 0))})
     return pd.DataFrame(rows, columns=STATUS_COLUMNS)
