@@ -3,6 +3,7 @@ equal statsmodels', Kendall's tau and tau_ap; duplicates in evaluation (TREC 202
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -173,3 +174,11 @@ def test_benchmark_values_agree_with_ir_measures_on_small_data(tmp_path):
     checks = json.loads(out.read_text())["checks"]
     assert checks["parquet_equals_files"] and checks["vs_ir_measures"]["n_unexplained"] == 0
     assert checks["vs_ir_measures"]["values_compared"] == 6 * 9 * 3
+
+
+def test_tau_ap_ranked_by_a_flat_leaderboard_is_nan():
+    """Every run tied orders them by name alone: no tau_AP that way (the other way still has one)."""
+    from qrelkit.evaluate.compare import leaderboard_correlation
+
+    r = leaderboard_correlation({"a": 0.3, "b": 0.2, "c": 0.1}, {"a": 0.0, "b": 0.0, "c": 0.0})
+    assert math.isnan(r["tau_ap_a"]) and math.isnan(r["kendall_tau"]) and not math.isnan(r["tau_ap_b"])

@@ -325,7 +325,8 @@ def tau_ap(reference: Sequence[float], other: Sequence[float]) -> float:
 def leaderboard_correlation(a: pd.Series | dict, b: pd.Series | dict) -> dict:
     """Kendall's tau (scipy, tau-b) and tau_ap between two leaderboards (run -> score) over their
     common runs. tau_ap is given both ways (``tau_ap_a`` takes ``a`` as the reference). Ties in a
-    leaderboard are broken by run name (ascending) for tau_ap."""
+    leaderboard are broken by run name (ascending) for tau_ap; ranked by a leaderboard where every
+    run ties, tau_ap is NaN (as Kendall's tau is then)."""
     from scipy import stats  # lazy: scipy takes ~0.3 s to import, only tests and correlations need it
 
     sa = pd.Series(a, dtype=float)
@@ -352,6 +353,8 @@ def leaderboard_correlation(a: pd.Series | dict, b: pd.Series | dict) -> dict:
         return s
 
     ux, uy = untie(x), untie(y)
-    out["tau_ap_a"] = tau_ap(ux, uy)
-    out["tau_ap_b"] = tau_ap(uy, ux)
+    # a leaderboard where every run ties orders them by name alone: tau_AP ranking by it is no value
+    flat = {k: len(np.unique(v[~np.isnan(v)])) < 2 for k, v in (("x", x), ("y", y))}
+    out["tau_ap_a"] = math.nan if flat["y"] else tau_ap(ux, uy)
+    out["tau_ap_b"] = math.nan if flat["x"] else tau_ap(uy, ux)
     return out

@@ -772,10 +772,8 @@ def _leaderboards(col: _Collection, plan: _Plan, m, values: np.ndarray, miss: np
         drop = rk - rank_full
         boards.scores.append(s)
         boards.ranks.append(rk)
-        # every run tied (nothing relevant found yet): tau_AP would rank them by name; no value
-        tied = len(np.unique(s[~np.isnan(s)])) < 2
         boards.rows.append({"kendall_tau": corr["kendall_tau"], "kendall_p": corr["kendall_p"],
-                            "tau_ap": np.nan if tied else corr["tau_ap_a"], "max_rank_drop": int(max(0, drop.max())) if len(drop) else 0,
+                            "tau_ap": corr["tau_ap_a"], "max_rank_drop": int(max(0, drop.max())) if len(drop) else 0,
                             "runs_rank_changed": int((drop != 0).sum()),
                             **{f"significance_{k}": int(c.sum()) for k, c in ch.items()}})
         kind = np.select([ch["lost"], ch["gained"], ch["reversed"]], ["lost", "gained", "reversed"], "")
