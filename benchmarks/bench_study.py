@@ -5,12 +5,10 @@
 
 Data (made once, deterministic, reused while the parameters match):
 
-* runs: ``benchmarks/gen_runs.py`` seed 0 — 71 runs x 50 topics x 1,000 documents (3.55M lines),
-  read once with ``read_runs`` (strict) and kept as canonical Parquet in ``bench-out/bench-study/``;
-* the pool: depth 100 of every run, about 1,800 documents per topic (TREC-8: about 1,700);
-* qrels: that pool, each document relevant (grade 1, some 2) with a seeded draw whose chance grows
-  with the number of runs that pooled it and falls with its best rank: about 90 relevant documents
-  per topic (TREC-8: 94).
+* the collection of ``bench_budget.py``: ``simulate_collection(seed=0)`` (``qrelkit simulate
+  collection``) — 71 runs x 50 topics x 1,000 documents (3.55M lines) from 40 groups, their depth-100
+  pool judged (1,704 documents and 100 relevant per topic; TREC-8: 1,736 and 94), kept as canonical
+  Parquet in ``bench-out/budget-trec8/``.
 
 Measured in a fresh subprocess (imports and data loading excluded; file cache warm):
 ``budget_study(runs, qrels, depth=100, workers=W, params=AdjudicateParams(batch=B))`` — the
@@ -39,39 +37,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _machine import busy_cpu_s, others_cores, peak_rss_mb, wait_idle  # noqa: E402
 
-RUNS, TOPICS, DEPTH, POOL_DEPTH, SEED = 71, 50, 1000, 100, 0
+POOL_DEPTH, SEED = 100, 0
 
 
 def ensure_data(work: Path) -> dict:
-    """The canonical runs and the qrels in ``work`` (made once)."""
-    import pyarrow as pa
+    """The TREC-8-shaped collection of ``bench_budget.py`` (``simulate_collection``, seed 0) in
+    ``work``: one generator for both benchmarks (made once, reused while its parameters match)."""
+    from bench_budget import ensure_data as collection
 
-    info_path = work / "data.json"
-    stamp = {"runs": RUNS, "topics": TOPICS, "depth": DEPTH, "pool_depth": POOL_DEPTH, "seed": SEED, "version": 1}
-    if info_path.exists() and json.loads(info_path.read_text()).get("stamp") == stamp:
-        return json.loads(info_path.read_text())
-    from gen_runs import generate
-
-    from qrelkit.io.qrels import QRELS_SCHEMA, write_qrels
-    from qrelkit.io.runs import read_runs
-    from qrelkit.io.tables import write_table
-    from qrelkit.pooler import depth_pool
-
-    data = ROOT / "bench-out" / f"runs-{RUNS}x{TOPICS}x{DEPTH}"
-    generate(data, runs=RUNS, topics=TOPICS, depth=DEPTH, seed=SEED, pool_depth=POOL_DEPTH, quiet=True)
-    work.mkdir(parents=True, exist_ok=True)
-    rs = read_runs(data)
-    write_table(rs.table, work / "runs.parquet", kind="runs", params={"runs": str(data)})
-    pool = depth_pool(rs.table, POOL_DEPTH)
-    rng = np.random.default_rng(1)
-    p = 0.45 * (pool["n_runs"].to_numpy() / RUNS) ** 0.7 * np.exp(-pool["min_rank"].to_numpy() / 60)
-    grade = (rng.random(len(p)) < p).astype(np.int32) + (rng.random(len(p)) < p * 0.5).astype(np.int32)
-    write_qrels(pa.table({"qid": pool["qid"], "docid": pool["docid"], "rel": grade}).cast(QRELS_SCHEMA),
-                work / "qrels.txt")
-    info = {"stamp": stamp, "lines": rs.table.num_rows, "pool_per_topic": pool.num_rows / TOPICS,
-            "relevant_per_topic": float((grade > 0).sum() / TOPICS)}
-    info_path.write_text(json.dumps(info, indent=1) + "\n")
-    return info
+    return collection(work, SEED)
 
 
 def child(work: Path, workers: int, batch: int, out: Path, check: bool) -> None:
@@ -82,7 +56,7 @@ def child(work: Path, workers: int, batch: int, out: Path, check: bool) -> None:
     from qrelkit.pooler import AdjudicateParams
     from qrelkit.reuse import budget_study, write_budget_report
 
-    runs, qrels = read_table(work / "runs.parquet"), read_qrels(work / "qrels.txt")
+    runs, qrels = read_table(work / "runs.parquet"), read_qrels(work / "qrels.parquet")
     params = AdjudicateParams.from_config(None, batch=batch)
     c0, ch0, b0 = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN), busy_cpu_s()
     t0 = time.perf_counter()
@@ -134,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wait-idle", type=float, default=60.0, help="before each measurement, wait up to this many "
                    "seconds for other processes to use < 0.3 cores")
     p.add_argument("--check", action="store_true", help="compare one leaderboard with evaluate() (untimed)")
-    p.add_argument("--work-dir", type=Path, default=ROOT / "bench-out" / "bench-study")
+    p.add_argument("--work-dir", type=Path, default=ROOT / "bench-out" / "budget-trec8")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
@@ -154,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
               f"during {r['other_load_cores']:.2f} cores, report {r['report_s']:.1f} s", file=sys.stderr)
     r = min(runs_, key=lambda x: x["wall_s"])
     st = r["stages"]
-    print(f"\n{RUNS} runs x {TOPICS} topics x {DEPTH} documents ({info['lines']:,} lines); depth-{POOL_DEPTH} pool "
-          f"{info['pool_per_topic']:.0f} documents per topic, {info['relevant_per_topic']:.1f} relevant per topic; "
+    c = info["summary"]
+    print(f"\n{c['runs']} runs x {c['topics']} topics x {c['run_length']} documents; depth-{POOL_DEPTH} pool "
+          f"{c['pool_per_topic']['mean']:.0f} documents per topic, {c['relevant_per_topic']['mean']:.1f} relevant per topic; "
           f"7 strategies x 10 budgets, batch {a.batch}, {a.workers} workers\n")
     print("| wall (best) | CPU (all processes) | other load | prepare | orders | scoring | leaderboards | tables | "
           "scorings (distinct topic judgments) | of | list lines scored | evaluate() calls | peak RSS main / worker |")
