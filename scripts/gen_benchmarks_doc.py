@@ -1,0 +1,230 @@
+"""Regenerate docs/benchmarks.md's result blocks from the JSON the benchmarks write.
+
+    python scripts/gen_benchmarks_doc.py                     # rewrite the blocks from benchmarks/results/
+    python scripts/gen_benchmarks_doc.py --collect bench-out # first copy bench-out/*.json results there
+    python scripts/gen_benchmarks_doc.py --check             # exit 1 if the doc is not what the files give
+
+Each benchmark writes one result file in the shape of ``benchmarks/_results.py`` (``schema``,
+``benchmark``, ``sizes`` -> ``tools``, ``targets``, ``checks``, ``notes``, ``command``, ``machine``,
+``versions``). The committed copies live in ``benchmarks/results/NAME.json``; docs/benchmarks.md holds
+one block per file between ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``, and everything
+inside a block is written by this script: the command, the machine, a table of every tool at every
+size (first call in a fresh process beside the warm repeats, wall and CPU, cores, time per unit, peak
+memory, other processes' load), the ratios between tools of the same size of the same file (so
+measured in the same run on the same input), the growth of the time per unit between the sizes, the
+targets and the checks. Prose outside the blocks is the author's and carries no figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+OPEN, CLOSE = "<!-- results:{} -->", "<!-- /results:{} -->"
+
+
+# ------------------------------------------------------------------------------ formatting
+
+
+def secs(x: float | None) -> str:
+    if x is None or x != x:
+        return "n/a"
+    if x >= 100:
+        return f"{x:.0f} s"
+    if x >= 10:
+        return f"{x:.1f} s"
+    if x >= 0.1:
+        return f"{x:.2f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.1f} ms" if x < 0.01 else f"{x * 1e3:.0f} ms"
+    return f"{x * 1e6:.1f} µs"
+
+
+def per_unit(x: float, unit: str) -> str:
+    """Seconds per unit as a time and as a throughput."""
+    if x <= 0 or x != x:
+        return "n/a"
+    if x >= 1:
+        t = f"{x:.2f} s"
+    elif x >= 1e-3:
+        t = f"{x * 1e3:.2f} ms"
+    elif x >= 1e-6:
+        t = f"{x * 1e6:.2f} µs"
+    else:
+        t = f"{x * 1e9:.0f} ns"
+    rate = 1 / x
+    r = f"{rate / 1e6:.2f}M" if rate >= 1e6 else f"{rate / 1e3:.0f}k" if rate >= 1e4 else f"{rate:.3g}"
+    return f"{t} ({r} {unit}s/s)"
+
+
+def num(x, nd: int = 2) -> str:
+    if x is None or x != x:
+        return "n/a"
+    return f"{x:.{nd}f}"
+
+
+def ratio(a: float, b: float) -> str:
+    if not a or not b or a != a or b != b:
+        return "n/a"
+    return f"{b / a:.1f}x"
+
+
+# ------------------------------------------------------------------------------ one block
+
+
+def _table(res: dict) -> list[str]:
+    head = ("| input | tool | imports | first call, wall / CPU | warm wall, median (min-max) | warm CPU | cores "
+            "| warm time per unit | peak RSS | others' load |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    for size in res["sizes"]:
+        for t in size["tools"]:
+            f, w = t.get("first"), t["warm"]
+            first = f"{secs(f['wall_s'])} / {secs(f['cpu_s'])}" if f else "n/a"
+            warm = f"**{secs(w['wall_s'])}** ({secs(w['wall_min_s'])}-{secs(w['wall_max_s'])}), n={w['n']}"
+            rss = f"{t['peak_rss_mb']:,.0f} MB" if t.get("peak_rss_mb") else "n/a"
+            bg = num(t.get("background_cores"))
+            lines.append(f"| {size['label']} | {t['tool']} | {secs(t.get('import_s'))} | {first} | {warm} | {secs(w['cpu_s'])} "
+                         f"| {num(t.get('cores'), 1)} | {per_unit(w['wall_s'] / size['units'], size['unit'])} "
+                         f"| {rss} | {bg} |")
+    return lines
+
+
+def _stages(res: dict) -> list[str]:
+    out = []
+    for size in res["sizes"]:
+        for t in size["tools"]:
+            if t.get("stages"):
+                parts = ", ".join(f"{k} {secs(v)}" for k, v in t["stages"].items())
+                out.append(f"- {t['tool']}, {size['label']}: {parts}")
+            if t.get("note"):
+                out.append(f"- {t['tool']}, {size['label']}: {t['note']}")
+    return (["", "Stages (warm median) and notes per tool:", ""] + out) if out else []
+
+
+def _ratios(res: dict) -> list[str]:
+    out = []
+    for size in res["sizes"]:
+        tools = size["tools"]
+        if len(tools) < 2:
+            continue
+        q = tools[0]
+        for p in tools[1:]:
+            fw = ratio(q["first"]["wall_s"], p["first"]["wall_s"]) if q.get("first") and p.get("first") else "n/a"
+            out.append(f"- {size['label']}: {q['tool']} against {p['tool']}: **{ratio(q['warm']['wall_s'], p['warm']['wall_s'])}** "
+                       f"in warm wall time, {ratio(q['warm']['cpu_s'], p['warm']['cpu_s'])} in CPU time, "
+                       f"{fw} in the first call's wall time.")
+    if not out:
+        return []
+    return ["", "Ratios (the first tool's time divided into the other's; both measured in this run on "
+            "the same input; above 1 means the first tool is faster):", ""] + out
+
+
+def _growth(res: dict) -> list[str]:
+    sizes = res["sizes"]
+    if len(sizes) < 2:
+        return []
+    a, b = sizes[0], sizes[-1]
+    out = []
+    for ta in a["tools"]:
+        tb = next((t for t in b["tools"] if t["tool"] == ta["tool"]), None)
+        if tb is None:
+            continue
+        ua, ub = ta["warm"]["wall_s"] / a["units"], tb["warm"]["wall_s"] / b["units"]
+        out.append(f"{ta['tool']} {(ub / ua - 1) * 100:+.0f}%")
+    return ["", f"Growth of the warm time per {a['unit']} from {a['label']} to {b['label']}: "
+            + ", ".join(out) + "."]
+
+
+def _targets(res: dict) -> list[str]:
+    if not res.get("targets"):
+        return []
+    out = ["", "Targets:", ""]
+    for t in res["targets"]:
+        unit = f" {t['unit']}" if t.get("unit") else ""
+        mark = "met" if t["met"] else "**not met**"
+        out.append(f"- {t['what']}: {t['value']:.3g}{unit} (goal {t['op']} {t['limit']:g}{unit}): {mark}")
+    return out
+
+
+def _checks(res: dict) -> list[str]:
+    if not res.get("checks"):
+        return []
+    out = ["", "Checks:", ""]
+    for k, v in res["checks"].items():
+        out.append(f"- {k}: {v if not isinstance(v, (dict, list)) else json.dumps(v)}")
+    return out
+
+
+def render(res: dict) -> str:
+    m, v = res["machine"], res.get("versions", {})
+    soft = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    lines = [f"**Command:** `{res['command'].strip()}`", "",
+             f"**Measured** {res['date']} on {m['cores']} cores ({m.get('cpu') or 'unknown CPU'}), "
+             f"{m.get('memory_gb')} GB, {m.get('system')}, Python {m.get('python')}, qrelkit at "
+             f"{m.get('qrelkit_commit') or 'unknown commit'}; {soft}.", ""]
+    lines += _table(res) + _stages(res) + _ratios(res) + _growth(res) + _targets(res) + _checks(res)
+    if res.get("notes"):
+        lines += [""] + [f"- {n}" for n in res["notes"]]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the document
+
+
+def load_results(folder: Path) -> dict[str, dict]:
+    out = {}
+    for p in sorted(folder.glob("*.json")):
+        res = json.loads(p.read_text())
+        if res.get("schema") != 1 or "benchmark" not in res:
+            raise SystemExit(f"{p}: not a benchmark result (benchmarks/_results.py's shape)")
+        if p.stem != res["benchmark"]:
+            raise SystemExit(f"{p}: holds benchmark {res['benchmark']!r}; name the file {res['benchmark']}.json")
+        out[res["benchmark"]] = res
+    return out
+
+
+def regenerate(doc: str, results: dict[str, dict]) -> str:
+    for name, res in results.items():
+        o, c = OPEN.format(name), CLOSE.format(name)
+        i, j = doc.find(o), doc.find(c)
+        if i < 0 or j < i:
+            raise SystemExit(f"{DOC.name}: no block {o} ... {c} for benchmarks/results/{name}.json")
+        doc = doc[: i + len(o)] + "\n" + render(res) + "\n" + doc[j:]
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--collect", type=Path, action="append", default=[],
+                    help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) of this folder first")
+    ap.add_argument("--check", action="store_true", help="only check that the doc is up to date")
+    a = ap.parse_args(argv)
+    for folder in a.collect:
+        for p in sorted(folder.glob("*.json")):
+            res = json.loads(p.read_text())
+            if isinstance(res, dict) and res.get("schema") == 1 and "benchmark" in res:
+                RESULTS.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, RESULTS / f"{res['benchmark']}.json")
+                print(f"collected {p} -> benchmarks/results/{res['benchmark']}.json")
+    doc = DOC.read_text()
+    new = regenerate(doc, load_results(RESULTS))
+    if a.check:
+        if new != doc:
+            print(f"{DOC} is not what benchmarks/results/ gives: run python scripts/gen_benchmarks_doc.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if new != doc:
+        DOC.write_text(new)
+        print(f"rewrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
