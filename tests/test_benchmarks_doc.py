@@ -1,0 +1,88 @@
+"""docs/benchmarks.md's result blocks are what scripts/gen_benchmarks_doc.py makes of the JSON files
+the benchmarks wrote (benchmarks/results/): a figure in the docs is always one a command produced."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen_benchmarks_doc", ROOT / "scripts" / "gen_benchmarks_doc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _result(**over):
+    import _results as r
+
+    small = r.size_result("1M lines", 1_000_000, "line", [
+        r.tool_result("qrelkit", first=r.call(1.2, 2.0), warm=[r.call(1.0, 1.9), r.call(1.1, 2.0), r.call(0.9, 1.8)],
+                      import_s=0.2, peak_rss_mb=500, background_cores=0.01, stages={"read": 0.6, "pool": 0.3}),
+        r.tool_result("peer", first=r.call(20.0, 20.0), warm=[r.call(19.0, 19.0)], import_s=1.0, peak_rss_mb=900)])
+    large = r.size_result("2M lines", 2_000_000, "line", [
+        r.tool_result("qrelkit", first=r.call(2.2, 4.0), warm=[r.call(2.2, 4.0)]),
+        r.tool_result("peer", first=r.call(40.0, 40.0), warm=[r.call(40.0, 40.0)])])
+    res = r.benchmark_result("demo", "Demo", [small, large], targets=[r.target("pool of 2M lines", 2.2, "<=", 1.0, "s")],
+                             checks={"same pool": True}, notes=["the peer filters nothing"])
+    res["command"] = "python benchmarks/bench_demo.py --x 1"
+    res.update(over)
+    return res
+
+
+def test_the_doc_is_what_the_result_files_give():
+    assert _gen().main(["--check"]) == 0, "run python scripts/gen_benchmarks_doc.py"
+
+
+def test_every_result_file_has_its_block_and_shape():
+    gen = _gen()
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    for name, res in gen.load_results(ROOT / "benchmarks" / "results").items():
+        assert gen.OPEN.format(name) in doc and gen.CLOSE.format(name) in doc, name
+        assert res["command"].startswith("python benchmarks/"), name
+        assert len(res["sizes"]) >= 2, f"{name}: every benchmark reports two sizes"
+        for size in res["sizes"]:
+            for t in size["tools"]:
+                assert t["warm"]["wall_s"] > 0 and t["warm"]["cpu_s"] >= 0, (name, t["tool"])
+                assert t["first"] is not None or t.get("note"), f"{name}/{t['tool']}: a first call, or why not"
+
+
+def test_render_shows_first_and_warm_wall_and_cpu_ratios_within_a_size_growth_and_targets():
+    text = _gen().render(_result())
+    assert "`python benchmarks/bench_demo.py --x 1`" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 1M lines | qrelkit"))
+    assert "1.20 s / 2.00 s" in row and "**1.00 s** (0.90 s-1.10 s), n=3" in row and "1.90 s" in row
+    assert "500 MB" in row and "0.20 s" in row
+    # ratios only between tools of the same size: 19.0 / 1.0 at 1M and 40.0 / 2.2 at 2M
+    assert "1M lines: qrelkit against peer: **19.0x** in warm wall time, 10.0x in CPU time, 16.7x" in text
+    assert "2M lines: qrelkit against peer: **18.2x**" in text
+    assert "qrelkit +10%" in text and "peer +5%" in text  # per line: 1.0/1M -> 2.2/2M; 19/1M -> 40/2M
+    assert "pool of 2M lines: 2.2 s (goal <= 1 s): **not met**" in text
+    assert "- same pool: True" in text and "- the peer filters nothing" in text
+
+
+def test_a_result_without_its_block_is_refused(tmp_path):
+    gen = _gen()
+    with pytest.raises(SystemExit, match="no block"):
+        gen.regenerate("# nothing here\n", {"demo": _result()})
+    f = tmp_path / "other.json"
+    f.write_text(json.dumps(_result()))
+    with pytest.raises(SystemExit, match="name the file demo.json"):
+        gen.load_results(tmp_path)
+
+
+def test_regenerate_replaces_only_inside_the_block():
+    gen = _gen()
+    doc = "intro prose\n<!-- results:demo -->\nold figures\n<!-- /results:demo -->\nmore prose\n"
+    new = gen.regenerate(doc, {"demo": _result()})
+    assert new.startswith("intro prose\n<!-- results:demo -->\n**Command:**")
+    assert new.endswith("<!-- /results:demo -->\nmore prose\n") and "old figures" not in new
+    assert gen.regenerate(new, {"demo": _result()}) == new
