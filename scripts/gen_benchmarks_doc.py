@@ -202,12 +202,16 @@ def regenerate(doc: str, results: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--collect", type=Path, action="append", default=[],
-                    help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) of this folder first")
+                    help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) found in this folder "
+                         "and its subfolders first")
     ap.add_argument("--check", action="store_true", help="only check that the doc is up to date")
     a = ap.parse_args(argv)
     for folder in a.collect:
-        for p in sorted(folder.glob("*.json")):
-            res = json.loads(p.read_text())
+        for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
+            try:
+                res = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
             if isinstance(res, dict) and res.get("schema") == 1 and "benchmark" in res:
                 RESULTS.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(p, RESULTS / f"{res['benchmark']}.json")
