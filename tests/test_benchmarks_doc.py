@@ -86,3 +86,12 @@ def test_regenerate_replaces_only_inside_the_block():
     assert new.startswith("intro prose\n<!-- results:demo -->\n**Command:**")
     assert new.endswith("<!-- /results:demo -->\nmore prose\n") and "old figures" not in new
     assert gen.regenerate(new, {"demo": _result()}) == new
+
+
+def test_readme_summary_takes_the_largest_size_and_ratios_from_the_same_file():
+    gen = _gen()
+    res = _result(benchmark="pool", title="Pool")
+    text = gen.summary({"pool": res})
+    row = text.splitlines()[-1]
+    assert row.startswith("| [Pool](docs/benchmarks.md), 2M lines | 2.20 s (2.20 s) | peer 40.0 s (18.2x) |"), row
+    assert gen.summary({}).count("\n") == 1  # the header only
