@@ -39,6 +39,15 @@ def test_equal_strings_have_equal_keys_and_short_distinct_ones_distinct_keys(val
     assert string_keys(pa.array(vals, pa.string())).tolist() == keys  # the same wherever the values sit
 
 
+def test_keys_of_look_alike_ids_differ_even_in_their_top_bits():
+    """Ids that differ in one byte (of 8, of 9 to 16 bytes, or in the last 8 of longer ones) get
+    keys whose top 40 bits differ: callers keep the top bits only (the pool does)."""
+    ids = [f"doc-{i}" for i in range(1000)] + [f"D{i:07d}" for i in range(1000)] + [f"d{i:07d}x" for i in range(1000)]
+    ids += [f"clueweb09-en0000-00-{i:05d}" for i in range(1000)] + [f"LA0101{i:02d}-0{i % 97:03d}" for i in range(100)]
+    keys = string_keys(pa.array(ids))
+    assert len(set((keys >> 24).tolist())) == len(ids)
+
+
 def test_all_equal_compares_every_byte():
     assert all_equal(pa.chunked_array([pa.array(["run1"] * 3)]), "run1")
     assert not all_equal(pa.array(["run1", "run1", "run2"]), "run1")

@@ -59,15 +59,21 @@ def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     lens = np.diff(off)
     first = words[starts]
     last = words[starts + lens - 8]
-    short = lens < 8
-    if short.any():  # keep a short value's own bytes only (little-endian: the low ones)
+    if int(lens.min()) < 8:  # keep a short value's own bytes only (little-endian: the low ones)
         shift = ((8 - np.minimum(lens, 8)) * 8).astype(np.uint64)
         first <<= shift
         first >>= shift
-        last[short] = 0
+    last[lens <= 8] = 0  # the first word holds all of it
+    # multiply-xorshift rounds, each a bijection of uint64: for a fixed first word, distinct last
+    # words (or lengths) give distinct keys; the last multiplication stirs every bit into the top
+    # ones, so that a caller may keep the top bits only
     key = first * _M
-    key ^= last * _M2
-    key ^= lens.astype(np.uint64) * _M3
+    key ^= key >> np.uint64(32)
+    key ^= last
+    key *= _M2
+    key ^= key >> np.uint64(29)
+    key ^= lens.astype(np.uint64)
+    key *= _M3
     return key
 
 
