@@ -65,3 +65,24 @@ def run_tool(name: str, cmd: list[str], *, idle_wait: float, note: str | None = 
 def per_unit_growth(small: dict, large: dict, units_small: int, units_large: int) -> float:
     """(time per unit at the large size) / (time per unit at the small size), warm median wall."""
     return (large["warm"]["wall_s"] / units_large) / (small["warm"]["wall_s"] / units_small)
+
+
+def markdown(res: dict) -> str:
+    """A benchmark result as a Markdown table (one row per size and tool) and its targets."""
+    lines = ["| size | tool | first call wall / CPU | warm wall (min-max) / CPU | cores | peak RSS | stages (warm; first) "
+             "| other load |", "|---|---|---|---|---|---|---|---|"]
+    for size in res["sizes"]:
+        for t in size["tools"]:
+            f, w = t["first"], t["warm"]
+            st = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
+            fs = ", ".join(f"{k} {v:.2f}" for k, v in (t.get("first_stages") or {}).items())
+            bg = t["background_cores"]
+            lines.append(f"| {size['label']} | {t['tool']} | {f['wall_s']:.2f} / {f['cpu_s']:.2f} s | "
+                         f"{w['wall_s']:.2f} ({w['wall_min_s']:.2f}-{w['wall_max_s']:.2f}) / {w['cpu_s']:.2f} s | "
+                         f"{t['cores']:.2f} | {t['peak_rss_mb']:.0f} MB | {st}" + (f"; first: {fs}" if fs else "")
+                         + " | " + ("" if bg is None else f"{bg:.2f} cores") + " |")
+    lines.append("")
+    for tg in res["targets"]:
+        lines.append(f"- {tg['what']}: {tg['value']:.3f} {tg['unit']} ({tg['op']} {tg['limit']:g}: "
+                     + ("met" if tg["met"] else "**missed**") + ")")
+    return "\n".join(lines)

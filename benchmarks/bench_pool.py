@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _child import child_run, per_unit_growth, run_tool  # noqa: E402
+from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
 from _results import benchmark_result, size_result, target, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -321,25 +321,6 @@ def targets_of(sizes: list[dict]) -> list[dict]:
         out.append(target(f"trectools / qrelkit, {label}, warm wall", t["warm"]["wall_s"] / q["warm"]["wall_s"],
                           ">=", 1.0, "x"))
     return out
-
-
-def markdown(res: dict) -> str:
-    lines = ["| size | tool | first call wall / CPU | warm wall (min-max) / CPU | cores | peak RSS | stages (warm) | other load |",
-             "|---|---|---|---|---|---|---|---|"]
-    for size in res["sizes"]:
-        for t in size["tools"]:
-            f, w = t["first"], t["warm"]
-            st = ", ".join(f"{k} {v:.2f}" for k, v in t["stages"].items())
-            bg = t["background_cores"]
-            lines.append(f"| {size['label']} | {t['tool']} | {f['wall_s']:.2f} / {f['cpu_s']:.2f} s | "
-                         f"{w['wall_s']:.2f} ({w['wall_min_s']:.2f}-{w['wall_max_s']:.2f}) / {w['cpu_s']:.2f} s | "
-                         f"{t['cores']:.2f} | {t['peak_rss_mb']:.0f} MB | {st} | "
-                         + ("" if bg is None else f"{bg:.2f} cores") + " |")
-    lines.append("")
-    for tg in res["targets"]:
-        lines.append(f"- {tg['what']}: {tg['value']:.3f} {tg['unit']} ({tg['op']} {tg['limit']:g}: "
-                     + ("met" if tg["met"] else "**missed**") + ")")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
