@@ -49,8 +49,7 @@ from _results import benchmark_result, call, size_result, target, tool_result, w
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT))  # last: an installed qrelkit (or PYTHONPATH's) is the one measured
 
 MEASURES = ["nDCG@10", "AP", "RR@10"]
 
