@@ -425,3 +425,22 @@ def test_block_ranks_are_block_positions_plus_one():
     assert block_positions(g).tolist() == [0, 1, 0, 1, 2, 0, 0] and block_positions(g).dtype == np.int64
     assert block_ranks(g).tolist() == [1, 2, 1, 2, 3, 1, 1] and block_ranks(g).dtype == np.int32
     assert block_ranks(np.zeros(0, np.int32)).dtype == np.int32 and len(block_positions(np.zeros(0))) == 0
+
+
+@pytest.mark.parametrize("column", ["qid", "docid", "score", "run"])
+def test_a_parquet_run_with_a_missing_value_is_refused_at_its_row(tmp_path, column):
+    """A null in a Parquet run is a missing column of that row (it crashed the reader once, and
+    was then read without complaint)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qrelkit import InputError, read_runs
+
+    cols = {"qid": ["1", "1", "1"], "q0": ["Q0"] * 3, "docid": ["a", "b", "c"], "rank": [1, 2, 3],
+            "score": [3.0, 2.0, 1.0], "run": ["r", "r", "r"]}
+    cols[column] = [*cols[column][:2], None]
+    f = tmp_path / "r.parquet"
+    pq.write_table(pa.table(cols), f)
+    with pytest.raises(InputError) as e:
+        read_runs(f)
+    assert e.value.rule == "missing-column" and e.value.line == 3 and column in str(e.value)

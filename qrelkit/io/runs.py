@@ -209,11 +209,21 @@ def _read_parquet_runs(path: Path) -> list[tuple[str, pa.Table]]:
     t = t.append_column("_row", pa.array(np.arange(1, t.num_rows + 1, dtype=np.int64)))
     if "run" not in t.column_names or t.num_rows == 0:
         return [(str(path), t)]
+    _no_nulls(t, ["run"], path)
     names = sorted(pc.unique(pc.cast(t["run"], pa.string())).to_pylist(), key=str)
     if len(names) == 1:
         return [(str(path), t)]
     run = pc.cast(t["run"], pa.string())
     return [(f"{path}#{n}", t.filter(pc.equal(run, n))) for n in names]
+
+
+def _no_nulls(t: pa.Table, columns: list[str], path: Path) -> None:
+    """A Parquet run's value missing (null) is a missing column of that row, as in a text line."""
+    for c in columns:
+        if t[c].null_count:
+            row = int(pc.index(pc.is_null(t[c]), True).as_py())
+            line = int(t["_row"][row].as_py()) if "_row" in t.column_names else row + 1
+            raise InputError("missing-column", f"row {line} has no {c} (null)", file=str(path), line=line)
 
 
 def _load_table(path: Path, table: pa.Table | None = None) -> tuple[pa.Table, _FileResult]:
@@ -227,6 +237,7 @@ def _load_table(path: Path, table: pa.Table | None = None) -> tuple[pa.Table, _F
         if not need <= names:
             raise InputError("missing-column", f"Parquet run needs columns {sorted(need)}", file=str(path))
         tag_col = "run" if "run" in names else ("tag" if "tag" in names else None)
+        _no_nulls(t, [c for c in ("qid", "docid", "score", "rank", tag_col) if c in names], path)
         n = t.num_rows
         cols = {
             "qid": pc.cast(t["qid"], pa.string()),
