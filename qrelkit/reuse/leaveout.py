@@ -427,8 +427,8 @@ def _removals(st: _Study, att, orphans: str, procedure: str) -> _Removals:
 def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: str, rel: int | None, ranking: str,
                          workers: int, official_given: bool, attribution: dict, progress: Callable[..., None] | None,
                          clock: list[float]) -> tuple[_Removals, list[tuple], int]:
-    """Official scoring (unless given) starts first, in the workers; attribution runs meanwhile in
-    this process; then one evaluate() per unit with unique judged documents, largest first.
+    """Official scoring (unless given) starts first, one part per worker; attribution runs
+    meanwhile in this process; then one evaluate() per unit with unique judged documents, largest first.
     Returns the removals, the scoring results and the number of evaluate() calls."""
     runs, run_names, nU = st.runs, st.run_names, st.nU
     rc = pc.index_in(runs["run"], value_set=pa.array(run_names, pa.string())).to_numpy(zero_copy_only=False)
@@ -444,9 +444,9 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
                               "judged_per_topic": st.judged_per_topic, "removal": removal, "measures": st.ms,
                               "missing": missing, "rel": rel, "ranking": ranking}, workers)
     try:
-        if not official_given:  # one part per worker but one: this process attributes meanwhile
+        if not official_given:  # one part per worker: a worker's memory grows with the run lines it scores
             order = np.arange(len(run_names), dtype=np.int64)
-            for i, ch in enumerate(np.array_split(order, workers - 1) if workers > 2 else [order]):
+            for i, ch in enumerate(np.array_split(order, workers) if workers > 1 else [order]):
                 if len(ch):
                     scorer.submit(("official", i, ch, None))
                     n_tasks += 1
