@@ -1,42 +1,56 @@
-"""Leave-one-group-out benchmark: 100 runs in 14 groups over 500 topics, depth-10 pooled qrels,
-five measures (AP, nDCG@10, P@10, Bpref, Judged@10).
+"""Leave-one-group-out at two sizes: the first 50 runs (7 groups) and all 100 runs (14 groups) of the
+pool benchmark's runs, 500 topics, graded qrels on each size's depth-10 pool, five measures (AP,
+nDCG@10, P@10, Bpref, Judged@10; rel=2); qrelkit beside a user's own ir-measures loop.
 
-    python benchmarks/bench_reuse.py [--repeats 3] [--wait-idle 120] [--workers N]
+    python benchmarks/bench_reuse.py [--runs 50 100] [--repeats 3] [--peer-repeats 1] [--wait-idle 60]
+    python benchmarks/bench_reuse.py --runs 20 40 --topics 100 --repeats 1 --skip-verify   # minutes -> seconds
 
 Data (made once, deterministic, reused while the parameters match):
 
 * runs: ``benchmarks/gen_runs.py`` seed 0 — 100 runs x 500 topics x 100 documents (5M lines),
   shared with ``bench_pool.py`` and ``bench_eval.py`` (``bench-out/runs-100x500x100``); read once
-  with ``read_runs`` (strict) and kept as canonical Parquet in ``bench-out/bench-reuse/``;
+  with ``read_runs`` (strict) into canonical Parquet (``bench-out/bench-reuse/``);
 * groups: the generator's teams of 4 correlated runs are put in 14 groups (team t -> group
-  floor(14 t / 25)): 11 groups of 8 runs and 3 groups of 4; every run is pooled;
-* qrels: the depth-10 pool of the 100 runs (153,615 documents), each document graded 0-3 with a
-  seeded random draw whose chance of relevance grows with the number of runs that pooled it and
-  falls with its best rank; written to ``bench-out/bench-reuse/qrels-depth10.txt``.
+  floor(14 t / 25)): 11 groups of 8 runs and 3 of 4. A size of N runs is the first N runs (by
+  name) in their groups: 50 runs are the 7 groups g00-g06 (8, 8, 8, 8, 4, 8, 6 runs); every run
+  is pooled;
+* qrels (one per size): the depth-10 pool of the size's runs, each document graded 0-3 with a
+  seeded draw whose chance of relevance grows with the number of runs that pooled it and falls
+  with its best rank (``bench-out/bench-reuse/rN/qrels-depth10.txt``; 100 runs: 153,615 judged).
 
-Measured, each repetition in a fresh subprocess (imports — qrelkit, ir-measures, scipy — and data
-loading excluded; file cache warm): ``leave_out(runs, qrels, manifest, depth=10, rel=2)`` —
-attribution, reduced qrels, official scores of the 100 runs and the left-out scores of every
-group's runs, tables — ("logo"); the same with the official scores given ("logo, official
-given", read from ``official.parquet``, made once by ``evaluate`` with the same settings); and
-``write_report`` (tables, three plots, Markdown, HTML). Reported: wall and CPU time (the process
-and its scoring workers), the cores other processes used meanwhile (the machine is shared: the
-table gives the median of all repetitions and of the quiet ones, where others used < 0.25
-cores), peak RSS (VmHWM of the main process; a worker's includes the pages it shares with the
-main process), and stages.
+Tools, each in fresh processes (imports timed apart, data loading not timed; the first call in the
+process beside ``--repeats`` warm repeats; wall and CPU seconds, CPU including the forked scoring
+workers'; peak RSS of the process and of its workers; the cores other processes used meanwhile):
 
-Checks (once, untimed): the removed documents of every group equal an independent computation
-with Python sets; one group's left-out scores equal ``evaluate`` called on its reduced qrels;
-one and two scoring processes give identical tables. Any failure exits 1.
-Results: a Markdown table on stdout and ``bench-out/bench_reuse.json``.
+* ``qrelkit``: ``leave_out(runs, qrels, manifest, depth=10, rel=2)`` — attribution, reduced qrels,
+  the official scores of every run and the left-out scores of every group's runs, the tables;
+  then, untimed by the calls, ``write_report`` (tables, three plots, Markdown, HTML) as a stage;
+* ``qrelkit, official given``: the same with the official scores given (``official.parquet``, made
+  once by ``evaluate`` with the same settings);
+* ``ir-measures loop``: what a user's own script does with ir-measures (its documented way for many
+  runs on one qrels: one ``ir_measures.evaluator`` per qrels, ``calc_aggregate`` per run): the
+  official scores of every run, each group's unique judged documents (Python sets over the runs'
+  top 10 by score descending, ties by docid descending), then per group the reduced qrels (a
+  placeholder judgment for an emptied topic, as qrelkit) and its runs' scores. It gets the same
+  runs and qrels as Python dicts (its native input, made untimed).
+
+The unit is the run line (R runs x T topics x 100 documents): each run is scored on every topic
+twice, officially and left out, so the work grows with runs x topics at a fixed group size; the
+per-group part (each group's reduced qrels, groups x judged documents) grows faster than the lines
+when runs and groups grow together, and the growth figure includes it.
+
+Checks (untimed, at the largest size unless ``--skip-verify``): the removed documents of every
+group equal an independent computation with Python sets; one group's left-out scores equal
+``evaluate`` on its reduced qrels; one and two scoring processes give identical tables. At every
+size: the ir-measures loop's official and left-out scores against qrelkit's (largest difference
+per measure). Any failed check exits 1. Results: a Markdown table on stdout and ``--json-out``
+(``bench-out/reuse.json``, the shape of ``benchmarks/_results.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -49,268 +63,423 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _machine import busy_cpu_s, others_cores, peak_rss_mb, wait_idle  # noqa: E402
+from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _results import benchmark_result, call, measure, size_result, target, tool_result, write_result  # noqa: E402
 
 MEASURES = ["AP", "nDCG@10", "P@10", "Bpref", "Judged@10"]
+REL = 2
 GROUPS = 14
-QUIET = 0.25  # cores other processes may use during a repetition for it to count as quiet
+TEAM = 4
+TOOLS = {"qrelkit": "qrelkit", "qrelkit-official-given": "qrelkit, official given", "ir-measures": "ir-measures loop"}
+STAGES = ("prepare", "attribution", "scoring_wait", "tables")
+TARGET_S = 5.0
+GROWTH = 1.10
+#: the placeholder docid qrelkit gives a topic whose every judgment a group contributed alone
+PLACEHOLDER = " qrelkit: no judgment left"
 
 
-def group_of(i: int, team_size: int = 4, teams: int = 25) -> str:
-    return f"g{(i // team_size) * GROUPS // teams:02d}"
+def group_of(i: int, teams: int) -> str:
+    return f"g{(i // TEAM) * GROUPS // teams:02d}"
 
 
-def ensure_data(data: Path, work: Path, runs: int, topics: int, depth: int, seed: int, pool_depth: int) -> dict:
-    import pyarrow as pa
+# ------------------------------------------------------------------------------------- data
 
+def ensure_runs(data: Path, work: Path, runs: int, topics: int, depth: int, seed: int) -> Path:
+    """The generated run files (``data``) and their canonical Parquet (``work``)."""
     params = data / ".params.json"
-    if not (params.exists() and (lambda p: (p.get("runs"), p.get("topics"), p.get("depth"), p.get("seed")))(
-            json.loads(params.read_text())) == (runs, topics, depth, seed)):
-        from gen_runs import generate
+    want = (runs, topics, depth, seed)
+    if not (params.exists() and tuple(json.loads(params.read_text()).get(k) for k in
+                                      ("runs", "topics", "depth", "seed")) == want):
+        from gen_runs import generate  # lazy: only when the runs are (re)made
 
         generate(data, runs=runs, topics=topics, depth=depth, seed=seed)
-    work.mkdir(parents=True, exist_ok=True)
     canon = work / "runs-canonical.parquet"
-    qrels_path = work / f"qrels-depth{pool_depth}.txt"
-    manifest_path = work / "manifest.csv"
-    info_path = work / "data.json"
-    stamp = {"runs": runs, "topics": topics, "depth": depth, "seed": seed, "pool_depth": pool_depth, "groups": GROUPS}
-    if info_path.exists() and canon.exists() and qrels_path.exists() and manifest_path.exists():
-        info = json.loads(info_path.read_text())
-        if info.get("stamp") == stamp:
-            return info
+    stamp = work / "runs-canonical.json"
+    if not (canon.exists() and stamp.exists() and json.loads(stamp.read_text()).get("stamp") == list(want)):
+        from qrelkit.io.runs import read_runs  # lazy: the parent stays small
+        from qrelkit.io.tables import write_table
+
+        work.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        rs = read_runs(data)
+        write_table(rs.table, canon, kind="runs", params={"runs": str(data)})
+        stamp.write_text(json.dumps({"stamp": list(want), "read_runs_s": time.perf_counter() - t0}))
+    return canon
+
+
+def ensure_size(canon: Path, work: Path, n_runs: int, total_runs: int, seed: int, pool_depth: int) -> dict:
+    """``work/rN``: the first ``n_runs`` runs, their manifest, graded depth-``pool_depth`` qrels and
+    official scores; returns the size's description (``data.json``)."""
+    import pyarrow as pa  # lazy: the parent stays small
+    import pyarrow.compute as pc
+
     from qrelkit.io.qrels import QRELS_SCHEMA, write_qrels
-    from qrelkit.io.runs import read_runs
-    from qrelkit.io.tables import write_table
+    from qrelkit.io.tables import read_table, write_table
     from qrelkit.pooler import depth_pool
 
-    t0 = time.perf_counter()
-    rs = read_runs(data)
-    read_s = time.perf_counter() - t0
-    write_table(rs.table, canon, kind="runs", params={"runs": str(data)})
-    names = rs.runs
-    team_size = 4
-    teams = (len(names) + team_size - 1) // team_size
-    manifest_path.write_text("run,group,pooled\n" + "".join(
-        f"{r},{group_of(i, team_size, teams)},true\n" for i, r in enumerate(names)))
-    pool = depth_pool(rs.table, pool_depth)
+    d = work / f"r{n_runs}"
+    info_path = d / "data.json"
+    stamp = {"canonical": json.loads((work / "runs-canonical.json").read_text())["stamp"], "runs": n_runs,
+             "seed": seed, "pool_depth": pool_depth, "groups": GROUPS}
+    if info_path.exists() and json.loads(info_path.read_text()).get("stamp") == stamp:
+        return json.loads(info_path.read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    runs = read_table(canon)
+    all_names = sorted(set(pc.unique(runs["run"]).to_pylist()))
+    teams = (total_runs + TEAM - 1) // TEAM
+    names = all_names[:n_runs]
+    if n_runs < len(all_names):
+        runs = runs.filter(pc.is_in(runs["run"], value_set=pa.array(names)))
+    write_table(runs, d / "runs.parquet", kind="runs", params={"runs": str(canon), "first": n_runs})
+    groups = {r: group_of(i, teams) for i, r in enumerate(names)}
+    (d / "manifest.csv").write_text("run,group,pooled\n" + "".join(f"{r},{groups[r]},true\n" for r in names))
+    pool = depth_pool(runs, pool_depth)
     rng = np.random.default_rng(seed)
-    n_runs = pool["n_runs"].to_numpy().astype(float)
+    n_pooled = pool["n_runs"].to_numpy().astype(float)
     min_rank = pool["min_rank"].to_numpy().astype(float)
-    p_rel = np.clip(0.08 + 0.6 * n_runs / len(names) + 0.25 / min_rank, 0.0, 0.95)
+    p_rel = np.clip(0.08 + 0.6 * n_pooled / len(names) + 0.25 / min_rank, 0.0, 0.95)
     relevant = rng.random(pool.num_rows) < p_rel
     grade = np.where(relevant, rng.choice([1, 2, 3], size=pool.num_rows, p=[0.45, 0.35, 0.2]), 0).astype(np.int32)
     q = pa.table({"qid": pool["qid"], "docid": pool["docid"], "rel": grade}).cast(QRELS_SCHEMA)
-    write_qrels(q, qrels_path)
-    info = {"stamp": stamp, "lines": rs.table.num_rows, "read_runs_s": read_s, "judged": q.num_rows,
-            "relevant_rel2": int((grade >= 2).sum()), "relevant_rel1": int((grade >= 1).sum()),
-            "group_sizes": {g: sum(1 for i in range(len(names)) if group_of(i, team_size, teams) == g)
-                            for g in sorted({group_of(i, team_size, teams) for i in range(len(names))})}}
+    write_qrels(q, d / f"qrels-depth{pool_depth}.txt")
+    sizes: dict[str, int] = {}
+    for g in groups.values():
+        sizes[g] = sizes.get(g, 0) + 1
+    info = {"stamp": stamp, "runs": n_runs, "groups": len(sizes), "group_sizes": dict(sorted(sizes.items())),
+            "topics": len(set(pc.unique(runs["qid"]).to_pylist())), "lines": runs.num_rows, "judged": q.num_rows,
+            "relevant_rel2": int((grade >= REL).sum())}
     info_path.write_text(json.dumps(info, indent=1) + "\n")
+    (d / "official.parquet").unlink(missing_ok=True)
     return info
 
 
-def load(work: Path, pool_depth: int):
-    import pandas as pd
+def load(d: Path, pool_depth: int):
+    import pandas as pd  # lazy: children only
 
     from qrelkit.io.qrels import read_qrels
     from qrelkit.io.tables import read_table
 
-    runs = read_table(work / "runs-canonical.parquet")
-    qrels = read_qrels(work / f"qrels-depth{pool_depth}.txt")
-    manifest = pd.read_csv(work / "manifest.csv", dtype=str)
-    return runs, qrels, manifest
+    return (read_table(d / "runs.parquet"), read_qrels(d / f"qrels-depth{pool_depth}.txt"),
+            pd.read_csv(d / "manifest.csv", dtype=str))
 
 
-# ------------------------------------------------------------------------------------ child
+# ------------------------------------------------------------------------------------ children
 
-def child(mode: str, work: Path, pool_depth: int, workers: int | None, out: Path) -> None:
-    import scipy.stats  # noqa: F401  (imports are not timed)
+def _workers_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 
-    if mode == "official":
-        from qrelkit.evaluate import evaluate
-        from qrelkit.io.tables import write_table
 
-        runs, qrels, _ = load(work, pool_depth)
-        write_table(evaluate(runs, qrels, MEASURES, rel=2).summary, work / "official.parquet", kind="eval-summary",
-                    params={"measures": MEASURES, "rel": 2})
-        return
+def child_official(d: Path, pool_depth: int) -> None:
+    from qrelkit.evaluate import evaluate
+    from qrelkit.io.tables import write_table
 
-    from qrelkit.reuse import leave_out, write_report
+    runs, qrels, _ = load(d, pool_depth)
+    write_table(evaluate(runs, qrels, MEASURES, rel=REL).summary, d / "official.parquet", kind="eval-summary",
+                params={"measures": MEASURES, "rel": REL})
 
-    runs, qrels, manifest = load(work, pool_depth)
+
+def child_qrelkit(tool: str, d: Path, pool_depth: int, repeats: int, workers: int | None, out: Path) -> dict:
+    t0 = time.perf_counter()
+    from qrelkit.reuse import leave_out, write_report  # the imports a user's script pays once
+
+    import_s = time.perf_counter() - t0
+    runs, qrels, manifest = load(d, pool_depth)
     official = None
-    if mode == "logo-official-given":
+    if tool == "qrelkit-official-given":
         from qrelkit.io.tables import read_table
 
-        official = read_table(work / "official.parquet")
-    c0 = time.process_time()
-    ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    b0 = busy_cpu_s()
-    t0 = time.perf_counter()
-    res = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=2, official=official,
-                    workers=workers)
-    wall = time.perf_counter() - t0
-    b1 = busy_cpu_s()
-    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = time.process_time() - c0 + (ch1.ru_utime - ch0.ru_utime) + (ch1.ru_stime - ch0.ru_stime)
-    r = {"mode": mode, "wall_s": wall, "cpu_s": cpu, "other_load_cores": others_cores(b0, b1, cpu, wall),
-         "stages": {k: v for k, v in res.timings.items()},
-         "rss_mb": peak_rss_mb(), "rss_workers_mb": ch1.ru_maxrss / 1024.0}
-    if mode == "logo":
+        official = read_table(d / "official.parquet")
+    first, warm, res = measure(lambda: leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES,
+                                                 rel=REL, official=official, workers=workers), repeats,
+                               children=True)
+    stages = {k: float(res.timings[k]) for k in STAGES}
+    if tool == "qrelkit":
         t1 = time.perf_counter()
-        write_report(res, out / "report")
-        r["report_s"] = time.perf_counter() - t1
-        s = res.summary.to_pandas()
-        r["summary"] = s.to_dict(orient="records")
-        r["units"] = res.units.to_pandas().drop(columns=["run_names"]).to_dict(orient="records")
-    (out / f"child-{mode}.json").write_text(json.dumps(r, default=float))
+        write_report(res, out / f"report-{d.name}")
+        stages["write_report"] = time.perf_counter() - t1
+    t = res.runs.to_pandas()
+    return {"first": first, "warm": warm, "import_s": import_s, "stages": stages, "peak_rss_mb": peak_rss_mb(),
+            "workers_peak_rss_mb": _workers_rss_mb(), "workers": int(res.timings["workers"]),
+            "evaluate_calls": int(res.timings["evaluate_calls"]),
+            "scores": {"run": t["run"].tolist(), "measure": t["measure"].tolist(),
+                       "official": t["official"].tolist(), "left_out": t["left_out"].tolist()},
+            "summary": res.summary.to_pandas().to_dict(orient="records")}
 
 
-def run_child(mode: str, a, out: Path) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, "--work-dir", str(a.work_dir), "--pool-depth", str(a.pool_depth),
-           "--out-dir", str(out)] + (["--workers", str(a.workers)] if a.workers else [])
-    load = wait_idle(a.wait_idle, threshold=0.3)
-    b0 = busy_cpu_s()
+def _peer_input(d: Path, pool_depth: int):
+    """The runs ``{run: {qid: {docid: score}}}``, qrels ``{qid: {docid: grade}}`` and groups
+    ``{run: group}`` as a user's script holds them."""
+    runs, qrels, manifest = load(d, pool_depth)
+    run_d: dict = {}
+    for r, q, doc, s in zip(runs["run"].to_pylist(), runs["qid"].to_pylist(), runs["docid"].to_pylist(),
+                            runs["score"].to_pylist()):
+        run_d.setdefault(r, {}).setdefault(q, {})[doc] = s
+    qrels_d: dict = {}
+    for q, doc, g in zip(qrels["qid"].to_pylist(), qrels["docid"].to_pylist(), qrels["rel"].to_pylist()):
+        qrels_d.setdefault(q, {})[doc] = g
+    return run_d, qrels_d, dict(zip(manifest["run"], manifest["group"]))
+
+
+def peer_logo(runs: dict, qrels: dict, group: dict, measures: list, depth: int) -> tuple[dict, dict]:
+    """Leave-one-group-out with ir-measures in a loop: ``(official, left_out)``, each
+    ``{(run, measure name): value}``."""
+    import ir_measures  # lazy: the peer's child only
+
+    ev = ir_measures.evaluator(measures, qrels)
+    official = {(r, str(m)): v for r in runs for m, v in ev.calc_aggregate(runs[r]).items()}
+    groups_of: dict = {}
+    for r, per in runs.items():
+        for q, docs in per.items():
+            for doc in sorted(docs, key=lambda x: (docs[x], x), reverse=True)[:depth]:  # score desc, docid desc
+                groups_of.setdefault((q, doc), set()).add(group[r])
+    unique: dict = {}
+    for q, docs in qrels.items():
+        for doc in docs:
+            gs = groups_of.get((q, doc), ())
+            if len(gs) == 1:
+                unique.setdefault(next(iter(gs)), set()).add((q, doc))
+    left_out = dict(official)
+    for g, gone in unique.items():
+        reduced = {}
+        for q, docs in qrels.items():
+            kept = {doc: rel for doc, rel in docs.items() if (q, doc) not in gone}
+            reduced[q] = kept or {PLACEHOLDER: 0}
+        ev_g = ir_measures.evaluator(measures, reduced)
+        for r in (r for r in runs if group[r] == g):
+            left_out.update({(r, str(m)): v for m, v in ev_g.calc_aggregate(runs[r]).items()})
+    return official, left_out
+
+
+def child_peer(d: Path, pool_depth: int, repeats: int) -> dict:
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    b1 = busy_cpu_s()
-    if p.returncode:
-        raise SystemExit(f"child {mode} failed:\n{p.stdout}\n{p.stderr}")
-    r = json.loads((out / f"child-{mode}.json").read_text())
-    r["idle_before"] = load  # cores other processes used just before the child started
-    r["machine_cores_during"] = others_cores(b0, b1, 0.0, wall)  # every process, the child's included
-    return r
+    import ir_measures
+
+    from qrelkit.evaluate import parse_measures, with_relevance  # the same measure objects as qrelkit's
+
+    import_s = time.perf_counter() - t0
+    measures = with_relevance(parse_measures(MEASURES), REL)
+    runs, qrels, group = _peer_input(d, pool_depth)
+    first, warm, (official, left_out) = measure(lambda: peer_logo(runs, qrels, group, measures, pool_depth), repeats)
+    keys = sorted(official)
+    return {"first": first, "warm": warm, "import_s": import_s, "peak_rss_mb": peak_rss_mb(),
+            "ir_measures": ir_measures.__version__,
+            "scores": {"run": [k[0] for k in keys], "measure": [k[1] for k in keys],
+                       "official": [official[k] for k in keys], "left_out": [left_out[k] for k in keys]}}
+
+
+def child(a) -> None:
+    d = a.size_dir
+    if a.child == "official":
+        child_official(d, a.pool_depth)
+        return
+    if a.child == "ir-measures":
+        emit_result(child_peer(d, a.pool_depth, a.peer_repeats))
+        return
+    emit_result(child_qrelkit(a.child, d, a.pool_depth, a.repeats, a.workers, a.work_dir))
 
 
 # ----------------------------------------------------------------------------------- checks
 
-def verify(work: Path, pool_depth: int) -> dict:
+def verify(d: Path, pool_depth: int) -> dict:
+    """The removed documents against Python sets, one group's scores against evaluate() on its
+    reduced qrels, one scoring process against two."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from qrelkit.evaluate import evaluate
     from qrelkit.reuse import leave_out, reduced_qrels
 
-    runs, qrels, manifest = load(work, pool_depth)
+    runs, qrels, manifest = load(d, pool_depth)
     group = dict(zip(manifest["run"], manifest["group"]))
-    # independent reference with Python sets: (qid, docid) -> groups that pooled it within depth
     top = runs.filter(pc.less_equal(runs["rank"], pool_depth))
     by_doc: dict[tuple[str, str], set] = {}
-    for r, q, d in zip(top["run"].to_pylist(), top["qid"].to_pylist(), top["docid"].to_pylist()):
-        by_doc.setdefault((q, d), set()).add(group[r])
-    judged = {(q, d): g for q, d, g in zip(qrels["qid"].to_pylist(), qrels["docid"].to_pylist(), qrels["rel"].to_pylist())}
+    for r, q, doc in zip(top["run"].to_pylist(), top["qid"].to_pylist(), top["docid"].to_pylist()):
+        by_doc.setdefault((q, doc), set()).add(group[r])
     expected: dict[str, set] = {}
-    for key in judged:
+    for key in zip(qrels["qid"].to_pylist(), qrels["docid"].to_pylist()):
         gs = by_doc.get(key, set())
         if len(gs) == 1:
             expected.setdefault(next(iter(gs)), set()).add(key)
-    res2 = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=2, workers=2)
-    res1 = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=2, workers=1)
+    res2 = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=REL, workers=2)
+    res1 = leave_out(runs, qrels, manifest, depth=pool_depth, measures=MEASURES, rel=REL, workers=1)
     rem = res2.removed.to_pandas()
-    got = {g: set(zip(d["qid"], d["docid"])) for g, d in rem.groupby("unit")}
-    removed_ok = got == expected
-    # one group's left-out scores against a direct evaluate() on its reduced qrels
+    got = {g: set(zip(x["qid"], x["docid"])) for g, x in rem.groupby("unit")}
     g0 = sorted(expected)[0]
     g_runs = [r for r in sorted(group) if group[r] == g0]
-    sub = runs.filter(pc.is_in(runs["run"], value_set=__import__("pyarrow").array(g_runs)))
-    ev = evaluate(sub, reduced_qrels(qrels, res2.removed, g0), MEASURES, rel=2).summary.to_pandas()
+    sub = runs.filter(pc.is_in(runs["run"], value_set=pa.array(g_runs)))
+    ev = evaluate(sub, reduced_qrels(qrels, res2.removed, g0), MEASURES, rel=REL).summary.to_pandas()
     t = res2.runs.to_pandas()
-    mine = t[t["run"].isin(g_runs)].set_index(["run", "measure"])["left_out"]
-    direct = ev.set_index(["run", "measure"])["value"]
-    scores_ok = bool(np.allclose(mine.sort_index().to_numpy(), direct.sort_index().to_numpy(), rtol=0, atol=1e-12))
-    same = all(res1.tables()[k].to_pandas().equals(res2.tables()[k].to_pandas()) for k in res1.tables())
-    return {"removed_equal_reference": removed_ok, "removed_documents": int(sum(len(v) for v in expected.values())),
-            "group_checked": g0, "group_scores_equal_evaluate": scores_ok, "workers_1_equals_2": same}
+    mine = t[t["run"].isin(g_runs)].set_index(["run", "measure"])["left_out"].sort_index().to_numpy()
+    direct = ev.set_index(["run", "measure"])["value"].sort_index().to_numpy()
+    return {"removed_equal_reference": got == expected,
+            "removed_documents": int(sum(len(v) for v in expected.values())),
+            "group_checked": g0, "group_scores_equal_evaluate": bool(np.array_equal(mine, direct)),
+            "workers_1_equals_2": all(res1.tables()[k].equals(res2.tables()[k]) for k in res1.tables())}
+
+
+def peer_agreement(mine: dict, peer: dict) -> dict:
+    """Largest |qrelkit - ir-measures loop| per measure, official and left out."""
+    a = {(r, m): (o, lo) for r, m, o, lo in zip(mine["run"], mine["measure"], mine["official"], mine["left_out"])}
+    out: dict[str, dict] = {}
+    for r, m, o, lo in zip(peer["run"], peer["measure"], peer["official"], peer["left_out"]):
+        mo, mlo = a[(r, m)]
+        x = out.setdefault(m, {"official": 0.0, "left_out": 0.0})
+        x["official"] = max(x["official"], abs(mo - o))
+        x["left_out"] = max(x["left_out"], abs(mlo - lo))
+    return out
 
 
 # ------------------------------------------------------------------------------------- main
 
-def med(xs):
-    return statistics.median(xs) if xs else float("nan")
+def run_tool(tool: str, d: Path, a) -> dict:
+    """``--processes`` fresh processes of one tool at one size, merged: the median first call,
+    every warm repeat."""
+    cmd = [sys.executable, __file__, "--child", tool, "--size-dir", str(d), "--work-dir", str(a.work_dir),
+           "--pool-depth", str(a.pool_depth), "--repeats", str(a.repeats), "--peer-repeats", str(a.peer_repeats)]
+    cmd += ["--workers", str(a.workers)] if a.workers else []
+    procs = []
+    for i in range(a.processes):
+        r = run_child_process(cmd, idle_wait=a.wait_idle, stderr_tail=4000)
+        procs.append(r)
+        print(f"  {d.name} {tool} #{i + 1}: first {r['first']['wall_s']:.2f} s (cpu {r['first']['cpu_s']:.2f}), warm "
+              + ", ".join(f"{w['wall_s']:.2f}" for w in r["warm"]) + f" s; others {r.get('background_cores', 0):.2f} "
+              "cores", file=sys.stderr)
+    firsts = sorted((p["first"] for p in procs), key=lambda c: c["wall_s"])
+    out = dict(procs[0])
+    out["first"] = firsts[len(firsts) // 2]
+    out["warm"] = [w for p in procs for w in p["warm"]]
+    out["background_cores"] = statistics.median(p.get("background_cores", float("nan")) for p in procs)
+    out["peak_rss_mb"] = max(p["peak_rss_mb"] for p in procs)
+    return out
+
+
+def tool_entry(tool: str, r: dict) -> dict:
+    notes = {
+        "qrelkit": "leave_out(): attribution, official and left-out scores (forked scoring workers), tables",
+        "qrelkit-official-given": "leave_out() with the official scores given: only the groups' runs are scored",
+        "ir-measures": "a user's loop: ir_measures.evaluator per qrels, calc_aggregate per run; unique documents "
+                       "with Python sets; runs and qrels as Python dicts (made untimed)",
+    }
+    extra = {k: r[k] for k in ("workers", "evaluate_calls", "workers_peak_rss_mb") if k in r}
+    return tool_result(TOOLS[tool], first=call(**r["first"]), warm=[call(**w) for w in r["warm"]],
+                       import_s=r.get("import_s"), peak_rss_mb=r.get("peak_rss_mb"),
+                       background_cores=r.get("background_cores"), stages=r.get("stages"), note=notes[tool], **extra)
+
+
+def print_table(sizes: list[dict], targets: list[dict], checks: dict) -> None:
+    print("\n| size | tool | first call, wall (CPU) | warm, wall median (min-max) | warm CPU | cores | peak RSS "
+          "(workers) | other load | stages (warm) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in sizes:
+        for t in s["tools"]:
+            f, w = t["first"], t["warm"]
+            st = ", ".join(f"{k} {v:.2f}" for k, v in (t.get("stages") or {}).items())
+            rss = f"{t['peak_rss_mb']:.0f}" + (f" ({t['workers_peak_rss_mb']:.0f})" if t.get("workers_peak_rss_mb") else "")
+            print(f"| {s['label']} | {t['tool']} | {f['wall_s']:.2f} s ({f['cpu_s']:.2f}) | {w['wall_s']:.2f} s "
+                  f"({w['wall_min_s']:.2f}-{w['wall_max_s']:.2f}) | {w['cpu_s']:.2f} s | {t['cores']:.2f} | {rss} MB | "
+                  f"{t['background_cores'] or 0:.2f} | {st} |")
+    print("\n| size | measure | mean abs change | max abs change | mean abs % | max rank drop | runs rank changed | "
+          "Kendall tau_b | tau_ap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in sizes:
+        for x in s["leave_out_summary"]:
+            print(f"| {s['label']} | {x['measure']} | {x['mean_abs_diff']:.4f} | {x['max_abs_diff']:.4f} | "
+                  f"{x['mean_abs_pct_diff']:.2f} | {x['max_rank_drop']} | {x['runs_rank_changed']} | "
+                  f"{x['kendall_tau']:.4f} | {x['tau_ap']:.4f} |")
+    print()
+    for t in targets:
+        print(f"target: {t['what']}: {t['value']:.3f} {t['unit']} {t['op']} {t['limit']:g} -> "
+              f"{'met' if t['met'] else 'NOT met'}")
+    print("checks: " + json.dumps(checks, default=float))
+
+
+def per_unit(s: dict, tool: str, key: str) -> float:
+    t = next(t for t in s["tools"] if t["tool"] == TOOLS[tool])
+    return t["warm"][key] / s["units"]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=100)
+    p.add_argument("--runs", type=int, nargs="+", default=[50, 100], help="the sizes: the first N runs (two sizes)")
     p.add_argument("--topics", type=int, default=500)
     p.add_argument("--depth", type=int, default=100, help="documents per topic per run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pool-depth", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="warm repeats of qrelkit in each process")
+    p.add_argument("--peer-repeats", type=int, default=1, help="warm repeats of the ir-measures loop in its process")
+    p.add_argument("--processes", type=int, default=1, help="fresh processes per tool and size")
     p.add_argument("--workers", type=int, default=None, help="scoring processes (default: leave_out's choice, 2)")
-    p.add_argument("--wait-idle", type=float, default=60.0, help="before each measurement, wait up to this many "
-                   "seconds for other processes to use < 0.3 cores")
+    p.add_argument("--wait-idle", type=float, default=60.0, help="before each process, wait up to this many seconds "
+                   "for other processes to use < 0.25 cores")
+    p.add_argument("--skip-peer", action="store_true", help="measure qrelkit only")
     p.add_argument("--skip-verify", action="store_true")
     p.add_argument("--data-dir", type=Path, default=None)
-    p.add_argument("--work-dir", type=Path, default=ROOT / "bench-out" / "bench-reuse")
-    p.add_argument("--out-dir", type=Path, default=None)
+    p.add_argument("--work-dir", type=Path, default=None)
+    p.add_argument("--json-out", type=Path, default=ROOT / "bench-out" / "reuse.json")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--size-dir", type=Path, default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    suffix = "" if (a.topics, a.depth, a.seed) == (500, 100, 0) else f"-t{a.topics}x{a.depth}s{a.seed}"
+    a.work_dir = a.work_dir or ROOT / "bench-out" / f"bench-reuse{suffix}"
     if a.child:
-        child(a.child, a.work_dir, a.pool_depth, a.workers, a.out_dir)
+        child(a)
         return 0
-    data = a.data_dir or ROOT / "bench-out" / f"runs-{a.runs}x{a.topics}x{a.depth}"
-    out = a.out_dir or a.work_dir
-    info = ensure_data(data, a.work_dir, a.runs, a.topics, a.depth, a.seed, a.pool_depth)
-    if not (a.work_dir / "official.parquet").exists() or (a.work_dir / "official.parquet").stat().st_mtime < (
-            a.work_dir / "data.json").stat().st_mtime:
-        # in a subprocess: this process stays small (a child's peak RSS starts at its parent's)
-        subprocess.run([sys.executable, __file__, "--child", "official", "--work-dir", str(a.work_dir),
-                        "--pool-depth", str(a.pool_depth), "--out-dir", str(out)], check=True)
-    results: dict[str, list] = {"logo": [], "logo-official-given": []}
-    for i in range(a.repeats):
-        for mode in results:
-            r = run_child(mode, a, out)
-            results[mode].append(r)
-            print(f"  {mode} #{i + 1}: wall {r['wall_s']:.2f} s, cpu {r['cpu_s']:.2f} s, other load before "
-                  f"{r['idle_before']:.2f} / during {r['other_load_cores']:.2f} cores" + (f", report {r['report_s']:.2f} s" if "report_s" in r else ""),
-                  file=sys.stderr)
-    checks = {} if a.skip_verify else verify(a.work_dir, a.pool_depth)
-    rows = []
-    for mode, rs in results.items():
-        walls = [r["wall_s"] for r in rs]
-        st = {k: med([r["stages"][k] for r in rs]) for k in ("prepare", "attribution", "scoring_wait", "tables")}
-        quiet = [r["wall_s"] for r in rs if r["other_load_cores"] < QUIET]
-        rows.append((mode, med(walls), min(walls), max(walls), med([r["cpu_s"] for r in rs]),
-                     med([r["other_load_cores"] for r in rs]), (med(quiet), len(quiet)),
-                     max(r["rss_mb"] for r in rs), max(r["rss_workers_mb"] for r in rs), st,
-                     rs[0]["stages"]["evaluate_calls"], rs[0]["stages"]["workers"],
-                     med([r["report_s"] for r in rs if "report_s" in r]) if mode == "logo" else None))
-    print(f"\n{a.runs} runs in {GROUPS} groups x {a.topics} topics x {a.depth} docs ({info['lines']:,} lines); "
-          f"depth-{a.pool_depth} qrels: {info['judged']:,} judged, {info['relevant_rel2']:,} with grade >= 2; "
-          f"measures {', '.join(MEASURES)} (rel=2)\n")
-    print(f"| work | wall, median (min-max) | wall, median of quiet repetitions (other load < {QUIET} cores) "
-          "| CPU (all processes) | other load | peak RSS (main / worker) | stages, wall (median) | evaluate() calls "
-          "| workers |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for mode, w, lo, hi, cpu, other, (qw, nq), rss, rssw, st, calls, wk, rep in rows:
-        label = {"logo": "LOGO (official scores computed)", "logo-official-given": "LOGO (official scores given)"}[mode]
-        stages = ", ".join(f"{k} {v:.2f}" for k, v in st.items())
-        print(f"| {label} | {w:.2f} s ({lo:.2f}-{hi:.2f}) | **{qw:.2f} s** ({nq} of {len(results[mode])}) | "
-              f"{cpu:.2f} s | {other:.2f} cores | {rss:.0f} / {rssw:.0f} MB | {stages} | {calls} | {wk} |")
-    rep = rows[0][12]
-    print(f"\nwrite_report (5 tables x Parquet+CSV, 3 plots, Markdown, HTML): {rep:.2f} s (median)")
-    if checks:
-        print("checks: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
-    s = results["logo"][0].get("summary", [])
-    if s:
-        print("\n| measure | mean abs change | max abs change | mean abs % | max rank drop | runs rank changed | "
-              "Kendall tau_b | tau_ap |")
-        print("|---|---|---|---|---|---|---|---|")
-        for x in s:
-            print(f"| {x['measure']} | {x['mean_abs_diff']:.4f} | {x['max_abs_diff']:.4f} | "
-                  f"{x['mean_abs_pct_diff']:.2f} | {x['max_rank_drop']} | {x['runs_rank_changed']} | "
-                  f"{x['kendall_tau']:.4f} | {x['tau_ap']:.4f} |")
-    import ir_measures
-    import pyarrow
-
-    doc = {"command": "python benchmarks/bench_reuse.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-           "data": info, "measures": MEASURES, "results": results, "checks": checks,
-           "versions": {"ir_measures": ir_measures.__version__, "pyarrow": pyarrow.__version__, "numpy": np.__version__}}
-    (ROOT / "bench-out").mkdir(exist_ok=True)
-    (ROOT / "bench-out" / "bench_reuse.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    total = max(max(a.runs), 100)
+    data = a.data_dir or ROOT / "bench-out" / f"runs-{total}x{a.topics}x{a.depth}"
+    canon = ensure_runs(data, a.work_dir, total, a.topics, a.depth, a.seed)
+    infos = {}
+    for n in sorted(set(a.runs)):
+        infos[n] = ensure_size(canon, a.work_dir, n, total, a.seed, a.pool_depth)
+        d = a.work_dir / f"r{n}"
+        if not (d / "official.parquet").exists():  # in a subprocess: this process stays small
+            subprocess.run([sys.executable, __file__, "--child", "official", "--size-dir", str(d), "--work-dir",
+                            str(a.work_dir), "--pool-depth", str(a.pool_depth)], check=True)
+    tools = [t for t in TOOLS if not (a.skip_peer and t == "ir-measures")]
+    sizes, checks = [], {}
+    try:
+        for n in sorted(infos):
+            info, d = infos[n], a.work_dir / f"r{n}"
+            got = {t: run_tool(t, d, a) for t in tools}
+            if "ir-measures" in got:
+                agree = peer_agreement(got["qrelkit"]["scores"], got["ir-measures"]["scores"])
+                checks[f"ir-measures loop vs qrelkit, largest difference, {n} runs"] = agree
+            sizes.append(size_result(f"{n} runs / {info['groups']} groups", info["lines"], "run line",
+                                     [tool_entry(t, got[t]) for t in tools], runs=n, groups=info["groups"],
+                                     topics=info["topics"], judged=info["judged"],
+                                     leave_out_summary=got["qrelkit"]["summary"]))
+    except ChildFailed as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    if not a.skip_verify:
+        checks.update(verify(a.work_dir / f"r{max(infos)}", a.pool_depth))
+    small, large = sizes[0], sizes[-1]
+    big = next(t for t in large["tools"] if t["tool"] == TOOLS["qrelkit"])
+    targets = [
+        target(f"leave-one-group-out, {large['label']}, {len(MEASURES)} measures: warm wall", big["warm"]["wall_s"],
+               "<=", TARGET_S, "s"),
+        target(f"leave-one-group-out, {large['label']}: first call in a fresh process, wall", big["first"]["wall_s"],
+               "<=", TARGET_S, "s"),
+    ]
+    if len(sizes) > 1:
+        for key, what in (("wall_s", "wall"), ("cpu_s", "CPU")):
+            targets.append(target(f"qrelkit {what} per run line, {large['label']} / {small['label']}",
+                                  per_unit(large, "qrelkit", key) / per_unit(small, "qrelkit", key), "<=", GROWTH))
+    notes = [
+        "Each size is the first N runs of the same 100 generated runs (500 topics x 100 documents) in their "
+        "groups, every run pooled; the qrels are the size's depth-10 pool, graded with a seeded draw.",
+        "The unit is the run line: every run is scored on every topic twice (officially and left out); the "
+        "per-group reduced qrels (groups x judged documents) grow faster than the lines and are included.",
+        "qrelkit scores in 2 forked processes by default (its CPU includes theirs); the ir-measures loop runs "
+        "in one process.",
+        "The ir-measures loop ranks by score with ties broken by each provider (pytrec_eval: docid descending; "
+        "its Judged@k provider: docid ascending); qrelkit ranks ties by docid descending for every measure, so "
+        "Judged@10 may differ on lists tied across rank 10.",
+    ]
+    res = benchmark_result("reuse", "Leave-one-group-out", sizes, peers=("ir-measures", "pytrec-eval-terrier"),
+                           targets=targets, checks=checks, notes=notes, measures=MEASURES,
+                           data={str(n): infos[n] for n in infos})
+    write_result(res, a.json_out, "bench_reuse.py", argv)
+    print_table(sizes, targets, checks)
     bad = [k for k, v in checks.items() if v is False]
     if bad:
         print(f"FAILED checks: {bad}", file=sys.stderr)

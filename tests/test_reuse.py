@@ -294,11 +294,15 @@ def test_official_scores_given_or_computed_agree_and_workers_do_not_matter(tiny)
     ms = ["AP", "P@2"]
     a = leave_out(runs, qrels, MANIFEST, depth=2, measures=ms, workers=1)
     b = leave_out(runs, qrels, MANIFEST, depth=2, measures=ms, workers=2)
+    b3 = leave_out(runs, qrels, MANIFEST, depth=2, measures=ms, workers=3)
     off = evaluate(runs, qrels, ms).summary
     c = leave_out(runs, qrels, MANIFEST, depth=2, measures=ms, official=off)
     for k in a.tables():
         assert a.tables()[k].to_pandas().equals(b.tables()[k].to_pandas()), k
+        assert a.tables()[k].to_pandas().equals(b3.tables()[k].to_pandas()), k
         assert a.tables()[k].to_pandas().equals(c.tables()[k].to_pandas()), k
+    rescored = int(a.units["rescored"].to_numpy(zero_copy_only=False).sum())  # official: one part per worker
+    assert [r.timings["evaluate_calls"] for r in (a, b, b3, c)] == [1 + rescored, 2 + rescored, 3 + rescored, rescored]
     with pytest.raises(InputError) as e:
         leave_out(runs, qrels, MANIFEST, depth=2, measures=["nDCG@10"], official=off)
     assert e.value.rule == "missing-official"

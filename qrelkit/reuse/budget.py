@@ -25,11 +25,9 @@ judged sets with the same positive documents share a scoring.
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -54,6 +52,7 @@ from qrelkit.pooler import (
     topic_pools,
 )
 from qrelkit.pooler.params import POOL
+from qrelkit.reuse.forked import fork_map, shared
 from qrelkit.reuse.leaveout import PLACEHOLDER_DOCID, leave_out, run_info
 from qrelkit.reuse.params import ReuseParams
 
@@ -496,33 +495,6 @@ def _extra_order(col: _Collection, name: str, order: Mapping[str, Sequence[str]]
 
 # ------------------------------------------------------------------------- replaying, forking
 
-_STATE: dict[str, Any] = {}
-
-
-def _fork_map(fn: Callable[[Any], Any], tasks: list, state: dict, workers: int,
-              progress: Callable[..., None] | None = None) -> list:
-    """``fn(task)`` for every task, results in task order: in ``workers`` forked processes, which
-    share ``state`` (set before they fork), or here with one worker (or no fork)."""
-    global _STATE
-    _STATE = state
-    out = []
-    try:
-        if workers > 1 and len(tasks) > 1 and "fork" in mp.get_all_start_methods():
-            with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("fork")) as ex:
-                for r in ex.map(fn, tasks):
-                    out.append(r)
-                    if progress is not None:
-                        progress(1)
-        else:
-            for task in tasks:
-                out.append(fn(task))
-                if progress is not None:
-                    progress(1)
-    finally:
-        _STATE = {}
-    return out
-
-
 def _orders(col: _Collection, names: list[tuple[str, str, int]], blist: list[Budget], params: AdjudicateParams,
             workers: int) -> dict[str, list[np.ndarray]]:
     """Per adjudication strategy, per topic: the universe codes it judges, in order, up to the
@@ -530,7 +502,7 @@ def _orders(col: _Collection, names: list[tuple[str, str, int]], blist: list[Bud
     todo = [n for n, kind, _ in names if kind == "adjudication"]
     spans = np.array_split(np.arange(col.n_topics), workers) if workers > 1 else [np.arange(col.n_topics)]
     tasks = [(n, int(s[0]), int(s[-1]) + 1) for n in todo for s in spans if len(s)]
-    parts = _fork_map(_order_task, tasks, {"col": col, "blist": blist, "params": params}, workers)
+    parts = fork_map(_order_task, tasks, {"col": col, "blist": blist, "params": params}, workers)
     out: dict[str, list[np.ndarray]] = {n: [] for n in todo}
     for (n, _, _), part in zip(tasks, parts):
         out[n] += part
@@ -539,7 +511,8 @@ def _orders(col: _Collection, names: list[tuple[str, str, int]], blist: list[Bud
 
 def _order_task(task: tuple[str, int, int]) -> list[np.ndarray]:
     name, t0, t1 = task
-    col, blist, params = _STATE["col"], _STATE["blist"], _STATE["params"]
+    st = shared()
+    col, blist, params = st["col"], st["blist"], st["params"]
     out = []
     for t in range(t0, t1):
         tp = col.tps[col.topics[t]]
@@ -651,7 +624,7 @@ def _score(col: _Collection, plan: _Plan, m, missing: str, ranking: str, workers
     """Every distinct (topic, judgments): its per-run value and missing flag, ``(runs, scorings)``."""
     state = {"col": col, "plan": plan, "measure": m, "missing": missing, "ranking": ranking}
     chunks = plan.chunks(workers)
-    results = _fork_map(_score_task, chunks, state, workers, progress)
+    results = fork_map(_score_task, chunks, state, workers, progress)
     nR = len(col.run_names)
     values, miss = np.full((nR, plan.n_vt), np.nan), np.zeros((nR, plan.n_vt), bool)
     for ids, (v, mi) in zip(chunks, results):
@@ -680,7 +653,7 @@ def _task_qrels(col: _Collection, plan: _Plan, vts: Iterable[int]) -> pa.Table:
 def _score_task(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One evaluate() call: the scorings ``ids`` as topics of their own (``str(v)``), each on its
     topic's lists (``topic_of``). Returns their values and missing flags, ``(runs, len(ids))``."""
-    st = _STATE
+    st = shared()
     col, plan = st["col"], st["plan"]
     ev = evaluate(col.base, _task_qrels(col, plan, ids), [st["measure"]], missing=st["missing"],
                   run_names=col.run_names, ranking=st["ranking"],
@@ -818,7 +791,7 @@ def _logo(col: _Collection, plan: _Plan, boards: _Boards, logo: list[Budget], re
     todo = _at(plan, logo)
     state = {"col": col, "plan": plan, "boards": boards, "reuse": reuse, "measure": mname, "rel": level,
              "missing": missing, "ranking": ranking, "manifest": manifest}
-    return dict(zip(todo, _fork_map(_logo_task, todo, state, workers, progress)))
+    return dict(zip(todo, fork_map(_logo_task, todo, state, workers, progress)))
 
 
 def _at(plan: _Plan, logo: list[Budget]) -> list[int]:
@@ -828,7 +801,7 @@ def _at(plan: _Plan, logo: list[Budget]) -> list[int]:
 
 
 def _logo_task(k: int) -> dict:
-    st = _STATE
+    st = shared()
     col, v, rp = st["col"], st["plan"].variants[k], st["reuse"]
     official = pa.table({"run": pa.array(col.run_names, pa.string()),
                          "measure": pa.array([st["measure"]] * len(col.run_names), pa.string()),

@@ -34,10 +34,8 @@ relevant).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -56,6 +54,7 @@ from qrelkit.io.runs import qid_order
 from qrelkit.pooler import pooled_flag
 from qrelkit.pooler.pools import match_rows
 from qrelkit.reuse.attribution import ORIGIN_NAMES, ORPHANS, UNIQUENESS, build_attribution, unique_ints
+from qrelkit.reuse.forked import ForkPool, shared
 from qrelkit.params import AS_DECLARED, declared_defaults
 from qrelkit.pooler.params import POOL
 from qrelkit.reuse.params import ReuseParams
@@ -147,9 +146,6 @@ def run_info(run_names: Sequence[str], manifest: pd.DataFrame | None, *, procedu
 
 # ------------------------------------------------------------------------ scoring (maybe forked)
 
-_STATE: dict[str, Any] = {}
-
-
 def _reduced(st: dict, gone_rows: np.ndarray | None) -> pa.Table:
     """The qrels a unit's runs are scored with: the official qrels without (or with grade -1 on)
     ``gone_rows``, plus a placeholder judgment for every topic left without one."""
@@ -176,7 +172,7 @@ def _reduced(st: dict, gone_rows: np.ndarray | None) -> pa.Table:
 def _task(task: tuple) -> tuple:
     """``(kind, key, run codes, removed row indices or None)`` -> the evaluate() summary."""
     kind, key, codes, gone_rows = task
-    st = _STATE
+    st = shared()
     if st["run_bounds"] is not None:  # canonical tables hold each run's rows together: zero-copy slices
         starts, ends = st["run_bounds"]
         runs = pa.concat_tables([st["runs"].slice(int(starts[c]), int(ends[c] - starts[c])) for c in codes])
@@ -187,39 +183,6 @@ def _task(task: tuple) -> tuple:
                   run_names=names, ranking=st["ranking"])
     s = ev.summary
     return kind, key, s["run"].to_pylist(), s["measure"].to_pylist(), s["value"].to_pylist()
-
-
-class _Scorer:
-    """Runs evaluate() tasks in ``workers`` forked processes (they share the run table the parent
-    holds) or, with one worker or no fork, in this process when the results are collected. The
-    parent keeps working (attribution) while the first tasks run."""
-
-    def __init__(self, state: dict, workers: int):
-        global _STATE
-        _STATE = state
-        self.items: list = []
-        self.ex = None
-        if workers > 1 and "fork" in mp.get_all_start_methods():
-            self.ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
-
-    def submit(self, task: tuple) -> None:
-        self.items.append(self.ex.submit(_task, task) if self.ex is not None else task)
-
-    def results(self, progress: Callable[..., None] | None = None) -> list[tuple]:
-        """The results in submission order; ``progress(1)`` after each."""
-        out = []
-        for item in self.items:
-            out.append(item.result() if self.ex is not None else _task(item))
-            if progress is not None:
-                progress(1)
-        return out
-
-    def close(self) -> None:
-        global _STATE
-        if self.ex is not None:
-            self.ex.shutdown(wait=True, cancel_futures=True)
-            self.ex = None
-        _STATE = {}
 
 
 def _official_from(official, run_names: Sequence[str], names: Sequence[str]) -> dict:
@@ -464,9 +427,9 @@ def _removals(st: _Study, att, orphans: str, procedure: str) -> _Removals:
 def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: str, rel: int | None, ranking: str,
                          workers: int, official_given: bool, attribution: dict, progress: Callable[..., None] | None,
                          clock: list[float]) -> tuple[_Removals, list[tuple], int]:
-    """Official scoring (unless given) starts first; attribution runs meanwhile; then one
-    evaluate() per unit with unique judged documents, largest first. Returns the removals, the
-    scoring results and the number of evaluate() calls."""
+    """Official scoring (unless given) starts first, one part per worker; attribution runs
+    meanwhile in this process; then one evaluate() per unit with unique judged documents, largest first.
+    Returns the removals, the scoring results and the number of evaluate() calls."""
     runs, run_names, nU = st.runs, st.run_names, st.nU
     rc = pc.index_in(runs["run"], value_set=pa.array(run_names, pa.string())).to_numpy(zero_copy_only=False)
     rc = rc.astype(np.int32)
@@ -476,12 +439,12 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
         ids = np.arange(len(run_names))
         run_bounds = (np.searchsorted(rc, ids, side="left"), np.searchsorted(rc, ids, side="right"))
     n_tasks = 0
-    scorer = _Scorer({"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names, "qrels": st.q,
-                      "topic": st.tcode, "topics": st.topics_list, "judged_per_topic": st.judged_per_topic,
-                      "removal": removal, "measures": st.ms, "missing": missing, "rel": rel, "ranking": ranking},
-                     workers)
+    scorer = ForkPool(_task, {"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names,
+                              "qrels": st.q, "topic": st.tcode, "topics": st.topics_list,
+                              "judged_per_topic": st.judged_per_topic, "removal": removal, "measures": st.ms,
+                              "missing": missing, "rel": rel, "ranking": ranking}, workers)
     try:
-        if not official_given:
+        if not official_given:  # one part per worker: a worker's memory grows with the run lines it scores
             order = np.arange(len(run_names), dtype=np.int64)
             for i, ch in enumerate(np.array_split(order, workers) if workers > 1 else [order]):
                 if len(ch):
