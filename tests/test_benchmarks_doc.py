@@ -86,3 +86,21 @@ def test_regenerate_replaces_only_inside_the_block():
     assert new.startswith("intro prose\n<!-- results:demo -->\n**Command:**")
     assert new.endswith("<!-- /results:demo -->\nmore prose\n") and "old figures" not in new
     assert gen.regenerate(new, {"demo": _result()}) == new
+
+
+def test_tasks_are_never_compared_with_each_other():
+    """A benchmark of several tasks (an import and a status): ratios within a size only, growth per task."""
+    import _results as r
+
+    def size(task, label, units, wall):
+        return r.size_result(label, units, "judgment", [r.tool_result("qrelkit", first=r.call(wall, wall),
+                                                                      warm=[r.call(wall, wall)])], task=task)
+
+    res = r.benchmark_result("demo", "Demo", [size("import", "50k", 50_000, 1.0), size("import", "100k", 100_000, 2.2),
+                                              size("status", "50k", 50_000, 0.5), size("status", "100k", 100_000, 0.5)])
+    res["command"] = "python benchmarks/bench_demo.py"
+    text = _gen().render(res)
+    assert "| import, 50k | qrelkit |" in text and "| status, 100k | qrelkit |" in text
+    assert "Ratios" not in text  # one tool per size: nothing to compare
+    assert "- import: growth of the warm time per judgment from 50k to 100k: qrelkit +10%." in text
+    assert "- status: growth of the warm time per judgment from 50k to 100k: qrelkit -50%." in text
