@@ -40,10 +40,12 @@ def tool_from_processes(tool: str, procs: list[dict], *, note: str | None = None
                        stages=stages, note=note, processes=len(procs), **extra)
 
 
-def median_stages(procs: list[dict], key: str = "stages") -> dict:
-    """The median over processes of each stage's seconds (``key`` of each result)."""
-    names = [k for p in procs for k in p.get(key, {})]
-    return {k: _median([p.get(key, {}).get(k) for p in procs]) for k in dict.fromkeys(names)}
+def median_stages(procs: list[dict], key: str | None = "stages") -> dict:
+    """The median over processes of each stage's seconds (``key`` of each result; None: the
+    results are the stage dicts themselves)."""
+    dicts = [p if key is None else p.get(key, {}) for p in procs]
+    names = [k for d in dicts for k in d]
+    return {k: _median([d.get(k) for d in dicts]) for k in dict.fromkeys(names)}
 
 
 def measure_each(setup, fn, repeats: int, teardown=None) -> tuple[dict, list[dict], list]:
