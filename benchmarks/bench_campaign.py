@@ -37,9 +37,9 @@ two campaigns, each in its own fresh process:
 topics, 100 runs of 20 groups, every step a command line in its own process, time, CPU and peak
 RSS of every process (Dask workers included): see ``benchmarks/_campaign10m.py``.
 
-(a) and (b) write one result, ``OUT/campaign.json`` (``benchmarks/_results.py``'s shape, for
-``scripts/gen_benchmarks_doc.py``; ``demo`` or ``large`` alone write only their tasks into it);
-(c) writes ``OUT/campaign-10m.json``. Every measurement runs in a fresh child process, which reports
+(a) and (b) write one result, ``bench-out/campaign.json`` (``--json-out``; ``benchmarks/_results.py``'s
+shape, for ``scripts/gen_benchmarks_doc.py``; ``demo`` or ``large`` alone write only their tasks
+into it); (c) writes ``bench-out/campaign-10m.json``. Every measurement runs in a fresh child process, which reports
 its wall and CPU seconds and peak RSS; the parent records the cores other processes used
 meanwhile. The generated data is kept under ``OUT`` and reused while its parameters match.
 """
@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("which", nargs="?", choices=("all", "demo", "large", "10m"), default="all",
                     help="all (default): demo and large into one result")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "campaign")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "campaign", help="the generated data and campaigns")
+    ap.add_argument("--json-out", type=Path, default=None,
+                    help="the result (default bench-out/campaign.json; 10m: bench-out/campaign-10m.json)")
     ap.add_argument("--repeat", type=int, default=3, help="demo: campaigns per process (the first, then warm)")
     ap.add_argument("--demo-passages", nargs="+", type=int, default=[50_000, 100_000], help="demo: the sizes")
     ap.add_argument("--passages", nargs="+", type=int, default=None,
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         res = bench_10m(args.out, passages=(args.passages or [10_000_000])[0], shards=args.shards, workers=args.workers,
                         judgments=args.web_judgments, think=args.web_think, sim=args.sim, fresh=args.fresh,
                         limit_gb=args.rss_limit_gb, serve_again=args.serve_again)
-        write_result(res, args.out / "campaign-10m.json", "bench_campaign.py", argv)
+        write_result(res, args.json_out or ROOT / "bench-out" / "campaign-10m.json", "bench_campaign.py", argv)
         return 0
     sizes, checks, targets = [], {}, []
     try:
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "stages are the run's own seconds, 'outside the stages' the orchestration.",
         "A CAL round = the issue phase (every active thread's batch computed and written) + the stopping rule "
         "after it; the simulated assessor's answers are not counted (a real round waits for people)."])
-    write_result(res, args.out / "campaign.json", "bench_campaign.py", argv)
+    write_result(res, args.json_out or ROOT / "bench-out" / "campaign.json", "bench_campaign.py", argv)
     return 0 if all(checks.values()) else 1
 
 
