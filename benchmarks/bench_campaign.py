@@ -3,7 +3,7 @@
     python benchmarks/bench_campaign.py                          # (a) and (b), two sizes each: one result
     python benchmarks/bench_campaign.py demo  [--repeat 3]      # (a) the demo campaign
     python benchmarks/bench_campaign.py large                   # (b) 250k and 1M passages, 50 topics, 100 runs
-    python benchmarks/bench_campaign.py 10m [--workers 2]       # (c) 10M passages in 10 gzip shards, end to end
+    python benchmarks/bench_campaign.py 10m [--workers 2]       # (c) 2M and 10M passages in 10 gzip shards, end to end
 
 (a) **demo**: the campaign of `make demo` (`simulate campaign --passages 50000 --topics 30 --groups 8
 --seed 1`, `configs/trec-dl-2022.toml`, the oracle at error rate 0.05, seed 7) end to end:
@@ -33,9 +33,9 @@ two campaigns, each in its own fresh process:
   call (the first CAL work of the process), rounds 2 and 3 the warm repeats; the simulated
   assessor's answering time is listed apart (a real round waits for people instead).
 
-(c) **10m**: a campaign of 10M passages in an MS MARCO v2-shaped folder of 10 gzip shards, 50
-topics, 100 runs of 20 groups, every step a command line in its own process, time, CPU and peak
-RSS of every process (Dask workers included): see ``benchmarks/_campaign10m.py``.
+(c) **10m**: a campaign of 10M passages (and 2M: ``--passages``) in an MS MARCO v2-shaped folder
+of 10 gzip shards, 50 topics, 100 runs of 20 groups, every step a command line in its own process,
+time, CPU and peak RSS of every process (Dask workers included): see ``benchmarks/_campaign10m.py``.
 
 (a) and (b) write one result, ``bench-out/campaign.json`` (``--json-out``; ``benchmarks/_results.py``'s
 shape, for ``scripts/gen_benchmarks_doc.py``; ``demo`` or ``large`` alone write only their tasks
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="demo: campaigns per process (the first, then warm)")
     ap.add_argument("--demo-passages", nargs="+", type=int, default=[50_000, 100_000], help="demo: the sizes")
     ap.add_argument("--passages", nargs="+", type=int, default=None,
-                    help="large: the sizes (250k 1M); 10m: corpus size (10M)")
+                    help="large: the sizes (250k 1M); 10m: the sizes (2M 10M)")
     ap.add_argument("--topics", type=int, default=50, help="large: topics")
     ap.add_argument("--wait-idle", type=float, default=30.0, help="before each process, wait up to this long for "
                     "a quiet machine")
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--web-judgments", type=int, default=100, help="10m: judgments per assessor through the web app")
     ap.add_argument("--web-think", type=float, default=0.5, help="10m: the assessors' mean think time (s)")
     ap.add_argument("--serve-again", action="store_true", help="10m: measure the web step again")
-    ap.add_argument("--sim", type=Path, default=None, help="10m: the generated data (default OUT/10m-sim)")
+    ap.add_argument("--sim", type=Path, default=None, help="10m: the generated 10M data (default OUT/10m-sim)")
     ap.add_argument("--fresh", action="store_true", help="10m: measure every step again (default: go on)")
     ap.add_argument("--rss-limit-gb", type=float, default=12.0, help="10m: kill a step whose process passes this")
     ap.add_argument("--child", choices=("demo", "protocol", "forced"), help=argparse.SUPPRESS)
@@ -332,13 +332,15 @@ def main(argv: list[str] | None = None) -> int:
         emit_result(child_demo(args) if args.child == "demo" else child_large(args))
         return 0
     if args.which == "10m":
-        from _campaign10m import bench_10m  # lazy: psutil (the [bench] extra) only for this case
+        from _campaign10m import bench_10m, shared_result  # lazy: psutil (the [bench] extra) only for this case
 
-        res = bench_10m(args.out, passages=(args.passages or [10_000_000])[0], shards=args.shards, workers=args.workers,
-                        judgments=args.web_judgments, think=args.web_think, sim=args.sim, fresh=args.fresh,
-                        limit_gb=args.rss_limit_gb, serve_again=args.serve_again)
+        runs = [bench_10m(args.out, passages=n, shards=args.shards, workers=args.workers, judgments=args.web_judgments,
+                          think=args.web_think, sim=args.sim if n == 10_000_000 else None, fresh=args.fresh,
+                          limit_gb=args.rss_limit_gb, serve_again=args.serve_again)
+                for n in (args.passages or [2_000_000, 10_000_000])]
+        res = shared_result(runs)
         write_result(res, args.json_out or ROOT / "bench-out" / "campaign-10m.json", "bench_campaign.py", argv)
-        return 0
+        return 0 if all(res["checks"].values()) else 1
     sizes, checks, targets = [], {}, []
     try:
         if args.which in ("all", "demo"):
