@@ -1,30 +1,33 @@
-"""Evaluation benchmark: qrelkit vs ir-measures called on the files, side by side in one run.
+"""Evaluation benchmark: qrelkit beside ir-measures, side by side at two sizes.
 
-    python benchmarks/bench_eval.py [--repeats 5] [--peer-repeats 3] [--skip-peers]
+    python benchmarks/bench_eval.py [--repeats 3] [--peer-repeats 2] [--skip-peers] [--wait-idle 120]
 
 Data: 100 runs x 500 topics x 100 documents (``benchmarks/gen_runs.py``, shared with
-``bench_pool.py`` and reused while its parameters match) and qrels for 76 of the 500 topics with
-300 judged documents each (made here, deterministic: the topics are a seeded sample; each
-topic's judged documents are the first 300 of its depth-100 pool in assessor order, i.e. the
-documents the runs rank highest; grades 0-3 drawn with a probability of relevance that falls with
-the best rank). Measures: nDCG@10, AP and RR@10.
+``bench_pool.py`` and reused while its parameters match); the small size is the first half of the run
+files (2.5M lines), the large one all of them (5M). Qrels for 76 of the 500 topics with 300 judged
+documents each (made here, deterministic: the topics are a seeded sample; each topic's judged
+documents are the first 300 of its depth-100 pool in assessor order, i.e. the documents the runs rank
+highest; grades 0-3 drawn with a probability of relevance that falls with the best rank).
+Measures: nDCG@10, AP and RR@10.
 
-Measured (each a median of repetitions, in this one process, imports excluded, file cache warm):
+At each size every tool runs in a fresh process that times its first call and then warm repeats
+(imports apart; wall and CPU; peak RSS; the load of other processes meanwhile):
 
-* **ir-measures on the files**: ``read_trec_qrels`` once, one ``evaluator(measures, qrels)``, then
-  for every run file ``evaluator.calc(read_trec_run(file))`` (one evaluator for all runs, as
-  ir-measures documents for scoring several runs);
-* **qrelkit from the files**: ``read_runs(folder)`` (full validation of the 5M lines) +
-  ``read_qrels`` + ``evaluate`` — stages timed separately;
-* **qrelkit from canonical Parquet**: the runs as ``qrelkit runs canonicalize`` writes them
-  (validated once, untimed), read with ``load_canonical_runs`` (judged topics only, filtered while
-  reading) + ``evaluate`` — what ``qrelkit eval score runs.parquet`` does.
+* **ir-measures on the files**: ``read_trec_qrels`` once, one ``evaluator(measures, qrels)`` (its
+  bulk API: one evaluator for every run, pytrec_eval behind it), then ``evaluator.calc(read_trec_run(f))``
+  for every run file;
+* **qrelkit from the files**: ``read_runs(files)`` (full validation) + ``read_qrels`` + ``evaluate``,
+  stages timed apart;
+* **qrelkit from canonical Parquet**: the runs as ``qrelkit runs canonicalize`` writes them (validated
+  once, untimed), ``load_canonical_runs`` (judged topics only) + ``evaluate``;
+* **qrelkit eval score (command)**: ``qrelkit eval score runs.parquet -q qrels -o out.parquet`` as a
+  fresh command, whole process (interpreter start and imports included), run ``--repeats`` + 1 times.
 
 Check: every (run, topic, measure) value of qrelkit equals ir-measures' to 1e-9, except RR@10 of
 (run, topic) lists whose first 11 documents contain tied scores: ir-measures' msmarco provider
 (RR with a cutoff) breaks ties by docid ascending where trec_eval, pytrec_eval and qrelkit use
 docid descending. Those are counted; any other difference fails the benchmark (exit 1).
-Results: a Markdown table on stdout and ``bench-out/bench_eval.json``.
+Result: ``bench-out/eval.json`` (the shape of ``benchmarks/_results.py``) and a Markdown summary.
 """
 
 from __future__ import annotations
@@ -32,35 +35,113 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
 from _machine import busy_cpu_s, others_cores, wait_idle  # noqa: E402
+from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT))  # last: an installed qrelkit (or PYTHONPATH's) is the one measured
 
 MEASURES = ["nDCG@10", "AP", "RR@10"]
 
 
-def measure(fn, idle_wait: float) -> dict:
-    """Run ``fn`` once: wall and CPU time of this process, machine load by others meanwhile."""
-    idle = wait_idle(idle_wait, seconds=0.5)
-    b0 = busy_cpu_s()
-    c0 = time.process_time()
-    w0 = time.perf_counter()
-    result = fn()
-    wall = time.perf_counter() - w0
-    cpu = time.process_time() - c0
-    other = others_cores(b0, busy_cpu_s(), cpu, wall)
-    return {"wall_s": wall, "cpu_s": cpu, "other_load_cores": other, "idle_before": idle, "result": result}
+# --------------------------------------------------------------------------- children
+
+
+def _files_of(list_file: Path) -> list[Path]:
+    return [Path(ln) for ln in list_file.read_text().splitlines() if ln]
+
+
+def child_irmeasures(files: list[Path], qrels_path: Path, out: Path, repeats: int) -> None:
+    mods, last = {}, {}
+
+    def imports():
+        import ir_measures
+
+        mods["irm"] = ir_measures
+
+    def work():
+        irm = mods["irm"]
+        ms = [irm.parse_measure(m) for m in MEASURES]
+        ev = irm.evaluator(ms, list(irm.read_trec_qrels(str(qrels_path))))
+        last["res"] = {f: ev.calc(irm.read_trec_run(str(f))) for f in files}
+        return {}
+
+    def extra():
+        with open(out, "w") as fh:  # not measured: every value, for the parent's comparison
+            for f, (agg, perq) in last["res"].items():
+                for m in perq:
+                    fh.write(f"{f}\t{m.query_id}\t{m.measure}\t{m.value!r}\n")
+                for m, v in agg.items():
+                    fh.write(f"{f}\tall\t{m}\t{v!r}\n")
+        return {}
+
+    child_run(imports, work, repeats, extra)
+
+
+def child_qrelkit(files: list[Path] | None, parquet: Path | None, qrels_path: Path, out: Path, repeats: int) -> None:
+    mods, last = {}, {}
+
+    def imports():
+        from qrelkit.evaluate import evaluate, load_canonical_runs
+        from qrelkit.io.qrels import read_qrels
+        from qrelkit.io.runs import read_runs
+        from qrelkit.io.tables import write_table
+
+        mods.update(evaluate=evaluate, load=load_canonical_runs, read_qrels=read_qrels, read_runs=read_runs,
+                    write_table=write_table)
+
+    def work():
+        import pyarrow.compute as pc  # lazy: imported by qrelkit already
+
+        t0 = time.perf_counter()
+        q = mods["read_qrels"](qrels_path)
+        if files is not None:
+            rs = mods["read_runs"](files)
+            table, names = rs.table, rs.runs
+        else:
+            table, names = mods["load"](parquet, pc.unique(q["qid"]).to_pylist())
+        t1 = time.perf_counter()
+        last["ev"] = mods["evaluate"](table, q, MEASURES, run_names=names)
+        return {"read": t1 - t0, "evaluate": time.perf_counter() - t1}
+
+    def extra():
+        ev = last["ev"]
+        mods["write_table"](ev.per_query, out, kind="eval-per-query", params={})
+        mods["write_table"](ev.summary, out.with_suffix(".summary.parquet"), kind="eval-summary", params={})
+        return {}
+
+    child_run(imports, work, repeats, extra)
+
+
+def child_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", required=True, choices=["ir_measures", "qrelkit_files", "qrelkit_parquet"])
+    p.add_argument("--files", type=Path)
+    p.add_argument("--parquet", type=Path)
+    p.add_argument("--qrels", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args(argv)
+    if a.child == "ir_measures":
+        child_irmeasures(_files_of(a.files), a.qrels, a.out, a.repeats)
+    elif a.child == "qrelkit_files":
+        child_qrelkit(_files_of(a.files), None, a.qrels, a.out, a.repeats)
+    else:
+        child_qrelkit(None, a.parquet, a.qrels, a.out, a.repeats)
+    return 0
+
+
+# --------------------------------------------------------------------------- parent
 
 
 def ensure_runs(data: Path, runs: int, topics: int, depth: int, seed: int) -> None:
@@ -104,48 +185,6 @@ def make_qrels(run_table, path: Path, n_topics: int, n_docs: int, seed: int) -> 
             "relevant": int(pc.sum(pc.greater_equal(back["rel"], 1)).as_py())}
 
 
-def run_irmeasures(files: list[Path], qrels_path: Path):
-    import ir_measures
-
-    ms = [ir_measures.parse_measure(m) for m in MEASURES]
-    qrels = list(ir_measures.read_trec_qrels(str(qrels_path)))
-    ev = ir_measures.evaluator(ms, qrels)
-    out = {}
-    for f in files:
-        agg, perq = ev.calc(ir_measures.read_trec_run(str(f)))
-        out[f] = (agg, perq)
-    return out
-
-
-def run_qrelkit_files(data: Path, qrels_path: Path):
-    from qrelkit.evaluate import evaluate
-    from qrelkit.io.qrels import read_qrels
-    from qrelkit.io.runs import read_runs
-
-    t0 = time.perf_counter()
-    rs = read_runs(data)
-    q = read_qrels(qrels_path)
-    t1 = time.perf_counter()
-    ev = evaluate(rs.table, q, MEASURES, run_names=rs.runs)
-    t2 = time.perf_counter()
-    return ev, {"read_s": t1 - t0, "evaluate_s": t2 - t1}
-
-
-def run_qrelkit_parquet(parquet: Path, qrels_path: Path):
-    import pyarrow.compute as pc
-
-    from qrelkit.evaluate import evaluate, load_canonical_runs
-    from qrelkit.io.qrels import read_qrels
-
-    t0 = time.perf_counter()
-    q = read_qrels(qrels_path)
-    t, names = load_canonical_runs(parquet, pc.unique(q["qid"]).to_pylist())
-    t1 = time.perf_counter()
-    ev = evaluate(t, q, MEASURES, run_names=names)
-    t2 = time.perf_counter()
-    return ev, {"read_s": t1 - t0, "evaluate_s": t2 - t1}
-
-
 def tied_lists(run_table, qrels_topics: set, k: int = 11) -> set[tuple[str, str]]:
     """(run, qid) lists with two equal scores among their first ``k`` documents."""
     import pyarrow as pa
@@ -161,139 +200,204 @@ def tied_lists(run_table, qrels_topics: set, k: int = 11) -> set[tuple[str, str]
     return set(zip(run[idx].tolist(), qid[idx].tolist()))
 
 
-def compare(ev, peer, run_of_file: dict, tied: set) -> dict:
-    """Per (run, topic, measure) comparison; see the module documentation."""
-    pq = ev.per_query.to_pandas()
-    ours = {(r, q, m): v for r, q, m, v in zip(pq["run"], pq["qid"], pq["measure"], pq["value"])}
+def compare(per_query, summary, peer_file: Path, run_of_file: dict, tied: set) -> dict:
+    """Per (run, topic, measure) comparison of qrelkit's tables with ir-measures' values (written
+    by its child); see the module documentation."""
+    pq_ = per_query.to_pandas()
+    ours = {(r, q, m): v for r, q, m, v in zip(pq_["run"], pq_["qid"], pq_["measure"], pq_["value"])}
+    sm = summary.to_pandas()
+    agg = {(r, m): v for r, m, v in zip(sm["run"], sm["measure"], sm["value"])}
     n = 0
     max_diff = {m: 0.0 for m in MEASURES}
     tie_diffs = 0
     unexplained = []
-    for f, (agg, perq) in peer.items():
-        r = run_of_file[f]
-        for metric in perq:
-            m = str(metric.measure)
-            key = (r, metric.query_id, m)
-            d = abs(ours[key] - metric.value)
-            n += 1
-            if d > 1e-9:
-                if m == "RR@10" and (r, metric.query_id) in tied:
-                    tie_diffs += 1
-                    continue
-                unexplained.append((r, metric.query_id, m, ours[key], metric.value))
-            max_diff[m] = max(max_diff[m], d)
-        sm = ev.summary.to_pandas()
-        for meas, val in agg.items():
-            mine = float(sm[(sm["run"] == r) & (sm["measure"] == str(meas))]["value"].iloc[0])
-            if str(meas) != "RR@10" and abs(mine - val) > 1e-9:
-                unexplained.append((r, "all", str(meas), mine, val))
+    for line in peer_file.read_text().splitlines():
+        f, qid, m, v = line.split("\t")
+        r, value = run_of_file[Path(f)], float(v)
+        if qid == "all":
+            if m != "RR@10" and abs(agg[(r, m)] - value) > 1e-9:
+                unexplained.append((r, "all", m, agg[(r, m)], value))
+            continue
+        d = abs(ours[(r, qid, m)] - value)
+        n += 1
+        if d > 1e-9:
+            if m == "RR@10" and (r, qid) in tied:
+                tie_diffs += 1
+                continue
+            unexplained.append((r, qid, m, ours[(r, qid, m)], value))
+        max_diff[m] = max(max_diff[m], d)
     return {"values_compared": n, "max_abs_diff_outside_ties": max_diff, "rr10_tie_differences": tie_diffs,
             "unexplained": unexplained[:20], "n_unexplained": len(unexplained)}
 
 
+def run_command(cmd: list[str], idle_wait: float) -> dict:
+    """A whole command, timed from outside: a :func:`_results.call` plus its peak RSS and the load of
+    other processes meanwhile."""
+    wait_idle(idle_wait)
+    b0 = busy_cpu_s()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(err.decode(errors="replace")[-2000:])
+        raise SystemExit(f"command failed: {' '.join(cmd[:4])} ...")
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"ru": ru, "wall": wall, "b0": b0, "b1": busy_cpu_s()}
+
+
+def measure_command(name: str, cmd: list[str], runs: int, idle_wait: float, note: str) -> dict:
+    calls, peaks, loads = [], [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = run_command(cmd, idle_wait)
+        cpu = (r["ru"].ru_utime + r["ru"].ru_stime) - (before.ru_utime + before.ru_stime)
+        calls.append(call(r["wall"], cpu))
+        peaks.append(r["ru"].ru_maxrss / 1024)
+        loads.append(others_cores(r["b0"], r["b1"], cpu, r["wall"]))
+    out = tool_result(name, first=calls[0], warm=calls[1:], peak_rss_mb=max(peaks),
+                      background_cores=max(x for x in loads if x == x) if any(x == x for x in loads) else None,
+                      note=note)
+    w = out["warm"]
+    print(f"  {name:22s} first {calls[0]['wall_s']:.2f} s wall / {calls[0]['cpu_s']:.2f} s CPU; later runs median "
+          f"{w['wall_s']:.2f} s wall / {w['cpu_s']:.2f} s CPU", flush=True)
+    return out
+
+
+def _tool(size: dict, name: str) -> dict | None:
+    return next((t for t in size["tools"] if t["tool"] == name), None)
+
+
+def _cli() -> list[str]:
+    exe = Path(sys.executable).parent / "qrelkit"
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-c", "import sys; from qrelkit.cli import main; sys.argv[0] = 'qrelkit'; main()"]
+
+
+def measure_size(n: int, files: list[Path], rs, qrels_path: Path, tied: set, a) -> tuple[dict, dict]:
+    """Every tool on the first ``n`` run files: (size_result, checks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from qrelkit.io.tables import write_table
+
+    sub = files[:n]
+    run_of_file = {Path(rs.files[r]): r for r in rs.runs}
+    names = sorted(run_of_file[f] for f in sub)
+    lines = int(pc.sum(pc.is_in(rs.table["run"], value_set=pa.array(names))).as_py())
+    label = f"{lines / 1e6:g}M lines"
+    print(f"{label}: {n} runs", flush=True)
+    work = a.out_dir / f"size-{n}"
+    work.mkdir(parents=True, exist_ok=True)
+    listing = work / "files.txt"
+    listing.write_text("".join(f"{f}\n" for f in sub))
+    parquet = work / "runs-canonical.parquet"  # untimed: what 'qrelkit runs canonicalize' writes
+    write_table(rs.table.filter(pc.is_in(rs.table["run"], value_set=pa.array(names))), parquet, kind="runs",
+                params={"runs": str(a.data_dir)})
+    me = [sys.executable, str(Path(__file__).resolve()), "--qrels", str(qrels_path), "--repeats", str(a.repeats)]
+    tools = [run_tool("qrelkit (text)", me + ["--child", "qrelkit_files", "--files", str(listing), "--out",
+                                            str(work / "qrelkit-files.parquet")], idle_wait=a.wait_idle,
+                      note="read_runs (every rule checked) + read_qrels + evaluate"),
+             run_tool("qrelkit (Parquet)", me + ["--child", "qrelkit_parquet", "--parquet", str(parquet), "--out",
+                                               str(work / "qrelkit-parquet.parquet")], idle_wait=a.wait_idle,
+                      note="load_canonical_runs (judged topics) + read_qrels + evaluate")]
+    if not a.skip_command:
+        tools.append(measure_command(
+            "qrelkit eval score", _cli() + ["eval", "score", str(parquet), "-q", str(qrels_path), "-o",
+                                            str(work / "cli.parquet")] + [x for m in MEASURES for x in ("-m", m)],
+            a.repeats + 1, a.wait_idle,
+            note="the command from canonical Parquet, whole process (start and imports included); every run a "
+                 "fresh process ('warm': the runs after the first)"))
+    if not a.skip_peers:
+        me[me.index("--repeats") + 1] = str(a.peer_repeats)
+        tools.append(run_tool("ir-measures", me + ["--child", "ir_measures", "--files", str(listing), "--out",
+                                                  str(work / "ir-measures.tsv")], idle_wait=a.wait_idle,
+                              note="one evaluator (pytrec_eval) for all runs, read_trec_run per file"))
+    mine = pq.read_table(work / "qrelkit-files.parquet")
+    checks = {"parquet_equals_files": bool(mine.equals(pq.read_table(work / "qrelkit-parquet.parquet")))}
+    if not a.skip_peers:
+        checks["vs_ir_measures"] = compare(mine, pq.read_table(work / "qrelkit-files.summary.parquet"),
+                                           work / "ir-measures.tsv", run_of_file, tied)
+    return size_result(label, lines, "line", tools, runs=n), checks
+
+
+def targets_of(sizes: list[dict]) -> list[dict]:
+    small, large = sizes[0], sizes[-1]
+    text, parq = _tool(large, "qrelkit (text)"), _tool(large, "qrelkit (Parquet)")
+    label = large["label"]
+    out = [target(f"evaluation from text, {label} ({large['runs']} runs), warm wall", text["warm"]["wall_s"], "<=", 1.0, "s"),
+           target(f"first evaluate() above a warm one (from Parquet, {label}), wall",
+                  parq["first_stages"]["evaluate"] - parq["stages"]["evaluate"], "<=", 0.3, "s"),
+           target(f"first call from text above a warm one ({label}), wall",
+                  text["first"]["wall_s"] - text["warm"]["wall_s"], "<=", 0.3, "s")]
+    if small is not large:
+        out.append(target(f"time per line from text, {label} / {small['label']}, warm wall",
+                          per_unit_growth(_tool(small, "qrelkit (text)"), text, small["units"], large["units"]),
+                          "<=", 1.1, "x"))
+    peer = _tool(large, "ir-measures")
+    if peer is not None:
+        out.append(target(f"ir-measures / qrelkit from text, {label}, warm wall",
+                          peer["warm"]["wall_s"] / text["warm"]["wall_s"], ">=", 20, "x"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--child" in argv:
+        return child_main(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, default=ROOT / "bench-out" / "runs-100x500x100")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-out" / "bench-eval")
-    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--runs", type=int, default=100, help="runs generated (the large size; the small one is half)")
     ap.add_argument("--topics", type=int, default=500)
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--judged-topics", type=int, default=76)
     ap.add_argument("--judged-docs", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--peer-repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="warm calls after the first (qrelkit)")
+    ap.add_argument("--peer-repeats", type=int, default=2, help="warm calls after the first (ir-measures)")
     ap.add_argument("--skip-peers", action="store_true")
-    ap.add_argument("--wait-idle", type=float, default=30.0, help="seconds to wait for a quiet machine before each measurement")
-    ap.add_argument("--json-out", type=Path, default=ROOT / "bench-out" / "bench_eval.json")
+    ap.add_argument("--skip-command", action="store_true", help="do not time 'qrelkit eval score' as a command")
+    ap.add_argument("--one-size", action="store_true", help="the large size only")
+    ap.add_argument("--wait-idle", type=float, default=30.0, help="seconds to wait for a quiet machine before each tool")
+    ap.add_argument("--json-out", type=Path, default=ROOT / "bench-out" / "eval.json")
     a = ap.parse_args(argv)
 
+    from qrelkit.io.qrels import read_qrels
     from qrelkit.io.runs import read_runs
-    from qrelkit.io.tables import write_table
 
     ensure_runs(a.data_dir, a.runs, a.topics, a.depth, a.seed)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     rs = read_runs(a.data_dir)  # untimed: qrels, canonical Parquet, tie lists, warm file cache
     qrels_path = a.out_dir / f"qrels-{a.judged_topics}x{a.judged_docs}.txt"
     qinfo = make_qrels(rs.table, qrels_path, a.judged_topics, a.judged_docs, a.seed)
-    parquet = a.out_dir / "runs-canonical.parquet"
-    write_table(rs.table, parquet, kind="runs", params={"runs": str(a.data_dir)})
     files = sorted(p for p in a.data_dir.iterdir() if p.is_file() and not p.name.startswith("."))
-    run_of_file = {Path(rs.files[r]): r for r in rs.runs}
-    from qrelkit.io.qrels import read_qrels
-
-    qtopics = set(read_qrels(qrels_path)["qid"].to_pylist())
-    tied = tied_lists(rs.table, qtopics)
-    del rs
-
-    results = {"qrelkit_files": [], "qrelkit_parquet": [], "ir_measures_files": []}
-    last = {}
-    for i in range(max(a.repeats, a.peer_repeats if not a.skip_peers else 0)):
-        if i < a.repeats:
-            m = measure(lambda: run_qrelkit_files(a.data_dir, qrels_path), a.wait_idle)
-            ev, stages = m.pop("result")
-            m.update(stages)
-            results["qrelkit_files"].append(m)
-            last["files"] = ev
-            m = measure(lambda: run_qrelkit_parquet(parquet, qrels_path), a.wait_idle)
-            ev2, stages = m.pop("result")
-            m.update(stages)
-            results["qrelkit_parquet"].append(m)
-            last["parquet"] = ev2
-        if not a.skip_peers and i < a.peer_repeats:
-            m = measure(lambda: run_irmeasures(files, qrels_path), a.wait_idle)
-            last["peer"] = m.pop("result")
-            results["ir_measures_files"].append(m)
-        print(f"repetition {i + 1} done", file=sys.stderr)
-
-    def med(tool, key):
-        xs = [r[key] for r in results[tool]]
-        return statistics.median(xs) if xs else float("nan")
-
-    checks = {}
-    same_parquet = last["files"].per_query.equals(last["parquet"].per_query)
-    checks["parquet_equals_files"] = bool(same_parquet)
-    if "peer" in last:
-        checks["vs_ir_measures"] = compare(last["files"], last["peer"], run_of_file, tied)
-    report = {
-        "command": "python benchmarks/bench_eval.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "data": {"runs": a.runs, "topics": a.topics, "depth": a.depth, "lines": a.runs * a.topics * a.depth, **qinfo},
-        "measures": MEASURES, "results": results, "checks": checks,
-    }
-    import ir_measures
-    import pyarrow
-
-    report["versions"] = {"ir_measures": ir_measures.__version__, "pyarrow": pyarrow.__version__}
-    a.json_out.parent.mkdir(parents=True, exist_ok=True)
-    a.json_out.write_text(json.dumps(report, indent=2, default=str) + "\n")
-
-    rows = [("ir-measures on the files", "ir_measures_files"), ("qrelkit from the files", "qrelkit_files"),
-            ("qrelkit from canonical Parquet", "qrelkit_parquet")]
-    peer_wall = med("ir_measures_files", "wall_s")
-    print(f"\n{a.runs} runs x {a.topics} topics x {a.depth} docs; qrels {qinfo['judged_topics']} topics x "
-          f"{a.judged_docs} docs ({qinfo['judged']} judgments); measures {', '.join(MEASURES)}\n")
-    print("| tool | wall s (median) | CPU s | read s | evaluate s | speed-up vs ir-measures | other load (cores) | reps |")
-    print("|---|---|---|---|---|---|---|---|")
-    for label, key in rows:
-        if not results[key]:
-            continue
-        w = med(key, "wall_s")
-        rd = med(key, "read_s") if "read_s" in results[key][0] else float("nan")
-        evs = med(key, "evaluate_s") if "evaluate_s" in results[key][0] else float("nan")
-        sp = peer_wall / w if peer_wall == peer_wall else float("nan")
-        print(f"| {label} | {w:.2f} | {med(key, 'cpu_s'):.2f} | {rd:.2f} | {evs:.2f} | {sp:.1f}x | "
-              f"{med(key, 'other_load_cores'):.2f} | {len(results[key])} |")
-    ok = True
-    if "vs_ir_measures" in checks:
-        c = checks["vs_ir_measures"]
-        print(f"\nvalues compared: {c['values_compared']:,}; max |diff| outside tie-affected RR@10: "
-              + ", ".join(f"{k} {v:.1e}" for k, v in c["max_abs_diff_outside_ties"].items())
-              + f"; RR@10 differences in lists with tied scores (msmarco provider ties docid ascending): "
-              f"{c['rr10_tie_differences']}; unexplained differences: {c['n_unexplained']}")
-        ok = c["n_unexplained"] == 0
-    print(f"qrelkit from Parquet gives the same per-query table as from the files: {checks['parquet_equals_files']}")
-    ok = ok and checks["parquet_equals_files"]
+    tied = tied_lists(rs.table, set(read_qrels(qrels_path)["qid"].to_pylist()))
+    counts = [len(files)] if a.one_size else sorted({max(1, len(files) // 2), len(files)})
+    sizes, by_size = [], {}
+    for n in counts:
+        size, checks = measure_size(n, files, rs, qrels_path, tied, a)
+        sizes.append(size)
+        by_size[size["label"]] = checks
+    checks = dict(by_size[sizes[-1]["label"]])  # the large size's, at the top (as before)
+    checks["sizes"] = by_size
+    ok = all(c["parquet_equals_files"] and c.get("vs_ir_measures", {}).get("n_unexplained", 0) == 0
+             for c in by_size.values())
+    notes = [f"Generated runs ({a.topics} topics x {a.depth} documents, seed {a.seed}); qrels: {qinfo['judged_topics']} "
+             f"topics x {a.judged_docs} documents ({qinfo['judged']} judgments, {qinfo['relevant']} relevant); "
+             f"measures {', '.join(MEASURES)}. The small size is the first half of the run files.",
+             "Each tool in a fresh process: 'first' is its first call there, 'warm' the calls after it; imports apart "
+             "(but the command's figures are whole processes).",
+             "ir-measures' RR@10 (its msmarco provider) breaks score ties by docid ascending: those lists differ "
+             "from trec_eval's order, which qrelkit follows (counted in checks)."]
+    res = benchmark_result("eval", "Evaluation: 3 measures, from text and from Parquet", sizes, peers=("ir_measures",),
+                           targets=targets_of(sizes), checks=checks, notes=notes, measures=MEASURES,
+                           data={"runs": a.runs, "topics": a.topics, "depth": a.depth, **qinfo})
+    print()
+    print(markdown(res))
+    write_result(res, a.json_out, "bench_eval.py", argv)
     return 0 if ok else 1
 
 

@@ -1,26 +1,34 @@
-"""Benchmark: read N TREC runs and build a depth-k pool, qrelkit against trectools.
+"""Benchmark: read N TREC runs and build a depth-k pool, qrelkit beside pyarrow's CSV reader (the
+floor for text) and trectools, at two sizes.
 
-    python benchmarks/bench_pool.py                       # 100 runs x 500 topics x 100 docs
-    python benchmarks/bench_pool.py --runs 20 --topics 100 --repeats 5 --skip-peers
+    python benchmarks/bench_pool.py                          # 2.5M and 5M lines (50 and 100 runs)
+    python benchmarks/bench_pool.py --runs 20 --topics 100 --skip-peers --repeats 2
 
-The runs are generated once by ``benchmarks/gen_runs.py`` into a cache folder (default
-``bench-out/runs-100x500x100``) and reused while their parameters match. Each measured tool runs
-in a fresh Python subprocess, so its peak memory (``VmHWM`` of that process, interpreter and
-imports included) and its wall time are its own:
+The runs are generated once by ``benchmarks/gen_runs.py`` (100 runs x 500 topics x 100 documents by
+default) into a cache folder and reused while their parameters match; the small size is the first
+half of the run files, the large one all of them. At each size every tool runs in a fresh Python
+process that times its first call (what a user's command pays) and then ``--repeats`` warm calls,
+imports apart, wall and CPU seconds, its peak RSS (``VmHWM``), and the cores other processes used
+meanwhile (measured by the parent):
 
+* **pyarrow floor**: ``pyarrow.csv.read_csv`` of every file with its own thread pool
+  (``use_threads=True``), the five columns qrelkit needs with the types it needs (qid, docid and tag
+  as strings, rank and score as float64), nothing checked: the floor for reading text;
+* **qrelkit**: ``read_runs(files)`` (every rule checked, canonical order, ranks recomputed, on the
+  library's 2 reader threads), ``depth_pool(table, k)`` (provenance: min rank, run count, every
+  (run, rank)) and ``write_table(pool, "pool.parquet")``, stages timed apart;
 * **trectools**: ``TrecRun(file)`` for every run, then
-  ``TrecPoolMaker().make_pool(runs, strategy="topX", topX=k)``;
-* **qrelkit**: ``read_runs(folder)`` (full validation, canonical order), ``depth_pool(table, k)``
-  (provenance: min rank, run count, every (run, rank)) and ``write_table(pool, "pool.parquet")``.
+  ``TrecPoolMaker().make_pool(runs, strategy="topX", topX=k)`` (its documented way).
 
-"wall" is the time of that work inside the subprocess (imports excluded, reported apart);
-"process wall" is the whole subprocess as seen from the parent. Medians over ``--repeats``
-(qrelkit) and ``--peer-repeats`` (trectools) runs. The page cache is warmed before measuring.
+The pools are checked against two independent reference pools computed here with plain pyarrow:
+top k by (score desc, docid desc) -- trec_eval's order, which qrelkit uses -- and by (score desc,
+docid asc) -- the order trectools sorts by. Pairs in one pool and not the other can only come from
+exact score ties that straddle rank k/k+1; they are counted and explained.
 
-Both pools are then checked against two independent reference pools computed here with plain
-pyarrow: top k by (score desc, docid desc) -- trec_eval's order, which qrelkit uses -- and by
-(score desc, docid asc) -- the order trectools sorts by. Pairs in one pool and not the other
-can only come from exact score ties that straddle rank k/k+1; they are counted and explained.
+The result (``bench-out/pool.json``, the shape of ``benchmarks/_results.py``) holds both sizes, the
+targets of issue 24 (qrelkit's read within 1.5x of the floor, the 5M-line pool <= 1 s end to end,
+first call <= 0.3 s above a warm one, time per line growing <= 10% from the small to the large size)
+and the checks. A Markdown summary is printed too.
 """
 
 from __future__ import annotations
@@ -28,18 +36,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, profile_text, run_child_process  # noqa: E402
+from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
+from _results import benchmark_result, size_result, target, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+NAMES = ["qid", "q0", "docid", "rank", "score", "tag"]
 
 
 # --------------------------------------------------------------------------- children
@@ -49,106 +55,106 @@ def _run_files(data: Path) -> list[Path]:
     return sorted(p for p in data.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
-def child_trectools(data: Path, depth: int, out: Path) -> dict:
-    t0 = time.perf_counter()
-    from trectools import TrecPoolMaker, TrecRun
-
-    t1 = time.perf_counter()
-    rss_imports = peak_rss_mb()
-    c1 = cpu_s()
-    files = _run_files(data)
-    runs = [TrecRun(str(f)) for f in files]
-    t2 = time.perf_counter()
-    pool = TrecPoolMaker().make_pool(runs, strategy="topX", topX=depth)
-    t3 = time.perf_counter()
-    cpu = cpu_s() - c1
-    rss = peak_rss_mb()
-    # not measured: dump the pairs for the parent's comparison
-    with open(out, "w") as fh:
-        for q, docs in pool.pool.items():
-            for d in docs:
-                fh.write(f"{q}\t{d}\n")
-    return {
-        "import_s": t1 - t0,
-        "stages": {"read": t2 - t1, "pool": t3 - t2},
-        "work_s": t3 - t1,
-        "work_cpu_s": cpu,
-        "rss_after_imports_mb": rss_imports,
-        "peak_rss_mb": rss,
-        "pairs": int(sum(len(v) for v in pool.pool.values())),
-    }
+def _files_of(list_file: Path) -> list[Path]:
+    return [Path(ln) for ln in list_file.read_text().splitlines() if ln]
 
 
-def child_qrelkit(data: Path, depth: int, out: Path, threads: int | None, profile: bool) -> dict:
-    t0 = time.perf_counter()
-    from qrelkit.io.runs import read_runs
-    from qrelkit.io.tables import write_table
-    from qrelkit.pooler.pools import depth_pool
+def child_floor(files: list[Path], repeats: int) -> None:
+    mods = {}
 
-    t1 = time.perf_counter()
-    rss_imports = peak_rss_mb()
-    c1 = cpu_s()
-    prof = None
-    if profile:
-        import cProfile
+    def imports():
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
 
-        prof = cProfile.Profile()
-        prof.enable()
-    rs = read_runs(data, threads=threads)
-    t2 = time.perf_counter()
-    pool = depth_pool(rs.table, depth)
-    t3 = time.perf_counter()
-    write_table(pool, out, kind="pool", params={"depth": depth, "runs": rs.runs})
-    t4 = time.perf_counter()
-    cpu = cpu_s() - c1
-    rss = peak_rss_mb()
-    result = {
-        "import_s": t1 - t0,
-        "stages": {"read": t2 - t1, "pool": t3 - t2, "write": t4 - t3},
-        "work_s": t4 - t1,
-        "work_cpu_s": cpu,
-        "rss_after_imports_mb": rss_imports,
-        "peak_rss_mb": rss,
-        "pairs": pool.num_rows,
-        "issues": {str(k): int(v) for k, v in rs.issues.groupby("rule")["count"].sum().items()},
-    }
-    if prof is not None:
-        result["profile"] = profile_text(prof, 40)
-    return result
+        mods.update(pa=pa, pacsv=pacsv)
+
+    def work():
+        pa, pacsv = mods["pa"], mods["pacsv"]
+        types = {"qid": pa.string(), "docid": pa.string(), "rank": pa.float64(), "score": pa.float64(),
+                 "tag": pa.string()}
+        tables = [pacsv.read_csv(f, read_options=pacsv.ReadOptions(column_names=NAMES, use_threads=True),
+                                 parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False),
+                                 convert_options=pacsv.ConvertOptions(include_columns=list(types), column_types=types))
+                  for f in files]
+        mods["rows"] = sum(t.num_rows for t in tables)
+        return {}
+
+    child_run(imports, work, repeats, lambda: {"rows": mods["rows"]})
+
+
+def child_qrelkit(files: list[Path], depth: int, out: Path, repeats: int, threads: int | None) -> None:
+    mods = {}
+    info = {}
+
+    def imports():
+        from qrelkit.io.runs import read_runs
+        from qrelkit.io.tables import write_table
+        from qrelkit.pooler.pools import depth_pool
+
+        mods.update(read_runs=read_runs, write_table=write_table, depth_pool=depth_pool)
+
+    def work():
+        t0 = time.perf_counter()
+        rs = mods["read_runs"](files, threads=threads)
+        t1 = time.perf_counter()
+        pool = mods["depth_pool"](rs.table, depth)
+        t2 = time.perf_counter()
+        mods["write_table"](pool, out, kind="pool", params={"depth": depth, "runs": rs.runs})
+        t3 = time.perf_counter()
+        info.update(pairs=pool.num_rows, lines=rs.table.num_rows,
+                    issues={str(k): int(v) for k, v in rs.issues.groupby("rule")["count"].sum().items()})
+        return {"read": t1 - t0, "pool": t2 - t1, "write": t3 - t2}
+
+    child_run(imports, work, repeats, lambda: dict(info))
+
+
+def child_trectools(files: list[Path], depth: int, out: Path, repeats: int) -> None:
+    mods = {}
+    last = {}
+
+    def imports():
+        from trectools import TrecPoolMaker, TrecRun
+
+        mods.update(TrecPoolMaker=TrecPoolMaker, TrecRun=TrecRun)
+
+    def work():
+        t0 = time.perf_counter()
+        runs = [mods["TrecRun"](str(f)) for f in files]
+        t1 = time.perf_counter()
+        last["pool"] = mods["TrecPoolMaker"]().make_pool(runs, strategy="topX", topX=depth)
+        return {"read": t1 - t0, "pool": time.perf_counter() - t1}
+
+    def extra():
+        pool = last["pool"]
+        with open(out, "w") as fh:  # not measured: the pairs, for the parent's comparison
+            for q, docs in pool.pool.items():
+                for d in docs:
+                    fh.write(f"{q}\t{d}\n")
+        return {"pairs": int(sum(len(v) for v in pool.pool.values()))}
+
+    child_run(imports, work, repeats, extra)
 
 
 def child_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--child", required=True, choices=["trectools", "qrelkit"])
-    p.add_argument("--data", required=True, type=Path)
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--child", required=True, choices=["floor", "qrelkit", "trectools"])
+    p.add_argument("--files", required=True, type=Path, help="a text file listing the run files")
+    p.add_argument("--out", type=Path)
     p.add_argument("--pool-depth", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--profile", action="store_true")
     a = p.parse_args(argv)
-    if a.child == "trectools":
-        res = child_trectools(a.data, a.pool_depth, a.out)
+    files = _files_of(a.files)
+    if a.child == "floor":
+        child_floor(files, a.repeats)
+    elif a.child == "qrelkit":
+        child_qrelkit(files, a.pool_depth, a.out, a.repeats, a.threads)
     else:
-        res = child_qrelkit(a.data, a.pool_depth, a.out, a.threads, a.profile)
-    emit_result(res)
+        child_trectools(files, a.pool_depth, a.out, a.repeats)
     return 0
 
 
 # --------------------------------------------------------------------------- parent
-
-
-def run_child(tool: str, data: Path, out: Path, depth: int, threads: int | None = None,
-              profile: bool = False, idle_wait: float = 0.0) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", tool, "--data", str(data),
-           "--out", str(out), "--pool-depth", str(depth)]
-    if threads:
-        cmd += ["--threads", str(threads)]
-    if profile:
-        cmd.append("--profile")
-    try:
-        return run_child_process(cmd, idle_wait=idle_wait)
-    except ChildFailed as exc:
-        raise SystemExit(f"{tool}: {exc}") from None
 
 
 def ensure_data(data: Path, runs: int, topics: int, depth: int, seed: int) -> dict:
@@ -182,14 +188,14 @@ def ensure_data(data: Path, runs: int, topics: int, depth: int, seed: int) -> di
     return gen_runs.generate(data, runs=runs, topics=topics, depth=depth, seed=seed)
 
 
-def warm_cache(data: Path) -> None:
-    for f in _run_files(data):
+def warm_cache(files: list[Path]) -> None:
+    for f in files:
         with open(f, "rb") as fh:
             while fh.read(1 << 24):
                 pass
 
 
-def reference_pools(data: Path, depth: int):
+def reference_pools(files: list[Path], depth: int):
     """(pairs by score desc/docid desc, pairs by score desc/docid asc, boundary-tie lists)."""
     import numpy as np
     import pyarrow as pa
@@ -197,7 +203,7 @@ def reference_pools(data: Path, depth: int):
     import pyarrow.csv as pacsv
 
     tables = []
-    for i, f in enumerate(_run_files(data)):
+    for i, f in enumerate(files):
         t = pacsv.read_csv(
             f,
             read_options=pacsv.ReadOptions(column_names=["qid", "q0", "docid", "rank", "score", "tag"]),
@@ -232,10 +238,10 @@ def reference_pools(data: Path, depth: int):
     return out[0], out[1], boundary
 
 
-def verify(data: Path, depth: int, qrelkit_pool: Path, trectools_pairs: Path | None) -> dict:
+def verify(files: list[Path], depth: int, qrelkit_pool: Path, trectools_pairs: Path | None) -> dict:
     import pyarrow.parquet as pq
 
-    ref_desc, ref_asc, boundary = reference_pools(data, depth)
+    ref_desc, ref_asc, boundary = reference_pools(files, depth)
     qp = pq.read_table(qrelkit_pool, columns=["qid", "docid"])
     q = set(zip(qp["qid"].to_pylist(), qp["docid"].to_pylist()))
     res = {
@@ -262,14 +268,59 @@ def verify(data: Path, depth: int, qrelkit_pool: Path, trectools_pairs: Path | N
     return res
 
 
-def median(xs):
-    return statistics.median(xs) if xs else float("nan")
+def _cmd(tool: str, files: Path, a, out: Path | None = None, repeats: int | None = None) -> list[str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", tool, "--files", str(files),
+           "--pool-depth", str(a.pool_depth), "--repeats", str(a.repeats if repeats is None else repeats)]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    if a.threads and tool == "qrelkit":
+        cmd += ["--threads", str(a.threads)]
+    return cmd
 
 
-def fmt_range(xs, nd=2):
-    if len(xs) <= 1:
-        return ""
-    return f" ({min(xs):.{nd}f}-{max(xs):.{nd}f})"
+def measure_size(label: str, files: list[Path], a, work: Path) -> tuple[dict, dict | None]:
+    """Every tool on ``files``: (size_result, the pool check)."""
+    lines = sum(1 for f in files for _ in open(f, "rb"))
+    print(f"{label}: {len(files)} runs, {lines:,} lines", flush=True)
+    listing = work / f"files-{len(files)}.txt"
+    listing.write_text("".join(f"{f}\n" for f in files))
+    warm_cache(files)
+    qpool = work / f"pool-qrelkit-{len(files)}.parquet"
+    tpairs = work / f"pool-trectools-{len(files)}.tsv"
+    tools = [run_tool("pyarrow floor", _cmd("floor", listing, a), idle_wait=a.wait_idle,
+                      note="pyarrow.csv.read_csv of each file, its own threads: qid, docid, tag as strings, "
+                           "rank, score as float64; nothing checked or ordered"),
+             run_tool("qrelkit", _cmd("qrelkit", listing, a, qpool), idle_wait=a.wait_idle,
+                      note="read_runs (every rule checked, canonical order) + depth_pool + write_table (Parquet)")]
+    if not a.skip_peers:
+        tools.append(run_tool("trectools", _cmd("trectools", listing, a, tpairs, a.peer_repeats),
+                              idle_wait=a.wait_idle, note="TrecRun per file + TrecPoolMaker.make_pool(topX)"))
+    check = None if a.skip_verify else verify(files, a.pool_depth, qpool, None if a.skip_peers else tpairs)
+    return size_result(label, lines, "line", tools, runs=len(files)), check
+
+
+def _tool(size: dict, name: str) -> dict | None:
+    return next((t for t in size["tools"] if t["tool"] == name), None)
+
+
+def targets_of(sizes: list[dict]) -> list[dict]:
+    small, large = sizes[0], sizes[-1]
+    q, floor = _tool(large, "qrelkit"), _tool(large, "pyarrow floor")
+    label = large["label"]
+    out = [target(f"qrelkit's validated read / pyarrow's CSV reader, {label}, warm wall",
+                  q["stages"]["read"] / floor["warm"]["wall_s"], "<=", 1.5, "x"),
+           target(f"depth-10 pool of {label} end to end (read + pool + write), warm wall",
+                  q["warm"]["wall_s"], "<=", 1.0, "s"),
+           target(f"qrelkit's first call above a warm one, {label}, wall",
+                  q["first"]["wall_s"] - q["warm"]["wall_s"], "<=", 0.3, "s")]
+    if small is not large:
+        out.append(target(f"qrelkit's time per line, {large['label']} / {small['label']}, warm wall",
+                          per_unit_growth(_tool(small, "qrelkit"), q, small["units"], large["units"]), "<=", 1.1, "x"))
+    t = _tool(large, "trectools")
+    if t is not None:
+        out.append(target(f"trectools / qrelkit, {label}, warm wall", t["warm"]["wall_s"] / q["warm"]["wall_s"],
+                          ">=", 1.0, "x"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,169 +328,52 @@ def main(argv: list[str] | None = None) -> int:
     if "--child" in argv:
         return child_main(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, default=100)
+    p.add_argument("--runs", type=int, default=100, help="runs generated (the large size; the small one is half)")
     p.add_argument("--topics", type=int, default=500)
     p.add_argument("--depth", type=int, default=100, help="documents per topic in each run")
     p.add_argument("--pool-depth", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3, help="qrelkit repetitions")
-    p.add_argument("--peer-repeats", type=int, default=3, help="trectools repetitions")
-    p.add_argument("--skip-peers", action="store_true", help="measure qrelkit only")
+    p.add_argument("--repeats", type=int, default=3, help="warm calls after the first (qrelkit, floor)")
+    p.add_argument("--peer-repeats", type=int, default=2, help="warm calls after the first (trectools)")
+    p.add_argument("--skip-peers", action="store_true", help="no trectools (seconds instead of minutes)")
+    p.add_argument("--one-size", action="store_true", help="the large size only")
     p.add_argument("--threads", type=int, default=None, help="qrelkit reader threads (default: library's)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="run cache (default bench-out/runs-RUNSxTOPICSxDEPTH[-sSEED])")
     p.add_argument("--out-dir", type=Path, default=Path("bench-out"))
-    p.add_argument("--profile", action="store_true", help="also run qrelkit once under cProfile")
+    p.add_argument("--json-out", type=Path, default=None, help="result file (default OUT_DIR/pool.json)")
     p.add_argument("--skip-verify", action="store_true")
     p.add_argument("--wait-idle", type=float, default=60.0, metavar="SECONDS",
-                   help="before each measurement wait up to SECONDS for other processes to use < 0.25 "
-                        "cores (Linux; 0 = don't wait)")
+                   help="before each tool wait up to SECONDS for other processes to use < 0.25 cores (0: don't)")
     a = p.parse_args(argv)
 
     data = a.data_dir or a.out_dir / (f"runs-{a.runs}x{a.topics}x{a.depth}" + (f"-s{a.seed}" if a.seed else ""))
     a.out_dir.mkdir(parents=True, exist_ok=True)
     stats = ensure_data(data, a.runs, a.topics, a.depth, a.seed)
-    warm_cache(data)
     work = a.out_dir / "bench-pool-work"
     work.mkdir(exist_ok=True)
-
-    results: dict[str, list[dict]] = {"qrelkit": [], "trectools": []}
-
-    def show(tool: str, i: int, r: dict) -> None:
-        st = ", ".join(f"{k} {v:.2f}" for k, v in r["stages"].items())
-        bg = r.get("background_cores")
-        print(f"{tool:9s} #{i + 1}: {r['work_s']:.2f} s wall, {r['work_cpu_s']:.2f} s CPU ({st}), "
-              f"peak {r['peak_rss_mb']:.0f} MB" + ("" if bg is None else f", other load {bg:.2f} cores"),
-              flush=True)
-
-    # interleaved, so that a change in background load hits both tools alike
-    peer_repeats = 0 if a.skip_peers else a.peer_repeats
-    for i in range(max(a.repeats, peer_repeats)):
-        if i < a.repeats:
-            r = run_child("qrelkit", data, work / "pool-qrelkit.parquet", a.pool_depth, a.threads,
-                          idle_wait=a.wait_idle)
-            results["qrelkit"].append(r)
-            show("qrelkit", i, r)
-        if i < peer_repeats:
-            r = run_child("trectools", data, work / "pool-trectools.tsv", a.pool_depth, idle_wait=a.wait_idle)
-            results["trectools"].append(r)
-            show("trectools", i, r)
-    profile = None
-    if a.profile:
-        profile = run_child("qrelkit", data, work / "pool-qrelkit-prof.parquet", a.pool_depth, a.threads,
-                            profile=True)["profile"]
-
-    check = None
-    if not a.skip_verify:
-        check = verify(data, a.pool_depth, work / "pool-qrelkit.parquet",
-                       None if a.skip_peers else work / "pool-trectools.tsv")
-
-    # ---------------------------------------------------------------- report
-    summary = {}
-    for tool, rs in results.items():
-        if not rs:
-            continue
-        summary[tool] = {
-            "work_s": [r["work_s"] for r in rs],
-            "work_cpu_s": [r["work_cpu_s"] for r in rs],
-            "background_cores": [r.get("background_cores", float("nan")) for r in rs],
-            "process_wall_s": [r["process_wall_s"] for r in rs],
-            "import_s": [r["import_s"] for r in rs],
-            "peak_rss_mb": [r["peak_rss_mb"] for r in rs],
-            "rss_after_imports_mb": [r["rss_after_imports_mb"] for r in rs],
-            "stages": {k: median([r["stages"][k] for r in rs]) for k in rs[0]["stages"]},
-            "pairs": rs[-1]["pairs"],
-        }
-    try:
-        import importlib.metadata as md
-
-        versions = {pkg: md.version(pkg) for pkg in ("qrelkit", "trectools", "pyarrow", "pandas", "numpy")
-                    if _has_dist(md, pkg)}
-    except Exception:  # noqa: BLE001
-        versions = {}
-    cmd = "python benchmarks/bench_pool.py" + ("" if not argv else " " + shlex.join(argv))
-    lines = []
-    lines.append(f"Command: `{cmd}`  ")
-    lines.append(
-        f"Data: {a.runs} runs x {a.topics} topics x {a.depth} docs ({stats['lines']:,} lines, seed {a.seed}), "
-        f"{stats['distinct_at_pool_depth']['mean']:.0f} distinct docs per topic at depth {stats['pool_depth']}; "
-        f"pool depth {a.pool_depth}  "
-    )
-    lines.append(
-        f"Machine: {os.cpu_count()} cores, {platform.machine()}, Linux {platform.release()}, Python "
-        f"{platform.python_version()}; " + ", ".join(f"{k} {v}" for k, v in versions.items())
-    )
-    lines.append("")
-    lines.append("| tool | repeats | wall, median (min-max) | CPU | process wall | peak RSS | stages, wall (median) "
-                 "| pool pairs | other load |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
-    for tool in ("qrelkit", "trectools"):
-        if tool not in summary:
-            continue
-        s = summary[tool]
-        stages = ", ".join(f"{k} {v:.2f}" for k, v in s["stages"].items())
-        lines.append(
-            f"| {tool} | {len(s['work_s'])} | {median(s['work_s']):.2f} s{fmt_range(s['work_s'])} | "
-            f"{median(s['work_cpu_s']):.2f} s | {median(s['process_wall_s']):.2f} s | "
-            f"{median(s['peak_rss_mb']):.0f} MB | {stages} | {s['pairs']:,} | "
-            f"{max(s['background_cores']):.2f} cores |"
-        )
-    lines.append("")
-    if "trectools" in summary:
-        q, t = summary["qrelkit"], summary["trectools"]
-        speed = median(t["work_s"]) / median(q["work_s"])
-        mem = median(q["peak_rss_mb"]) / median(t["peak_rss_mb"])
-        lines.append(f"- speed: qrelkit is **{speed:.1f}x** faster than trectools (median wall); "
-                     f"process wall {median(t['process_wall_s']) / median(q['process_wall_s']):.1f}x")
-        cpu = median(t["work_cpu_s"]) / median(q["work_cpu_s"])
-        lines.append(f"- CPU time: trectools uses {cpu:.1f}x qrelkit's")
-        lines.append(f"- memory: qrelkit peak RSS is **{mem:.2f}x** trectools'")
-        qw = median(q["work_s"])
-        lines.append(
-            "- targets: >= 20x faster: " + ("met" if speed >= 20 else "**missed**")
-            + "; under 2 s: " + ("met" if qw < 2 else f"**missed** ({qw:.2f} s)")
-            + "; peak memory <= trectools: " + ("met" if mem <= 1 else "**missed**")
-        )
-        summary["speed_ratio"] = speed
-        summary["cpu_ratio"] = cpu
-        summary["memory_ratio"] = mem
-    if check is not None:
-        if "trectools_pairs" in check:
-            lines.append(
-                f"- pools: {check['common']:,} pairs in both; {check['only_qrelkit']:,} only in qrelkit, "
-                f"{check['only_trectools']:,} only in trectools. "
-                f"{check['tie_lists_at_boundary']:,} (run, topic) lists have an exact score tie across ranks "
-                f"{a.pool_depth}/{a.pool_depth + 1}; qrelkit breaks it by docid descending (trec_eval), "
-                f"trectools by docid ascending. qrelkit = reference (score desc, docid desc): "
-                f"{check['qrelkit_equals_reference_desc']}; trectools = reference (score desc, docid asc): "
-                f"{check['trectools_equals_reference_asc']}; so every difference is explained by tie order: "
-                f"{check['differences_explained_by_ties']}."
-            )
-        else:
-            lines.append(f"- pool: {check['qrelkit_pairs']:,} pairs; equals the reference (score desc, docid desc): "
-                         f"{check['qrelkit_equals_reference_desc']}")
-    report = "\n".join(lines)
+    files = _run_files(data)
+    counts = [len(files)] if a.one_size else sorted({max(1, len(files) // 2), len(files)})
+    sizes, checks = [], {}
+    for n in counts:
+        label = f"{n * a.topics * a.depth / 1e6:g}M lines"
+        size, check = measure_size(label, files[:n], a, work)
+        sizes.append(size)
+        if check is not None:
+            checks[label] = check
+    ok = all(c["qrelkit_equals_reference_desc"] and c.get("differences_explained_by_ties", True) for c in checks.values())
+    notes = [f"Generated runs ({a.topics} topics x {a.depth} documents each, seed {a.seed}, "
+             f"{stats['distinct_at_pool_depth']['mean']:.0f} distinct documents per topic at depth "
+             f"{stats['pool_depth']} over all {a.runs}); the small size is the first half of the run files.",
+             "Each tool in a fresh process: 'first' is its first call there, 'warm' the calls after it; imports apart.",
+             "qrelkit's pool breaks a score tie at rank k/k+1 by docid descending (trec_eval), trectools by "
+             "docid ascending: the pools differ only there (see checks)."]
+    res = benchmark_result("pool", "Reading runs and a depth-10 pool", sizes, peers=("trectools",),
+                           targets=targets_of(sizes), checks={"pools": checks, "all_explained": ok}, notes=notes)
     print()
-    print(report)
-    if profile:
-        print("\ncProfile of one qrelkit run (cumulative):\n")
-        print(profile)
-    out_json = a.out_dir / "bench_pool.json"
-    out_json.write_text(json.dumps({"command": cmd, "data": stats | {"files": len(stats.get("files", []))},
-                                    "summary": summary, "runs": results, "check": check,
-                                    "versions": versions, "markdown": report}, indent=2, default=str) + "\n")
-    print(f"\n(results also in {out_json})")
-    ok = check is None or (check["qrelkit_equals_reference_desc"]
-                           and check.get("differences_explained_by_ties", True))
+    print(markdown(res))
+    write_result(res, a.json_out or a.out_dir / "pool.json", "bench_pool.py", argv)
     return 0 if ok else 1
-
-
-def _has_dist(md, name: str) -> bool:
-    try:
-        md.version(name)
-        return True
-    except md.PackageNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

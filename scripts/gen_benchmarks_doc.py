@@ -26,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+#: the benchmarks README.md's "How fast" table shows (largest size), in this order
+SUMMARY = ("pool", "eval", "dedupe", "cal", "reuse", "startup")
 OPEN, CLOSE = "<!-- results:{} -->", "<!-- /results:{} -->"
 
 
@@ -193,6 +196,23 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
+def summary(results: dict[str, dict]) -> str:
+    """README.md's table: per benchmark of :data:`SUMMARY` with a result, its largest size, qrelkit's
+    warm wall time (and its first call) beside each peer's and the ratio, all from that one file."""
+    lines = ["| job | qrelkit: warm (first call) | peers, same run |", "|---|---|---|"]
+    for name in SUMMARY:
+        res = results.get(name)
+        if res is None:
+            continue
+        size = res["sizes"][-1]
+        q, *peers = size["tools"]
+        mine = f"{secs(q['warm']['wall_s'])} ({secs(q['first']['wall_s']) if q.get('first') else 'n/a'})"
+        others = "; ".join(f"{p['tool']} {secs(p['warm']['wall_s'])} ({ratio(q['warm']['wall_s'], p['warm']['wall_s'])})"
+                           for p in peers) or "none"
+        lines.append(f"| [{res['title']}](docs/benchmarks.md), {size['label']} | {mine} | {others} |")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------ the document
 
 
@@ -208,41 +228,53 @@ def load_results(folder: Path) -> dict[str, dict]:
     return out
 
 
+def _replace(doc: str, name: str, text: str, where: str) -> str:
+    o, c = OPEN.format(name), CLOSE.format(name)
+    i, j = doc.find(o), doc.find(c)
+    if i < 0 or j < i:
+        raise SystemExit(f"{where}: no block {o} ... {c}")
+    return doc[: i + len(o)] + "\n" + text + "\n" + doc[j:]
+
+
 def regenerate(doc: str, results: dict[str, dict]) -> str:
     for name, res in results.items():
-        o, c = OPEN.format(name), CLOSE.format(name)
-        i, j = doc.find(o), doc.find(c)
-        if i < 0 or j < i:
-            raise SystemExit(f"{DOC.name}: no block {o} ... {c} for benchmarks/results/{name}.json")
-        doc = doc[: i + len(o)] + "\n" + render(res) + "\n" + doc[j:]
+        doc = _replace(doc, name, render(res), f"{DOC.name} (for benchmarks/results/{name}.json)")
     return doc
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--collect", type=Path, action="append", default=[],
-                    help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) of this folder first")
+                    help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) found in this folder "
+                         "and its subfolders first")
     ap.add_argument("--check", action="store_true", help="only check that the doc is up to date")
     a = ap.parse_args(argv)
     for folder in a.collect:
-        for p in sorted(folder.glob("*.json")):
-            res = json.loads(p.read_text())
+        for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
+            try:
+                res = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
             if isinstance(res, dict) and res.get("schema") == 1 and "benchmark" in res:
                 RESULTS.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(p, RESULTS / f"{res['benchmark']}.json")
                 print(f"collected {p} -> benchmarks/results/{res['benchmark']}.json")
-    doc = DOC.read_text()
-    new = regenerate(doc, load_results(RESULTS))
-    if a.check:
-        if new != doc:
-            print(f"{DOC} is not what benchmarks/results/ gives: run python scripts/gen_benchmarks_doc.py",
+    results = load_results(RESULTS)
+    stale = 0
+    for path, make in ((DOC, lambda d: regenerate(d, results)),
+                       (README, lambda d: _replace(d, "summary", summary(results), README.name))):
+        doc = path.read_text()
+        new = make(doc)
+        if new == doc:
+            continue
+        if a.check:
+            print(f"{path.name} is not what benchmarks/results/ gives: run python scripts/gen_benchmarks_doc.py",
                   file=sys.stderr)
-            return 1
-        return 0
-    if new != doc:
-        DOC.write_text(new)
-        print(f"rewrote {DOC.relative_to(ROOT)}")
-    return 0
+            stale += 1
+        else:
+            path.write_text(new)
+            print(f"rewrote {path.relative_to(ROOT)}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -88,6 +88,15 @@ def test_regenerate_replaces_only_inside_the_block():
     assert gen.regenerate(new, {"demo": _result()}) == new
 
 
+def test_readme_summary_takes_the_largest_size_and_ratios_from_the_same_file():
+    gen = _gen()
+    res = _result(benchmark="pool", title="Pool")
+    text = gen.summary({"pool": res})
+    row = text.splitlines()[-1]
+    assert row.startswith("| [Pool](docs/benchmarks.md), 2M lines | 2.20 s (2.20 s) | peer 40.0 s (18.2x) |"), row
+    assert gen.summary({}).count("\n") == 1  # the header only
+
+
 def test_tasks_are_never_compared_with_each_other():
     """A benchmark of several tasks (an import and a status): ratios within a size only, growth per task."""
     import _results as r

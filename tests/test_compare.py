@@ -169,7 +169,8 @@ def test_benchmark_values_agree_with_ir_measures_on_small_data(tmp_path):
     out = tmp_path / "bench.json"
     code = bench_eval.main(["--data-dir", str(tmp_path / "runs"), "--out-dir", str(tmp_path / "work"), "--runs", "6",
                             "--topics", "30", "--depth", "40", "--judged-topics", "9", "--judged-docs", "40",
-                            "--repeats", "1", "--peer-repeats", "1", "--wait-idle", "0", "--json-out", str(out)])
+                            "--repeats", "1", "--peer-repeats", "1", "--wait-idle", "0", "--json-out", str(out),
+                            "--one-size", "--skip-command"])
     assert code == 0
     checks = json.loads(out.read_text())["checks"]
     assert checks["parquet_equals_files"] and checks["vs_ir_measures"]["n_unexplained"] == 0

@@ -67,6 +67,19 @@ def test_unknown_measure_is_an_input_error():
     assert [str(m) for m in parse_measures(["ndcg_cut_10", "map"])] == ["nDCG@10", "AP"]
 
 
+def test_checking_a_measure_asks_only_the_providers_that_support_it(monkeypatch):
+    """Whether a provider is installed is found out by importing it (ranx imports scipy and
+    matplotlib: seconds on the first evaluation of a process): computable() asks it only of the
+    providers that support the measure, in ir-measures' pipeline order, as the pipeline does."""
+    from qrelkit.evaluate import computable
+
+    asked = []
+    for p in ir_measures.DefaultPipeline.providers:
+        monkeypatch.setattr(p, "is_available", lambda p=p: asked.append(p.NAME) or True)
+    assert [str(m) for m in computable(parse_measures(["nDCG@10", "AP"]))] == ["nDCG@10", "AP"]
+    assert set(asked) == {"pytrec_eval"}
+
+
 # ----------------------------------------------------------------------------------- ties
 
 

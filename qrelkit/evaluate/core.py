@@ -204,13 +204,13 @@ def _run_dicts(runs: pa.Table, topics: list[str], depths: Iterable[int | None] =
     ends = np.concatenate((starts[1:], [n]))
     depth = int((ends - starts).max())
     neg = [-float(i) for i in range(1, depth + 1)]  # score = -rank: no ties, canonical order kept
-    docids = runs["docid"].to_pylist()
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        rname = run_names[rcode[s]]
-        qid = topics[qcode[s]]
+    docids = runs["docid"].to_numpy(zero_copy_only=False).tolist()  # faster than to_pylist()
+    for s, e, r, q in zip(starts.tolist(), ends.tolist(), rcode[starts].tolist(), qcode[starts].tolist()):
+        rname = run_names[r]
+        qid = topics[q]
         for d in depths:
             stop = e if d is None else min(e, s + d)
-            out[d].setdefault(rname, {})[qid] = dict(zip(docids[s:stop], neg[: stop - s]))
+            out[d].setdefault(rname, {})[qid] = dict(zip(docids[s:stop], neg))  # zip stops with the list
     return out
 
 
@@ -390,13 +390,19 @@ def load_canonical_runs(path, topics: Iterable[str] | None = None) -> tuple[pa.T
         raise InputError("not-canonical-runs", "not a table of canonical runs (write one with 'qrelkit runs canonicalize "
                          "-o runs.parquet')", file=str(path))
     try:
-        names = pq.read_table(path, columns=["run"]).column("run")
+        # the run names as Parquet holds them, a dictionary: no string made for each of the rows
+        names = pq.read_table(path, columns=["run"], read_dictionary=["run"]).column("run")
         filters = None if topics is None else [("qid", "in", sorted(set(str(t) for t in topics)))]
         t = pq.read_table(path, columns=RUN_SCHEMA.names, filters=filters)
     except (pa.ArrowInvalid, KeyError, OSError) as exc:
         raise InputError("unreadable", f"cannot read canonical runs: {exc}", file=str(path)) from None
-    run_names = sorted(set(pc.unique(names).to_pylist()))
-    return t.select(RUN_SCHEMA.names).cast(RUN_SCHEMA), run_names
+    run_names = set()
+    for chunk in names.chunks:
+        if not isinstance(chunk, pa.DictionaryArray):
+            chunk = pc.dictionary_encode(chunk)
+        used = np.unique(chunk.indices.drop_null().to_numpy())
+        run_names.update(chunk.dictionary.take(pa.array(used, pa.int64())).to_pylist())
+    return t.select(RUN_SCHEMA.names).cast(RUN_SCHEMA), sorted(run_names)
 
 
 def per_query_matrix(per_query: pa.Table, measure: str, runs: Sequence[str] | None = None):

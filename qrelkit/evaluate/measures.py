@@ -121,7 +121,11 @@ def supported_names() -> list[str]:
 
 
 def _computable(m: ir_measures.Measure) -> bool:
-    return any(p.supports(m) for p in _providers())
+    """Whether an installed provider of ir-measures' default pipeline computes ``m``. Asked as the
+    pipeline asks: whether a provider supports the measure first, and only then whether it is
+    installed, since finding that out imports it (ranx, say, imports scipy and matplotlib: seconds
+    in the first evaluation of a process, for a measure pytrec_eval computes)."""
+    return any(p.supports(m) and p.is_available() for p in ir_measures.DefaultPipeline.providers)
 
 
 def computable(measures: Sequence[ir_measures.Measure]) -> list[ir_measures.Measure]:

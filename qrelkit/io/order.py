@@ -10,6 +10,7 @@ all order their rows with these, so that every table agrees on one order.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import numpy as np
@@ -53,11 +54,20 @@ def _natural_codes_hashed(qid: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, 
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     values = enc.dictionary.to_pylist()
+    order, remap = _natural_remap(tuple(values))
+    codes = remap[enc.indices.to_numpy(zero_copy_only=False)] if len(values) else np.zeros(0, np.int32)
+    return codes, list(order)
+
+
+@functools.lru_cache(maxsize=16)
+def _natural_remap(values: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    """(natural order of ``values``, the code of each value): remembered, since the run files of
+    one collection share their topics (a run reader asks once per file)."""
     order = qid_order(values)
     pos = {q: i for i, q in enumerate(order)}
     remap = np.array([pos[v] for v in values], dtype=np.int32)
-    codes = remap[enc.indices.to_numpy(zero_copy_only=False)] if len(values) else np.zeros(0, np.int32)
-    return codes, order
+    remap.flags.writeable = False
+    return tuple(order), remap
 
 
 def canonical_indices(qcodes: np.ndarray, score: np.ndarray, docid: pa.Array) -> np.ndarray | None:

@@ -33,6 +33,7 @@ from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 # qid_order and canonical_indices stay importable from here too (callers outside io/ use them)
 from qrelkit.io.order import block_ranks, canonical_indices, canonical_order, natural_codes, qid_order  # noqa: F401
+from qrelkit.io.strings import all_equal, mix_keys, string_keys
 from qrelkit.io.text import Column, parse_columns, read_bytes
 from qrelkit.params import AS_DECLARED, declared_defaults, param
 from qrelkit.io.params import RunsParams
@@ -135,6 +136,7 @@ class _FileResult:
     issues: list[_Issue] = field(default_factory=list)
     lines: int = 0
     depth_counts: np.ndarray | None = None  # documents per topic, once the table is final
+    topics: list[str] | None = None  # the topics of the final table, in natural order
 
     def add(self, rule: str, count: int, line: int | None, message: str) -> None:
         if not count:
@@ -279,7 +281,7 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
     run = _run_name(res, t["tag"], lines, path.name, opts)
     res.run = run
     keep = _valid_rows(res, t, lines, opts.topics)
-    qcodes, _ = natural_codes(t["qid"])
+    qcodes, order = natural_codes(t["qid"])
     _drop_duplicate_docids(res, t["docid"], qcodes, keep, lines)
     rank_in = t["rank"].to_numpy()
     _given_rank_issues(res, rank_in, lines)
@@ -287,17 +289,23 @@ def _process_file(path: Path, opts: RunOptions, table: pa.Table | None = None, l
     rank = block_ranks(qcodes)
     _rank_order_issues(res, qcodes, rank_in, t["score"].to_numpy(), opts.ties)
     if opts.max_depth is not None:
-        t, rank = _cut_at_depth(res, t, rank, lines, opts.max_depth)
+        t, rank, qcodes = _cut_at_depth(res, t, rank, qcodes, lines, opts.max_depth)
     res.table = _run_table(run, t, rank)
+    counts = np.bincount(qcodes, minlength=len(order))
+    res.topics = [q for q, c in zip(order, counts.tolist()) if c]
+    res.depth_counts = counts[counts > 0]
     return res
 
 
 def _run_name(res: _FileResult, tag: pa.ChunkedArray, lines: np.ndarray, file_name: str, opts: RunOptions) -> str:
     """The file's run name: the tag of its first line, or the manifest's name for this file."""
     first_tag = tag[0].as_py()
-    other = pc.not_equal(tag, pa.scalar(first_tag, pa.string())).to_numpy(zero_copy_only=False)
     run = first_tag
-    if other.any():
+    if first_tag is not None and all_equal(tag, first_tag):  # the usual file: one tag, no need to compare each
+        other = None
+    else:
+        other = pc.not_equal(tag, pa.scalar(first_tag, pa.string())).to_numpy(zero_copy_only=False)
+    if other is not None and other.any():
         tag_values = sorted(set(pc.unique(tag).to_pylist()))
         res.add("multiple-tags", int(other.sum()), _first_line(other, lines),
                 f"{len(tag_values)} tags in one file ({', '.join(tag_values[:5])})")
@@ -335,14 +343,25 @@ def _valid_rows(res: _FileResult, t: pa.Table, lines: np.ndarray, topics: set[st
 
 def _drop_duplicate_docids(res: _FileResult, docid: pa.ChunkedArray, qcodes: np.ndarray, keep: np.ndarray,
                            lines: np.ndarray) -> None:
-    """Clear ``keep`` (in place) for every later retrieval of a (topic, docid) already kept."""
-    denc = pc.dictionary_encode(docid)
-    if isinstance(denc, pa.ChunkedArray):
-        denc = denc.combine_chunks()
-    key = qcodes.astype(np.int64) * max(len(denc.dictionary), 1) + denc.indices.to_numpy()
-    kept_idx = np.flatnonzero(keep)  # a dropped line never makes a later one a duplicate
+    """Clear ``keep`` (in place) for every later retrieval of a (topic, docid) already kept.
+
+    A 64-bit key of each (topic, docid) pair (:func:`qrelkit.io.strings.string_keys`: far cheaper
+    than a dictionary of the docids) finds the rows that may repeat one; only those rows are
+    compared as strings."""
+    key = mix_keys(qcodes, string_keys(docid))
+    kept_idx = None if keep.all() else np.flatnonzero(keep)  # a dropped line never makes a later one a duplicate
+    if kept_idx is not None:
+        key = key[kept_idx]
+    srt = np.sort(key)
+    twice = srt[1:][srt[1:] == srt[:-1]]
+    if len(twice) == 0:
+        return
+    cand = np.flatnonzero(np.isin(key, twice))  # every row of a repeated pair, and rare key collisions
+    if kept_idx is not None:
+        cand = kept_idx[cand]
+    pairs = pd.DataFrame({"q": qcodes[cand], "d": docid.take(pa.array(cand)).to_numpy(zero_copy_only=False)})
     dup = np.zeros(len(keep), bool)
-    dup[kept_idx[pd.Series(key[kept_idx]).duplicated().to_numpy()]] = True
+    dup[cand[pairs.duplicated().to_numpy()]] = True
     if dup.any():
         res.add("duplicate-docid", int(dup.sum()), _first_line(dup, lines), "docid retrieved twice for one topic")
         keep &= ~dup
@@ -400,20 +419,22 @@ def _rank_order_issues(res: _FileResult, qcodes: np.ndarray, rank_in: np.ndarray
         ("tie-order-differs", disorder & tied, "ties in score ranked otherwise than " + _TIE_WORDS[ties]),
     ):
         if mask.any():
-            nq = len(np.unique(qcodes[1:][mask]))
+            at = qcodes[1:][mask]  # ascending: the rows are in topic order
+            nq = 1 + int(np.count_nonzero(at[1:] != at[:-1]))
             res.add(rule, nq, None, f"{what} in {nq} topic(s)")
 
 
-def _cut_at_depth(res: _FileResult, t: pa.Table, rank: np.ndarray, lines: np.ndarray,
-                  max_depth: int) -> tuple[pa.Table, np.ndarray]:
-    """The rows ranked at most ``max_depth`` in their topic, and their ranks."""
+def _cut_at_depth(res: _FileResult, t: pa.Table, rank: np.ndarray, qcodes: np.ndarray, lines: np.ndarray,
+                  max_depth: int) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The rows ranked at most ``max_depth`` in their topic, their ranks and topic codes."""
     over = rank > max_depth
     if over.any():
         first = int(lines[over].min())
         res.add("max-depth", int(over.sum()), first, f"more than {max_depth} documents for a topic")
         t = t.filter(pa.array(~over))
         rank = rank[~over]
-    return t, rank
+        qcodes = qcodes[~over]
+    return t, rank, qcodes
 
 
 def _run_table(run: str, t: pa.Table, rank: np.ndarray) -> pa.Table:
@@ -443,10 +464,7 @@ def _depth_issues(res: _FileResult, opts: RunOptions) -> None:
     t = res.table
     if t is None or t.num_rows == 0:
         return
-    depth = pc.value_counts(t["qid"])
-    counts = depth.field("counts").to_numpy()
-    res.depth_counts = counts
-    topics = depth.field("values").to_pylist()
+    counts, topics = res.depth_counts, res.topics
     if opts.expected_depth:
         shallow = counts < opts.expected_depth
         if shallow.any():
@@ -471,13 +489,12 @@ def _common_topic_order(results: list[_FileResult]) -> None:
         return
     qids = set()
     for r in results:
-        qids.update(pc.unique(r.table["qid"]).to_pylist())
+        qids.update(r.topics)
     if all(q.isascii() and q.isdigit() for q in qids):
         return
     for r in results:
-        q = r.table["qid"]
-        if pc.all(pc.utf8_is_digit(q)).as_py() and pc.all(pc.string_is_ascii(q)).as_py():
-            idx = pc.sort_indices(pa.table({"q": q}), sort_keys=[("q", "ascending")])  # stable
+        if all(q.isascii() and q.isdigit() for q in r.topics):
+            idx = pc.sort_indices(pa.table({"q": r.table["qid"]}), sort_keys=[("q", "ascending")])  # stable
             r.table = r.table.take(idx)
 
 

@@ -29,6 +29,7 @@ from qrelkit.errors import InputError
 from qrelkit.io.classes import dedupe_runs, map_to_classes
 from qrelkit.io.qrels import judged as judged_only
 from qrelkit.io.order import block_ranks, natural_codes, qid_order
+from qrelkit.io.strings import string_keys
 from qrelkit.pooler.params import FusedParams, PoolParams, Top1Params, declared
 
 PROVENANCE_TYPE = pa.list_(pa.struct([("run", pa.string()), ("rank", pa.int32())]))
@@ -73,48 +74,86 @@ def group_provenance(cand: pa.Table) -> pa.Table:
                 "runs": pa.array([], PROVENANCE_TYPE),
             }
         )
-    qcodes, _ = natural_codes(cand["qid"])
-    dcodes = _codes(cand["docid"])
+    qcodes, topics = natural_codes(cand["qid"])
     renc = pc.dictionary_encode(cand["run"]).combine_chunks()
     names = renc.dictionary.to_pylist()
     by_name = np.empty(len(names), np.int32)
     by_name[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names), dtype=np.int32)
     rcodes = by_name[renc.indices.to_numpy()]
     rank_np = cand["rank"].to_numpy()
-    # integer keys: group by (topic, docid), provenance by (rank, run name); one int64 key (a
-    # stable radix-friendly argsort) when the four fit in 62 bits, else lexsort
-    spans = [int(qcodes.max()) + 1, int(dcodes.max()) + 1, int(rank_np.max()) + 1, len(names)]
-    if int(rank_np.min()) >= 0 and spans[0] * spans[1] * spans[2] * spans[3] < (1 << 62):
-        key = ((qcodes.astype(np.int64) * spans[1] + dcodes) * spans[2] + rank_np) * spans[3] + rcodes
-        order = np.argsort(key, kind="stable")
-    else:
-        order = np.lexsort((rcodes, rank_np, dcodes, qcodes))
-    idx = pa.array(order)
-    t = pa.table({"docid": cand["docid"], "rank": cand["rank"], "run": cand["run"]}).take(idx)
-    q = qcodes[order]
-    dc = dcodes[order]
-    d = t["docid"].combine_chunks()
-    n = t.num_rows
-    new = np.ones(n, dtype=bool)
-    if n > 1:
-        new[1:] = (q[1:] != q[:-1]) | (dc[1:] != dc[:-1])
+    docid = cand["docid"].combine_chunks()
+    found = _keyed_order(docid, qcodes, rank_np, rcodes, len(names))
+    order, new = found if found is not None else _coded_order(docid, qcodes, rank_np, rcodes, len(names))
+    n = len(order)
     starts = np.flatnonzero(new)
     offsets = np.append(starts, n).astype(np.int32)
-    rank = t["rank"].combine_chunks()
-    run = t["run"].combine_chunks()
+    heads = order[starts]
+    rank = pa.array(rank_np[order]).cast(pa.int32())
+    # strings from the few distinct values (topics, run names): no gather from the whole column
+    run = pa.array(sorted(names), pa.string()).take(pa.array(rcodes[order]))
     prov = pa.ListArray.from_arrays(
-        pa.array(offsets), pa.StructArray.from_arrays([run, rank.cast(pa.int32())], names=["run", "rank"])
+        pa.array(offsets), pa.StructArray.from_arrays([run, rank], names=["run", "rank"])
     ).cast(PROVENANCE_TYPE)
-    starts_arr = pa.array(starts)
     return pa.table(
         {
-            "qid": pc.take(pc.take(cand["qid"], idx), starts_arr),
-            "docid": d.take(starts_arr),
-            "min_rank": rank.take(starts_arr).cast(pa.int32()),
+            "qid": pa.array(topics, pa.string()).take(pa.array(qcodes[heads])),
+            "docid": docid.take(pa.array(heads)),
+            "min_rank": rank.take(pa.array(starts)),
             "n_runs": pa.array(np.diff(offsets), pa.int32()),
             "runs": prov,
         }
     )
+
+
+def _keyed_order(docid, qcodes: np.ndarray, rank: np.ndarray, rcodes: np.ndarray,
+                 nruns: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The row order of :func:`group_provenance` (by topic, document, rank, run name) and where
+    each (topic, document) group starts, from one uint64 key per row: the topic code, a key of the
+    docid's bytes (:func:`qrelkit.io.strings.string_keys`, cut to the bits left) and (rank, run).
+    Groups are then checked to hold one docid each (compared as strings); ``None`` when a key is
+    shared by two docids, or the parts do not fit in 64 bits (then :func:`_coded_order`)."""
+    if int(rank.min()) < 0:
+        return None
+    sec_bits = max(1, int((int(rank.max()) + 1) * nruns - 1).bit_length())
+    q_bits = max(1, int(qcodes.max()).bit_length())
+    h_bits = 64 - q_bits - sec_bits
+    if h_bits < 32:
+        return None
+    h = string_keys(docid) >> np.uint64(64 - h_bits)  # its top bits: every byte moves them
+    key = qcodes.astype(np.uint64) << np.uint64(64 - q_bits)
+    key |= h << np.uint64(sec_bits)
+    key |= rank.astype(np.uint64) * np.uint64(nruns) + rcodes.astype(np.uint64)
+    order = np.argsort(key)
+    group = key[order] >> np.uint64(sec_bits)
+    n = len(order)
+    new = np.ones(n, dtype=bool)
+    new[1:] = group[1:] != group[:-1]
+    inside = ~new[1:]
+    if inside.any():
+        d = pc.take(docid, pa.array(order))
+        same = pc.equal(d.slice(1), d.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        if not same[inside].all():
+            return None
+    return order, new
+
+
+def _coded_order(docid, qcodes: np.ndarray, rank: np.ndarray, rcodes: np.ndarray,
+                 nruns: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_keyed_order` with the docids dictionary-encoded: exact whatever the docids."""
+    dcodes = _codes(docid)
+    # integer keys: group by (topic, docid), provenance by (rank, run name); one int64 key when
+    # the four fit in 62 bits, else lexsort
+    spans = [int(qcodes.max()) + 1, int(dcodes.max()) + 1, int(rank.max()) + 1, nruns]
+    if int(rank.min()) >= 0 and spans[0] * spans[1] * spans[2] * spans[3] < (1 << 62):
+        key = ((qcodes.astype(np.int64) * spans[1] + dcodes) * spans[2] + rank) * spans[3] + rcodes
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((rcodes, rank, dcodes, qcodes))
+    q = qcodes[order]
+    dc = dcodes[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (q[1:] != q[:-1]) | (dc[1:] != dc[:-1])
+    return order, new
 
 
 def order_pool(pool: pa.Table) -> pa.Table:

@@ -1,0 +1,104 @@
+"""String columns as numbers: a 64-bit key of every value of an Arrow string array, computed with
+numpy over the array's own buffers (no Python string is made, no dictionary is built).
+
+Hashing a column of document ids with Arrow's ``dictionary_encode`` builds a dictionary of every
+distinct value, which costs nearly as much as parsing the column; a run reader only needs to know
+whether a (topic, document) pair occurs twice. :func:`string_keys` answers that for a fraction of
+the cost: equal strings have equal keys, and the few rows whose keys are equal are then compared
+as strings (:func:`qrelkit.io.runs.read_runs` does), so the answer is exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["string_keys", "mix_keys", "all_equal"]
+
+_M = np.uint64(0x9E3779B97F4A7C15)  # odd constants: multiplying by one is a bijection of uint64
+_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_M3 = np.uint64(0x165667B19E3779F9)
+
+
+def _buffers(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets as int64, data bytes) of a string or binary array (a null's data is empty)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    n = len(arr)
+    _, offsets, data = arr.buffers()[:3]
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    otype = np.dtype(np.int64 if large else np.int32)
+    off = np.frombuffer(offsets, otype, count=n + 1, offset=arr.offset * otype.itemsize).astype(np.int64)
+    raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return off, raw
+
+
+def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A uint64 key of each value of a string array, from its length, its first 8 bytes and its
+    last 8 bytes: equal values have equal keys, values of at most 16 bytes have distinct keys
+    (but for a 2^-64 chance), longer ones may share a key when those bytes agree. Nulls key as the
+    empty string.
+
+    >>> k = string_keys(pa.array(["d1", "d2", "d1", "msmarco_passage_01_0000052", "msmarco_passage_02_0000052"]))
+    >>> bool(k[0] == k[2]), bool(k[0] == k[1]), bool(k[3] == k[4])
+    (True, False, True)
+    """
+    off, raw = _buffers(arr)
+    n = len(off) - 1
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    lo, hi = int(off[0]), int(off[-1])
+    # 8 zero bytes before and after the data: an 8-byte load at (start) and at (end - 8) of any
+    # value stays inside; a uint64 array with a stride of one byte loads the 8 bytes at any offset
+    pad = np.empty(hi - lo + 16, np.uint8)
+    pad[:8] = 0
+    pad[8: 8 + hi - lo] = raw[lo:hi]
+    pad[8 + hi - lo:] = 0
+    words = np.ndarray(shape=(len(pad) - 7,), dtype="<u8", buffer=pad, strides=(1,))
+    starts = off[:-1] + (8 - lo)
+    lens = np.diff(off)
+    first = words[starts]
+    last = words[starts + lens - 8]
+    if int(lens.min()) < 8:  # keep a short value's own bytes only (little-endian: the low ones)
+        shift = ((8 - np.minimum(lens, 8)) * 8).astype(np.uint64)
+        first <<= shift
+        first >>= shift
+    last[lens <= 8] = 0  # the first word holds all of it
+    # multiply-xorshift rounds, each a bijection of uint64: for a fixed first word, distinct last
+    # words (or lengths) give distinct keys; the last multiplication stirs every bit into the top
+    # ones, so that a caller may keep the top bits only
+    key = first * _M
+    key ^= key >> np.uint64(32)
+    key ^= last
+    key *= _M2
+    key ^= key >> np.uint64(29)
+    key ^= lens.astype(np.uint64)
+    key *= _M3
+    return key
+
+
+def mix_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One uint64 key of the pairs ``(a[i], b[i])`` of two integer arrays (a topic code and a
+    :func:`string_keys` key, say): equal pairs have equal keys."""
+    h = a.astype(np.uint64) * _M2
+    h ^= b.astype(np.uint64)
+    h *= _M
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def all_equal(arr: pa.Array | pa.ChunkedArray, value: str) -> bool:
+    """Whether every value of a string array (without nulls) is ``value``: its bytes compared at
+    once with ``value`` repeated, no value compared on its own.
+
+    >>> all_equal(pa.array(["bm25", "bm25"]), "bm25"), all_equal(pa.array(["bm25", "bm2"]), "bm25")
+    (True, False)
+    """
+    if arr.null_count:
+        return False
+    off, raw = _buffers(arr)
+    raw_value = value.encode("utf-8")
+    n, width = len(off) - 1, len(raw_value)
+    if int(off[-1]) - int(off[0]) != n * width or not (np.diff(off) == width).all():
+        return False
+    return raw[int(off[0]):int(off[-1])].tobytes() == raw_value * n
