@@ -1,7 +1,7 @@
 """Benchmark: the assessor web app under load, and the wait for the next CAL batch at 1M passages.
 
     python benchmarks/bench_web_load.py                     # (a) and (b), two sizes each: one result
-    python benchmarks/bench_web_load.py load  [--assessors 10 20 --judgments 200 --think 0]
+    python benchmarks/bench_web_load.py load  [--assessors 10 20 --judgments 200 --think 0.5 0]
     python benchmarks/bench_web_load.py large [--passages 250000 1000000]
 
 (a) **load**: ``--assessors`` simulated assessors (default 20) judge ``--judgments`` passages
@@ -18,8 +18,8 @@ previous one is judged (an assessor who finishes a batch before the next one is 
 ``/api/topics/QID/state``, as a waiting page does; those waits are counted).
 
 Each simulated assessor is one thread with its own HTTP connection: ``GET /api/topics/QID`` (the
-next passage and its text), ``--think`` seconds (default 0: a stress test, every assessor as
-fast as the server answers; people take seconds per passage), then ``POST
+next passage and its text), ``--think`` seconds (default 0.5; 0: a stress test, every assessor
+as fast as the server answers; people take seconds per passage; several values: a task each), then ``POST
 /api/topics/QID/judgments`` with the hidden qrels' grade. Printed: the latency of the judgment
 POSTs (p50, p95, p99, max, ms) and of the next-item GETs, throughput (judgments/s), errors (non-2xx
 answers, 5xx apart), the waits for a next batch, and **the store check**: every acknowledged
@@ -652,20 +652,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passages", nargs="+", type=int, default=None,
                     help="large: the sizes (250,000 1,000,000); with 'load' alone: its corpus (20,000)")
     ap.add_argument("--load-passages", type=int, default=20_000, help="load: the corpus size")
-    ap.add_argument("--think", type=float, default=0.0, help="load: mean seconds an assessor thinks per passage")
+    ap.add_argument("--think", nargs="+", type=float, default=[0.5],
+                    help="load: mean seconds an assessor thinks per passage (several: a task each, e.g. 0.5 0)")
     ap.add_argument("--rounds", type=int, default=5, help="large: topics whose next CAL batch is timed")
     args = ap.parse_args(argv)
     sizes, checks, targets = [], {}, []
     if args.which in ("all", "load"):
         corpus = args.passages[0] if args.which == "load" and args.passages else args.load_passages
-        runs = [bench_load(args.out / f"load-{n}", assessors=n, judgments=args.judgments, passages=corpus,
-                           think=args.think) for n in args.assessors]
-        for r in runs:
-            print(f"load, {r['assessors']} assessors: POST p50 {r['post_ms'].get('p50')} / p95 {r['post_ms'].get('p95')} ms, "
-                  f"{r['throughput_per_s']} judgments/s, store exactly once: {r['store']['exactly_once']}; others "
-                  f"{r['background_cores']:.2f} cores", file=sys.stderr, flush=True)
-        s, c, t = load_sizes(runs, args.think)
-        sizes, checks, targets = sizes + s, {**checks, **c}, targets + t
+        for think in args.think:
+            runs = [bench_load(args.out / f"load-{n}", assessors=n, judgments=args.judgments, passages=corpus,
+                               think=think) for n in args.assessors]
+            for r in runs:
+                print(f"load, {r['assessors']} assessors, think {think:g} s: POST p50 {r['post_ms'].get('p50')} / p95 "
+                      f"{r['post_ms'].get('p95')} ms, {r['throughput_per_s']} judgments/s, store exactly once: "
+                      f"{r['store']['exactly_once']}; others {r['background_cores']:.2f} cores", file=sys.stderr, flush=True)
+            s, c, t = load_sizes(runs, think)
+            sizes, checks = sizes + s, {**checks, **{f"think {think:g} s, {k}": v for k, v in c.items()}}
+            targets += t
     if args.which in ("all", "large"):
         runs = [bench_large(args.out, passages=n, rounds=args.rounds) for n in (args.passages or [250_000, 1_000_000])]
         for r in runs:
