@@ -278,19 +278,16 @@ def serve_step(sim: Path, web: Path, judgments: int, think: float, journal: Jour
                     break
 
         threads = [threading.Thread(target=assess, args=(a,)) for a in sorted(owners)]
-        from _machine import busy_cpu_s, others_cores  # lazy: with the measure
-
-        b1, c1 = busy_cpu_s(), time.process_time()
-        t1 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        rec["judging_wall_s"] = round(time.perf_counter() - t1, 1)
-        b2, client = busy_cpu_s(), time.process_time() - c1
+        with bw.Usage(srv.proc.pid) as use:  # the server's CPU and the others' load while the assessors judge
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        rec["judging_wall_s"] = round(use.wall, 1)
         rec.update(sampler.close())
-        rec["cpu_s"] = rec["sampled_cpu_s"]  # the server's processes, from its start (sampled every 0.25 s)
-        rec["background_cores"] = others_cores(b1, b2, client + rec["cpu_s"], rec["judging_wall_s"])
+        rec["cpu_s"] = round(use.server_cpu, 2)  # the server's processes (its runner too) while judging
+        rec["server_process_cpu_s"] = round(use.root_cpu, 2)
+        rec["background_cores"] = use.others
         rec["wall_s"] = round(time.perf_counter() - t0, 1)
     rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "think_s": think, "get_next_ms": bw.percentiles([x for _, x in gets]),
                 "post_judgment_ms": bw.percentiles([x for _, x in posts]), "errors": errors[:5],
@@ -366,7 +363,7 @@ def shared_result(runs: list[dict]) -> dict:
             report.append(size_result(label, n, "passage", [_step_tool([st["report"]])], task="campaign report"))
         sv = st.get("serve")
         if sv and sv.get("gets_raw"):
-            each = sv["cpu_s"] / max(len(sv["gets_raw"]) + len(sv["posts_raw"]), 1)
+            each = sv["server_process_cpu_s"] / max(len(sv["gets_raw"]) + len(sv["posts_raw"]), 1)
             calls = [call(dt, each) for _, dt in sv["gets_raw"]]
             serve.append(size_result(label, 1, "request", [tool_result(
                 "qrelkit serve", first=calls[0], warm=calls[1:], peak_rss_mb=sv.get("peak_rss_max_process_mb"),
@@ -374,8 +371,9 @@ def shared_result(runs: list[dict]) -> dict:
                 stages={"GET p95": sv["get_next_ms"]["p95"] / 1000, "POST p50": sv["post_judgment_ms"]["p50"] / 1000,
                         "POST p95": sv["post_judgment_ms"]["p95"] / 1000, "server ready": sv["server_ready_s"]},
                 note=f"a call is one next-passage GET of {len(sv['assessors'])} assessors judging at {sv['think_s']:g} s "
-                     "think time, the first the first after the server's start; CPU: the server's processes over the "
-                     "step (sampled) per request")], task="qrelkit serve on the campaign after its pool stage"))
+                     "think time, the first the first after the server's start; CPU: the server process's while "
+                     "they judge, per request (GET and POST alike; its runner's apart)")],
+                task="qrelkit serve on the campaign after its pool stage"))
             checks[f"{label}: no error through the web app"] = sv.get("exit") == 0
         if n >= 10_000_000:
             targets.append(target(f"peak RSS of any process, {label}", r["peak_rss_any_process_mb"] / 1024, "<=", 8, "GB"))
