@@ -1,9 +1,12 @@
 """The ``10m`` case of ``bench_campaign.py`` (issue #22): a campaign of 10M passages in an MS
 MARCO v2-shaped folder of shards, end to end on one machine, every step a command line in its
-own process with the peak RSS of every process of its tree (Dask workers included) sampled.
+own process with its wall and CPU and the peak RSS of every process of its tree (Dask workers
+included) sampled; at two sizes (``--passages``, default 2M and 10M: the same shape, the corpus
+grows) [unit: passage].
 
-Steps, each journaled in ``OUT/10m-steps.json`` as it ends (a run stopped half-way goes on from
-the first step not journaled; ``--fresh`` starts again):
+Steps, each journaled in ``OUT/10m-steps.json`` (``OUT/pN-steps.json`` for N passages other than
+10M; their folders likewise) as it ends (a run stopped half-way goes on from the first step not
+journaled, or journaled without its CPU by an earlier version; ``--fresh`` starts again):
 
 1. ``generate``: ``simulate_campaign(n_passages, n_topics=50, n_groups=20, runs_per_group=(5, 5),
    seed=0, layout="msmarco-v2", shards)``: 100 runs of 20 groups + the organizers' 2 baselines,
@@ -23,10 +26,15 @@ the first step not journaled; ``--fresh`` starts again):
    (p50/p95/p99) and of the judgment POSTs; the server's peak RSS. ``--serve-again`` measures this
    step again on the same copy (its text index and features then exist: the start is shorter).
 
-Per step: wall seconds, the stage's own seconds (the run's summary), and the peak RSS of the
-main process, of each other process (workers) and of their sum, sampled every 0.25 s (psutil;
-each process's own peak also from its ``VmHWM``, so a server's start is counted);
-a process over ``--rss-limit-gb`` has its tree killed and the step recorded as failed.
+Per step: wall seconds, CPU seconds (the command's and its reaped descendants', Dask workers
+included; the server's processes sampled for ``serve``), the cores other processes used
+meanwhile, the stage's own seconds (the run's summary), and the peak RSS of the main process, of
+each other process (workers) and of their sum, sampled every 0.25 s (psutil; each process's own
+peak also from its ``VmHWM``, so a server's start is counted); a process over ``--rss-limit-gb``
+has its tree killed and the step recorded as failed. :func:`shared_result` makes the result,
+``campaign-10m`` (``benchmarks/_results.py``'s shape): init, the run (its stages as stages), the
+report — each a command in a fresh process, so a first call with no warm repeat — and the web
+app's next-passage GETs (the first after the server's start beside the others).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ class TreeSampler:
         self.root = psutil.Process(pid)
         self.limit_mb, self.every = limit_mb, every
         self.peak: dict[int, dict] = {}
+        self.cpu: dict[int, float] = {}  # CPU seconds per process, as last seen
         self.peak_total = 0.0
         self.over: str | None = None
         self.stop = threading.Event()
@@ -74,6 +83,8 @@ class TreeSampler:
             for p in self._procs():
                 try:
                     rss = p.memory_info().rss / 2**20
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = t.user + t.system
                     hwm = max(rss, _hwm_mb(p.pid))  # VmHWM: peaks between samples, or before the sampler began
                     if p.pid not in self.peak:
                         cmd = " ".join(p.cmdline())
@@ -99,7 +110,7 @@ class TreeSampler:
         procs = sorted(self.peak.values(), key=lambda x: -x["peak_mb"])
         main = next((x["peak_mb"] for x in procs if x["kind"] == "main"), 0.0)
         others = [round(x["peak_mb"]) for x in procs if x["kind"] != "main"]
-        return {"peak_rss_main_mb": round(main), "peak_rss_other_mb": others,
+        return {"sampled_cpu_s": round(sum(self.cpu.values()), 2), "peak_rss_main_mb": round(main), "peak_rss_other_mb": others,
                 "peak_rss_max_process_mb": round(max([main, *others])), "peak_rss_sum_mb": round(self.peak_total),
                 "killed_over_limit": self.over}
 
@@ -115,7 +126,13 @@ def _hwm_mb(pid: int) -> float:
 
 
 def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None) -> dict:
-    """Run ``cmd`` (its stdout returned, stderr to ``log``), timed and sampled."""
+    """Run ``cmd`` (its stdout returned, stderr to ``log``), timed and sampled: wall, CPU (the
+    command's and its reaped descendants', Dask workers included), peak RSS, others' load."""
+    import resource  # lazy: with the measure
+
+    from _machine import busy_cpu_s, others_cores
+
+    r0, b0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_cpu_s()
     t0 = time.perf_counter()
     with open(log, "ab") as err:
         err.write(("\n$ " + " ".join(cmd[3:] if cmd[:3] == QRELKIT else cmd) + "\n").encode())
@@ -125,7 +142,10 @@ def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None
         sampler = TreeSampler(proc.pid, limit_mb)
         out, _ = proc.communicate()
     rss = sampler.close()
-    return {"wall_s": round(time.perf_counter() - t0, 1), "exit": proc.returncode, **rss,
+    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 2), "exit": proc.returncode, **rss,
+            "background_cores": others_cores(b0, busy_cpu_s(), cpu, wall),
             "stdout": out.decode(errors="replace"), "load_after": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -137,7 +157,9 @@ class Journal:
         self.steps: dict = {} if fresh or not path.exists() else json.loads(path.read_text())
 
     def done(self, name: str) -> bool:
-        return self.steps.get(name, {}).get("exit") == 0
+        """Measured, and with its CPU (a step journaled by an earlier version is measured again)."""
+        step = self.steps.get(name, {})
+        return step.get("exit") == 0 and "cpu_s" in step
 
     def put(self, name: str, rec: dict) -> dict:
         self.steps[name] = rec
@@ -248,35 +270,45 @@ def serve_step(sim: Path, web: Path, judgments: int, think: float, journal: Jour
                         time.sleep(rng.expovariate(1.0 / think))
                     p.judge(v["item"])
                     left -= 1
-                gets.extend(p.get_s)
-                posts.extend(p.post_s)
+                gets.extend(zip(p.get_at, p.get_s))
+                posts.extend(zip(p.post_at, p.post_s))
                 errors.extend(p.errors)
                 p.close()
                 if left <= 0:
                     break
 
         threads = [threading.Thread(target=assess, args=(a,)) for a in sorted(owners)]
-        t1 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        rec["judging_wall_s"] = round(time.perf_counter() - t1, 1)
+        with bw.Usage(srv.proc.pid) as use:  # the server's CPU and the others' load while the assessors judge
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        rec["judging_wall_s"] = round(use.wall, 1)
         rec.update(sampler.close())
+        rec["cpu_s"] = round(use.server_cpu, 2)  # the server's processes (its runner too) while judging
+        rec["server_process_cpu_s"] = round(use.root_cpu, 2)
+        rec["background_cores"] = use.others
         rec["wall_s"] = round(time.perf_counter() - t0, 1)
-    rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "think_s": think, "get_next_ms": bw.percentiles(gets),
-                "post_judgment_ms": bw.percentiles(posts), "errors": errors[:5],
+    rec.update({"exit": 0 if not errors else 1, "assessors": sorted(owners), "think_s": think, "get_next_ms": bw.percentiles([x for _, x in gets]),
+                "post_judgment_ms": bw.percentiles([x for _, x in posts]), "errors": errors[:5],
+                "gets_raw": sorted(gets), "posts_raw": sorted(posts),
                 "load_after": [round(x, 2) for x in os.getloadavg()], "target_get_next_p95_ms": 50})
     journal.put("serve", rec)
+
+
+def tag_of(passages: int) -> str:
+    """The name of a size's folders and journal: ``10m`` for 10M passages (as before), else ``pN``."""
+    return "10m" if passages == 10_000_000 else f"p{passages}"
 
 
 def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments: int, think: float,
               sim: Path | None, fresh: bool, limit_gb: float, serve_again: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    journal = Journal(out / "10m-steps.json", fresh)
-    log, limit_mb = out / "10m.log", limit_gb * 1024
-    sim = sim or out / "10m-sim"
-    camp, web = out / "10m-campaign", out / "10m-web"
+    tag = tag_of(passages)
+    journal = Journal(out / f"{tag}-steps.json", fresh)
+    log, limit_mb = out / f"{tag}.log", limit_gb * 1024
+    sim = sim or out / f"{tag}-sim"
+    camp, web = out / f"{tag}-campaign", out / f"{tag}-web"
     res = {"benchmark": "10m", "passages": passages, "shards": shards, "workers": workers,
            "load_before": [round(x, 2) for x in os.getloadavg()]}
     generate(sim, passages, shards, journal, log, limit_mb)
@@ -290,3 +322,69 @@ def bench_10m(out: Path, *, passages: int, shards: int, workers: int, judgments:
     res["targets"] = {"peak_rss_any_process_mb_max": 8192, "get_next_p95_ms_max": 50}
     res["sim_summary_counts"] = json.loads((sim / "summary.json").read_text())["counts"]
     return res
+
+
+ONE_COMMAND = ("one command in a fresh process, timed whole (interpreter start and imports included): no warm "
+               "repeat, the warm columns repeat it; CPU: the command's and its reaped workers'")
+
+
+def _step_tool(steps: list[dict], stages: dict | None = None, note: str = ONE_COMMAND) -> dict:
+    """Commands run one after the other as one call: their summed wall and CPU, the largest peak RSS
+    of a process, the median of the others' load."""
+    import statistics
+
+    from _results import call, tool_result  # lazy: the shared shape, only for the result
+
+    bg = [x["background_cores"] for x in steps if x.get("background_cores") is not None]
+    return tool_result("qrelkit (commands)", first=call(sum(x["wall_s"] for x in steps), sum(x["cpu_s"] for x in steps)),
+                       warm=[], peak_rss_mb=max(x.get("peak_rss_max_process_mb", 0) for x in steps),
+                       background_cores=statistics.median(bg) if bg else None, stages=stages, note=note,
+                       peak_rss_sum_mb=max(x.get("peak_rss_sum_mb", 0) for x in steps))
+
+
+def shared_result(runs: list[dict]) -> dict:
+    """The campaigns in benchmarks/_results.py's shape: a size per corpus, the steps as tasks."""
+    from _results import benchmark_result, call, size_result, target, tool_result
+
+    init, run, report, serve, checks, targets = [], [], [], [], {}, []
+    for r in runs:
+        n, st = r["passages"], r["steps"]
+        label = f"{n:,} passages, {r['shards']} shards"
+        stages = {k[len("stage "):]: v for k, v in st.items() if k.startswith("stage ")}
+        checks[f"{label}: every step exited 0"] = all(v.get("exit") == 0 for k, v in st.items() if k != "generate")
+        init.append(size_result(label, n, "passage", [_step_tool([st["init"]])], task="campaign init (every shard parsed)"))
+        run.append(size_result(label, n, "passage", [_step_tool(list(stages.values()),
+                                                                {k: v["wall_s"] for k, v in stages.items()},
+                                                                note=f"one `campaign run --until STAGE` command per stage, "
+                                                                     f"[campaign] workers = {r['workers']}; the call is "
+                                                                     "their sum, the stages each command's wall")],
+                               task="campaign run --oracle, stage by stage"))
+        if "report" in st:
+            report.append(size_result(label, n, "passage", [_step_tool([st["report"]])], task="campaign report"))
+        sv = st.get("serve")
+        if sv and sv.get("gets_raw"):
+            each = sv["server_process_cpu_s"] / max(len(sv["gets_raw"]) + len(sv["posts_raw"]), 1)
+            calls = [call(dt, each) for _, dt in sv["gets_raw"]]
+            serve.append(size_result(label, 1, "request", [tool_result(
+                "qrelkit serve", first=calls[0], warm=calls[1:], peak_rss_mb=sv.get("peak_rss_max_process_mb"),
+                background_cores=sv.get("background_cores"),
+                stages={"GET p95": sv["get_next_ms"]["p95"] / 1000, "POST p50": sv["post_judgment_ms"]["p50"] / 1000,
+                        "POST p95": sv["post_judgment_ms"]["p95"] / 1000, "server ready": sv["server_ready_s"]},
+                note=f"a call is one next-passage GET of {len(sv['assessors'])} assessors judging at {sv['think_s']:g} s "
+                     "think time, the first the first after the server's start; CPU: the server process's while "
+                     "they judge, per request (GET and POST alike; its runner's apart)")],
+                task="qrelkit serve on the campaign after its pool stage"))
+            checks[f"{label}: no error through the web app"] = sv.get("exit") == 0
+        if n >= 10_000_000:
+            targets.append(target(f"peak RSS of any process, {label}", r["peak_rss_any_process_mb"] / 1024, "<=", 8, "GB"))
+            if sv:
+                targets.append(target(f"next-passage GET p95 through the web app, {label}", sv["get_next_ms"]["p95"],
+                                      "<=", 50, "ms"))
+    return benchmark_result("campaign-10m", "A campaign of 10M passages end to end: MS MARCO v2's layout, one machine",
+                            init + run + report + serve, peers=("distributed", "uvicorn"), targets=targets, checks=checks,
+                            notes=["simulate_campaign(n_passages, n_topics=50, n_groups=20, runs_per_group=(5, 5), seed=0, "
+                                   "layout='msmarco-v2', shards): 100 runs of 20 groups + 2 baselines; the oracle at error "
+                                   "rate 0.05, seed 7; configs/trec-dl-2022.toml with [campaign] workers.",
+                                   "Peak RSS: the largest process of a step's tree (Dask workers included); the sum over "
+                                   "its processes is in peak_rss_sum_mb."],
+                            runs=[{k: v for k, v in r.items() if k != "steps"} for r in runs])

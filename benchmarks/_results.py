@@ -68,9 +68,18 @@ def tool_result(tool: str, *, first: dict | None, warm: list[dict], import_s: fl
     return out
 
 
-def size_result(label: str, units: int, unit: str, tools: list[dict], **extra) -> dict:
-    """The tools measured on one input: ``units`` of ``unit`` (lines, passages, runs ...)."""
-    return {"label": label, "units": int(units), "unit": unit, "tools": tools, **extra}
+def size_result(label: str, units: int, unit: str, tools: list[dict], *, task: str | None = None,
+                **extra) -> dict:
+    """The tools measured on one input: ``units`` of ``unit`` (lines, passages, runs ...).
+
+    ``task`` names what is measured when one benchmark measures several things (an import and a
+    status, a pool and a replay): the doc generator then compares tools only within a size (as
+    always), and computes the growth per unit between the first and the last size *of each task*;
+    tools of different tasks are never compared."""
+    out = {"label": label, "units": int(units), "unit": unit, "tools": tools, **extra}
+    if task is not None:
+        out["task"] = task
+    return out
 
 
 def target(what: str, value: float, op: str, limit: float, unit: str = "") -> dict:

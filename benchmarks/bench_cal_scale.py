@@ -27,6 +27,14 @@ memory-mapped feature pages, which the page cache shares):
 * **peers** (``--peers``): bench_cal's TARexp and hical children at the sizes where their
   estimated peak memory (from their 1M figures in docs/benchmarks.md) fits ``--peer-max-gb``;
   the others are recorded as not run, with the reason.
+
+Every iteration child reports its first iteration (the first call in the fresh process: page
+cache, kernels, shards) beside the warm ones, wall and CPU (on Dask the workers' CPU too); a
+feature build is one call per process. Results: ``OUT/bench_cal_scale.json`` (``--results``: every
+figure of every process) and ``OUT/cal-scale.json`` (``--json-out``; ``benchmarks/_results.py``'s
+shape, for ``scripts/gen_benchmarks_doc.py``: the tasks "build_features" and "one CAL
+iteration" per size [unit: passage], the targets of docs/benchmarks.md at 10M, the batch checks).
+Exit status 1 when a Dask or earlier-tree batch differs from the local one.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _procs import tool_from_processes  # noqa: E402
+from _results import benchmark_result, call, size_result, target, write_result  # noqa: E402
 from bench_cal import _state, _versions, child_hical, child_tarexp, ensure_campaign, make_state  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -85,23 +95,33 @@ def child_features(corpus: Path, work: Path, a) -> dict:
     f = build_features(corpus, work / a.features_dir, **kw)
     t2 = time.perf_counter()
     disk = sum(p.stat().st_size for p in (work / a.features_dir).rglob("*") if p.is_file())
-    return {"import_s": t1 - t0, "features_s": t2 - t1, "features_cpu_s": cpu_s() - c1, "rows": f.n_rows,
+    c2 = cpu_s()
+    return {"import_s": t1 - t0, "first": call(t2 - t1, c2 - c1), "warm": [],  # one build per process
+            "features_s": t2 - t1, "features_cpu_s": c2 - c1, "rows": f.n_rows,
             "terms": f.n_terms, "nnz": f.nnz, "shards": len(getattr(f, "shards", [None])), "disk_bytes": disk,
             "stages": {k: round(v, 3) for k, v in f.timings.items()}, "peak_rss_mb": peak_rss_mb()}
 
 
-def _iterate(rk, rows, rel, iterations: int) -> dict:
-    for it in range(2):  # warm-up: page cache, compiled kernels, the workers' shards
-        rk.next_batch(rows, rel, rows, 25, 1000 + it)
-    c1 = cpu_s()
-    times, stages, batches = [], [], []
-    for it in range(1, iterations + 1):
-        s = time.perf_counter()
+def _iterate(rk, rows, rel, iterations: int, cpu=cpu_s) -> dict:
+    """The first iteration (the first call: page cache, compiled kernels, the workers' shards), a
+    second one untimed in the results (the shards' scoring arrays read into memory), then
+    ``iterations`` warm ones; ``cpu()`` the CPU seconds to count (the workers' too, on Dask)."""
+    def one(it):
+        c0, s = cpu(), time.perf_counter()
         b = rk.next_batch(rows, rel, rows, 25, it)
-        times.append(time.perf_counter() - s)
+        return b, call(time.perf_counter() - s, cpu() - c0)
+
+    _, first = one(1000)
+    _, second = one(1001)
+    warm, stages, batches = [], [], []
+    for it in range(1, iterations + 1):
+        b, c = one(it)
+        warm.append(c)
         stages.append(b.timings)
         batches.append(b.pids)
-    return {"iteration_s": times, "median_s": _median(times), "cpu_per_iteration_s": (cpu_s() - c1) / len(times),
+    times = [c["wall_s"] for c in warm]
+    return {"first": first, "second": second, "warm": warm, "iteration_s": times, "median_s": _median(times),
+            "cpu_per_iteration_s": _median([c["cpu_s"] for c in warm]),
             "stages": {k: _median([s[k] for s in stages]) for k in stages[0]}, "batch": batches[0],
             "train_rows": int(b.n_train),
             "columns": int(b.n_columns)}
@@ -122,9 +142,9 @@ def _opened(work: Path, a):
 
 
 def child_local(corpus: Path, work: Path, a) -> dict:
+    import_s, f, query, rows, rel = _opened(work, a)  # the imports timed first
     from qrelkit.cal.loop import CalParams, CalRanker
 
-    import_s, f, query, rows, rel = _opened(work, a)
     rk = CalRanker(f, query, topic=TOPIC, thread="all", params=CalParams(seed=0))
     res = _iterate(rk, rows, rel, a.iterations)
     return {"import_s": import_s, **res, "shards": len(getattr(f, "shards", [None])), "peak_rss_mb": peak_rss_mb(),
@@ -164,18 +184,29 @@ class _Sampler:
         self.thread.join()
 
 
+def _with_workers(pids):
+    """CPU seconds of this process and of the worker processes ``pids`` (read at each call)."""
+    import psutil  # lazy: the [bench] extra, only for the Dask child
+
+    procs = [psutil.Process(p) for p in set(pids)]
+
+    def cpu() -> float:
+        return cpu_s() + sum(t.user + t.system for t in (p.cpu_times() for p in procs))
+    return cpu
+
+
 def child_dask(corpus: Path, work: Path, a) -> dict:
+    import_s, f, query, rows, rel = _opened(work, a)  # the imports timed first
     from qrelkit.cal.distributed import DaskScorer
     from qrelkit.cal.loop import CalParams, CalRanker
 
-    import_s, f, query, rows, rel = _opened(work, a)
     sampler = _Sampler()
     s0 = time.perf_counter()
     with DaskScorer(f, n_workers=a.workers) as ds:
         start_s = time.perf_counter() - s0
         worker_pids = ds.client.run(os.getpid)
         rk = CalRanker(f, query, topic=TOPIC, thread="all", params=CalParams(seed=0), scorer=ds)
-        res = _iterate(rk, rows, rel, a.iterations)
+        res = _iterate(rk, rows, rel, a.iterations, cpu=_with_workers(worker_pids.values()))
         per = ds.stats["per_iteration"][2:]  # the timed iterations
         owners = ds.assignment()
     sampler.close()
@@ -344,6 +375,79 @@ def report_tables(report: dict) -> None:
         print(line)
 
 
+ITERATION = "one CAL iteration (fit, score every passage, select 25)"
+
+
+def _names(a) -> dict:
+    return {"local": "qrelkit, local", "dask": f"qrelkit, Dask ({a.workers} workers)",
+            "local_before": "qrelkit before (--compare-with), local", "tarexp": "TARexp", "hical": "hical"}
+
+
+def _iteration_tool(kind: str, runs: list[dict], a) -> dict:
+    ok = _ok(runs)
+    if kind == "dask":  # the peak of the client and its workers together
+        ok = [{**x, "peak_rss_mb": x.get("peak_rss_all_processes_mb") or x["peak_rss_mb"]} for x in ok]
+    note = {"local": "the first call is the first iteration of the process, the warm ones follow a second, untimed",
+            "dask": f"the LocalCluster started before (not timed, {_med(ok, 'cluster_start_s') or 0:.1f} s); CPU: "
+                    "the client's and the workers'; peak RSS: all processes"}.get(kind)
+    if kind in ("tarexp", "hical"):
+        note = f"its own features, one time, not in the iteration: {_med(ok, 'features_s'):.1f} s"
+    return tool_from_processes(_names(a)[kind], ok, stages=ok[0].get("stages"), note=note)
+
+
+def shared_result(report: dict, a) -> dict:
+    """The run in benchmarks/_results.py's shape (for docs/benchmarks.md)."""
+    feats, its, checks, notes = [], [], {}, []
+    for n_str, s in report["sizes"].items():
+        n, label = int(n_str), f"{int(n_str):,} passages"
+        tools = [tool_from_processes(name, _ok(s[kind]), stages=_ok(s[kind])[0].get("stages"),
+                                     note="one build per process (a first call); the warm columns repeat it")
+                 for kind, name in (("features", "qrelkit"), ("features_before", "qrelkit before (--compare-with)"))
+                 if _ok(s.get(kind, []))]
+        if tools:
+            feats.append(size_result(label, n, "passage", tools, task=f"build_features, shards of {a.shard_size:,}"))
+        tools = []
+        for kind in ("local", "dask", "local_before", "tarexp", "hical"):
+            runs = s.get(kind) or []
+            if runs and not _ok(runs):
+                notes.append(f"{_names(a)[kind]}, {label}: {runs[0]['error']}")
+            elif runs:
+                tools.append(_iteration_tool(kind, runs, a))
+            if kind in ("dask", "local_before") and _ok(runs) and "same_batch_as_local" in _ok(runs)[0]:
+                checks[f"{label}: {_names(a)[kind]}'s batch equals the local one"] = all(
+                    x["same_batch_as_local"] for x in _ok(runs))
+        if tools:
+            its.append(size_result(label, n, "passage", tools, task=ITERATION))
+    return benchmark_result("cal-scale", "CAL at scale: sharded features, local and Dask iterations", feats + its,
+                            peers=("hical", "tarexp", "scikit-learn", "distributed"), targets=_scale_targets(feats, its),
+                            checks=checks, notes=notes + [
+        "Every tool starts from the same state (topic 1001's query, 200 judged passages) on the same simulated "
+        "corpus; qrelkit's features are stored and memory-mapped, TARexp's and hical's built in their process."])
+
+
+def _scale_targets(feats: list[dict], its: list[dict]) -> list[dict]:
+    """docs/benchmarks.md's targets, at 10M passages (and the 10M / 1M growth when both were measured)."""
+    def tool(sizes, n, name):
+        s = next((x for x in sizes if x["units"] == n), None)
+        return next((t for t in s["tools"] if t["tool"].startswith(name)), None) if s else None
+
+    out, big, small = [], 10_000_000, 1_000_000
+    f10, f1 = tool(feats, big, "qrelkit"), tool(feats, small, "qrelkit")
+    i10, i1, d10 = tool(its, big, "qrelkit, local"), tool(its, small, "qrelkit, local"), tool(its, big, "qrelkit, Dask")
+    if f10:
+        out += [target("features of 10M passages, wall", f10["warm"]["wall_s"], "<=", 150, "s"),
+                target("features of 10M passages, peak RSS", f10["peak_rss_mb"] / 1024, "<=", 4, "GB")]
+    if i10:
+        out.append(target("one iteration at 10M, local, warm median", i10["warm"]["wall_s"] * 1000, "<=", 400, "ms"))
+    if i10 and d10:
+        out.append(target("Dask / local at 10M, warm medians", d10["warm"]["wall_s"] / i10["warm"]["wall_s"], "<=", 1.5, "x"))
+    if f10 and f1:
+        out.append(target("features, 10M / 1M", f10["warm"]["wall_s"] / f1["warm"]["wall_s"], "<=", 11, "x"))
+    if i10 and i1:
+        out.append(target("one iteration, 10M / 1M", i10["warm"]["wall_s"] / i1["warm"]["wall_s"], "<=", 11, "x"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -366,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait-idle", type=float, default=10.0, help="seconds to wait for a quiet machine per process")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "bench-out")
     ap.add_argument("--results", default="bench_cal_scale.json", help="results file name in --out-dir")
+    ap.add_argument("--json-out", type=Path, default=None, help="the shared-shape result (default OUT/cal-scale.json)")
     a = ap.parse_args(argv)
     report = {"command": "python benchmarks/bench_cal_scale.py " + " ".join(shlex.quote(x) for x in argv),
               "versions": _versions(), "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
@@ -380,7 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=2) + "\n")
     report_tables(report)
     print(f"\nresults: {out}")
-    return 0
+    res = shared_result(report, a)
+    write_result(res, a.json_out or a.out_dir / "cal-scale.json", "bench_cal_scale.py", argv)
+    return 0 if all(res["checks"].values()) else 1
 
 
 if __name__ == "__main__":

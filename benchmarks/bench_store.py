@@ -1,37 +1,72 @@
-"""The judging store's hot paths: ``cal import`` of 100k judgments in many small batches, and
-``cal status`` over 200 topics.
+"""The judging store's hot paths: ``cal import`` of judgments in many small batches, ``cal status``
+over many topics, and reading and writing a log with undos; each at two sizes, each in a fresh
+process (the first call beside the warm repeats).
 
-* import, one call: 100,000 rows over 200 topics, a new batch id every 10 rows (10,000 batches,
-  all unknown to the store: each is registered as a pool batch), ``synchronous=FULL``; then the
-  same rows again (every row repeated, nothing written);
-* import, many calls: the same rows in 1,000 imports of 100 rows (one transaction each);
-* status: a store of 200 topics x 3 threads (a pool batch of 100 and 3 judged cal batches of 25
-  per thread, one open batch), the density rule: ``status_table``;
-* reading a changed log (``--log``): 300,000 judgments of which 3,000 were undone and 1,500 of
-  those judged again (``retract``, then the import path), read whole (``judgments()``,
-  ``export_qrels()``), then 200 single judgments through ``import_judgment`` (the web app's
-  write) and 200 undos (medians in ms).
+    python benchmarks/bench_store.py                      # every task at both sizes (~3 minutes)
+    python benchmarks/bench_store.py --log                # only the log with undos
+    python benchmarks/bench_store.py --tasks import status --sizes 20000 40000 --status-topics 40 80
 
-In-process timings (SQLite runs in this process): wall and CPU seconds, and the cores other
-processes used meanwhile. Run: ``python benchmarks/bench_store.py`` (the qrelkit on the path).
+Tasks (``--tasks``; the unit of each size in brackets):
+
+* ``import``: ``store.judgments.import_judgments`` (what ``qrelkit cal import`` runs, one
+  transaction, ``synchronous=FULL``) of N rows over 200 topics, a new batch id every 10 rows (N/10
+  batches, all unknown to the store: each is registered as a pool batch), each call into a new
+  store [judgments: the work is per row, and per batch registered];
+* ``reimport``: the same rows again into the store that holds them (every row repeated, nothing
+  written) [judgments];
+* ``import-calls``: the same rows in N/100 imports of 100 rows (one transaction each), into a new
+  store [judgments];
+* ``status``: ``status_table`` (``qrelkit cal status``, the density rule) on a store of T topics x
+  3 threads (a pool batch of 100 and 3 judged cal batches of 25 per thread, one open batch: 325
+  judgments a topic) [topics: the status is a row per topic and thread];
+* the log with undos (``--log`` alone): L judgments over 200 topics in batches of 100, of which
+  1% were undone (``retract``) and half of those judged again (the import path): ``log-read``,
+  the whole log (``judgments.log()``), and ``export-qrels`` (``export_qrels()``) [judgments];
+  ``write``, one judgment through ``import_judgment`` (the web app's write) and ``undo``, one
+  ``retract``, on that store [write: one call; the sizes are the log's, so the growth says how
+  much a write slows as the log grows].
+
+Each task and size runs in a fresh process (``--processes``): its first call (imports apart,
+the data built untimed before it) and ``--repeats`` warm repeats (``--many-repeats`` for
+``import-calls``, ``--writes`` calls for ``write`` and ``undo``); wall and CPU seconds, peak RSS, the
+cores other processes used meanwhile. Checks: the rows each call imported or found repeated, the
+status rows, the log and qrels sizes. Writes ``OUT/store.json`` (``benchmarks/_results.py``'s shape,
+for ``scripts/gen_benchmarks_doc.py``) and prints a line per task and size. Exit status 1 when a
+check fails.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import busy_cpu_s, cpu_s, others_cores, wait_idle
-from qrelkit.cal.stopping import status_table
-from qrelkit.store import init_store, open_store
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
+from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _procs import measure_all, measure_each, median_stages, tool_from_processes  # noqa: E402
+from _results import benchmark_result, size_result, write_result  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 TOPICS = 200
+UNDONE_EVERY = 100  # 1% of the log undone, half of those judged again
+TASKS = {  # task: (title, unit)
+    "import": ("cal import, one call, a new batch every 10 rows", "judgment"),
+    "reimport": ("the same rows imported again (nothing written)", "judgment"),
+    "import-calls": ("cal import in calls of 100 rows", "judgment"),
+    "status": ("status_table (density rule), 3 threads a topic", "topic"),
+    "log-read": ("the whole log with undos, judgments.log()", "judgment"),
+    "export-qrels": ("export_qrels() of the log with undos", "judgment"),
+    "write": ("one judgment through import_judgment, on the log with undos", "write"),
+    "undo": ("one undo (retract), on the log with undos", "write"),
+}
+LOG_TASKS = ("log-read", "export-qrels", "write", "undo")
 
 
 def judgments(n: int = 100_000, per_batch: int = 10) -> pd.DataFrame:
@@ -40,19 +75,13 @@ def judgments(n: int = 100_000, per_batch: int = 10) -> pd.DataFrame:
                          "assessor": "A1", "grade": i % 4, "batch_id": [f"b{x}" for x in i // per_batch]})
 
 
-def timed(fn) -> dict:
-    b0, c0, t0 = busy_cpu_s(), cpu_s(), time.perf_counter()
-    out = fn()
-    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "others_cores": round(others_cores(b0, busy_cpu_s(), cpu, wall), 2), "result": out}
+def status_store(path: Path, topics: int) -> None:
+    from qrelkit.store import init_store
 
-
-def status_store(path: Path) -> None:
     rng = np.random.default_rng(0)
     rows = []
-    with init_store(path, [str(q) for q in range(1, TOPICS + 1)], collection_size=10_000, synchronous="OFF") as s:
-        for q in map(str, range(1, TOPICS + 1)):
+    with init_store(path, [str(q) for q in range(1, topics + 1)], collection_size=10_000, synchronous="OFF") as s:
+        for q in map(str, range(1, topics + 1)):
             pool = [f"p{q}_{i}" for i in range(100)]
             b = s.batches.issue(q, None, pool, kind="pool")
             rows += [(q, p, "A", int(rng.integers(0, 4)), b) for p in pool]
@@ -65,58 +94,186 @@ def status_store(path: Path) -> None:
         s.judgments.import_judgments(pd.DataFrame(rows, columns=["qid", "docid", "assessor", "grade", "batch_id"]))
 
 
-def changed_log(path: Path) -> dict:
-    n = 300_000
+def changed_log(path: Path, n: int) -> None:
+    """``n`` judgments, 1% of them undone, half of those judged again (made once per size)."""
+    from qrelkit.store import init_store
+
+    if path.exists():
+        return
     df = judgments(n, per_batch=100)
-    with init_store(path, [f"q{x:03d}" for x in range(TOPICS)], synchronous="OFF") as s:
+    tmp = path.with_suffix(".tmp")
+    with init_store(tmp, [f"q{x:03d}" for x in range(TOPICS)], synchronous="OFF") as s:
         s.judgments.import_judgments(df)
-        undone = df.iloc[::100]
+        undone = df.iloc[::UNDONE_EVERY]
         for r in undone.itertuples(index=False):
             s.judgments.retract(r.qid, r.docid, r.assessor, r.batch_id)
         s.judgments.import_judgments(undone.iloc[::2].assign(grade=lambda d: (d["grade"] + 1) % 4))
-    out = {}
-    with open_store(path) as s:
-        out["judgments_300k"] = timed(lambda: len(s.judgments.log()))
-        out["export_qrels_300k"] = timed(lambda: s.judgments.export_qrels().num_rows)
-        one, undo = [], []
-        for k in range(200):
-            t0 = time.perf_counter()
-            s.judgments.import_judgment(f"q{k % TOPICS:03d}", f"new{k}", "A2", k % 4, f"b{k}")
-            one.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            s.judgments.retract(f"q{k % TOPICS:03d}", f"new{k}", "A2", f"b{k}")
-            undo.append(time.perf_counter() - t0)
-        out["import_judgment_ms"] = round(float(np.median(one)) * 1000, 2)
-        out["retract_ms"] = round(float(np.median(undo)) * 1000, 2)
-    return out
+    tmp.rename(path)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--idle-wait", type=float, default=120.0, help="Wait up to this long for a quiet machine.")
-    ap.add_argument("--log", action="store_true", help="only the reading of a changed log")
-    args = ap.parse_args()
-    d = Path(tempfile.mkdtemp(prefix="bench-store-"))
-    if args.log:
-        wait_idle(args.idle_wait)
-        print(json.dumps(changed_log(d / "log.db"), indent=2))
-        return
-    df = judgments()
+# =========================================================================== a child: one task, one size
+
+
+def _fresh(work: Path, topics: list[str]):
+    """A new empty store in ``work`` (untimed set-up of an import)."""
+    from qrelkit.store import init_store
+
+    path = Path(tempfile.mkdtemp(dir=work)) / "store.db"
+    return init_store(path, topics)
+
+
+def child(task: str, size: int, work: Path, a) -> dict:
+    t0 = time.perf_counter()
+    from qrelkit.cal.stopping import status_table
+    from qrelkit.store import open_store
+
+    import_s = time.perf_counter() - t0
     topics = [f"q{x:03d}" for x in range(TOPICS)]
-    out = {}
-    wait_idle(args.idle_wait)
-    with init_store(d / "one.db", topics) as s:
-        out["import_one_call"] = timed(lambda: s.judgments.import_judgments(df).imported)
-        out["reimport_one_call"] = timed(lambda: s.judgments.import_judgments(df).counts.get("repeated"))
-    with init_store(d / "many.db", topics) as s:
-        out["import_1000_calls"] = timed(lambda: sum(s.judgments.import_judgments(df.iloc[k * 100:(k + 1) * 100]).imported
-                                                     for k in range(1000)))
-    status_store(d / "status.db")
-    wait_idle(args.idle_wait)
-    with open_store(d / "status.db") as s:
-        out["status_200_topics"] = timed(lambda: len(status_table(s)))
-    print(json.dumps(out, indent=2))
+    if task in ("import", "import-calls", "reimport"):
+        df = judgments(size)
+
+        def imp(s):
+            return s.judgments.import_judgments(df).imported
+
+        def imp_calls(s):
+            return sum(s.judgments.import_judgments(df.iloc[k:k + 100]).imported for k in range(0, size, 100))
+
+        if task == "reimport":
+            with _fresh(work, topics) as s:
+                s.judgments.import_judgments(df)
+                first, warm, values = measure_all(lambda: s.judgments.import_judgments(df).counts.get("repeated"),
+                                                  a.repeats)
+        else:  # each call into a new store, opened and closed untimed (as the benchmark did before)
+            first, warm, values = measure_each(lambda: _fresh(work, topics), imp if task == "import" else imp_calls,
+                                               a.many_repeats if task == "import-calls" else a.repeats,
+                                               teardown=lambda s: s.close())
+    elif task == "status":
+        path = work / f"status-{size}.db"
+        if not path.exists():
+            status_store(path, size)
+        with open_store(path) as s:
+            first, warm, values = measure_all(lambda: len(status_table(s)), a.repeats)
+    else:
+        src = work / f"log-{size}.db"
+        changed_log(src, size)
+        path = work / f"log-{size}-{task}.db"
+        shutil.copyfile(src, path)  # the writes change it: each child its own copy
+        with open_store(path) as s:
+            first, warm, values = _log_task(s, task, a)
+        path.unlink()
+    return {"first": first, "warm": warm, "values": values, "import_s": import_s, "peak_rss_mb": peak_rss_mb()}
+
+
+def _log_task(s, task: str, a):
+    if task == "log-read":
+        return measure_all(lambda: len(s.judgments.log()), a.repeats)
+    if task == "export-qrels":
+        return measure_all(lambda: s.judgments.export_qrels().num_rows, a.repeats)
+    k = iter(range(a.writes))
+    if task == "write":
+        def write(i):
+            return s.judgments.import_judgment(f"q{i % TOPICS:03d}", f"new{i}", "A2", i % 4, f"b{i}").imported
+        return measure_each(lambda: next(k), write, a.writes - 1)
+    for i in range(a.writes):  # what the undos undo (untimed)
+        s.judgments.import_judgment(f"q{i % TOPICS:03d}", f"new{i}", "A2", i % 4, f"b{i}")
+    return measure_each(lambda: next(k), lambda i: s.judgments.retract(f"q{i % TOPICS:03d}", f"new{i}", "A2", f"b{i}"),
+                        a.writes - 1)
+
+
+# =========================================================================== the parent
+
+
+def _expected(task: str, size: int, a) -> object:
+    """What every call of the task must return (the checks)."""
+    undone = len(range(0, size, UNDONE_EVERY))
+    return {"import": size, "reimport": size, "import-calls": size, "status": size * 3,
+            "log-read": size - undone + len(range(0, undone, 2)), "export-qrels": size - undone + len(range(0, undone, 2)),
+            "write": 1, "undo": None}[task]
+
+
+def _sizes(task: str, a) -> list[int]:
+    return a.status_topics if task == "status" else a.log_sizes if task in LOG_TASKS else a.sizes
+
+
+def _label(task: str, size: int) -> str:
+    if task == "status":
+        return f"{size} topics ({size * 325:,} judgments)"
+    if task in ("write", "undo"):
+        return f"log of {size:,} judgments"
+    return f"{size:,} judgments"
+
+
+def run_task(task: str, size: int, work: Path, a) -> tuple[dict, dict]:
+    """The task at one size in ``--processes`` fresh processes: (size result, checks)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", task, "--size", str(size), "--work", str(work),
+           "--repeats", str(a.repeats), "--many-repeats", str(a.many_repeats), "--writes", str(a.writes)]
+    procs = [run_child_process(cmd, idle_wait=a.idle_wait, cwd=ROOT, stderr_tail=4000) for _ in range(a.processes)]
+    want = _expected(task, size, a)
+    if task == "undo":  # the grade in force each undo retracted
+        ok = all(v is not None for p in procs for v in p["values"])
+    else:
+        ok = all(v == want for p in procs for v in p["values"])
+    title, unit = TASKS[task]
+    units = 1 if unit == "write" else size
+    note = None
+    if task in ("write", "undo"):
+        note = f"{a.writes} calls a process: the first call, then {a.writes - 1} warm ones"
+    tool = tool_from_processes("qrelkit", procs, note=note, stages=median_stages(procs))
+    w = tool["warm"]
+    print(f"{title}, {_label(task, size)}: first {tool['first']['wall_s']:.3f} s, warm {w['wall_s']:.3f} s wall / "
+          f"{w['cpu_s']:.3f} s CPU; others {tool['background_cores'] or 0:.2f} cores; check {'ok' if ok else 'FAILED'}",
+          file=sys.stderr, flush=True)
+    return size_result(_label(task, size), units, unit, [tool], task=title), {
+        "task": title, "size": _label(task, size), "want": want if want is not None else "a grade", "ok": ok}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", nargs="+", choices=list(TASKS), default=None, help="which tasks (default: all)")
+    ap.add_argument("--log", action="store_true", help="only the reading and writing of a log with undos")
+    ap.add_argument("--sizes", nargs=2, type=int, default=[50_000, 100_000], help="judgments imported")
+    ap.add_argument("--status-topics", nargs=2, type=int, default=[100, 200], help="topics of the status stores")
+    ap.add_argument("--log-sizes", nargs=2, type=int, default=[150_000, 300_000], help="judgments in the log with undos")
+    ap.add_argument("--repeats", type=int, default=3, help="warm repeats after the first call, in each process")
+    ap.add_argument("--many-repeats", type=int, default=1, help="warm repeats of import-calls (20 s each at 100k)")
+    ap.add_argument("--writes", type=int, default=200, help="calls of write and undo in each process")
+    ap.add_argument("--processes", type=int, default=1, help="fresh processes per task and size")
+    ap.add_argument("--idle-wait", type=float, default=30.0, help="before each process, wait up to this long for a quiet machine")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    ap.add_argument("--child", choices=list(TASKS), help=argparse.SUPPRESS)
+    ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        emit_result(child(a.child, a.size, a.work, a))
+        return 0
+    tasks = a.tasks or (list(LOG_TASKS) if a.log else list(TASKS))
+    work = a.out / "store-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    sizes, checks = [], {}
+    try:
+        for task in tasks:
+            got = []
+            for n in _sizes(task, a):
+                s, c = run_task(task, n, work, a)
+                sizes.append(s)
+                got.append(c)
+            checks[f"{TASKS[task][0]}: every call returned "
+                   + ", ".join(f"{c['want']} ({c['size']})" for c in got)] = all(c["ok"] for c in got)
+    except ChildFailed as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res = benchmark_result("store", "The CAL judging store: import, status, a log with undos", sizes, checks=checks,
+                           notes=["SQLite runs in the measured process: its CPU is the process's own.",
+                                  "Every import writes into a new store (made untimed before the call) with "
+                                  "synchronous=FULL; the status and log stores are made once per size, untimed."])
+    write_result(res, a.out / "store.json", "bench_store.py", argv)
+    return 0 if all(checks.values()) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,8 @@
 """Benchmark: the assessor web app under load, and the wait for the next CAL batch at 1M passages.
 
-    python benchmarks/bench_web_load.py load  [--assessors 20 --judgments 200 --think 0]
-    python benchmarks/bench_web_load.py large [--passages 1000000]
+    python benchmarks/bench_web_load.py                     # (a) and (b), two sizes each: one result
+    python benchmarks/bench_web_load.py load  [--assessors 10 20 --judgments 200 --think 0.5 0]
+    python benchmarks/bench_web_load.py large [--passages 250000 1000000]
 
 (a) **load**: ``--assessors`` simulated assessors (default 20) judge ``--judgments`` passages
 each (default 200: 4,000 judgments) through the JSON API of a real uvicorn server — ``qrelkit
@@ -17,8 +18,8 @@ previous one is judged (an assessor who finishes a batch before the next one is 
 ``/api/topics/QID/state``, as a waiting page does; those waits are counted).
 
 Each simulated assessor is one thread with its own HTTP connection: ``GET /api/topics/QID`` (the
-next passage and its text), ``--think`` seconds (default 0: a stress test, every assessor as
-fast as the server answers; people take seconds per passage), then ``POST
+next passage and its text), ``--think`` seconds (default 0.5; 0: a stress test, every assessor
+as fast as the server answers; people take seconds per passage; several values: a task each), then ``POST
 /api/topics/QID/judgments`` with the hidden qrels' grade. Printed: the latency of the judgment
 POSTs (p50, p95, p99, max, ms) and of the next-item GETs, throughput (judgments/s), errors (non-2xx
 answers, 5xx apart), the waits for a next batch, and **the store check**: every acknowledged
@@ -39,7 +40,20 @@ A login link opens one session: each simulated assessor logs in once and keeps i
 (across server restarts too: the sessions are in the campaign store); the server's details come
 from an organizer's session (:meth:`ServerProcess.health`).
 
-Both write ``OUT/bench-web-{load,large}.json`` and print it.
+Sizes: (a) at ``--assessors`` (default 10 and 20) [unit: one request: a call is one judgment POST
+or next-passage GET, its per-unit time its latency; the first call is the run's first request,
+the server just started; the growth says how the latency grows with the assessors]; (b) at
+``--passages`` (default 250,000 and 1,000,000) [passage: the wait is mostly scoring every
+passage; a call is one topic's wait, the first the first topic's after the server's start].
+CPU: (a) the server process's over the run per request (the runner's and the clients' apart, in
+``run_cpu_s``); (b) the server's processes and the polling client's during each wait. The peak
+RSS of the server's processes (``VmHWM``), the cores other processes used meanwhile.
+
+Writes one result, ``bench-out/web-load.json`` (``--json-out``; ``benchmarks/_results.py``'s shape,
+for ``scripts/gen_benchmarks_doc.py``): tasks "judgment POST under load", "next-passage GET under
+load", "the next CAL batch"; checks (the store check and no 5xx, per size; every timed topic got
+its next batch); targets: POST p95 <= 50 ms with 20 assessors at 0.5 s of think time, the next
+batch's median <= 1 s at 1M. Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -61,7 +75,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _machine import record_result  # noqa: E402
+from _campaign10m import _hwm_mb  # noqa: E402
+from _machine import busy_cpu_s, others_cores  # noqa: E402
+from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 
 import httpx  # noqa: E402
 
@@ -251,7 +267,9 @@ class Assessor:
         self.acked: list[tuple[str, str, str, str]] = []  # (qid, docid, assessor, batch_id) acknowledged
         self.unacked: list[dict] = []  # judgments sent whose answer never came (the server died)
         self.post_s: list[float] = []
+        self.post_at: list[float] = []  # perf_counter when each answered POST was sent
         self.get_s: list[float] = []
+        self.get_at: list[float] = []
         self.waits: list[tuple[str, float]] = []  # (state when the wait began: computing | waiting, seconds)
         self.errors: list[tuple[int, str]] = []
 
@@ -259,6 +277,7 @@ class Assessor:
         t0 = time.perf_counter()
         r = self.c.get(f"/api/topics/{self.qid}")
         self.get_s.append(time.perf_counter() - t0)
+        self.get_at.append(t0)
         if r.status_code != 200:
             self.errors.append((r.status_code, r.text[:200]))
             return {}
@@ -274,6 +293,7 @@ class Assessor:
             self.unacked.append(body)
             raise
         self.post_s.append(time.perf_counter() - t0)
+        self.post_at.append(t0)
         if r.status_code == 200:
             self.acked.append((self.qid, item["docid"], self.name, item["batch_id"]))
         else:
@@ -386,12 +406,9 @@ def run_load(camp: Path, truth: dict, url: str, *, assessors: int, judgments: in
             "throughput_per_s": round(len(posts) / wall, 1) if wall else None,
             "errors": len(errors), "errors_5xx": sum(1 for c, _ in errors if c >= 500), "error_samples": errors[:5],
             "waits_computing": _wait_figures(computing), "waits_for_others": _wait_figures(others),
-            "acked": [a for p in people for a in p.acked]}
-
-
-def _wait_figures(xs: list[float]) -> dict:
-    """Count, median and max seconds of waits for a next batch."""
-    return {"n": len(xs), **({"median_s": round(statistics.median(xs), 3), "max_s": round(max(xs), 3)} if xs else {})}
+            "acked": [a for p in people for a in p.acked],
+            "posts_raw": sorted(x for p in people for x in zip(p.post_at, p.post_s)),
+            "gets_raw": sorted(x for p in people for x in zip(p.get_at, p.get_s))}
 
 
 def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, think: float) -> dict:
@@ -407,9 +424,11 @@ def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, thin
     with ServerProcess(camp, out / "server.log") as srv:
         srv.start()
         res["load_at_start"] = load_avg()
-        r = run_load(camp, truth, srv.url, assessors=assessors, judgments=judgments, think=think)
+        with Usage(srv.proc.pid) as use:
+            r = run_load(camp, truth, srv.url, assessors=assessors, judgments=judgments, think=think)
         res["load_after"] = load_avg()
         res["health_after"] = srv.health()
+    res.update(use.figures())
     acked = r.pop("acked")
     res.update(r)
     res["store"] = check_store(camp, acked)
@@ -418,6 +437,49 @@ def bench_load(out: Path, *, assessors: int, judgments: int, passages: int, thin
         res["batches_issued"] = {k: int(v) for k, v in b["kind"].value_counts().items()}
     res["target"] = {"post_p95_ms_max": 50}
     return res
+
+
+class Usage:
+    """The CPU seconds of this process and of a server's process tree (its runner included) over a
+    ``with`` block, the cores other processes used meanwhile, and the tree's peak RSS."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil  # lazy: the [bench] extra, only where a server is measured
+
+        self.root = psutil.Process(pid)
+
+    def tree_cpu(self, root_only: bool = False) -> float:
+        total = 0.0
+        for p in [self.root] + ([] if root_only else self.root.children(recursive=True)):
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except Exception:  # noqa: BLE001 - ended meanwhile
+                pass
+        return total
+
+    def __enter__(self) -> "Usage":
+        self.t0, self.c0, self.s0, self.b0 = time.perf_counter(), time.process_time(), self.tree_cpu(), busy_cpu_s()
+        self.r0 = self.tree_cpu(root_only=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.t0
+        self.client_cpu = time.process_time() - self.c0
+        self.server_cpu = self.tree_cpu() - self.s0
+        self.root_cpu = self.tree_cpu(root_only=True) - self.r0
+        self.others = others_cores(self.b0, busy_cpu_s(), self.client_cpu + self.server_cpu, self.wall)
+        self.peak = sum(_hwm_mb(p.pid) for p in [self.root, *self.root.children(recursive=True)])
+
+    def figures(self) -> dict:
+        return {"run_cpu_s": {"server": round(self.server_cpu, 2), "server_process": round(self.root_cpu, 2),
+                              "client": round(self.client_cpu, 2)},
+                "background_cores": self.others, "server_peak_rss_mb": round(self.peak, 1)}
+
+
+def _wait_figures(xs: list[float]) -> dict:
+    """Count, median and max seconds of waits for a next batch."""
+    return {"n": len(xs), **({"median_s": round(statistics.median(xs), 3), "max_s": round(max(xs), 3)} if xs else {})}
 
 
 # -- (b) 1M passages: the wait for the next batch ------------------------------------------------------
@@ -429,7 +491,8 @@ def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
 
     sim = bench_campaign._simulated(out / f"large-sim-{passages}", n_passages=passages, n_topics=50, n_groups=49,
                                     runs_per_group=(2, 2), seed=0)
-    camp, cfg = out / "large-camp", out / "large-web.toml"
+    camp = out / ("large-camp" if passages == 1_000_000 else f"large-camp-{passages}")
+    cfg = out / "large-web.toml"
     # the 'forced' protocol of bench_campaign.py (no screening, stopping out of reach), rounds without end
     cfg.write_text(bench_campaign._large_config(bench_campaign.CFG.read_text()).replace("max_rounds = 3", "max_rounds = 40"))
     res: dict = {"benchmark": "web-large", "passages": passages, "load_before": load_avg()}
@@ -453,9 +516,12 @@ def bench_large(out: Path, *, passages: int, rounds: int) -> dict:
             revoke_account(camp, n)
         links = {n: add_account(camp, n)["link"] for n in sorted(set(owners.values()) - {""})}
         sessions: dict[str, httpx.Cookies] = {}  # one login per assessor: an owner of several topics goes on
-        res["topics"] = [_time_next_batch(srv, links, owners, q, truth, sessions)
-                         for q in _measured(camp, qids, owners, rounds)]
+        with Usage(srv.proc.pid) as use:
+            cpu = lambda: use.tree_cpu() + time.process_time()  # noqa: E731 - the server's and this process's
+            res["topics"] = [_time_next_batch(srv, links, owners, q, truth, sessions, cpu)
+                             for q in _measured(camp, qids, owners, rounds)]
         res["load_after"] = load_avg()
+    res.update(use.figures())
     waits = [t["next_batch_s"] for t in res["topics"] if t["next_batch_s"] is not None]
     gets = [x for t in res["topics"] for x in t.pop("get_s")]
     res["next_batch_s"] = {"n": len(waits), **({"median": round(statistics.median(waits), 3), "max": round(max(waits), 3)}
@@ -477,16 +543,17 @@ def _measured(camp: Path, qids: list[str], owners: dict, rounds: int) -> list[st
 
 
 def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, truth: dict,
-                     sessions: dict) -> dict:
+                     sessions: dict, cpu: Callable[[], float]) -> dict:
     """The topic's owner judges its open batches; then the seconds from sending the POST that
     completed them to the first GET that shows a passage of the next batch (the state polled
-    every 20 ms)."""
+    every 20 ms), and the CPU seconds ``cpu()`` counted meanwhile."""
     name = owners[qid]
     p = Assessor(srv.url, links[name], name, qid, truth, cookies=sessions.get(name))
     sessions[name] = p.cookies
     runs_before = srv.health()["runner_runs"]
     judged, last_post = 0, None
     while (v := p.next_item()).get("item"):
+        cpu0 = cpu()
         last_post = time.perf_counter()
         r = p.judge(v["item"])
         if r.status_code != 200:
@@ -501,6 +568,7 @@ def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, tr
             v = p.next_item()
             if v.get("item"):
                 seen = time.perf_counter()
+                cpu1 = cpu()
                 break
     time.sleep(0.5)
     health = srv.health()
@@ -508,26 +576,114 @@ def _time_next_batch(srv: ServerProcess, links: dict, owners: dict, qid: str, tr
     runs = health["runner_recent"][-(health["runner_runs"] - runs_before):] if health["runner_runs"] > runs_before else []
     return {"qid": qid, "assessor": name, "judged": judged, "state_after_last_post": first_state, "runs": runs,
             "next_batch_s": None if seen is None or last_post is None else round(seen - last_post, 3),
+            "next_batch_cpu_s": None if seen is None or last_post is None else round(cpu1 - cpu0, 3),
             "next_batch": None if not v.get("item") else v["item"]["batch_id"], "get_s": p.get_s,
             "post_ms": percentiles(p.post_s)}
 
 
+def _requests(raw: list, cpu_each: float) -> tuple[dict, list[dict]]:
+    """The first request of a run (the server fresh) and the others, as calls; their CPU is the
+    run's CPU per request (``cpu_each``: not measured per request)."""
+    calls = [call(dt, cpu_each) for _, dt in raw]
+    return calls[0], calls[1:]
+
+
+def load_sizes(runs: list[dict], think: float) -> tuple[list[dict], dict, list[dict]]:
+    """(a)'s results: a task for the judgment POST and one for the next-passage GET, a size per
+    number of assessors; the store checks; the POST target (stated at 0.5 s of think time)."""
+    posts, gets, checks, targets = [], [], {}, []
+    for r in runs:
+        label = f"{r['assessors']} assessors x {r['judgments_each']} judgments"
+        n_req = len(r["posts_raw"]) + len(r["gets_raw"])
+        each = r["run_cpu_s"]["server_process"] / max(n_req, 1)
+        common = {"import_s": None, "peak_rss_mb": r["server_peak_rss_mb"], "background_cores": r["background_cores"]}
+        note = ("a call is one request; the first is the run's first (the server just started); CPU: the server "
+                "process's over the run per request (POST and GET alike; its runner's CAL rounds and the clients "
+                "not counted: run_cpu_s has them)")
+        for kind, raw, pct, out in (("POST", r["posts_raw"], r["post_ms"], posts), ("GET", r["gets_raw"], r["get_next_ms"], gets)):
+            first, warm = _requests(raw, each)
+            tool = tool_result("qrelkit serve", first=first, warm=warm, note=note, **common,
+                               stages={q: pct[q] / 1000 for q in ("p95", "p99", "max") if q in pct},
+                               throughput_per_s=r["throughput_per_s"], wall_s=r["wall_s"], errors=r["errors"],
+                               errors_5xx=r["errors_5xx"], waits_computing=r["waits_computing"],
+                               waits_for_others=r["waits_for_others"])
+            out.append(size_result(label, 1, "request", [tool], task=f"{'judgment POST' if kind == 'POST' else 'next-passage GET'}"
+                                   f" under load, {think:g} s think time"))
+        checks[f"{label}: every acknowledged judgment stored exactly once"] = r["store"]["exactly_once"]
+        checks[f"{label}: no 5xx answer"] = r["errors_5xx"] == 0
+        if think == 0.5 and r["assessors"] >= 20:
+            targets.append(target(f"judgment POST p95, {label}, 0.5 s think time", r["post_ms"]["p95"], "<=", 50, "ms"))
+    return posts + gets, checks, targets
+
+
+def large_sizes(runs: list[dict]) -> tuple[list[dict], dict, list[dict]]:
+    """(b)'s results: the wait for the next CAL batch, a size per corpus."""
+    sizes, checks, targets = [], {}, []
+    for r in runs:
+        t = [x for x in r["topics"] if x["next_batch_s"] is not None]
+        label = f"{r['passages']:,} passages"
+        checks[f"{label}: every timed topic got its next batch"] = len(t) == len(r["topics"]) and bool(t)
+        if not t:
+            continue
+        calls = [call(x["next_batch_s"], x["next_batch_cpu_s"]) for x in t]
+        tool = tool_result("qrelkit serve", first=calls[0], warm=calls[1:] or [calls[0]], peak_rss_mb=r["server_peak_rss_mb"],
+                           background_cores=r["background_cores"], server_ready_s=r.get("server_ready_s"),
+                           note="a call is one topic's wait, from the POST completing its CAL round to a GET showing "
+                                "the next batch; the first is the first topic's after the server's start; CPU: the "
+                                "server's processes and the polling client's meanwhile",
+                           stages={"next-passage GET p50": r["get_next_ms"].get("p50", 0) / 1000,
+                                   "next-passage GET p95": r["get_next_ms"].get("p95", 0) / 1000})
+        sizes.append(size_result(label, r["passages"], "passage", [tool],
+                                 task="the next CAL batch after a round's last judgment"))
+        if r["passages"] >= 1_000_000:
+            targets.append(target(f"the next CAL batch, {label}, median", tool["warm"]["wall_s"], "<=", 1, "s"))
+    return sizes, checks, targets
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("which", choices=("load", "large"))
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "web")
-    ap.add_argument("--assessors", type=int, default=20)
+    ap.add_argument("which", nargs="?", choices=("all", "load", "large"), default="all",
+                    help="all (default): (a) and (b) into one result")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "web", help="the campaigns and servers' logs")
+    ap.add_argument("--json-out", type=Path, default=ROOT / "bench-out" / "web-load.json")
+    ap.add_argument("--assessors", nargs="+", type=int, default=[10, 20], help="load: the sizes, in assessors")
     ap.add_argument("--judgments", type=int, default=200, help="load: judgments per assessor")
-    ap.add_argument("--passages", type=int, default=None, help="corpus size (load: 20,000; large: 1,000,000)")
-    ap.add_argument("--think", type=float, default=0.0, help="load: mean seconds an assessor thinks per passage")
+    ap.add_argument("--passages", nargs="+", type=int, default=None,
+                    help="large: the sizes (250,000 1,000,000); with 'load' alone: its corpus (20,000)")
+    ap.add_argument("--load-passages", type=int, default=20_000, help="load: the corpus size")
+    ap.add_argument("--think", nargs="+", type=float, default=[0.5],
+                    help="load: mean seconds an assessor thinks per passage (several: a task each, e.g. 0.5 0)")
     ap.add_argument("--rounds", type=int, default=5, help="large: topics whose next CAL batch is timed")
     args = ap.parse_args(argv)
-    if args.which == "load":
-        res = bench_load(args.out / "load", assessors=args.assessors, judgments=args.judgments,
-                         passages=args.passages or 20_000, think=args.think)
-    else:
-        res = bench_large(args.out, passages=args.passages or 1_000_000, rounds=args.rounds)
-    return record_result(res, args.out / f"bench-web-{args.which}.json", "bench_web_load.py", argv)
+    sizes, checks, targets = [], {}, []
+    if args.which in ("all", "load"):
+        corpus = args.passages[0] if args.which == "load" and args.passages else args.load_passages
+        for think in args.think:
+            runs = [bench_load(args.out / f"load-{n}", assessors=n, judgments=args.judgments, passages=corpus,
+                               think=think) for n in args.assessors]
+            for r in runs:
+                print(f"load, {r['assessors']} assessors, think {think:g} s: POST p50 {r['post_ms'].get('p50')} / p95 "
+                      f"{r['post_ms'].get('p95')} ms, {r['throughput_per_s']} judgments/s, store exactly once: "
+                      f"{r['store']['exactly_once']}; others {r['background_cores']:.2f} cores", file=sys.stderr, flush=True)
+            s, c, t = load_sizes(runs, think)
+            sizes, checks = sizes + s, {**checks, **{f"think {think:g} s, {k}": v for k, v in c.items()}}
+            targets += t
+    if args.which in ("all", "large"):
+        runs = [bench_large(args.out, passages=n, rounds=args.rounds) for n in (args.passages or [250_000, 1_000_000])]
+        for r in runs:
+            print(f"large, {r['passages']:,} passages: next batch {r['next_batch_s']}; others "
+                  f"{r['background_cores']:.2f} cores", file=sys.stderr, flush=True)
+        s, c, t = large_sizes(runs)
+        sizes, checks, targets = sizes + s, {**checks, **c}, targets + t
+    res = benchmark_result("web-load", "The assessor web app under load, and the next CAL batch", sizes,
+                           peers=("uvicorn", "httptools", "httpx"), targets=targets, checks=checks, notes=[
+        "qrelkit serve runs as a separate process on a loopback port; the simulated assessors are threads of the "
+        "benchmark, one HTTP connection each.",
+        "The unit of (a) is one request (the per-unit time is its latency); of (b) the passage (the wait is mostly "
+        "scoring every passage)."])
+    write_result(res, args.json_out, "bench_web_load.py", argv)
+    return 0 if all(checks.values()) else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Soak benchmark of the assessor web app (issue 21, "How it is checked"): a whole campaign judged
 through the HTTP API of a real ``qrelkit serve`` while the server is killed and the runner fails.
 
-    python benchmarks/bench_web_soak.py                      # 10 assessors, 20 topics, think 0.5 s
-    python benchmarks/bench_web_soak.py --think 0.05         # the same campaign, a quick run
+    python benchmarks/bench_web_soak.py                      # 10 assessors, 10 and 20 topics, think 0.5 s
+    python benchmarks/bench_web_soak.py --think 0.05         # the same campaigns, a quick run
 
 **The campaign.** A simulated collection (``simulate_campaign``: ``--passages`` 8,000 passages,
 ``--topics`` 20 topics, 6 groups, seed 3) and the protocol :data:`SOAK_CONFIG`: every stage a
@@ -57,8 +57,16 @@ back without anyone asking. No code in the product exists for this benchmark.
 * *Latency*: judgment POSTs answered (p50, p95, p99, max; target p95 <= 50 ms at 0.5 s think
   time), next-item GETs, and the same POST figures outside the first 5 s after each restart.
 
-Writes ``OUT/bench-web-soak.json`` (``--out``, default ``bench-out/web``) and prints it; its
-figures are in docs/benchmarks.md ("Web app", (d)). Exit status 1 when a check fails.
+**Sizes.** One soak per ``--topics`` (default 10 and 20 topics; each its own campaign under
+``OUT/soak-T``, 20 topics under ``OUT/soak``) [unit: one request: a call is one judgment POST, its
+per-unit time the latency; the first is the soak's first POST]. CPU: the server processes' over
+the soak (every start; their runners and the clients apart, in ``soak_cpu_s``) per request; the
+peak RSS of an instance's processes (``VmHWM``); the cores other processes used meanwhile.
+
+Writes one result, ``bench-out/web-soak.json`` (``--json-out``; ``benchmarks/_results.py``'s shape,
+for ``scripts/gen_benchmarks_doc.py``): per size the POST latencies (p95, p99, max, p95 outside
+the restarts), the servers' downtime per kill, the runner's recovery, the checks above and the
+target (p95 <= 50 ms at 0.5 s think time, 20 topics). Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -77,7 +86,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _machine import record_result  # noqa: E402
+from _machine import busy_cpu_s, others_cores  # noqa: E402
+from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 from bench_web_load import ServerProcess, check_store, free_port, load_avg, percentiles, read_truth  # noqa: E402
 
 import httpx  # noqa: E402
@@ -289,6 +299,30 @@ class Organizer:
             time.sleep(0.1)
 
 
+def _tree_usage(pid: int) -> dict:
+    """CPU seconds of a server process and of its tree (its runner), and their peak RSS (VmHWM)."""
+    import psutil  # lazy: the [bench] extra, only where a server is measured
+
+    from _campaign10m import _hwm_mb
+
+    out = {"server_process": 0.0, "server_tree": 0.0, "peak_mb": 0.0}
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        out["server_tree"] += t.user + t.system
+        if p.pid == pid:
+            out["server_process"] = t.user + t.system
+        out["peak_mb"] += _hwm_mb(p.pid)
+    return out
+
+
 def finished(h: dict) -> bool:
     return "qrels" in h.get("stages_done", []) and h.get("topics_decided") == h.get("topics") and h.get("runner") == "idle"
 
@@ -303,6 +337,8 @@ class Controller:
     def __init__(self, camp: Path, out: Path, port: int, org_link: str, rng: random.Random, hold: float) -> None:
         self.camp, self.out, self.port, self.rng, self.hold = camp, out, port, rng, hold
         self.n = 0
+        self.cpu = {"server_process": 0.0, "server_tree": 0.0}  # of the instances gone (the live one: usage())
+        self.peak_mb = 0.0
         self.srv = self._start()
         self.org = Organizer(self.srv.url, org_link)
         self.org.wait_for(lambda h: h.get("runner") == "idle" and h.get("batches_out", 0) > 0, "the first batches")
@@ -313,8 +349,18 @@ class Controller:
         self.n += 1
         return ServerProcess(self.camp, self.out / f"server-{self.n}.log", port=self.port).start(ready=False, timeout=300)
 
+    def usage(self) -> dict:
+        """CPU seconds of the server processes so far (the instances gone and the live one's) and
+        the largest peak RSS of an instance's processes."""
+        live = _tree_usage(self.srv.proc.pid)
+        self.peak_mb = max(self.peak_mb, live["peak_mb"])
+        return {"server_process": self.cpu["server_process"] + live["server_process"],
+                "server_tree": self.cpu["server_tree"] + live["server_tree"], "peak_mb": self.peak_mb}
+
     def kill_and_restart(self) -> None:
         h = self.org.health()
+        gone = self.usage()  # the instance's figures, just before it dies
+        self.cpu = {k: gone[k] for k in self.cpu}
         t0 = time.monotonic()
         self.srv.kill()
         time.sleep(self.rng.uniform(0.5, 2.0))
@@ -379,6 +425,7 @@ def soak(out: Path, *, assessors: int, topics: int, passages: int, think: float,
     rng = random.Random(seed)
     faults = plan(rng, kills, failures)
     res["faults_planned"] = [{"share": round(s, 3), "kind": k} for s, k in faults]
+    b0, c0, w0 = busy_cpu_s(), time.process_time(), time.monotonic()  # the window of the others' load
     ctl = Controller(camp, out, free_port(), org_link, rng, hold)
     done = threading.Event()
     people = [SoakAssessor(ctl.srv.url, links[n], n, truth, deadline=deadline) for n in names_of(assessors)]
@@ -405,6 +452,12 @@ def soak(out: Path, *, assessors: int, topics: int, passages: int, think: float,
             t.join(120)
     wall = time.monotonic() - t0
     health = final
+    use = ctl.usage()
+    client = time.process_time() - c0
+    res["soak_cpu_s"] = {"server_process": round(use["server_process"], 2), "server_tree": round(use["server_tree"], 2),
+                         "client": round(client, 2)}
+    res["server_peak_rss_mb"] = round(use["peak_mb"], 1)
+    res["background_cores"] = others_cores(b0, busy_cpu_s(), use["server_tree"] + client, time.monotonic() - w0)
     ctl.srv.stop()
     ctl.org.c.close()
     for p in people:
@@ -429,13 +482,14 @@ def _guarded(p: SoakAssessor, rng: random.Random, think: float, done: threading.
 
 
 def _figures(people: list[SoakAssessor], ctl: Controller, wall: float, health: dict) -> dict:
-    posts = [(t, s) for p in people for t, s in p.post]
+    posts = sorted((t, s) for p in people for t, s in p.post)
     restarts = [r["at_s"] + r["down_s"] for r in ctl.restarts]
     steady = [s for t, s in posts if not any(0 <= t - r < AFTER_RESTART_S for r in restarts)]
     errors = [e for p in people for e in p.errors]
     return {"wall_s": round(wall, 1), "judged": {p.name: len(p.acked) for p in people},
             "acknowledged": sum(len(p.acked) for p in people),
             "post_ms": percentiles([s for _, s in posts]), "post_ms_outside_restarts": percentiles(steady),
+            "posts_raw": posts, "gets_count": sum(len(p.get_s) for p in people),
             "get_next_ms": percentiles([x for p in people for x in p.get_s]),
             "throughput_per_s": round(len(posts) / wall, 2) if wall else None,
             "retried_after_kill": {k: sum(p.retried.get(k, 0) for p in people) for k in ("stored", "repeated")},
@@ -502,23 +556,68 @@ def compare_with_oracle(out: Path, b: dict) -> dict:
             "qrels_lines": {f: (web["qrels"][f] or b"").count(b"\n") for f in QRELS_FILES}}
 
 
+def shared_result(runs: list[dict], think: float) -> dict:
+    """The soaks in benchmarks/_results.py's shape: a size per number of topics."""
+    sizes, checks, targets = [], {}, []
+    for r in runs:
+        label = f"{r['topics']} topics, {r['assessors']} assessors ({r['acknowledged']:,} judgments)"
+        each = r["soak_cpu_s"]["server_process"] / max(len(r["posts_raw"]) + r["gets_count"], 1)
+        calls = [call(dt, each) for _, dt in r["posts_raw"]]
+        down = [x["down_s"] for x in r["restarts"]]
+        back = [x["recovered_after_restore_s"] for x in r["runner_failures"]]
+        stages = {**{f"POST {q}": r["post_ms"][q] / 1000 for q in ("p95", "p99", "max") if q in r["post_ms"]},
+                  "POST p95 outside the 5 s after each restart": r["post_ms_outside_restarts"].get("p95", 0) / 1000,
+                  "next-passage GET p50": r["get_next_ms"].get("p50", 0) / 1000,
+                  "server down per kill, median": statistics.median(down) if down else None,
+                  "runner back after its input, median": statistics.median(back) if back else None,
+                  "the whole soak": r["wall_s"]}
+        tool = tool_result("qrelkit serve", first=calls[0], warm=calls[1:], peak_rss_mb=r["server_peak_rss_mb"],
+                           background_cores=r["background_cores"], stages={k: v for k, v in stages.items() if v is not None},
+                           note="a call is one judgment POST, the first the soak's first; CPU: the server processes' "
+                                "(every start) over the soak per request, POST and GET alike (their runners and the "
+                                "clients apart: soak_cpu_s)", soak_cpu_s=r["soak_cpu_s"], kills=len(r["restarts"]),
+                           runner_failures=len(r["runner_failures"]), retried_after_kill=r["retried_after_kill"])
+        sizes.append(size_result(label, 1, "request", [tool],
+                                 task=f"a judgment POST through a soak with kills, {think:g} s think time"))
+        checks[f"{label}: every acknowledged judgment stored exactly once, with the grade sent"] = \
+            bool(r["store"]["exactly_once"] and r["grades"]["all_as_sent"])
+        checks[f"{label}: the qrels, decisions, batches and log equal the oracle run's on the same judgments"] = \
+            bool(r["oracle"]["equal"] and r["oracle"]["equal_to_reference"])
+        checks[f"{label}: no 5xx answer"] = r["errors_5xx"] == 0
+        if think == 0.5 and r["topics"] >= 20:
+            targets.append(target(f"judgment POST p95, {label}, 0.5 s think time", r["post_ms"]["p95"], "<=", 50, "ms"))
+    return benchmark_result("web-soak", "The web app's soak: a whole campaign through the API, kills and a runner "
+                            "failure", sizes, peers=("uvicorn", "httpx"), targets=targets, checks=checks, notes=[
+        "The unit is one request: the per-unit time is a judgment POST's latency; the growth says how it grows from "
+        "the smaller campaign to the larger."])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "web")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "web", help="the campaigns and servers' logs")
+    ap.add_argument("--json-out", type=Path, default=ROOT / "bench-out" / "web-soak.json")
     ap.add_argument("--assessors", type=int, default=10)
-    ap.add_argument("--topics", type=int, default=20)
+    ap.add_argument("--topics", nargs="+", type=int, default=[10, 20], help="the sizes: topics of each soak's campaign")
     ap.add_argument("--passages", type=int, default=8000)
     ap.add_argument("--think", type=float, default=0.5, help="mean seconds an assessor thinks per passage (0.05: a quick run)")
     ap.add_argument("--kills", type=int, default=5, help="SIGKILLs of the server (each followed by a restart)")
     ap.add_argument("--runner-failures", type=int, default=1)
     ap.add_argument("--fail-hold", type=float, default=5.0, help="seconds the runner's input stays away after it failed")
     ap.add_argument("--seed", type=int, default=21, help="where the faults fall, the think times")
-    ap.add_argument("--deadline", type=float, default=3600.0, help="seconds the soak may take (a bound)")
+    ap.add_argument("--deadline", type=float, default=3600.0, help="seconds a soak may take (a bound)")
     args = ap.parse_args(argv)
-    res = soak(args.out / "soak", assessors=args.assessors, topics=args.topics, passages=args.passages, think=args.think,
-               kills=args.kills, failures=args.runner_failures, seed=args.seed, hold=args.fail_hold, deadline=args.deadline)
-    record_result(res, args.out / "bench-web-soak.json", "bench_web_soak.py", argv)
-    return 0 if res["ok"] else 1
+    runs = []
+    for topics in args.topics:
+        runs.append(soak(args.out / ("soak" if topics == 20 else f"soak-{topics}"), assessors=args.assessors,
+                         topics=topics, passages=args.passages, think=args.think, kills=args.kills,
+                         failures=args.runner_failures, seed=args.seed, hold=args.fail_hold, deadline=args.deadline))
+        r = runs[-1]
+        print(f"soak, {topics} topics: {r['acknowledged']} judgments in {r['wall_s']} s, POST p95 {r['post_ms'].get('p95')} "
+              f"ms, ok {r['ok']}; others {r['background_cores']:.2f} cores", file=sys.stderr, flush=True)
+    res = shared_result(runs, args.think)
+    write_result(res, args.json_out, "bench_web_soak.py", argv)
+    return 0 if all(r["ok"] for r in runs) else 1
 
 
 if __name__ == "__main__":

@@ -81,6 +81,19 @@ def ratio(a: float, b: float) -> str:
 # ------------------------------------------------------------------------------ one block
 
 
+def _label(size: dict) -> str:
+    """A size's name in the tables: its task first, when the result measures several tasks."""
+    return f"{size['task']}, {size['label']}" if size.get("task") else size["label"]
+
+
+def _by_task(sizes: list[dict]) -> dict:
+    """The sizes grouped by their task (one group, None, for a single-task result), in order."""
+    out: dict = {}
+    for s in sizes:
+        out.setdefault(s.get("task"), []).append(s)
+    return out
+
+
 def _table(res: dict) -> list[str]:
     head = ("| input | tool | imports | first call, wall / CPU | warm wall, median (min-max) | warm CPU | cores "
             "| warm time per unit | peak RSS | others' load |")
@@ -92,7 +105,7 @@ def _table(res: dict) -> list[str]:
             warm = f"**{secs(w['wall_s'])}** ({secs(w['wall_min_s'])}-{secs(w['wall_max_s'])}), n={w['n']}"
             rss = f"{t['peak_rss_mb']:,.0f} MB" if t.get("peak_rss_mb") else "n/a"
             bg = num(t.get("background_cores"))
-            lines.append(f"| {size['label']} | {t['tool']} | {secs(t.get('import_s'))} | {first} | {warm} | {secs(w['cpu_s'])} "
+            lines.append(f"| {_label(size)} | {t['tool']} | {secs(t.get('import_s'))} | {first} | {warm} | {secs(w['cpu_s'])} "
                          f"| {num(t.get('cores'), 1)} | {per_unit(w['wall_s'] / size['units'], size['unit'])} "
                          f"| {rss} | {bg} |")
     return lines
@@ -104,9 +117,9 @@ def _stages(res: dict) -> list[str]:
         for t in size["tools"]:
             if t.get("stages"):
                 parts = ", ".join(f"{k} {secs(v)}" for k, v in t["stages"].items())
-                out.append(f"- {t['tool']}, {size['label']}: {parts}")
+                out.append(f"- {t['tool']}, {_label(size)}: {parts}")
             if t.get("note"):
-                out.append(f"- {t['tool']}, {size['label']}: {t['note']}")
+                out.append(f"- {t['tool']}, {_label(size)}: {t['note']}")
     return (["", "Stages (warm median) and notes per tool:", ""] + out) if out else []
 
 
@@ -119,7 +132,7 @@ def _ratios(res: dict) -> list[str]:
         q = tools[0]
         for p in tools[1:]:
             fw = ratio(q["first"]["wall_s"], p["first"]["wall_s"]) if q.get("first") and p.get("first") else "n/a"
-            out.append(f"- {size['label']}: {q['tool']} against {p['tool']}: **{ratio(q['warm']['wall_s'], p['warm']['wall_s'])}** "
+            out.append(f"- {_label(size)}: {q['tool']} against {p['tool']}: **{ratio(q['warm']['wall_s'], p['warm']['wall_s'])}** "
                        f"in warm wall time, {ratio(q['warm']['cpu_s'], p['warm']['cpu_s'])} in CPU time, "
                        f"{fw} in the first call's wall time.")
     if not out:
@@ -129,19 +142,25 @@ def _ratios(res: dict) -> list[str]:
 
 
 def _growth(res: dict) -> list[str]:
-    sizes = res["sizes"]
-    if len(sizes) < 2:
-        return []
-    a, b = sizes[0], sizes[-1]
+    """The growth of each tool's warm time per unit from the first to the last size of each task."""
     out = []
-    for ta in a["tools"]:
-        tb = next((t for t in b["tools"] if t["tool"] == ta["tool"]), None)
-        if tb is None:
+    for task, sizes in _by_task(res["sizes"]).items():
+        if len(sizes) < 2:
             continue
-        ua, ub = ta["warm"]["wall_s"] / a["units"], tb["warm"]["wall_s"] / b["units"]
-        out.append(f"{ta['tool']} {(ub / ua - 1) * 100:+.0f}%")
-    return ["", f"Growth of the warm time per {a['unit']} from {a['label']} to {b['label']}: "
-            + ", ".join(out) + "."]
+        a, b = sizes[0], sizes[-1]
+        parts = []
+        for ta in a["tools"]:
+            tb = next((t for t in b["tools"] if t["tool"] == ta["tool"]), None)
+            if tb is None:
+                continue
+            ua, ub = ta["warm"]["wall_s"] / a["units"], tb["warm"]["wall_s"] / b["units"]
+            parts.append(f"{ta['tool']} {(ub / ua - 1) * 100:+.0f}%")
+        what = f"{task}: g" if task else "G"
+        out.append(f"{what}rowth of the warm time per {a['unit']} from {a['label']} to {b['label']}: "
+                   + ", ".join(parts) + ".")
+    if not out:
+        return []
+    return [""] + out if len(out) == 1 else ["", "Growth of the warm time per unit, per task:", ""] + [f"- {x}" for x in out]
 
 
 def _targets(res: dict) -> list[str]:

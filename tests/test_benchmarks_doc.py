@@ -95,3 +95,21 @@ def test_readme_summary_takes_the_largest_size_and_ratios_from_the_same_file():
     row = text.splitlines()[-1]
     assert row.startswith("| [Pool](docs/benchmarks.md), 2M lines | 2.20 s (2.20 s) | peer 40.0 s (18.2x) |"), row
     assert gen.summary({}).count("\n") == 1  # the header only
+
+
+def test_tasks_are_never_compared_with_each_other():
+    """A benchmark of several tasks (an import and a status): ratios within a size only, growth per task."""
+    import _results as r
+
+    def size(task, label, units, wall):
+        return r.size_result(label, units, "judgment", [r.tool_result("qrelkit", first=r.call(wall, wall),
+                                                                      warm=[r.call(wall, wall)])], task=task)
+
+    res = r.benchmark_result("demo", "Demo", [size("import", "50k", 50_000, 1.0), size("import", "100k", 100_000, 2.2),
+                                              size("status", "50k", 50_000, 0.5), size("status", "100k", 100_000, 0.5)])
+    res["command"] = "python benchmarks/bench_demo.py"
+    text = _gen().render(res)
+    assert "| import, 50k | qrelkit |" in text and "| status, 100k | qrelkit |" in text
+    assert "Ratios" not in text  # one tool per size: nothing to compare
+    assert "- import: growth of the warm time per judgment from 50k to 100k: qrelkit +10%." in text
+    assert "- status: growth of the warm time per judgment from 50k to 100k: qrelkit -50%." in text

@@ -1,0 +1,75 @@
+"""From measurements made in fresh processes to the shared result shape (``_results.py``).
+
+A benchmark child times its work with :func:`_results.measure` (the first call, then warm repeats)
+and reports it with :func:`_machine.emit_result` as ``{"first": call, "warm": [call, ...],
+"import_s": s, "peak_rss_mb": mb, ...}``; the parent starts it with
+:func:`_machine.run_child_process`, which adds the cores other processes used meanwhile
+(``background_cores``). :func:`tool_from_processes` turns the children of one tool at one size
+(one or more fresh processes) into a :func:`_results.tool_result`.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from _results import call, tool_result
+
+
+def median_call(calls: list[dict]) -> dict | None:
+    """The median wall and the median CPU of ``calls`` as one call (None for none)."""
+    if not calls:
+        return None
+    return call(statistics.median(c["wall_s"] for c in calls), statistics.median(c["cpu_s"] for c in calls))
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None and x == x]
+    return statistics.median(xs) if xs else None
+
+
+def tool_from_processes(tool: str, procs: list[dict], *, note: str | None = None, stages: dict | None = None,
+                        **extra) -> dict:
+    """One tool at one size, from the results of its fresh processes: ``first`` is the median of
+    the processes' first calls, ``warm`` every warm repeat of every process; imports and the
+    others' load are medians over the processes, the peak RSS their largest."""
+    return tool_result(tool, first=median_call([p["first"] for p in procs if p.get("first")]),
+                       warm=[c for p in procs for c in p.get("warm", [])],
+                       import_s=_median([p.get("import_s") for p in procs]),
+                       peak_rss_mb=max((p["peak_rss_mb"] for p in procs if p.get("peak_rss_mb")), default=None),
+                       background_cores=_median([p.get("background_cores") for p in procs]),
+                       stages=stages, note=note, processes=len(procs), **extra)
+
+
+def median_stages(procs: list[dict], key: str | None = "stages") -> dict:
+    """The median over processes of each stage's seconds (``key`` of each result; None: the
+    results are the stage dicts themselves)."""
+    dicts = [p if key is None else p.get(key, {}) for p in procs]
+    names = [k for d in dicts for k in d]
+    return {k: _median([d.get(k) for d in dicts]) for k in dict.fromkeys(names)}
+
+
+def measure_each(setup, fn, repeats: int, teardown=None) -> tuple[dict, list[dict], list]:
+    """As :func:`_results.measure`, with ``setup()`` called untimed before each call and its
+    value given to ``fn`` (a fresh store for each import ...), and ``teardown(value of setup)``
+    untimed after it: ``(first, warm, the value of every call)``."""
+    import resource  # lazy: Unix only, and only where a child measures
+    import time  # lazy: likewise
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    calls, values = [], []
+    for _ in range(1 + repeats):
+        arg = setup()
+        c0, t0 = cpu(), time.perf_counter()
+        values.append(fn(arg))
+        calls.append(call(time.perf_counter() - t0, cpu() - c0))
+        if teardown is not None:
+            teardown(arg)
+    return calls[0], calls[1:], values
+
+
+def measure_all(fn, repeats: int) -> tuple[dict, list[dict], list]:
+    """:func:`_results.measure` keeping the value of every call: ``(first, warm, values)``."""
+    return measure_each(lambda: None, lambda _: fn(), repeats)
