@@ -22,6 +22,7 @@ import weakref
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from qrelkit import jit
 from qrelkit.cli import help as wrapped_help
 from qrelkit.errors import InputError, disk_full
 
@@ -33,7 +34,7 @@ GROUPS = {"runs": "runs", "pool": "pool", "batch": "batch", "dedupe": "dedupe", 
           "labels": "labels", "eval": "eval", "prefs": "prefs", "reuse": "reuse", "config": "config_cmd",
           "campaign": "campaign", "study": "study"}
 #: the commands of the root itself, by name: each is the ``command`` of one module of this package
-COMMANDS = {"serve": "serve"}
+COMMANDS = {"serve": "serve", "warmup": "warmup"}
 #: each group's and root command's line in ``qrelkit --help``, written once: a group module's Typer
 #: takes its help from here, a root command its short help; the root's listing reads it without
 #: importing the module
@@ -52,6 +53,7 @@ HELP = {
     "campaign": "Run a whole judging campaign from one folder and its store.",
     "study": "Studies of an existing collection: judging budgets and adjudication strategies.",
     "serve": "Serve the campaign to its assessors in the browser (the web app, docs/web.md).",
+    "warmup": "Compile every numba kernel into its on-disk cache once, ahead of the first run (make install runs it).",
 }
 
 
@@ -187,11 +189,18 @@ def __getattr__(name: str):
 _ROOT = _new_app(_LazyRoot)
 
 
+def _say_compiling() -> None:
+    sys.stderr.write(jit.NOTICE + "\n")
+    sys.stderr.flush()
+
+
 def run(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv``; returns the exit code (used by tests)."""
+    """Run the command line with ``argv``; returns the exit code (used by tests). Whichever
+    command it is, numba compiling a kernel (a cold on-disk cache) is said once on stderr."""
     wrapped_help.install()  # --help wraps at words in any terminal
     try:
-        _ROOT(args=argv, prog_name="qrelkit", standalone_mode=True)
+        with jit.compile_notice(_say_compiling):
+            _ROOT(args=argv, prog_name="qrelkit", standalone_mode=True)
     except InputError as exc:
         sys.stderr.write(f"qrelkit: error: {' '.join(str(exc).splitlines())}\n")  # one line, always
         return 2

@@ -75,7 +75,7 @@ def run(
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    with stage_progress(common.stderr) as say, common.compile_notice():  # the stage at work; numba compiling, once
+    with stage_progress(common.stderr) as say:  # the stage at work (numba compiling: said by qrelkit.cli.run)
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
                                       on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
     if as_json:

@@ -114,16 +114,6 @@ def progress(description: str, total: int | None = None) -> Iterator:
         yield advance
 
 
-@contextlib.contextmanager
-def compile_notice() -> Iterator[None]:
-    """Say once on stderr when the block's work starts compiling numba kernels (a cold on-disk
-    cache: the first run after an install; see :func:`qrelkit.jit.compile_notice`)."""
-    from qrelkit import jit  # lazy: it loads numba; only commands whose work runs kernels enter this
-
-    with jit.compile_notice(lambda: stderr.print(jit.NOTICE, markup=False, highlight=False)):
-        yield
-
-
 def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> None:
     """Report: JSON on stdout with ``--json``, else a human line on stderr."""
     if as_json:
