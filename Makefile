@@ -3,6 +3,7 @@
 #                        campaign init, campaign run --oracle, campaign report (scripts/campaign-demo.sh)
 #                        into demo-out/ (the campaign in demo-out/campaign, the report in demo-out/report.html)
 #   make test          - create .venv, install qrelkit with the test, web and irds extras, run the test suite
+# (installing ends with `qrelkit warmup`: every numba kernel compiled once, ahead of the first run)
 # and:
 #   make pipeline-demo - the same kind of campaign step by step with single commands (scripts/demo.sh)
 #                        into demo-pipeline/
@@ -13,17 +14,24 @@ BIN    := $(VENV)/bin
 DEMO   ?= demo-out
 PIPELINE_DEMO ?= demo-pipeline
 
-.PHONY: venv install demo pipeline-demo test bench apidocs clean
+.PHONY: venv install warmup demo pipeline-demo test bench apidocs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# installing compiles qrelkit's numba kernels into their on-disk cache once (qrelkit warmup, about a
+# minute): the first campaign run, the demo's and the test suite's processes then load them
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test,web,irds]"
+	$(BIN)/qrelkit warmup
 	touch $@
 
 install: $(VENV)/.installed
+
+# again after changing a kernel's module (its kernels compile at their next use otherwise, said once)
+warmup: install
+	$(BIN)/qrelkit warmup
 
 demo: install
 	QRELKIT=$(BIN)/qrelkit bash scripts/campaign-demo.sh $(DEMO)

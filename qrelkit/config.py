@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from qrelkit.errors import InputError
-from qrelkit.io.text import read_text
 from qrelkit.params import DECLARED, Key, Params, check, declare, param, what
 from qrelkit.params import add_choice as declare_choice
 
@@ -544,6 +543,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Iterable[str] 
     doc: Mapping[str, Any] | None = None
     if path is not None:
         p = Path(path)
+        from qrelkit.io.text import read_text  # lazy: it loads pyarrow; `qrelkit --help` reads no file
+
         text = read_text(p)
         try:
             doc = tomllib.loads(text)

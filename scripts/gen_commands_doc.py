@@ -77,8 +77,9 @@ def render() -> str:
 
 
 def config_keys() -> list[str]:
-    """The "Configuration keys" section: every key of qrelkit.config.SCHEMA."""
-    from qrelkit.config import SCHEMA, format_value
+    """The "Configuration keys" section: every key of qrelkit.config.SCHEMA, the registries' included
+    (:func:`qrelkit.config.schema` imports them: the command line no longer does at its start)."""
+    from qrelkit.config import format_value, schema
 
     lines = [
         "## Configuration keys",
@@ -91,7 +92,7 @@ def config_keys() -> list[str]:
         "| section | key | type | default | meaning |",
         "|---|---|---|---|---|",
     ]
-    for section, keys in SCHEMA.items():
+    for section, keys in schema().items():
         for k in keys.values():
             lines.append(f"| `[{section}]` | `{k.name}` | {k.describe_type().replace('|', ' or ')} | `{format_value(k.default).replace('|', '/')}` | {k.help} |")
     lines.append("")

@@ -1,7 +1,8 @@
-"""The first run's compilation is announced (issue 19): the kernels are ``numba.njit(cache=True)``;
+"""The first run's compilation is announced (issues 19, 24): the kernels are ``numba.njit(cache=True)``;
 with a cold on-disk cache (a fresh ``NUMBA_CACHE_DIR``, as after an install) the first kernel that
-compiles makes the command line say so once on stderr; with the cache warm it says nothing. The
-library tells which kernels are cached (``qrelkit.jit.kernel_cache_state``)."""
+compiles makes the command line say so once on stderr, whichever command runs it; with the cache
+warm it says nothing. numba is not imported for it (its ``numba_extensions`` entry point installs
+the listener). The library tells which kernels are cached (``qrelkit.jit.kernel_cache_state``)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,15 @@ from qrelkit import jit
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "qrelkit.dedupe.lsh._table_size"
 
-# two calls of a small kernel (its second call is in memory), inside the CLI's notice
+# two calls of a small kernel (its second call is in memory), inside a notice opened before numba
+# is imported: numba itself installs the listener (qrelkit's numba_extensions entry point)
 SCRIPT = f"""
 import json, sys
 from qrelkit import jit
-from qrelkit.cli import common
-from qrelkit.dedupe.lsh import _table_size
-before = jit.kernel_cache_state()["{KERNEL}"]
-with common.compile_notice():
+with jit.compile_notice(lambda: print(jit.NOTICE, file=sys.stderr)):
+    assert "numba" not in sys.modules
+    from qrelkit.dedupe.lsh import _table_size
+    before = jit.kernel_cache_state()["{KERNEL}"]
     _table_size(10)
     _table_size(1000)
 print(json.dumps({{"before": before, "after": jit.kernel_cache_state()["{KERNEL}"]}}))
@@ -51,18 +53,20 @@ def test_kernel_cache_state_names_the_kernels():
     assert not any(k.endswith(("tokenize.mix64", "scoring._row_score")) for k in state)  # inlined only: never cached alone
 
 
+def compiling(module: str) -> None:
+    """What numba tells its listeners when a kernel of ``module`` starts compiling."""
+    from numba.core import event
+
+    fake = type("D", (), {"py_func": type("F", (), {"__module__": module})})()
+    with event.trigger_event("numba:compile", data={"dispatcher": fake}):
+        pass
+
+
 def test_campaign_run_announces_a_compile(tmp_path, monkeypatch, capsys):
     """``campaign run`` listens while it works: a qrelkit kernel compiling is said once, another
     library's is not."""
-    from numba.core import event
-
     from qrelkit.campaign import Campaign
     from qrelkit.cli import run as cli
-
-    def compiling(module: str) -> None:
-        fake = type("D", (), {"py_func": type("F", (), {"__module__": module})})()
-        with event.trigger_event("numba:compile", data={"dispatcher": fake}):
-            pass
 
     def fake_run(self, **kw):
         compiling("someone.else")
@@ -74,6 +78,43 @@ def test_campaign_run_announces_a_compile(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(Campaign, "run", fake_run)
     (tmp_path / "campaign.db").touch()
     assert cli(["campaign", "run", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.count(jit.NOTICE) == 1
+
+
+def test_every_command_announces_a_compile(tmp_path, monkeypatch, capsys):
+    """Not only ``campaign run``: any command whose work compiles says so, once (issue 24: the
+    command line listens, whichever command it runs)."""
+    import qrelkit.cal.features
+    import qrelkit.dedupe.cluster
+    from qrelkit.cli import run as cli
+    from qrelkit.errors import InputError
+
+    def fake(*a, **kw):
+        compiling("qrelkit.dedupe.minhash")
+        compiling("qrelkit.cal.features")
+        raise InputError("bad-option", "stopped after compiling")
+
+    monkeypatch.setattr(qrelkit.dedupe.cluster, "cluster_corpus", fake)
+    monkeypatch.setattr(qrelkit.cal.features, "build_features", fake)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"pid": "p1", "text": "a b c"}\n')
+    for argv in (["dedupe", "cluster", str(corpus), "-o", str(tmp_path / "c.parquet")],
+                 ["cal", "features", str(corpus), "-o", str(tmp_path / "features")]):
+        capsys.readouterr()
+        assert cli(argv) == 2
+        assert capsys.readouterr().err.count(jit.NOTICE) == 1, argv
+
+
+def test_a_quiet_block_inside_keeps_the_notice_quiet(capsys):
+    import sys
+
+    jit.numba_extension_init()  # what numba does before it first compiles
+    with jit.compile_notice(lambda: print(jit.NOTICE, file=sys.stderr)):
+        with jit.compile_notice(None):
+            compiling("qrelkit.dedupe.lsh")
+        assert jit.NOTICE not in capsys.readouterr().err
+        compiling("qrelkit.dedupe.lsh")
+        compiling("qrelkit.cal.loop")
     assert capsys.readouterr().err.count(jit.NOTICE) == 1
 
 

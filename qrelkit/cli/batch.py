@@ -5,21 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.errors import InputError, repair_counts
-from qrelkit.io.corpus import lookup_texts
-from qrelkit.io.qrels import write_qrels
-from qrelkit.io.tables import read_table, write_table
-from qrelkit.io.topics import read_topics
 from qrelkit.labels.params import LabelsParams
-from qrelkit.pooler import BatchParams, import_batches, make_batches, require_texts
-from qrelkit.pooler.batches import import_empty_reason
-from qrelkit.store.combine import judgments_to_qrels
+from qrelkit.pooler import BatchParams
 
-app = typer.Typer(help="Assessor batches: export, import.", no_args_is_help=True)
+app = typer.Typer(help=HELP["batch"], no_args_is_help=True)
 
 
 @app.command("make")
@@ -42,6 +35,11 @@ def make(
     in a seeded random order per assessor, with passage texts. With --corpus, a pool passage
     that the corpus lacks or holds with an empty text is an error ([missing-passage]): no
     assessor is handed a blank passage."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.corpus import lookup_texts  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import read_table, write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.pooler import make_batches, require_texts  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[pool, corpus, topics, config], outputs=[output], folders=[per_assessor_dir])
     cfg = common.config(config)
     t = read_table(pool)
@@ -90,6 +88,12 @@ def import_(
     """Read completed batches into a judgments table (qid, docid, assessor, grade, batch_id).
     Files with no graded row replace no existing output that holds rows ([empty-result])
     unless --force."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.qrels import write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table, write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import import_batches  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.pooler.batches import import_empty_reason  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.store.combine import judgments_to_qrels  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[files, issued, config], outputs=[output, qrels_out])
     cfg = common.config(config)
     sc = [int(x) for x in scale.split(",")] if scale else list(LabelsParams.from_config(cfg).scale)

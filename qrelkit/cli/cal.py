@@ -5,29 +5,21 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pandas as pd
-import pyarrow as pa
 import typer
 
 from qrelkit.cal.params import KEYS as CAL_KEYS, THREADS, CalParams, FeatureParams, ThreadParams
-from qrelkit.cal.screening import status_with_screening
-from qrelkit.cal.stopping import get_rule, replay_store, rule_name, rule_section
-from qrelkit.store import init_store, open_store, store_errors
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.errors import InputError, repair_counts
-from qrelkit.io.classes import read_classes
-from qrelkit.io.corpus import lookup_texts, passages_upper_bound
-from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.io.tables import read_table, write_table
-from qrelkit.io.text import read_text
-from qrelkit.io.topics import read_topics
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.params import FractionalParams
 
-app = typer.Typer(help="Continuous active learning: judging store, stopping rules.", no_args_is_help=True)
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
+
+app = typer.Typer(help=HELP["cal"], no_args_is_help=True)
 
 
 def _default(key: str) -> str:
@@ -47,6 +39,7 @@ CombineOpt = typer.Option("median_high", "--combine", help="Several assessors' g
 def _rule_params(items: List[str], rule: str = "density") -> dict:
     """``--set KEY=VALUE`` rule parameters, checked against the rule's config section
     (``[stopping]`` or ``[stopping.<rule>]``) when the schema declares them."""
+    from qrelkit.cal.stopping import rule_section  # lazy: pyarrow, pandas; `--help` stays fast
     return common.key_values(items, rule_section(rule))
 
 
@@ -62,6 +55,7 @@ LockTimeoutOpt = typer.Option(60.0, "--lock-timeout", envvar="QRELKIT_LOCK_TIMEO
 
 @contextlib.contextmanager
 def _open(path: Path, *, readonly: bool = False, timeout: float = 60.0, operation: str | None = None):
+    from qrelkit.store import open_store, store_errors  # lazy: pyarrow, pandas; `--help` stays fast
     store = open_store(_store_path(path), readonly=readonly, timeout=timeout, operation=operation)
     try:
         with store_errors(path):
@@ -71,6 +65,8 @@ def _open(path: Path, *, readonly: bool = False, timeout: float = 60.0, operatio
 
 
 def _write_report(df, output: Optional[Path], kind: str, params: dict) -> None:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     if output is None:
         return
     write_table(pa.Table.from_pandas(df, preserve_index=False), output, kind=kind, params=params)
@@ -87,6 +83,8 @@ def init(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Create a judging store (or add topics to one) with CAL threads per topic."""
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.store import init_store  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[topics, config], stores=[store])
     cfg = common.config(config)
     names = ThreadParams.from_config(cfg, threads=threads or None).threads
@@ -150,6 +148,8 @@ def export(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Export qrels (one grade per topic and passage) or the judgment log; same store, same bytes."""
+    from qrelkit.io.qrels import write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(outputs=[output], read_stores=[store])
     with _open(store, readonly=True) as s:
         table = (s.judgments.export_log(thread=thread) if log
@@ -182,6 +182,9 @@ def status(
     """Per topic and thread: judged, relevant, density, the stopping rule's decision and why, and
     the topic's screening decision (the config's screen section: keep, discard-too-many,
     discard-none, or incomplete while its first N are not all judged)."""
+    from qrelkit.cal.screening import status_with_screening  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.cal.stopping import get_rule, rule_name  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[config, pool], outputs=[output], read_stores=[store])
     cfg = common.config(config)
     pool_df = None
@@ -222,6 +225,7 @@ def replay(
 ) -> None:
     """Re-apply a stopping rule to the stored judgment log, batch by batch in judging order, and
     report where it would have stopped (judged, relevant, recall of the log's relevant, saved)."""
+    from qrelkit.cal.stopping import replay_store  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[config], outputs=[output], read_stores=[store])
     cfg = common.config(config)
     with _open(store, readonly=True) as s:
@@ -261,6 +265,7 @@ def _threads(value: Optional[str]) -> Optional[list[str]]:
 
 def _load_features(path: Path, cfg, classes: Optional[Path] = None):
     """A features folder (built by ``cal features``), or a corpus file featurized in memory."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
     from qrelkit.cal.features import build_features, load_features  # lazy: numba kernels, slow to import
 
     if path.is_dir():
@@ -289,6 +294,8 @@ def features(
 ) -> None:
     """Build CAL features once: BMI (1 + ln tf) * idf, L2-normalized, float32 CSR shards, memory-mappable
     (in parallel on Dask with --workers or --scheduler)."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.corpus import passages_upper_bound  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[corpus, classes, universe, config], folders=[output])
     from qrelkit.cal.features import build_features  # lazy: numba kernels, slow to import
     dask = common.dask_choice(workers, scheduler)
@@ -310,6 +317,9 @@ def features(
 
 
 def _read_ids(path: Path) -> pa.Array:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.text import read_text  # lazy: pyarrow; `--help` stays fast
     if path.suffix.lower() in (".parquet", ".csv", ".tsv", ".jsonl"):
         t = read_table(path)
         for c in ("pid", "docid", "id"):
@@ -355,6 +365,9 @@ def next_(
     """Issue the next CAL batch of every active topic and thread: train on the thread's view of the
     judgments, rank the candidates, record the best passages that need judging (passages judged in
     another thread are encountered: copied into the batch, not judged again)."""
+    from qrelkit.io.corpus import lookup_texts  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.store import open_store, store_errors  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[features_dir, corpus, config], outputs=[output], stores=[store])
     from qrelkit.cal.features import load_features  # lazy: numba kernels, slow to import
     from qrelkit.cal.loop import batches_table, issue_next_batches  # lazy: numba kernels, slow to import
@@ -417,6 +430,9 @@ def simulate(
     recall, and recall and effort when each stopping rule fires. Topics that the binarization
     leaves with no relevant passage are named on stderr (an error when it is every topic), and so
     are the topics whose curve --max-effort cut, with their recall at the cut."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[features_or_corpus, topics, qrels, initial, classes, config], folders=[output])
     from qrelkit.cal.simulation import plot_curves, qrels_grades, simulate_cal, topics_without_relevant  # lazy: numba kernels, slow to import
     from qrelkit.cal.study import fractional_pids, read_initial, select_topics, thread_summary, watched_rules, write_simulation  # lazy: numba kernels, slow to import

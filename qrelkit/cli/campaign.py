@@ -10,20 +10,16 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
-import pandas as pd
-import pyarrow as pa
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.config import CAMPAIGN_STAGES
 from qrelkit.errors import InputError
 from qrelkit.config import format_value
-from qrelkit.io.qrels import write_qrels
-from qrelkit.io.tables import read_table, write_table
 
-app = typer.Typer(help="Run a whole judging campaign from one folder and its store.", no_args_is_help=True)
+app = typer.Typer(help=HELP["campaign"], no_args_is_help=True)
 
 DirArg = typer.Argument(..., help="The campaign folder (holds campaign.db and every artefact).")
 
@@ -75,10 +71,11 @@ def run(
 ) -> None:
     """Advance every topic as far as the judgments allow, and stop: done, or waiting for
     judgments (the batches out, for whom, and their files under DIR/batches/)."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[oracle], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
-    with stage_progress(common.stderr) as say, common.compile_notice():  # the stage at work; numba compiling, once
+    with stage_progress(common.stderr) as say:  # the stage at work (numba compiling: said by qrelkit.cli.run)
         res = Campaign(directory).run(oracle=oracle, error_rate=error_rate, seed=seed, until=until, progress=say,
                                       on_wait=lambda msg: common.stderr.print(msg, markup=False, highlight=False))
     if as_json:
@@ -146,6 +143,8 @@ def status(
     who owes how many items (and batches nobody can judge in the web app), an input gone or
     changed, the last run's failure, another process at work — each with what to do. Changes
     nothing."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
@@ -165,6 +164,7 @@ def _print_health(h: dict) -> None:
     """The batches out (who owes how many items, with notes), each topic's budgeted judging (with
     an [adjudicate] strategy), then every problem and what to do, then the campaign's state in one
     sentence."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     if h["owed"]:
         owed = pd.DataFrame(h["owed"])
         common.print_table(owed[["qid", "batch_id", "kind", "assessor", "owed", "items", "file"]], title="Batches out")
@@ -215,6 +215,7 @@ def adopt_config(
     """Adopt the values changed in the campaign's protocol file since init for the stages not run
     yet: refused (nothing changed) when a stage that reads a changed key is done or started. Then
     the file's effective configuration is the campaign's."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
@@ -245,6 +246,8 @@ def export(
     """Export every judgment in force as qrels, one grade per topic and passage by [campaign]
     combine: give them to a new campaign ('campaign init ... --qrels FILE') so that it does not
     ask for them again."""
+    from qrelkit.io.qrels import write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import Campaign, check_outputs  # lazy: it loads numba (cal, dedupe kernels); `--help` stays fast
 
@@ -322,6 +325,7 @@ def assessor_list(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """The accounts: name, organizer, topics, created, revoked (never their tokens)."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign.accounts import list_accounts  # lazy: qrelkit.campaign loads numba; `--help` stays fast
 
@@ -364,6 +368,7 @@ def prefs_make(
     """Make preference tasks (10 real + 3 test pairs each, as 'prefs tasks') from the campaign's
     top-1 pool and judged passages, store them in the campaign and assign them to assessors, who
     answer them in the web app."""
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[pairs], stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign.prefs import make_preference_tasks  # lazy: qrelkit.campaign loads numba; `--help` stays fast
 
@@ -385,6 +390,8 @@ def prefs_export(
 ) -> None:
     """Export the preference answers of finished tasks and the task table, the files
     'qrelkit prefs import ANSWERS --tasks TASKS' reads (then 'prefs tournament')."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(outputs=[output, tasks_out], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import check_outputs, export_preferences  # lazy: it loads numba; `--help` stays fast
 
@@ -420,6 +427,8 @@ def judgments_list(
 ) -> None:
     """The judgments in force (seq, qid, docid, assessor, grade, batch_id, source, time), or
     with --history every judgment and its changes (retractions: empty grade)."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(outputs=[output], read_stores=[Path(directory) / "campaign.db"])
     from qrelkit.campaign import check_outputs, list_judgments  # lazy: it loads numba; `--help` stays fast
 
@@ -438,6 +447,7 @@ def judgments_list(
 
 def _corrections(topic, docid, assessor, grade, file, retract: bool):
     """The items a correction command names: one by options, or a file of them."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     from qrelkit.campaign import read_corrections  # lazy: it loads numba; `--help` stays fast
 
     if file is not None:

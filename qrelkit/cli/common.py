@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
-import re
 import sys
 import tomllib
 from pathlib import Path
@@ -14,9 +12,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from qrelkit.cli.help import EXAMPLES, examples, reflow  # noqa: F401 - every command module takes them from here
 from qrelkit.config import Config, check_value, default as declared_default, load_config, schema
 from qrelkit.errors import InputError
 from qrelkit.io.paths import check_io, refuse_empty_result  # noqa: F401 - every command calls check_io first, with its paths;
@@ -60,41 +57,6 @@ SeedOpt = typer.Option(None, "--seed", help="Random seed (default: the config's,
 ForceOpt = typer.Option(False, "--force", help="Write an empty result even over an existing output that holds rows.")
 
 
-#: the heading of a command's examples in its help (:func:`examples`): one command per line below it
-EXAMPLES = "Examples:"
-
-
-def examples(*commands: str) -> Callable:
-    """Decorator (under ``@app.command``): end the command's help with an "Examples:" section,
-    one command line each, as ``--help`` and docs/commands.md show them.
-
-    >>> @examples("qrelkit campaign status camp")
-    ... def status():
-    ...     "Per topic: where it stands."
-    >>> print(status.__doc__)
-    Per topic: where it stands.
-    <BLANKLINE>
-    Examples:
-      qrelkit campaign status camp
-    """
-    def add(fn: Callable) -> Callable:
-        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + f"\n\n{EXAMPLES}\n" + "\n".join(f"  {c}" for c in commands)
-        return fn
-
-    return add
-
-
-def reflow(text: str) -> str:
-    r"""Help text as rich should wrap it, at words: each paragraph on one line (a docstring's line
-    breaks would otherwise show mid-sentence), an "Examples:" section one command per line.
-
-    >>> reflow("Split each pool,\n    in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b")
-    'Split each pool, in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b'
-    """
-    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text))
-    return "\n\n".join(p if p.startswith(EXAMPLES) else " ".join(p.split()) for p in paragraphs)
-
-
 def config(path: Optional[Path]) -> Config:
     return load_config(path)
 
@@ -136,6 +98,8 @@ def progress(description: str, total: int | None = None) -> Iterator:
     if not stderr.is_terminal:
         yield lambda n=1, total=None: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # lazy: a terminal's bar only
+
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=stderr, transient=True,
@@ -148,16 +112,6 @@ def progress(description: str, total: int | None = None) -> Iterator:
             bar.advance(task, n)
 
         yield advance
-
-
-@contextlib.contextmanager
-def compile_notice() -> Iterator[None]:
-    """Say once on stderr when the block's work starts compiling numba kernels (a cold on-disk
-    cache: the first run after an install; see :func:`qrelkit.jit.compile_notice`)."""
-    from qrelkit import jit  # lazy: it loads numba; only commands whose work runs kernels enter this
-
-    with jit.compile_notice(lambda: stderr.print(jit.NOTICE, markup=False, highlight=False)):
-        yield
 
 
 def emit(summary: dict[str, Any], as_json: bool, human: str | None = None) -> None:
@@ -181,6 +135,8 @@ def report_repairs(counts: Mapping[str, int], summary: dict[str, Any] | None = N
 
 
 def print_table(df, title: str | None = None, console: Console | None = None) -> None:
+    from rich.table import Table  # lazy: only a command that prints a table needs it
+
     t = Table(title=title, show_lines=False)
     for c in df.columns:
         t.add_column(str(c), justify="right" if str(df[c].dtype).startswith(("int", "float", "Int")) else "left")

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
-import pandas as pd
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.config import load_config
 
-app = typer.Typer(help="The protocol configuration: effective values and their origin.", no_args_is_help=True)
+app = typer.Typer(help=HELP["config"], no_args_is_help=True)
 
 
 def _shown(value) -> str:
@@ -33,6 +32,7 @@ def show(
 ) -> None:
     """Print every configuration key with its effective value and origin: default (the schema's),
     file (FILE:LINE of --config) or flag (--set). Unknown keys and bad values fail as in every command."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     cfg = load_config(config, settings)
     rows = cfg.effective()
     if as_json:

@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pacsv
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.dedupe.params import DedupeParams
 from qrelkit.io.atomic import atomic_path
-from qrelkit.io.classes import dedupe_runs, read_classes
-from qrelkit.io.corpus import lookup_texts
-from qrelkit.io.qrels import judged, read_qrels, write_qrels
-from qrelkit.io.runs import write_trec_run
-from qrelkit.io.tables import write_table
 from qrelkit.labels.params import LabelsParams
+
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
 
 # Imports inside the commands (qrelkit.dedupe): it compiles numba kernels and 'dedupe cluster --dask'
 # loads dask.distributed, too slow to pay on every 'qrelkit --help'. Everything else is imported here.
-app = typer.Typer(help="Near-duplicate passages: cluster, describe, dedupe runs, expand qrels.", no_args_is_help=True)
+app = typer.Typer(help=HELP["dedupe"], no_args_is_help=True)
 
 
 def _params(cfg, **flags):
@@ -33,6 +28,7 @@ def _params(cfg, **flags):
 
 def _write_nist(lines: pa.Table, path: Path) -> None:
     """NIST's class file: ``class_id pid`` per line, no header (written atomically)."""
+    import pyarrow.csv as pacsv  # lazy: pyarrow; `--help` stays fast
     with atomic_path(path) as tmp:
         pacsv.write_csv(lines, tmp, write_options=pacsv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
 
@@ -67,9 +63,11 @@ def cluster(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Cluster a corpus into near-duplicate classes with MinHash/LSH; prints the S-curve."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.qrels import judged, read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[corpus, priority_qrels, config], outputs=[output, nist_out], folders=[index_out, spill_dir])
     from qrelkit.dedupe.cluster import cluster_corpus, nist_lines  # lazy: qrelkit.dedupe loads numba
-
     cfg = common.config(config)
     params = _params(cfg, ngram=ngram, num_perm=num_perm, bands=bands, rows=rows, seed=seed, threshold=threshold,
                      verify=verify, mode=mode, linkage=linkage, canonical=canonical, lower=lower, strip_html=strip_html,
@@ -117,6 +115,10 @@ def stats(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Classes, size histogram, largest classes with sample members."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.corpus import lookup_texts  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[classes, corpus, config], outputs=[output])
     from qrelkit.dedupe.cluster import class_stats, read_nist  # lazy: qrelkit.dedupe loads numba
 
@@ -147,6 +149,7 @@ def import_nist(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Import NIST's near-duplicate classes as a class table."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[nist, config], outputs=[output])
     from qrelkit.dedupe.cluster import class_stats, read_nist  # lazy: qrelkit.dedupe loads numba
 
@@ -168,6 +171,7 @@ def assign(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Incremental mode: assign new passages to existing classes from stored signatures."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[corpus, index, config], outputs=[output])
     from qrelkit.dedupe.incremental import assign_new, merge_index  # lazy: qrelkit.dedupe loads numba
 
@@ -193,6 +197,9 @@ def runs_(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Dedupe runs: map passages to class ids, keep the first hit per class, renumber ranks."""
+    from qrelkit.io.classes import dedupe_runs, read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.runs import write_trec_run  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[runs, classes, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, lenient=lenient)
@@ -218,6 +225,10 @@ def expand(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Give every member of a judged class the class's label; report the expansion per topic."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels, write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[qrels, classes, config], outputs=[output, table_out])
     from qrelkit.dedupe.apply import expansion_table, label_class_members  # lazy: qrelkit.dedupe loads numba
 
@@ -253,6 +264,9 @@ def evaluate(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Pair precision/recall against ground truth, and copy recall by number of word edits."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[classes, truth, corpus, config], outputs=[output])
     from qrelkit.dedupe.accuracy import evaluate_classes  # lazy: qrelkit.dedupe loads numba
 

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.params import RunsParams
 from qrelkit.labels.params import LabelsParams
 from qrelkit.errors import InputError
-from qrelkit.io.classes import read_classes
-from qrelkit.io.qrels import read_qrels
-from qrelkit.io.tables import read_metadata, read_table, write_table
+
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
+    import pandas as pd
 
 # Imports inside the commands (qrelkit.evaluate): it loads ir_measures, too slow to pay on every
 # 'qrelkit --help'; it loads when an eval command runs. Everything else is imported here.
-app = typer.Typer(help="Evaluate runs with ir-measures; duplicates in evaluation; compare runs.", no_args_is_help=True)
+app = typer.Typer(help=HELP["eval"], no_args_is_help=True)
 
 QrelsOpt = typer.Option(..., "--qrels", "-q", help="Qrels (TREC text, .gz, or Parquet).")
 MeasureOpt = typer.Option([], "--measure", "-m", help="ir-measures measure string, e.g. nDCG@10, 'AP(rel=2)', RR@10, Judged@10, NCG@100 (repeatable; default: config).")
@@ -36,6 +34,8 @@ def read_eval_runs(runs: List[Path], cfg, lenient: Optional[bool], qrels=None) -
     TREC run files/folders (validated by the run reader), or one Parquet table of canonical runs
     written by ``qrelkit runs canonicalize`` (already validated; only the judged topics of
     ``qrels`` are read)."""
+    import pyarrow.compute as pc  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import read_metadata  # lazy: pyarrow; `--help` stays fast
     from qrelkit.evaluate.core import load_canonical_runs  # lazy: qrelkit.evaluate loads ir_measures
 
     if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
@@ -58,6 +58,7 @@ def _scoring(cfg, measure, missing, relevant, *, duplicates: bool = False) -> di
 def read_eval_qrels(path: Path, cfg, lenient: Optional[bool], counts: dict[str, int]):
     """Qrels for evaluation: grades outside the config's ``[labels] scale`` are the error
     ``grade-out-of-scale`` (lenient: the line is dropped and counted in ``counts``)."""
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
     return read_qrels(path, lenient=RunsParams.from_config(cfg, lenient=lenient).lenient,
                       scale=LabelsParams.from_config(cfg).scale, counts=counts)
 
@@ -93,6 +94,7 @@ def score(
 ) -> None:
     """Score runs with ir-measures: runs in canonical order, filtered to judged topics, a stated
     policy for judged topics a run misses; per-query and aggregate tables."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[runs, qrels, config], outputs=[output, summary_out])
     from qrelkit.evaluate import RANKINGS, evaluate  # lazy: qrelkit.evaluate loads ir_measures
     cfg = common.config(config)
@@ -129,6 +131,15 @@ def _pairs(pair: List[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def _write_frames(frames: list[tuple], params: dict) -> None:
+    """Write each ``(data frame, path, kind)`` whose path is given, ``params`` in its metadata."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    for df, path, kind in frames:
+        if path is not None:
+            write_table(pa.Table.from_pandas(df, preserve_index=False), path, kind=kind, params=params)
+
+
 @app.command("compare")
 def compare(
     runs: List[Path] = RunsArg,
@@ -157,7 +168,6 @@ def compare(
     common.check_io(inputs=[runs, qrels, config], outputs=[output, breakdown_out, cases_out])
     from qrelkit.evaluate import evaluate, outcome_breakdown, significance  # lazy: qrelkit.evaluate loads ir_measures
     from qrelkit.evaluate.protocol import comparison_options  # lazy: qrelkit.evaluate loads ir_measures
-
     cfg = common.config(config)
     so = _scoring(cfg, measure, missing, relevant)
     co = comparison_options(EvalParams.from_config(cfg, tests=_names(tests) if tests else None, alpha=alpha,
@@ -175,10 +185,8 @@ def compare(
     params = {"runs": [str(r) for r in runs], "qrels": str(qrels), "measures": ev.measures, "missing": so["missing"],
               "rel": so["rel"], "tests": tl, "corrections": cl, "alpha": co["alpha"], "randomizations": co["n_resamples"],
               "seed": co["seed"], "k": kk, "baseline": baseline, "pairs": pair, "ranking": ev.ranking, "config": cfg.source}
-    for df, path, kind in ((sig, output, "eval-significance"), (bd, breakdown_out, "eval-breakdown"),
-                           (cases, cases_out, "eval-cases")):
-        if path is not None:
-            write_table(pa.Table.from_pandas(df, preserve_index=False), path, kind=kind, params=params)
+    _write_frames([(sig, output, "eval-significance"), (bd, breakdown_out, "eval-breakdown"),
+                   (cases, cases_out, "eval-cases")], params)
     repaired = common.report_repairs(fixed)
     if as_json:
         common.emit({"output": str(output), **ev.report(), "repaired": repaired, "pairs": int(len(bd)), "tests": tl,
@@ -213,6 +221,9 @@ def duplicates(
 ) -> None:
     """Duplicates in evaluation (TREC 2022 Figure 6): every run scored with original runs and
     qrels, a deduplicated corpus, deduplicated runs, and expanded qrels."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[runs, qrels, classes, config], outputs=[output, plot])
     from qrelkit.evaluate import duplicate_effects, plot_duplicates  # lazy: qrelkit.evaluate loads ir_measures
     cfg = common.config(config)
@@ -247,6 +258,9 @@ def correlate(
 ) -> None:
     """Kendall's tau (scipy) and tau_ap between two leaderboards, per measure. Per-query tables
     are accepted too (their values are averaged per run)."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table, write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[a, b, config], outputs=[output])
     from qrelkit.evaluate import leaderboard_correlation  # lazy: qrelkit.evaluate loads ir_measures
 

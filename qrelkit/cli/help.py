@@ -4,19 +4,57 @@ typer lays a command's options out as one table row each (names, negative names,
 In a narrow terminal (60 columns) or for long option names (``--require-original-relevant /
 --no-require-original-relevant``) the row cannot fit and rich cuts names and words with "…".
 :func:`install` wraps typer's options panel: the table is drawn as typer draws it when it fits
-(rendered once off-screen to check), else each option is stacked: its names on one line, its
-help below it, indented and wrapped at words.
+(rendered once, captured, to check), else each option is stacked: its names on one line, its
+help below it, indented and wrapped at words. Help text itself is written for it: :func:`reflow`
+(each paragraph on one line), :func:`examples` (a command's "Examples:" section).
 """
 
 from __future__ import annotations
 
+import inspect
 import io
+import re
 from typing import Any, Callable
 
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
+
+
+#: the heading of a command's examples in its help (:func:`examples`): one command per line below it
+EXAMPLES = "Examples:"
+
+
+def examples(*commands: str) -> Callable:
+    """Decorator (under ``@app.command``): end the command's help with an "Examples:" section,
+    one command line each, as ``--help`` and docs/commands.md show them.
+
+    >>> @examples("qrelkit campaign status camp")
+    ... def status():
+    ...     "Per topic: where it stands."
+    >>> print(status.__doc__)
+    Per topic: where it stands.
+    <BLANKLINE>
+    Examples:
+      qrelkit campaign status camp
+    """
+    def add(fn: Callable) -> Callable:
+        fn.__doc__ = inspect.cleandoc(fn.__doc__ or "") + f"\n\n{EXAMPLES}\n" + "\n".join(f"  {c}" for c in commands)
+        return fn
+
+    return add
+
+
+def reflow(text: str) -> str:
+    r"""Help text as rich should wrap it, at words: each paragraph on one line (a docstring's line
+    breaks would otherwise show mid-sentence), an "Examples:" section one command per line.
+
+    >>> reflow("Split each pool,\n    in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b")
+    'Split each pool, in a seeded order.\n\nExamples:\n  qrelkit a\n  qrelkit b'
+    """
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text))
+    return "\n\n".join(p if p.startswith(EXAMPLES) else " ".join(p.split()) for p in paragraphs)
 
 
 def _names(param: Any) -> str:
@@ -47,6 +85,23 @@ def _fits(table_panel: Callable, console: Console, kwargs: dict) -> bool:
     return "…" not in probe.file.getvalue()
 
 
+def _table_if_it_fits(table_panel: Callable, console: Console, kwargs: dict) -> bool:
+    """Print typer's table when it shows every name and word whole (no "…"), rendered once (the
+    console's own rendering, captured, is what it would have printed); returns whether it did."""
+    if console.legacy_windows or console.is_jupyter:  # they do not print the text a capture holds
+        if not _fits(table_panel, console, kwargs):
+            return False
+        table_panel(console=console, **kwargs)
+        return True
+    with console.capture() as capture:
+        table_panel(console=console, **kwargs)
+    text = capture.get()
+    if "…" in text:
+        return False
+    console.file.write(text)
+    return True
+
+
 def install() -> None:
     """Wrap typer's options panel (typer.rich_utils) as the module says; a typer without it is left as it is."""
     try:
@@ -58,9 +113,9 @@ def install() -> None:
         return
 
     def options_panel(*, console: Console, **kwargs: Any) -> None:
-        if not kwargs.get("params") or _fits(table_panel, console, kwargs):
+        if not kwargs.get("params"):
             table_panel(console=console, **kwargs)
-        else:
+        elif not _table_if_it_fits(table_panel, console, kwargs):
             _stacked(rich_utils, console=console, **kwargs)
 
     options_panel._qrelkit = True  # type: ignore[attr-defined]

@@ -4,31 +4,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pandas as pd
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.errors import InputError
-from qrelkit.io.classes import map_to_classes, read_classes
-from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels.params import LabelsParams
-from qrelkit.labels import (
-    aggregate_judgments, aggregation_options, assessor_agreement, binarize, compare_labels, expand_qrels,
-    labels_to_table, parse_grade_map, passage_document_map, propagate_to_documents, scheme_grades, threshold_of,
-)
 
-app = typer.Typer(help="Labels: aggregate assessors, binarize, propagate to duplicates and documents.",
-                  no_args_is_help=True)
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
+
+app = typer.Typer(help=HELP["labels"], no_args_is_help=True)
 
 QrelsArg = typer.Argument(..., help="Qrels (TREC text, .gz, or Parquet with qid, docid, rel).")
 
 
 def write_qrels_any(table: pa.Table, path: Path, *, kind: str, params: dict) -> None:
     """TREC qrels text, or a table by extension (.parquet with parameters, .csv, .tsv, .jsonl)."""
+    from qrelkit.io.qrels import write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     if path.suffix.lower() in (".parquet", ".csv", ".tsv", ".jsonl"):
         write_table(table, path, kind=kind, params=params)
     else:
@@ -36,17 +31,22 @@ def write_qrels_any(table: pa.Table, path: Path, *, kind: str, params: dict) -> 
 
 
 def _frame_out(df, path: Optional[Path], kind: str, params: dict) -> None:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     if path is not None:
         write_table(pa.Table.from_pandas(df, preserve_index=False), path, kind=kind, params=params)
 
 
 def _kv(summary: dict):
     """A summary dict as a two-column table (statistic, value), floats to 4 decimals."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
     rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in summary.items()]
     return pd.DataFrame(rows, columns=["statistic", "value"])
 
 
 def _read_judgments(files: List[Path]) -> pa.Table:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
     tables = []
     for f in files:
         t = read_table(f)
@@ -81,6 +81,9 @@ def aggregate(
     binarizing (ties -> fallback chain), ceiled median (or median_high) as graded label,
     topic inclusion rules. An aggregation that includes no topic replaces no existing output
     that holds rows ([empty-result]) unless --force."""
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.labels import aggregate_judgments, aggregation_options, labels_to_table  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[judgments, original, config], outputs=[output, qrels_out, topics_out])
     cfg = common.config(config)
     j = _read_judgments(judgments)
@@ -116,6 +119,7 @@ def agreement_cmd(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Inter-assessor agreement: Krippendorff's alpha, Fleiss' kappa, pairwise Cohen's kappa."""
+    from qrelkit.labels import assessor_agreement  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[judgments, config], outputs=[output])
     cfg = common.config(config)
     lp = LabelsParams.from_config(cfg, vote_threshold=threshold, agreement_level=level)
@@ -140,6 +144,9 @@ def binarize_cmd(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Binary qrels: the scheme's grades -> 1, other judged grades -> 0 (negative grades kept)."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.labels import binarize, scheme_grades  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[qrels, config], outputs=[output])
     cfg = common.config(config)
     grades = scheme_grades(scheme, LabelsParams.from_config(cfg))
@@ -163,6 +170,9 @@ def expand(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Expanded qrels: every near-duplicate of a judged passage gets its class's label."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.labels import expand_qrels, scheme_grades, threshold_of  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[qrels, classes, config], outputs=[output, report_out, conflicts_out])
     cfg = common.config(config)
     lp = LabelsParams.from_config(cfg)
@@ -198,6 +208,9 @@ def propagate(
     """Passage labels -> document labels (max over judged passages by default), with the
     documents whose passages disagree. When no passage maps to a document, the empty result
     replaces no existing output that holds rows ([empty-result]) unless --force."""
+    from qrelkit.io.classes import map_to_classes, read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.labels import parse_grade_map, passage_document_map, propagate_to_documents  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[qrels, corpus, mapping, classes, config], outputs=[output, documents_out, disagree_out])
     cfg = common.config(config)
     q = read_qrels(qrels)
@@ -244,6 +257,8 @@ def compare(
 ) -> None:
     """Agreement between two label sets on the items both judged: confusion table, Cohen's
     kappa, Krippendorff's alpha (e.g. propagated document labels vs direct document judgments)."""
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.labels import compare_labels, scheme_grades  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[a, b, config], outputs=[output])
     cfg = common.config(config)
     grades = scheme_grades(scheme, LabelsParams.from_config(cfg)) if scheme else None

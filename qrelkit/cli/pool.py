@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
-from qrelkit.io.classes import read_classes
-from qrelkit.io.manifest import read_manifest, read_run_depths
-from qrelkit.io.qrels import read_qrels
-from qrelkit.io.runs import write_trec_run
-from qrelkit.io.tables import write_table
-from qrelkit.pooler import (
-    FractionalParams, PoolParams, configured_pool, filter_runs, fractional_ids_from_corpus, pool_size_distribution,
-    pool_stats, restrict_runs,
-)
-from qrelkit.pooler.protocol import configured_selection
-from qrelkit.pooler.saved import read_pool
+from qrelkit.pooler import FractionalParams, PoolParams
 
-app = typer.Typer(help="Build judgment pools with provenance.", no_args_is_help=True)
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
+
+app = typer.Typer(help=HELP["pool"], no_args_is_help=True)
 
 ManifestOpt = typer.Option(None, "--manifest", "-m", help="Manifest: pool only the selected runs (see 'pool select').")
 AllRunsOpt = typer.Option(False, "--all-runs", help="Pool every run even when a manifest is given.")
@@ -39,6 +31,11 @@ TiesOpt = typer.Option(None, "--ties", help="Order of equal scores within a topi
 def _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels):
     """The config, the tie rule (flag, else config), the runs (restricted to the pooled ones when a
     manifest is given), their names, classes, qrels and the run set."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.manifest import read_manifest  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.pooler import filter_runs  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.pooler.protocol import configured_selection  # lazy: pyarrow, pandas; `--help` stays fast
     cfg = common.config(config)
     tie = PoolParams.from_config(cfg, ties=ties).ties
     man = read_manifest(manifest) if manifest else None
@@ -60,6 +57,8 @@ def _params(**kw) -> dict:
 
 def _report(pool: pa.Table, output: Path, pooled: list[str], as_json: bool, extra: dict | None = None,
             rs=None) -> None:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import pool_size_distribution  # lazy: pyarrow, pandas; `--help` stays fast
     dist = pool_size_distribution(pool)
     summary = {"output": str(output), "runs_pooled": len(pooled), "items": pool.num_rows, "topics": dist["topics"],
                "size_mean": dist["mean"], "size_median": dist["median"], "size_min": dist["min"], "size_max": dist["max"]}
@@ -84,6 +83,10 @@ def select(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Choose the runs that feed the pool: baselines + N highest-priority runs per group and subtask."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.manifest import read_manifest  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler.protocol import configured_selection  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[manifest, config], outputs=[output])
     cfg = common.config(config)
     sel = configured_selection(read_manifest(manifest), cfg, select=True, per_group=per_group,
@@ -121,6 +124,8 @@ def make(
     (depth: [pool] depth and judged; top1: [top1]; fused, rrf, rbp: [fused]; fractional:
     [fractional] and [pool] depth; a plugin's: [pool.<kind>]), --set overriding; 'pool depth',
     'pool top1', 'pool fused' and 'pool fractional' are this command for one kind."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import configured_pool  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     made = configured_pool(kind, table, cfg, classes=cls, qrels=q, corpus=corpus, **common.key_values(settings))
@@ -147,6 +152,9 @@ def depth(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Depth-k pool with provenance, in assessor order (min rank, more runs, docid)."""
+    from qrelkit.io.manifest import read_run_depths  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import configured_pool  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, run_depth, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     per_run = read_run_depths(run_depth) if run_depth else None
@@ -175,6 +183,8 @@ def top1(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Shallow top-1 pool (+ the perfect run) and its pool-size distribution."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import configured_pool, pool_size_distribution  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, qrels, manifest, classes, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     made = configured_pool("top1", table, cfg, perfect_min_rel=perfect_min_rel, perfect=perfect, classes=cls, qrels=q)
@@ -204,6 +214,8 @@ def fused(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Take-N pool by rank fusion (RRF or RBP weights) of the pooled runs."""
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import configured_pool  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, manifest, classes, qrels, config], outputs=[output])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     made = configured_pool("fused", table, cfg, take=take, method=method, rrf_k=rrf_k, rbp_p=rbp_p, judged=judged,
@@ -236,6 +248,10 @@ def fractional(
 ) -> None:
     """Fractional collection: a seeded random fraction of the corpus, the restricted runs, and
     their depth-k pool minus what is already judged."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.runs import write_trec_run  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import configured_pool, fractional_ids_from_corpus, restrict_runs  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, corpus, manifest, classes, qrels, config], outputs=[output, ids_out, runs_out])
     cfg, tie, table, pooled, cls, q, rs = _inputs(runs, config, ties, manifest, all_runs, lenient, classes, qrels)
     fp = FractionalParams.from_config(cfg, fraction=fraction, seed=seed)
@@ -268,6 +284,11 @@ def stats(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Pool size per topic, unique contributions per run and group, overlap between runs."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.manifest import read_manifest  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.pooler import pool_size_distribution, pool_stats  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.pooler.saved import read_pool  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[pool, manifest, config], folders=[output])
     common.config(config)
     t, _ = read_pool(pool)

@@ -7,37 +7,21 @@ tournament (preference qrels) -> winratio, rescore; ``single`` is the single-ran
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pandas as pd
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.prefs.params import PrefsParams
 from qrelkit.errors import InputError, repair_counts
-from qrelkit.io.classes import read_classes
-from qrelkit.io.corpus import lookup_texts
-from qrelkit.io.qrels import read_qrels, write_qrels
-from qrelkit.io.runs import RUN_SCHEMA
-from qrelkit.io.tables import read_metadata, read_table, write_table
-from qrelkit.io.topics import read_topics
 from qrelkit.pooler.params import Top1Params
-from qrelkit.prefs.common import PERFECT, to_arrow
-from qrelkit.prefs.crowd import simulate_answers, sparsify_qrels
-from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs
-from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore
-from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs
-from qrelkit.prefs.tasks import (
-    JUDGMENT_SCHEMA, REISSUE_SCHEMA, TASK_SCHEMA, export_view, import_answers, make_tasks, normalize_tasks,
-    read_judgments, task_summary,
-)
-from qrelkit.prefs.tournament import LOG_SCHEMA, QUERY_SCHEMA, tournament, update_best
-from qrelkit.prefs.winratio import matrix_table, plot_heatmap, win_ratios
 
-app = typer.Typer(help="Preference judgments on shallow top-1 pools: pairs, crowd tasks, tournament, win ratios, re-scoring.",
-                  no_args_is_help=True)
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    import pyarrow as pa
+    import pandas as pd
+
+app = typer.Typer(help=HELP["prefs"], no_args_is_help=True)
 
 ClassesOpt = typer.Option(None, "--classes", help="Near-duplicate classes (docid -> class id): compare class ids.")
 LenientOpt = typer.Option(None, "--lenient/--strict", help="Repair run defects instead of failing.")
@@ -47,6 +31,8 @@ def _runs(runs: List[Path], cfg, lenient: Optional[bool]) -> tuple[pa.Table, dic
     """Run files/folders (validated by the run reader), or one Parquet table of canonical runs
     written by ``qrelkit runs canonicalize`` (already validated, read as is); with what lenient
     mode repaired (per rule)."""
+    from qrelkit.io.runs import RUN_SCHEMA  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_metadata, read_table  # lazy: pyarrow; `--help` stays fast
     if len(runs) == 1 and runs[0].suffix == ".parquet" and runs[0].is_file() and read_metadata(runs[0]).get("kind") == "runs":
         t = read_table(runs[0])
         missing = [c for c in RUN_SCHEMA.names if c not in t.column_names]
@@ -63,6 +49,7 @@ def _v(cfg, key: str, override=None):
 
 
 def _pool(path: Path) -> pa.Table:
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
     t = read_table(path)
     for c in ("qid", "docid"):
         if c not in t.column_names:
@@ -71,6 +58,8 @@ def _pool(path: Path) -> pa.Table:
 
 
 def _frames(paths: List[Path], what: str) -> pd.DataFrame:
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
     if not paths:
         raise InputError("bad-option", f"no {what} given")
     frames = [read_table(p).to_pandas() for p in paths]
@@ -78,6 +67,9 @@ def _frames(paths: List[Path], what: str) -> pd.DataFrame:
 
 
 def _judgments(paths: List[Path]) -> pd.DataFrame:
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.prefs.tasks import read_judgments  # lazy: pyarrow, pandas; `--help` stays fast
     frames = []
     for p in paths:
         frames.append(read_judgments(read_table(p).to_pandas(), file=str(p)))
@@ -85,6 +77,8 @@ def _judgments(paths: List[Path]) -> pd.DataFrame:
 
 
 def _arrow(df: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.prefs.common import to_arrow  # lazy: pyarrow, pandas; `--help` stays fast
     if schema is not None:
         return to_arrow(df, schema)
     return pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
@@ -99,6 +93,7 @@ class _Outputs:
         self.items: list[tuple] = []
 
     def add(self, path: Optional[Path], table, kind: str, schema: pa.Schema | None = None, **extra) -> None:
+        import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
         if path is not None:
             t = table if isinstance(table, pa.Table) else _arrow(table, schema)
             self.items.append(("table", path, t, kind, {**self.params, **extra}))
@@ -107,6 +102,8 @@ class _Outputs:
         self.items.append(("qrels", path, table, "qrels-prefs", self.params))
 
     def write(self) -> None:
+        from qrelkit.io.qrels import write_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+        from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
         for how, path, t, kind, params in self.items:
             if how == "qrels" and path.suffix != ".parquet":
                 write_qrels(t, path)
@@ -132,6 +129,9 @@ def pairs_cmd(
 ) -> None:
     """Every pair of each topic's pool once (or, with --best, newly surfaced items vs the best
     answers); prints the number of comparisons and the estimated cost before anything is exported."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.pairs import PAIR_SCHEMA, estimate_cost, maintenance_pairs, pair_summary, pool_pairs  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[pool, classes, best, previous, judged, config], outputs=[output])
     cfg = common.config(config)
     t = _pool(pool)
@@ -180,6 +180,11 @@ def tasks_cmd(
 ) -> None:
     """Crowd tasks: 10 real pairs + 3 test pairs (known relevant vs off-topic), seeded random order
     and left/right placement, with passage and query texts."""
+    from qrelkit.io.corpus import lookup_texts  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.tasks import TASK_SCHEMA, export_view, make_tasks, task_summary  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[pairs, qrels, corpus, topics, config], outputs=[output, export])
     cfg = common.config(config)
     p = read_table(pairs).to_pandas()
@@ -223,6 +228,9 @@ def simulate(
 ) -> None:
     """Simulated preference oracle: workers answer tasks from graded qrels, with errors and
     optionally failing workers."""
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.prefs.crowd import simulate_answers  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[tasks, qrels, config], outputs=[output])
     cfg = common.config(config)
     kw = dict(workers=int(_v(cfg, "workers", workers)), assignments=int(_v(cfg, "assignments", assignments)),
@@ -256,6 +264,9 @@ def import_(
 ) -> None:
     """Import worker answers: exclude workers who failed a test pair, list their tasks for
     re-issue, keep the real-pair judgments, report agreement on pairs judged more than once."""
+    import pandas as pd  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.prefs.tasks import JUDGMENT_SCHEMA, REISSUE_SCHEMA, TASK_SCHEMA, export_view, import_answers, normalize_tasks  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[answers, tasks_files, config], outputs=[output, workers_out, reissue_out, reissue_export, reissue_list])
     cfg = common.config(config)
     frames = [normalize_tasks(read_table(p).to_pandas(), file=str(p)) for p in tasks_files]
@@ -301,6 +312,11 @@ def tournament_cmd(
 ) -> None:
     """Preference qrels by tournament: most wins; ties repeated among the tied; cycles keep
     every passage left (docs/protocol.md section 2; docs/prefs.md states the exact rule)."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.prefs.pairs import PAIR_SCHEMA  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.tournament import LOG_SCHEMA, QUERY_SCHEMA, tournament, update_best  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[judgments, pool, pairs_file, best, classes, config], outputs=[output, log_out, queries_out, pending_out])
     cfg = common.config(config)
     j = _judgments(judgments)
@@ -347,6 +363,9 @@ def winratio(
 ) -> None:
     """Win ratios between runs (and the perfect run) by their top passages, binomial tests with a
     Bonferroni correction over all run pairs; table and heatmap."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.common import PERFECT  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.winratio import matrix_table, plot_heatmap, win_ratios  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[judgments, pool, classes, config], outputs=[output, matrix_out, wins_out, plot])
     cfg = common.config(config)
     a = float(_v(cfg, "alpha", alpha))
@@ -394,6 +413,9 @@ def rescore_cmd(
 ) -> None:
     """Re-score every run: MRR@10 on preference vs original qrels, 95% confidence intervals,
     Kendall's tau between the leaderboards, Figure 5."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.rescore import BOARD_COLUMNS, plot_rescore, rescore  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, qrels, prefs, classes, perfect_qrels, config], outputs=[output, per_query_out, plot])
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
@@ -440,6 +462,9 @@ def single(
 ) -> None:
     """Single-ranker check ("better than perfect"): per topic the ranker's top passage vs the qrel,
     or vs its second passage when the top one is a qrel; category table and, with judgments, outcomes."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.single import SINGLE_SCHEMA, single_ranker_outcomes, single_ranker_pairs  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, qrels, judgments, classes, config], outputs=[output, categories_out, outcomes_out])
     cfg = common.config(config)
     table, fixed = _runs(runs, cfg, lenient)
@@ -479,6 +504,8 @@ def sparsify(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """MS MARCO-style sparse labels for simulations: keep N random relevant passages per topic (seeded)."""
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.prefs.crowd import sparsify_qrels  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[qrels, config], outputs=[output])
     cfg = common.config(config)
     s = int(_v(cfg, "seed", seed))

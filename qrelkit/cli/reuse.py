@@ -5,21 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
-import pyarrow.compute as pc
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.labels.params import LabelsParams
 from qrelkit.reuse.params import ReuseParams
-from qrelkit.io.classes import read_classes
-from qrelkit.io.manifest import read_manifest
-from qrelkit.io.qrels import read_qrels
-from qrelkit.io.tables import read_table
-from qrelkit.io.topics import read_topics
 
-app = typer.Typer(help="Reusability studies: leave-one-group-out simulation and its report.", no_args_is_help=True)
+app = typer.Typer(help=HELP["reuse"], no_args_is_help=True)
+
+
+def _optional_inputs(classes: Optional[Path], topics: Optional[Path], official: Optional[Path]) -> dict:
+    """:func:`qrelkit.reuse.leave_out`'s optional inputs, read (None when not given): the classes,
+    the topics kept, the official scores."""
+    from qrelkit.io.classes import read_classes  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
+    return {"classes": read_classes(classes) if classes else None,
+            "topics": read_topics(topics)["qid"].tolist() if topics else None,
+            "official": read_table(official) if official is not None else None}
 
 
 @app.command("leave-out")
@@ -53,11 +58,11 @@ def leave_out_cmd(
     """Leave-one-group-out (or -run-, -type-out) simulation: remove the judged documents only the
     left-out unit contributed, re-score that unit's runs (pooled or not), and write the report
     (per run, per measure, per topic; plots) an organizer publishes."""
+    from qrelkit.io.manifest import read_manifest  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, qrels, manifest, pool, run_depth, topics, classes, official, config], folders=[output, qrels_out])
-    # lazy: qrelkit.reuse loads ir_measures (and a process pool), too slow for every 'qrelkit --help'
-    from qrelkit.reuse import leave_out, write_report
+    from qrelkit.reuse import leave_out, write_report  # lazy: ir_measures (and a process pool); `--help` stays fast
     from qrelkit.reuse.study import leave_out_options, pool_setting, pooled_runs, write_reduced_qrels  # lazy: ir_measures
-
     cfg = common.config(config)
     rp = ReuseParams.from_config(cfg, procedure=procedure, uniqueness=uniqueness, orphans=orphans,
                                  orphan_depth=orphan_depth, removal=removal, measures=list(measure or ()) or None)
@@ -68,11 +73,8 @@ def leave_out_cmd(
     rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ps.ties)
     pooled, source = pooled_runs(rs.runs, man, ps.params, cfg, all_pooled=all_pooled, pool_name=str(pool))
     with common.progress("leave-out: scoring") as advance:
-        res = leave_out(
-            rs.table, q, man, pooled=pooled, depth=ps.depth, per_run_depth=ps.per_run_depth, pool=ps.table,
-            classes=read_classes(classes) if classes else None, topics=read_topics(topics)["qid"].tolist() if topics else None,
-            official=read_table(official) if official is not None else None, workers=workers, progress=advance, **opts,
-        )
+        res = leave_out(rs.table, q, man, pooled=pooled, depth=ps.depth, per_run_depth=ps.per_run_depth, pool=ps.table,
+                        **_optional_inputs(classes, topics, official), workers=workers, progress=advance, **opts)
     res.notes.insert(1, f"Pooled runs: {source}.")
     if official is not None:
         res.notes.append(f"Official scores read from {official}.")
@@ -107,4 +109,5 @@ def _json_summary(res, output: Path, source: str, written: dict, repaired: dict)
 
 def pa_sum(col) -> int:
     """The sum of a numeric Arrow column (0 when empty)."""
+    import pyarrow.compute as pc  # lazy: pyarrow; `--help` stays fast
     return pc.sum(col).as_py() or 0

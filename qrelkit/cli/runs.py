@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
-from qrelkit.io import runsets
+from qrelkit.cli import HELP, common
 from qrelkit.io.params import RunsParams
-from qrelkit.io.runs import RunSet, expand_sources, write_trec_run
-from qrelkit.io.tables import write_table
 
-app = typer.Typer(help="Validate and canonicalize runs.", no_args_is_help=True)
+if TYPE_CHECKING:  # names for annotations only: importing them loads pyarrow and pandas
+    from qrelkit.io.runs import RunSet
+
+app = typer.Typer(help=HELP["runs"], no_args_is_help=True)
 
 RunsArg = typer.Argument(..., help="Run files (TREC text, .gz, Parquet) or folders of them.")
 
@@ -24,6 +23,8 @@ def load_runs(runs: List[Path], cfg, *, lenient: Optional[bool] = None, max_dept
     """:func:`qrelkit.io.runsets.load_runs` with the config's ``[runs]`` (the flags given win:
     :class:`~qrelkit.io.params.RunsParams`) and a progress bar on stderr; ``options`` are its
     other keyword arguments."""
+    from qrelkit.io import runsets  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.runs import expand_sources  # lazy: pyarrow, pandas; `--help` stays fast
     params = RunsParams.from_config(cfg, lenient=lenient, max_depth=max_depth, expected_depth=expected_depth)
     paths = expand_sources(runs)
     with common.progress("reading runs", len(paths)) as advance:
@@ -47,6 +48,7 @@ def validate(
     Strict (default): the first error stops with FILE:LINE: [rule] and exit code 2.
     Lenient: repairs what can be repaired and reports counts per rule.
     """
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[runs, manifest, topics, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, manifest=manifest, topics=topics, lenient=lenient, max_depth=max_depth,
@@ -72,6 +74,7 @@ def validate(
 
 
 def _issues_table(rs: RunSet):
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
     df = rs.issues.copy()
     df["line"] = df["line"].astype("float").astype("Int64")
     return pa.Table.from_pandas(df, preserve_index=False)
@@ -88,6 +91,8 @@ def canonicalize(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Write runs in canonical order (score desc, docid desc) with recomputed ranks."""
+    from qrelkit.io.runs import write_trec_run  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import write_table  # lazy: pyarrow; `--help` stays fast
     common.check_io(inputs=[runs, manifest, topics, config], outputs=[output])
     cfg = common.config(config)
     rs = load_runs(runs, cfg, manifest=manifest, topics=topics, lenient=lenient)

@@ -5,19 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-import pyarrow as pa
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.errors import InputError
-from qrelkit.io.qrels import read_qrels
-from qrelkit.io.tables import read_table, write_table
 from qrelkit.labels.params import LabelsParams
-from qrelkit.simulate.campaign import simulate_campaign
-from qrelkit.simulate.collection import simulate_collection, write_collection
-from qrelkit.simulate.oracle import judge_batches
 
-app = typer.Typer(help="Generate synthetic judging campaigns.", no_args_is_help=True)
+app = typer.Typer(help=HELP["simulate"], no_args_is_help=True)
 #: the simulators' seed: a flag, 0 when not given (they read no seed from a configuration)
 SeedOpt = typer.Option(None, "--seed", help="Random seed, at least 0 (default: 0).")
 
@@ -45,6 +39,7 @@ def campaign(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Corpus with documents and near-duplicates, topics, hidden graded qrels, runs and manifest."""
+    from qrelkit.simulate.campaign import simulate_campaign  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[config], folders=[output])
     common.config(config)
     with common.progress("simulating campaign", 1.0) as advance:
@@ -75,6 +70,7 @@ def collection(
 ) -> None:
     """A TREC-8-shaped ad hoc collection without text: runs of varied quality, the judged depth pool
     (binary qrels) and the manifest (docs/data-model.md, "Synthetic collections")."""
+    from qrelkit.simulate.collection import simulate_collection, write_collection  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[config], folders=[output])
     common.config(config)
     c = simulate_collection(topics=topics, runs=runs, groups=groups, depth=depth, run_length=run_length,
@@ -97,6 +93,10 @@ def judge(
     as_json: bool = common.JsonOpt,
 ) -> None:
     """Fill in a batch as a simulated assessor would, from hidden qrels."""
+    import pyarrow as pa  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.tables import read_table, write_table  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.simulate.oracle import judge_batches  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[batches, qrels, config], outputs=[output])
     cfg = common.config(config)
     done = judge_batches(read_table(batches).to_pandas(), read_qrels(qrels), unjudged=unjudged, error_rate=error_rate,

@@ -7,23 +7,17 @@ from typing import List, Optional
 
 import typer
 
-from qrelkit.cli import common
+from qrelkit.cli import HELP, common
 from qrelkit.cli.runs import RunsArg, load_runs
 from qrelkit.cal.params import CalParams
 from qrelkit.errors import InputError
 from qrelkit.evaluate.params import EvalParams
-from qrelkit.evaluate.protocol import scoring_options
-from qrelkit.io.manifest import read_manifest
 from qrelkit.io.params import SourcesParams
-from qrelkit.io.sources import open_corpus
-from qrelkit.io.topics import read_topics
-from qrelkit.io.qrels import read_qrels
 from qrelkit.labels.params import LabelsParams
 from qrelkit.pooler.params import AdjudicateParams
 from qrelkit.reuse.params import ReuseParams
 
-app = typer.Typer(help="Studies of an existing collection: judging budgets and adjudication strategies.",
-                  no_args_is_help=True)
+app = typer.Typer(help=HELP["study"], no_args_is_help=True)
 
 
 @app.command("budget")
@@ -59,12 +53,13 @@ def budget(
     significant difference changes) and, at --logo-budgets, leave-one-group-out bias. [adjudicate]
     gives the strategies' constants; [eval] the missing-topic policy, ranking and alpha; [reuse] the
     leave-out procedure."""
+    from qrelkit.evaluate.protocol import scoring_options  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.manifest import read_manifest  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.io.qrels import read_qrels  # lazy: pyarrow, pandas; `--help` stays fast
     common.check_io(inputs=[runs, qrels, manifest, config, corpus, topics], folders=[output])
-    # lazy: the study loads ir_measures, scipy and numba, too slow for every 'qrelkit --help'
-    from qrelkit.reuse.budget import CalStrategy, budget_study
+    from qrelkit.reuse.budget import budget_study  # lazy: ir_measures, scipy and numba; `--help` stays fast
     from qrelkit.reuse.budget_report import write_budget_report  # lazy: matplotlib
     from qrelkit.reuse.study import pool_setting, pooled_runs  # lazy: ir_measures
-
     cfg = common.config(config)
     ev = EvalParams.from_config(cfg)
     opts = scoring_options(ev, LabelsParams.from_config(cfg))
@@ -74,12 +69,7 @@ def budget(
     rs = load_runs(runs, cfg, manifest=manifest, lenient=lenient, ties=ps.ties)
     pooled, source = pooled_runs(rs.runs, man, {}, cfg)
     given = {k: v for k, v in (("strategies", strategy or None), ("budgets", budgets), ("measure", measure)) if v}
-    if (corpus is None) != (topics is None):
-        raise InputError("bad-option", "CAL as a strategy needs both --corpus and --topics")
-    if corpus is not None:
-        given["cal"] = CalStrategy(open_corpus(corpus, params=SourcesParams.from_config(cfg)),
-                                   read_topics(topics, params=SourcesParams.from_config(cfg)),
-                                   CalParams.from_config(cfg, seed=seed))
+    given.update(_cal_strategy(corpus, topics, cfg, seed))
     with common.progress("budget study: scoring") as advance:
         res = budget_study(rs.table, q, man, pooled=pooled, depths=_items(depths), depth=ps.depth, alpha=ev.alpha,
                            rel=rel if rel is not None else opts["rel"], missing=opts["missing"], ranking=opts["ranking"],
@@ -96,6 +86,20 @@ def budget(
                      "summary": common.records(res.summary.to_pandas(integer_object_nulls=True)), "repaired": repaired}, True)
         return
     _print(res, output)
+
+
+def _cal_strategy(corpus: Optional[Path], topics: Optional[Path], cfg, seed: Optional[int]) -> dict:
+    """``{"cal": CalStrategy}`` when --corpus and --topics are given (CAL as a strategy), else nothing."""
+    if (corpus is None) != (topics is None):
+        raise InputError("bad-option", "CAL as a strategy needs both --corpus and --topics")
+    if corpus is None:
+        return {}
+    from qrelkit.io.sources import open_corpus  # lazy: pyarrow; `--help` stays fast
+    from qrelkit.io.topics import read_topics  # lazy: pyarrow, pandas; `--help` stays fast
+    from qrelkit.reuse.budget import CalStrategy  # lazy: ir_measures, scipy and numba; `--help` stays fast
+    return {"cal": CalStrategy(open_corpus(corpus, params=SourcesParams.from_config(cfg)),
+                               read_topics(topics, params=SourcesParams.from_config(cfg)),
+                               CalParams.from_config(cfg, seed=seed))}
 
 
 def _items(text: Optional[str]) -> list[str]:

@@ -34,10 +34,9 @@ import errno
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
 from qrelkit.errors import InputError
-from qrelkit.io.sources import is_irds
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: the store of a campaign folder (qrelkit.campaign) and its advance lock: a folder holding both
@@ -45,8 +44,16 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 CAMPAIGN_STORE = "campaign.db"
 CAMPAIGN_MARKERS = (CAMPAIGN_STORE, "advance.lock")
 
+#: the prefix of an ir_datasets dataset given where a file is expected (``irds:<dataset-id>``)
+IRDS = "irds:"
+
 PathLike = Union[str, os.PathLike]
 Paths = Union[PathLike, None, Iterable[Union[PathLike, None]]]
+
+
+def is_irds(spec: Any) -> bool:
+    """Whether ``spec`` names an ir_datasets dataset (``irds:<dataset-id>``)."""
+    return str(spec).startswith(IRDS)
 
 
 def _flat(paths: Paths) -> list[Path]:

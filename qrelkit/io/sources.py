@@ -38,21 +38,15 @@ import pyarrow as pa
 
 from qrelkit.errors import InputError, quoted
 from qrelkit.io.params import SourcesParams
+from qrelkit.io.paths import IRDS, is_irds  # noqa: F401 - where they were defined first
 from qrelkit.io.text import is_gzip, sha256_file
 from qrelkit.io.corpus import (
     CorpusCheck, IdIndex, blocks, check_corpus_file, corpus_format, count_passages_file, find_texts,
     iter_corpus_file, jsonl_chunk, open_bytes, passages_upper_bound_file,
 )
 
-IRDS = "irds:"
-
 #: a passage id that names its shard and the byte offset of its line: ``<shard name>_<offset>``
 _OFFSET_ID = re.compile(r"^(?P<shard>.+)_(?P<offset>[0-9]+)$")
-
-
-def is_irds(spec: Any) -> bool:
-    """Whether ``spec`` names an ir_datasets dataset (``irds:<dataset-id>``)."""
-    return str(spec).startswith(IRDS)
 
 
 class CorpusSource:
