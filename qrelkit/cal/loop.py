@@ -224,9 +224,9 @@ class CalRanker:
     def __init__(self, features: Features, query: str, *, topic: str = "", thread: str = "all",
                  candidates: np.ndarray | Candidates | None = None, params: CalParams = CalParams(),
                  scorer=None) -> None:
-        # lazy, here and not at the first iteration: the ranker's learner library (scikit-learn and the
+        # here and not at the first iteration: the ranker's learner library (scikit-learn and the
         # scipy.stats it pulls in, ~1 s); campaign commands that import this module never make a ranker
-        from sklearn.linear_model import LogisticRegression  # noqa: F401
+        from sklearn.linear_model import LogisticRegression  # noqa: F401  (lazy: see above)
 
         self.features = features
         self.topic = str(topic)
