@@ -250,6 +250,63 @@ def next_word(data, i, end, cls, low):
     return i, mix64(h)
 
 
+def byte_codes(norm: Normalization) -> np.ndarray:
+    """What each byte of a passage of plain bytes (no ``<`` to strip, no UTF-8 lead byte: the
+    classes :data:`SEP` and :data:`WORD` only) is to :func:`hash_words` (uint16[256]): 0 for a
+    separator, ``0x100 | v`` for a word byte hashed as ``v`` (lower-cased by ``norm``)."""
+    cls, low = byte_classes(norm), lower_table(norm)
+    return np.where(cls == WORD, 0x100 | low.astype(np.uint16), 0).astype(np.uint16)
+
+
+@nb.njit(inline="always", cache=True)
+def passage_codes(data, i, end, cls, tab, codes):
+    """Write to ``codes[0:end-i]`` what each byte of ``data[i:end]`` is to :func:`hash_words`,
+    as :func:`next_word` reads it: a tag stripped and a UTF-8 sequence that is not a word
+    character are separators (0); the bytes of a word character are word bytes, hashed as they
+    are (``0x100 | byte``); plain bytes are looked up in ``tab`` (:func:`byte_codes`)."""
+    s = i
+    while i < end:
+        b = data[i]
+        c = cls[b]
+        if c <= WORD:
+            codes[i - s] = tab[b]
+            i += 1
+        elif c == TAG:
+            j = _skip_tag(data, i, end)
+            for q in range(i, j):
+                codes[q - s] = 0
+            i = j
+        else:
+            n, word = _lead_is_word(data, i, end)
+            for q in range(i, i + n):
+                codes[q - s] = (np.uint16(0x100) | np.uint16(data[q])) if word else np.uint16(0)
+            i += n
+
+
+@nb.njit(inline="always", cache=True)
+def hash_words(codes, length, out):
+    """The words of a passage from its byte codes (:func:`passage_codes`, ``codes[0:length]``):
+    writes their hashes (those of :func:`next_word`) to ``out`` (at least ``length // 2 + 2``
+    long) and returns how many. Branch-free: a word's end is no branch to mispredict."""
+    k = 0
+    h = FNV_OFFSET
+    prev = 0
+    for t in range(length):
+        v = codes[t]
+        w = np.int64(v >> 8)
+        out[k] = h  # kept only when a word ended at t - 1
+        k += prev & (w ^ 1)
+        nxt = (h ^ np.uint64(v & 0xFF)) * FNV_PRIME
+        h = nxt if w else FNV_OFFSET
+        prev = w
+    if prev:
+        out[k] = h
+        k += 1
+    for q in range(k):
+        out[q] = mix64(out[q])
+    return k
+
+
 @nb.njit(cache=True)
 def word_count(data, i, end, cls, low):
     """The number of words in ``data[i:end]`` (as :func:`next_word` reads them)."""
