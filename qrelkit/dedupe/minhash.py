@@ -20,9 +20,8 @@ from qrelkit.dedupe.tokenize import (
     next_word,
     byte_classes,
     byte_codes,
-    hash_words,
     lower_table,
-    passage_codes,
+    passage_words,
     string_buffers,
     word_count,
 )
@@ -88,19 +87,22 @@ def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
 
 
 @nb.njit(inline="always", cache=True)
-def _shingle_values(words, count, n, xs):
+def _shingle_values(words, count, n, xs, acc):
     """The MinHash inputs of a passage of ``count`` words (hashes ``words``): its shingles'
     hashes (:func:`_shingle`) after the 32-bit finalizer, written to ``xs``; returns how many
-    (one shingle of all the words when there are fewer than ``n``, none without words)."""
+    (one shingle of all the words when there are fewer than ``n``, none without words). The
+    chains of all shingles advance together, a word at a time (``acc``): a loop that vectorizes."""
     if count == 0:
         return 0
     w = min(count, n)
     m = count - w + 1
     for q in range(m):
-        h = SHINGLE_SEED
-        for j in range(w):
-            h = mix64(h ^ words[q + j])
-        xs[q] = _fmix32(np.uint32(h >> np.uint64(32)))
+        acc[q] = mix64(SHINGLE_SEED ^ words[q])
+    for j in range(1, w):
+        for q in range(m):
+            acc[q] = mix64(acc[q] ^ words[q + j])
+    for q in range(m):
+        xs[q] = _fmix32(np.uint32(acc[q] >> np.uint64(32)))
     return m
 
 
@@ -133,14 +135,14 @@ def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_
             cap = max(cap, offsets[p + 1] - offsets[p])
         codes = np.empty(cap, np.uint16)
         words = np.empty(cap // 2 + 2, np.uint64)  # at most one word per two bytes
+        acc = np.empty(cap // 2 + 2, np.uint64)
         own = np.empty(0 if keep else cap // 2 + 2, np.uint32)
         cur = np.empty(K, np.uint32)
         for p in range(lo, hi):
-            passage_codes(data, offsets[p], offsets[p + 1], cls, tab, codes)
-            count = hash_words(codes, offsets[p + 1] - offsets[p], words)
+            count = passage_words(data, offsets[p], offsets[p + 1], cls, tab, codes, words)
             # the passage's shingles go straight to its slot of sh_vals when they are kept
             xs = sh_vals[sh_cap[p] : sh_cap[p + 1]] if keep else own
-            m = _shingle_values(words, count, n, xs)
+            m = _shingle_values(words, count, n, xs, acc)
             nwords[p] = count
             if keep:
                 sh_count[p] = m

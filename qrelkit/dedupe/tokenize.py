@@ -250,20 +250,27 @@ def next_word(data, i, end, cls, low):
     return i, mix64(h)
 
 
+SPECIAL = 0x200  # byte code of a byte that only the tokenizer's state machine can place
+
+
 def byte_codes(norm: Normalization) -> np.ndarray:
-    """What each byte of a passage of plain bytes (no ``<`` to strip, no UTF-8 lead byte: the
-    classes :data:`SEP` and :data:`WORD` only) is to :func:`hash_words` (uint16[256]): 0 for a
-    separator, ``0x100 | v`` for a word byte hashed as ``v`` (lower-cased by ``norm``)."""
+    """What each byte is to :func:`passage_words` (uint16[256]): 0 for a separator, ``0x100 | v``
+    for a word byte hashed as ``v`` (lower-cased by ``norm``), :data:`SPECIAL` for ``<`` (when
+    tags are stripped) and UTF-8 lead bytes, which :func:`passage_codes` reads in context."""
     cls, low = byte_classes(norm), lower_table(norm)
-    return np.where(cls == WORD, 0x100 | low.astype(np.uint16), 0).astype(np.uint16)
+    codes = np.where(cls == WORD, 0x100 | low.astype(np.uint16), 0)
+    return np.where(cls >= TAG, SPECIAL, codes).astype(np.uint16)
+
+
+_SAME_CODE = np.arange(SPECIAL, dtype=np.uint16)  # codes are their own codes
 
 
 @nb.njit(inline="always", cache=True)
 def passage_codes(data, i, end, cls, tab, codes):
-    """Write to ``codes[0:end-i]`` what each byte of ``data[i:end]`` is to :func:`hash_words`,
-    as :func:`next_word` reads it: a tag stripped and a UTF-8 sequence that is not a word
-    character are separators (0); the bytes of a word character are word bytes, hashed as they
-    are (``0x100 | byte``); plain bytes are looked up in ``tab`` (:func:`byte_codes`)."""
+    """Write to ``codes[0:end-i]`` the code of each byte of ``data[i:end]`` as :func:`next_word`
+    reads it: a tag stripped and a UTF-8 sequence that is not a word character are separators
+    (0); the bytes of a word character are word bytes, hashed as they are (``0x100 | byte``);
+    other bytes take their code in ``tab`` (:func:`byte_codes`)."""
     s = i
     while i < end:
         b = data[i]
@@ -284,21 +291,37 @@ def passage_codes(data, i, end, cls, tab, codes):
 
 
 @nb.njit(inline="always", cache=True)
-def hash_words(codes, length, out):
-    """The words of a passage from its byte codes (:func:`passage_codes`, ``codes[0:length]``):
-    writes their hashes (those of :func:`next_word`) to ``out`` (at least ``length // 2 + 2``
-    long) and returns how many. Branch-free: a word's end is no branch to mispredict."""
-    k = 0
-    h = FNV_OFFSET
-    prev = 0
-    for t in range(length):
-        v = codes[t]
+def _hash_run(src, lo, hi, tab, out, k, h, prev):
+    """Hash the words of the byte codes ``tab[src[lo:hi]]`` up to the first :data:`SPECIAL` one,
+    going on from the state ``(k, h, prev)``: words found so far, the hash of the word being
+    read, whether the previous byte was a word byte. A word's end is no branch: the hash is
+    stored at ``out[k]`` at every byte and kept by counting it. Returns where it stopped and
+    the state."""
+    t = lo
+    while t < hi:
+        v = tab[src[t]]
+        if v >= SPECIAL:
+            break
         w = np.int64(v >> 8)
-        out[k] = h  # kept only when a word ended at t - 1
+        out[k] = h
         k += prev & (w ^ 1)
         nxt = (h ^ np.uint64(v & 0xFF)) * FNV_PRIME
         h = nxt if w else FNV_OFFSET
         prev = w
+        t += 1
+    return t, k, h, prev
+
+
+@nb.njit(inline="always", cache=True)
+def passage_words(data, i, end, cls, tab, codes, out):
+    """The words of the passage ``data[i:end]`` as :func:`next_word` finds them: writes their
+    hashes to ``out`` (at least ``(end - i) // 2 + 2`` long) and returns how many. Plain bytes
+    are hashed as they come; from the first ``<`` or UTF-8 lead byte on, the bytes' codes
+    (:func:`passage_codes`, into ``codes``) first."""
+    t, k, h, prev = _hash_run(data, i, end, tab, out, 0, FNV_OFFSET, 0)
+    if t < end:
+        passage_codes(data, t, end, cls, tab, codes)
+        _, k, h, prev = _hash_run(codes, 0, end - t, _SAME_CODE, out, k, h, prev)
     if prev:
         out[k] = h
         k += 1
