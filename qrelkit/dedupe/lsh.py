@@ -60,8 +60,8 @@ def _table_size(n):
     return size
 
 
-BAND_GROUP = 4  # bands keyed in one pass over the signatures (their values share a cache line)
-PART_KEYS = 2048  # band keys per partition, about: its lookup table stays in the core's cache
+BAND_GROUP = 8  # bands keyed in one pass over the signatures (their values fill the lines read)
+PART_KEYS = 8192  # band keys per partition, about: its lookup table stays in the core's cache
 
 
 @nb.njit(cache=True)

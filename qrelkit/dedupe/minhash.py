@@ -123,7 +123,7 @@ def _min_hash(xs, m, a, b, cur):
             cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]))
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, nogil=True, cache=True)
 def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count):
     npass = len(offsets) - 1
     K = a.shape[0]
@@ -151,7 +151,7 @@ def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_
                 sig[p, k] = cur[k]
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, nogil=True, cache=True)
 def _compact(sh_cap, sh_vals, sh_count, starts, out):
     for p in nb.prange(len(sh_count)):
         out[starts[p] : starts[p + 1]] = sh_vals[sh_cap[p] : sh_cap[p] + sh_count[p]]

@@ -367,10 +367,13 @@ def _fill_words(data, offsets, starts, cls, low, out):
 
 def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tuple[np.ndarray, np.ndarray]:
     """(bytes as uint8, int64 offsets) of a string array, lower-cased with Unicode rules where a
-    passage is not ASCII (when ``norm.lower``)."""
+    passage is not ASCII (when ``norm.lower``). The bytes of a string array are not copied."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
-    texts = pc.fill_null(texts.cast(pa.large_string()), "")
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        texts = texts.cast(pa.large_string())
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
     if norm.lower:
         ascii_ = pc.string_is_ascii(texts)
         if not pc.all(ascii_).as_py():
@@ -379,7 +382,10 @@ def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tu
                 texts = texts.combine_chunks()
     bufs = texts.buffers()
     n = len(texts)
-    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=texts.offset * 8)
+    if n == 0 or bufs[1] is None:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    width = 8 if pa.types.is_large_string(texts.type) else 4
+    offsets = np.frombuffer(bufs[1], dtype=f"<i{width}", count=n + 1, offset=texts.offset * width).astype(np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return data, offsets
 
