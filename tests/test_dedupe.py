@@ -42,6 +42,30 @@ def test_signatures_equal_datasketch(texts, n, seed, digits):
         assert nw == len(words(text, norm))
 
 
+PIECES = st.sampled_from([
+    " ", "  ", "\t", "\n", ".", ",", "-", "'", "=", '"', "<", ">", "/", "!", "<!--", "-->", "<b>", "</P>", "<br/>",
+    "<a href='x>y'>", '<div class="a<b">', "<!DOCTYPE html>", "<xyzzy>", "<3", "<p", "a", "Word", "x1", "42", "é",
+    "Straße", "ÉCOLE", "中文字", "😀", "—", "“", "\u00a0", "İ", "ﬁ", "١٢", "\u200b", "ＡＢＣ", "𝔘", "\U0010ffff"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(pieces=st.lists(st.lists(PIECES, max_size=40).map("".join), min_size=1, max_size=6), n=st.integers(1, 4),
+       lower=st.booleans(), strip_html=st.booleans(), digits=st.booleans())
+def test_kernel_words_are_the_reference_words(pieces, n, lower, strip_html, digits):
+    """The signing kernel reads plain bytes straight and the rest (tags, UTF-8) through its codes:
+    the same words, signatures and shingles as the reference path (:func:`words`, datasketch)."""
+    norm = Normalization(lower=lower, strip_html=strip_html, keep_digits=digits)
+    sig, nwords, (starts, vals) = signatures(pa.array(pieces), num_perm=16, seed=3, ngram=n, norm=norm,
+                                             keep_shingles=True)
+    for p, (text, row) in enumerate(zip(pieces, sig)):
+        m = datasketch.MinHash(num_perm=16, seed=3, hashfunc=shingle_hash)
+        sh = shingles(text, n, norm)
+        for s in sh:
+            m.update(s)
+        assert np.array_equal(m.hashvalues, row) and nwords[p] == len(words(text, norm)), text
+        assert starts[p + 1] - starts[p] == len(sh)
+
+
 def test_normalization():
     assert words("Hello, <b>World</b>! It's 2024.") == ["hello", "world", "it", "s"]
     assert words("Hello, <b>World</b>!", Normalization(strip_html=False)) == ["hello", "b", "world", "b"]

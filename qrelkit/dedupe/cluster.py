@@ -19,6 +19,8 @@ a class.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -59,6 +61,27 @@ def _chunks(corpus: str | os.PathLike | pa.Table, chunk_rows: int) -> Iterator[p
     yield from iter_corpus(corpus, chunk_rows=chunk_rows)
 
 
+@contextmanager
+def _read_ahead(items: Iterator[pa.Table]) -> Iterator[Iterator[pa.Table]]:
+    """The items of ``items`` in order, each next one read on a helper thread while the caller
+    works on this one (reading is mostly pyarrow's and file I/O, which run beside the signing
+    kernels: they let go of the GIL); a reader's error comes where its item would have. The
+    first item is read from the start; leaving waits for a read under way."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="qrelkit-read")
+    ahead = pool.submit(next, items, None)
+
+    def ordered() -> Iterator[pa.Table]:
+        nonlocal ahead
+        while (item := ahead.result()) is not None:
+            ahead = pool.submit(next, items, None)
+            yield item
+
+    try:
+        yield ordered()
+    finally:
+        pool.shutdown(wait=True)
+
+
 def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
     """At least the passages in the corpus (exact for tables and Parquet; the lines of a text
     file): the capacity of the signature array, trimmed afterwards."""
@@ -78,25 +101,26 @@ def sign_corpus(
     """Stream the corpus and compute every passage's signature (and keep its shingles, for exact
     verification)."""
     perms = permutations(params.num_perm, params.seed)
-    cap = _passage_estimate(corpus)
-    sig = np.empty((max(cap, 1), params.num_perm), np.uint32)
     nw_parts, pid_parts, shingle_parts, scratch = [], [], [], []
     n = 0
-    for chunk in _chunks(corpus, params.chunk_rows):
-        m = chunk.num_rows
-        if n + m > len(sig):  # the estimate was short: grow
-            grown = np.empty((max(2 * len(sig), n + m), params.num_perm), np.uint32)
-            grown[:n] = sig[:n]
-            sig = grown
-        res = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m],
-                         keep_shingles=keep_shingles, scratch=scratch)
-        n += m
-        nw_parts.append(res[1])
-        pid_parts.append(chunk["pid"].combine_chunks() if isinstance(chunk["pid"], pa.ChunkedArray) else chunk["pid"])
-        if keep_shingles:
-            shingle_parts.append(res[2])
-        if progress:
-            progress(m)
+    with _read_ahead(_chunks(corpus, params.chunk_rows)) as chunks:
+        cap = _passage_estimate(corpus)  # while the first chunk is read
+        sig = np.empty((max(cap, 1), params.num_perm), np.uint32)
+        for chunk in chunks:
+            m = chunk.num_rows
+            if n + m > len(sig):  # the estimate was short: grow
+                grown = np.empty((max(2 * len(sig), n + m), params.num_perm), np.uint32)
+                grown[:n] = sig[:n]
+                sig = grown
+            res = signatures(chunk["text"], ngram=params.ngram, norm=params.norm, perms=perms, out=sig[n : n + m],
+                             keep_shingles=keep_shingles, scratch=scratch)
+            n += m
+            nw_parts.append(res[1])
+            pid_parts.append(chunk["pid"].combine_chunks() if isinstance(chunk["pid"], pa.ChunkedArray) else chunk["pid"])
+            if keep_shingles:
+                shingle_parts.append(res[2])
+            if progress:
+                progress(m)
     if n == 0:
         raise InputError("empty-file", "the corpus has no passages", file=None if isinstance(corpus, pa.Table) else str(corpus))
     sig = sig[:n]
@@ -252,6 +276,7 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
         n_verified = int((root != np.arange(n)).sum())
         canon = canonicals(root, pri)
     else:
+        del first  # the pairs hold all that is needed of it
         sets = None
         if params.verify == "exact":
             sets = exact_sets(signed, np.unique(np.concatenate([i, j])), params)
@@ -266,7 +291,6 @@ def cluster_signed(signed: Signed, params: DedupeParams, *, priority: Iterable[s
             canon, detached, moved = link_to_canonicals(n, i, j, pri, params, pos, starts, vals, signed.sig)
         else:
             canon = canonicals(lsh.union_components(n, i, j), pri)
-    del first
     table, stats = class_table(signed.pids, canon, params, empty_passages=int(empty.sum()),
                                candidate_pairs=n_candidates, verified_pairs=n_verified,
                                detached_from_canonical=detached, moved_between_classes=moved)

@@ -60,33 +60,83 @@ def _table_size(n):
     return size
 
 
-@nb.njit(parallel=True, cache=True)
-def first_with_key(sig, bands, rows, skip):
-    """For each band and passage: the index of the first passage (corpus order) with the same
-    band key, or -1 when it is the first itself. Passages with ``skip`` set take no part.
-    Band keys are computed on the fly, one band per thread, so they are never all in memory."""
-    nb_, n = bands, sig.shape[0]
-    out = np.full((nb_, n), -1, np.int32)
-    size = _table_size(n)
-    mask = np.uint64(size - 1)
-    for b in nb.prange(nb_):
-        tk = np.zeros(size, np.uint64)
-        tv = np.full(size, -1, np.int64)
-        for i in range(n):
-            if skip[i]:
-                continue
-            k = band_key(sig, i, b, rows)
+BAND_GROUP = 8  # bands keyed in one pass over the signatures (their values fill the lines read)
+PART_KEYS = 8192  # band keys per partition, about: its lookup table stays in the core's cache
+
+
+@nb.njit(cache=True)
+def _partition_bits(n):
+    """Bits of a band key that choose its partition, for ``n`` keys (at least one)."""
+    r = 1
+    while (n >> r) > PART_KEYS and r < 24:
+        r += 1
+    return r
+
+
+@nb.njit(inline="always", cache=True)
+def _first_of_keys(keys, skip, r, out, counts, pk, pi):
+    """``out[i]`` = the first ``i' < i`` with ``keys[i'] == keys[i]`` (left as it is when there is
+    none); passages with ``skip`` set take no part. The keys are partitioned by their top ``r``
+    bits, in corpus order, so each partition's lookup table is small."""
+    shift = np.uint64(64 - r)
+    counts[:] = 0
+    for i in range(len(keys)):
+        if not skip[i]:
+            counts[np.int64(keys[i] >> shift) + 1] += 1
+    big = 0
+    for p in range(len(counts) - 1):
+        big = max(big, counts[p + 1])
+        counts[p + 1] += counts[p]
+    fill = counts[:-1].copy()
+    for i in range(len(keys)):
+        if not skip[i]:
+            p = np.int64(keys[i] >> shift)
+            pk[fill[p]] = keys[i]
+            pi[fill[p]] = i
+            fill[p] += 1
+    size = _table_size(big)
+    tk = np.empty(size, np.uint64)
+    tv = np.empty(size, np.int32)
+    for p in range(len(counts) - 1):
+        mask = np.uint64(_table_size(counts[p + 1] - counts[p]) - 1)
+        tv[: mask + np.uint64(1)] = -1
+        for t in range(counts[p], counts[p + 1]):
+            k = pk[t]
             slot = k & mask
             while True:
                 v = tv[slot]
                 if v < 0:
                     tk[slot] = k
-                    tv[slot] = i
+                    tv[slot] = pi[t]
                     break
                 if tk[slot] == k:
-                    out[b, i] = np.int32(v)
+                    out[pi[t]] = v
                     break
                 slot = (slot + np.uint64(1)) & mask
+
+
+@nb.njit(parallel=True, cache=True)
+def first_with_key(sig, bands, rows, skip):
+    """For each band and passage: the index of the first passage (corpus order) with the same
+    band key, or -1 when it is the first itself. Passages with ``skip`` set take no part.
+    Each thread keys :data:`BAND_GROUP` bands at a time in one pass over the signatures and
+    finds the first of each key in small partitions (:func:`_first_of_keys`)."""
+    n = sig.shape[0]
+    out = np.full((bands, n), -1, np.int32)
+    r = _partition_bits(n)
+    groups = (bands + BAND_GROUP - 1) // BAND_GROUP
+    for g in nb.prange(groups):
+        b0, b1 = g * BAND_GROUP, min(bands, (g + 1) * BAND_GROUP)
+        keys = np.empty((b1 - b0, n), np.uint64)
+        for i in range(n):
+            if not skip[i]:
+                for b in range(b0, b1):
+                    keys[b - b0, i] = band_key(sig, i, b, rows)
+        counts = np.empty((1 << r) + 1, np.int64)
+        pk = np.empty(n, np.uint64)
+        pi = np.empty(n, np.int32)
+        for b in range(b0, b1):
+            _first_of_keys(keys[b - b0], skip, r, out[b], counts, pk, pi)
     return out
 
 
@@ -112,13 +162,50 @@ def _sig_jaccard(sig, i, j):
     return same / K
 
 
+@nb.njit(inline="always", cache=True)
+def _firsts_of(first, i, buf):
+    """The distinct passages that ``i`` shares a band key with, sorted, in ``buf``; returns how many."""
+    m = 0
+    for b in range(first.shape[0]):
+        if first[b, i] >= 0:
+            buf[m] = first[b, i]
+            m += 1
+    buf[:m].sort()
+    u = 0
+    for q in range(m):
+        if q == 0 or buf[q] != buf[q - 1]:
+            buf[u] = buf[q]
+            u += 1
+    return u
+
+
+@nb.njit(parallel=True, cache=True)
+def _candidate_pairs(first):
+    n = first.shape[1]
+    blocks = min(n, 256)
+    starts = np.zeros(n + 1, np.int64)
+    for blk in nb.prange(blocks):
+        buf = np.empty(first.shape[0], np.int32)
+        for i in range(blk * n // blocks, (blk + 1) * n // blocks):
+            starts[i + 1] = _firsts_of(first, i, buf)
+    for i in range(n):
+        starts[i + 1] += starts[i]
+    pi = np.empty(starts[n], np.int64)
+    pj = np.empty(starts[n], np.int64)
+    for blk in nb.prange(blocks):
+        buf = np.empty(first.shape[0], np.int32)
+        for i in range(blk * n // blocks, (blk + 1) * n // blocks):
+            if starts[i + 1] > starts[i]:
+                u = _firsts_of(first, i, buf)
+                for q in range(u):
+                    pi[starts[i] + q] = i
+                    pj[starts[i] + q] = buf[q]
+    return pi, pj
+
+
 def candidate_pairs(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unique candidate pairs (i, j), j < i, from :func:`first_with_key`, sorted by (i, j)."""
-    nb_, n = first.shape
-    b_idx, i = np.nonzero(first >= 0)
-    j = first[b_idx, i].astype(np.int64)
-    key = np.unique(i.astype(np.int64) * np.int64(n) + j)
-    return key // n, key % n
+    return _candidate_pairs(first)
 
 
 @nb.njit(parallel=True, cache=True)

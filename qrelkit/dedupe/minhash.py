@@ -19,7 +19,9 @@ from qrelkit.dedupe.tokenize import (
     mix64,
     next_word,
     byte_classes,
+    byte_codes,
     lower_table,
+    passage_words,
     string_buffers,
     word_count,
 )
@@ -84,37 +86,72 @@ def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
     return k, count
 
 
-@nb.njit(parallel=True, cache=True)
-def _signatures(data, offsets, n, cls, low, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count):
+@nb.njit(inline="always", cache=True)
+def _shingle_values(words, count, n, xs, acc):
+    """The MinHash inputs of a passage of ``count`` words (hashes ``words``): its shingles'
+    hashes (:func:`_shingle`) after the 32-bit finalizer, written to ``xs``; returns how many
+    (one shingle of all the words when there are fewer than ``n``, none without words). The
+    chains of all shingles advance together, a word at a time (``acc``): a loop that vectorizes."""
+    if count == 0:
+        return 0
+    w = min(count, n)
+    m = count - w + 1
+    for q in range(m):
+        acc[q] = mix64(SHINGLE_SEED ^ words[q])
+    for j in range(1, w):
+        for q in range(m):
+            acc[q] = mix64(acc[q] ^ words[q + j])
+    for q in range(m):
+        xs[q] = _fmix32(np.uint32(acc[q] >> np.uint64(32)))
+    return m
+
+
+@nb.njit(inline="always", cache=True)
+def _min_hash(xs, m, a, b, cur):
+    """``cur[k]`` = the minimum over ``xs[0:m]`` of ``a[k] * x + b[k] mod 2^32`` (EMPTY when
+    ``m == 0``). The loop over permutations is the inner one: it vectorizes whatever ``m``."""
+    K = a.shape[0]
+    for k in range(K):
+        cur[k] = EMPTY
+    for q in range(0, m - 1, 2):
+        x, y = xs[q], xs[q + 1]
+        for k in range(K):
+            cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]), np.uint32(a[k] * y + b[k]))
+    if m % 2:
+        x = xs[m - 1]
+        for k in range(K):
+            cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]))
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count):
     npass = len(offsets) - 1
     K = a.shape[0]
-    for p in nb.prange(npass):
-        ring = np.empty(n, np.uint64)
-        if keep:  # the passage's shingles go straight to its slot of sh_vals
-            xs = sh_vals[sh_cap[p] : sh_cap[p + 1]]
-        else:
-            xs = np.empty((offsets[p + 1] - offsets[p]) // 2 + 2, np.uint32)  # at most one word per two bytes
-        m, count = _passage_shingles(data, offsets[p], offsets[p + 1], n, cls, low, ring, xs, 0)
-        for j in range(m):
-            xs[j] = _fmix32(xs[j])
-        nwords[p] = count
-        if keep:
-            sh_count[p] = m
-        if m == 0:
+    blocks = min(npass, 256)  # units of work, each with its own buffers
+    for blk in nb.prange(blocks):
+        lo, hi = blk * npass // blocks, (blk + 1) * npass // blocks
+        cap = 0
+        for p in range(lo, hi):
+            cap = max(cap, offsets[p + 1] - offsets[p])
+        codes = np.empty(cap, np.uint16)
+        words = np.empty(cap // 2 + 2, np.uint64)  # at most one word per two bytes
+        acc = np.empty(cap // 2 + 2, np.uint64)
+        own = np.empty(0 if keep else cap // 2 + 2, np.uint32)
+        cur = np.empty(K, np.uint32)
+        for p in range(lo, hi):
+            count = passage_words(data, offsets[p], offsets[p + 1], cls, tab, codes, words)
+            # the passage's shingles go straight to its slot of sh_vals when they are kept
+            xs = sh_vals[sh_cap[p] : sh_cap[p + 1]] if keep else own
+            m = _shingle_values(words, count, n, xs, acc)
+            nwords[p] = count
+            if keep:
+                sh_count[p] = m
+            _min_hash(xs, m, a, b, cur)
             for k in range(K):
-                sig[p, k] = EMPTY
-            continue
-        for k in range(K):  # min-reduction over shingles: vectorizes well
-            ak = a[k]
-            bk = b[k]
-            best = EMPTY
-            for j in range(m):
-                v = np.uint32(ak * xs[j] + bk)
-                best = min(best, v)
-            sig[p, k] = best
+                sig[p, k] = cur[k]
 
 
-@nb.njit(parallel=True, cache=True)
+@nb.njit(parallel=True, nogil=True, cache=True)
 def _compact(sh_cap, sh_vals, sh_count, starts, out):
     for p in nb.prange(len(sh_count)):
         out[starts[p] : starts[p + 1]] = sh_vals[sh_cap[p] : sh_cap[p] + sh_count[p]]
@@ -160,7 +197,7 @@ def signatures(
         sh_count = np.zeros(n, np.int64)
     else:
         sh_cap, sh_vals, sh_count = np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64)
-    _signatures(data, offsets, ngram, byte_classes(norm), lower_table(norm), a, b, sig, nwords,
+    _signatures(data, offsets, ngram, byte_classes(norm), byte_codes(norm), a, b, sig, nwords,
                 keep_shingles, sh_cap, sh_vals, sh_count)
     if not keep_shingles:
         return sig, nwords

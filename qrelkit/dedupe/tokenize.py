@@ -250,6 +250,86 @@ def next_word(data, i, end, cls, low):
     return i, mix64(h)
 
 
+SPECIAL = 0x200  # byte code of a byte that only the tokenizer's state machine can place
+
+
+def byte_codes(norm: Normalization) -> np.ndarray:
+    """What each byte is to :func:`passage_words` (uint16[256]): 0 for a separator, ``0x100 | v``
+    for a word byte hashed as ``v`` (lower-cased by ``norm``), :data:`SPECIAL` for ``<`` (when
+    tags are stripped) and UTF-8 lead bytes, which :func:`passage_codes` reads in context."""
+    cls, low = byte_classes(norm), lower_table(norm)
+    codes = np.where(cls == WORD, 0x100 | low.astype(np.uint16), 0)
+    return np.where(cls >= TAG, SPECIAL, codes).astype(np.uint16)
+
+
+_SAME_CODE = np.arange(SPECIAL, dtype=np.uint16)  # codes are their own codes
+
+
+@nb.njit(inline="always", cache=True)
+def passage_codes(data, i, end, cls, tab, codes):
+    """Write to ``codes[0:end-i]`` the code of each byte of ``data[i:end]`` as :func:`next_word`
+    reads it: a tag stripped and a UTF-8 sequence that is not a word character are separators
+    (0); the bytes of a word character are word bytes, hashed as they are (``0x100 | byte``);
+    other bytes take their code in ``tab`` (:func:`byte_codes`)."""
+    s = i
+    while i < end:
+        b = data[i]
+        c = cls[b]
+        if c <= WORD:
+            codes[i - s] = tab[b]
+            i += 1
+        elif c == TAG:
+            j = _skip_tag(data, i, end)
+            for q in range(i, j):
+                codes[q - s] = 0
+            i = j
+        else:
+            n, word = _lead_is_word(data, i, end)
+            for q in range(i, i + n):
+                codes[q - s] = (np.uint16(0x100) | np.uint16(data[q])) if word else np.uint16(0)
+            i += n
+
+
+@nb.njit(inline="always", cache=True)
+def _hash_run(src, lo, hi, tab, out, k, h, prev):
+    """Hash the words of the byte codes ``tab[src[lo:hi]]`` up to the first :data:`SPECIAL` one,
+    going on from the state ``(k, h, prev)``: words found so far, the hash of the word being
+    read, whether the previous byte was a word byte. A word's end is no branch: the hash is
+    stored at ``out[k]`` at every byte and kept by counting it. Returns where it stopped and
+    the state."""
+    t = lo
+    while t < hi:
+        v = tab[src[t]]
+        if v >= SPECIAL:
+            break
+        w = np.int64(v >> 8)
+        out[k] = h
+        k += prev & (w ^ 1)
+        nxt = (h ^ np.uint64(v & 0xFF)) * FNV_PRIME
+        h = nxt if w else FNV_OFFSET
+        prev = w
+        t += 1
+    return t, k, h, prev
+
+
+@nb.njit(inline="always", cache=True)
+def passage_words(data, i, end, cls, tab, codes, out):
+    """The words of the passage ``data[i:end]`` as :func:`next_word` finds them: writes their
+    hashes to ``out`` (at least ``(end - i) // 2 + 2`` long) and returns how many. Plain bytes
+    are hashed as they come; from the first ``<`` or UTF-8 lead byte on, the bytes' codes
+    (:func:`passage_codes`, into ``codes``) first."""
+    t, k, h, prev = _hash_run(data, i, end, tab, out, 0, FNV_OFFSET, 0)
+    if t < end:
+        passage_codes(data, t, end, cls, tab, codes)
+        _, k, h, prev = _hash_run(codes, 0, end - t, _SAME_CODE, out, k, h, prev)
+    if prev:
+        out[k] = h
+        k += 1
+    for q in range(k):
+        out[q] = mix64(out[q])
+    return k
+
+
 @nb.njit(cache=True)
 def word_count(data, i, end, cls, low):
     """The number of words in ``data[i:end]`` (as :func:`next_word` reads them)."""
@@ -287,10 +367,13 @@ def _fill_words(data, offsets, starts, cls, low, out):
 
 def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tuple[np.ndarray, np.ndarray]:
     """(bytes as uint8, int64 offsets) of a string array, lower-cased with Unicode rules where a
-    passage is not ASCII (when ``norm.lower``)."""
+    passage is not ASCII (when ``norm.lower``). The bytes of a string array are not copied."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
-    texts = pc.fill_null(texts.cast(pa.large_string()), "")
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        texts = texts.cast(pa.large_string())
+    if texts.null_count:
+        texts = pc.fill_null(texts, "")
     if norm.lower:
         ascii_ = pc.string_is_ascii(texts)
         if not pc.all(ascii_).as_py():
@@ -299,7 +382,10 @@ def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tu
                 texts = texts.combine_chunks()
     bufs = texts.buffers()
     n = len(texts)
-    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=texts.offset * 8)
+    if n == 0 or bufs[1] is None:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    width = 8 if pa.types.is_large_string(texts.type) else 4
+    offsets = np.frombuffer(bufs[1], dtype=f"<i{width}", count=n + 1, offset=texts.offset * width).astype(np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return data, offsets
 
