@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes.append(s)
     res = benchmark_result(
         "startup", "The start: the command line's help, a first call vs warm ones, a fresh install's first campaign",
-        sizes, targets=_targets(sizes, sizes_n[0]), checks=_checks(cli, extra), notes=[
+        sizes, targets=_targets(sizes, sizes_n[0]), checks=_checks(cli, extra), ratios=False, notes=[
             "Each path runs in fresh processes; 'first' is a fresh process's first call (imports apart, in 'imports'), "
             "'warm' the median of the calls after it in the same process. For the command line, every run is a whole "
             "fresh process of the installed console script: the first one, then the median of the others.",
