@@ -66,7 +66,9 @@ def test_after_warmup_a_campaign_compiles_nothing(tmp_path):
     """A cold cache (a fresh NUMBA_CACHE_DIR, as a fresh install's): ``qrelkit warmup`` caches every
     kernel but the ones it names; then another campaign than its own runs without compiling."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(ROOT)}
-    summary = json.loads(_qrelkit(["warmup", "--json"], env, tmp_path).stdout)
+    warm = _qrelkit(["warmup", "--json"], env, tmp_path)
+    summary = json.loads(warm.stdout)
+    assert "compiling" in warm.stderr and jit.NOTICE not in warm.stderr  # said once, by warmup itself
     assert set(summary["not_cached"]) == LEFT and summary["cached"] == summary["kernels"] - len(LEFT)
     state = subprocess.run([sys.executable, "-c", "import json; from qrelkit import jit; "
                             "print(json.dumps(jit.kernel_cache_state()))"], env=env, capture_output=True, text=True)

@@ -17,10 +17,10 @@ def command(as_json: bool = common.JsonOpt) -> None:
     minute compiling. The cache lives beside the installed package (__pycache__; NUMBA_CACHE_DIR
     when set, the user's cache folder when the package's folder is not writable) and stays valid
     until the package changes. Run again, it only loads what is cached (seconds)."""
-    from qrelkit.campaign.warmup import warm_up  # lazy: it loads numba and every room; `--help` stays fast
-
     _say("compiling qrelkit's kernels into numba's on-disk cache (about a minute, once)")
-    with jit.compile_notice(None):  # the line above says it
+    with jit.compile_notice(None):  # the line above says it (importing the rooms may compile already)
+        from qrelkit.campaign.warmup import warm_up  # lazy: it loads numba and every room; `--help` stays fast
+
         summary = warm_up(progress=lambda step: _say(f"  {step}"))
     left = f"; not cached: {', '.join(summary['not_cached'])}" if summary["not_cached"] else ""
     common.emit(summary, as_json, f"{summary['cached']} of {summary['kernels']} kernels cached in "
