@@ -209,7 +209,8 @@ def measure_size(n: int, a, out: Path, warm_cache: Path) -> tuple[dict, dict]:
     if not (work / "features").exists():
         subprocess.run([*_qrelkit(), "cal", "features", str(data / "corpus.jsonl"), "-o", str(work / "features")],
                        env=_env(warm_cache), check=True, capture_output=True)
-    cold = lambda: Path(tempfile.mkdtemp(prefix="numba-cold-", dir=out))  # noqa: E731
+    colds: list[Path] = []
+    cold = lambda: colds.append(Path(tempfile.mkdtemp(prefix="numba-cold-", dir=out))) or colds[-1]  # noqa: E731
     tools, extra = [], {}
     kw = dict(repeats=a.repeats, idle_wait=a.wait_idle)
     for label, name, cache, note in (
@@ -226,6 +227,8 @@ def measure_size(n: int, a, out: Path, warm_cache: Path) -> tuple[dict, dict]:
               file=sys.stderr, flush=True)
     if not a.skip_campaign:
         tools += _campaigns(data, work, warm_cache, a, extra)
+    for d in [*colds, *work.glob("numba-cold-*")]:  # the cold caches were for one measurement each
+        shutil.rmtree(d, ignore_errors=True)
     return size_result(f"{n:,} passages", n, "passage", tools, topics=a.topics, groups=a.groups), extra
 
 
