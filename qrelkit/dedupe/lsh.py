@@ -73,7 +73,7 @@ def _partition_bits(n):
     return r
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def _first_of_keys(keys, skip, r, out, counts, pk, pi):
     """``out[i]`` = the first ``i' < i`` with ``keys[i'] == keys[i]`` (left as it is when there is
     none); passages with ``skip`` set take no part. The keys are partitioned by their top ``r``

@@ -86,7 +86,7 @@ def _passage_shingles(data, i, end, n, cls, low, ring, out, k):
     return k, count
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def _shingle_values(words, count, n, xs, acc):
     """The MinHash inputs of a passage of ``count`` words (hashes ``words``): its shingles'
     hashes (:func:`_shingle`) after the 32-bit finalizer, written to ``xs``; returns how many
@@ -106,7 +106,7 @@ def _shingle_values(words, count, n, xs, acc):
     return m
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def _min_hash(xs, m, a, b, cur):
     """``cur[k]`` = the minimum over ``xs[0:m]`` of ``a[k] * x + b[k] mod 2^32`` (EMPTY when
     ``m == 0``). The loop over permutations is the inner one: it vectorizes whatever ``m``."""

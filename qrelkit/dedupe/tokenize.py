@@ -265,7 +265,7 @@ def byte_codes(norm: Normalization) -> np.ndarray:
 _SAME_CODE = np.arange(SPECIAL, dtype=np.uint16)  # codes are their own codes
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def passage_codes(data, i, end, cls, tab, codes):
     """Write to ``codes[0:end-i]`` the code of each byte of ``data[i:end]`` as :func:`next_word`
     reads it: a tag stripped and a UTF-8 sequence that is not a word character are separators
@@ -290,7 +290,7 @@ def passage_codes(data, i, end, cls, tab, codes):
             i += n
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def _hash_run(src, lo, hi, tab, out, k, h, prev):
     """Hash the words of the byte codes ``tab[src[lo:hi]]`` up to the first :data:`SPECIAL` one,
     going on from the state ``(k, h, prev)``: words found so far, the hash of the word being
@@ -312,7 +312,7 @@ def _hash_run(src, lo, hi, tab, out, k, h, prev):
     return t, k, h, prev
 
 
-@nb.njit(cache=True)
+@nb.njit(inline="always", cache=True)
 def passage_words(data, i, end, cls, tab, codes, out):
     """The words of the passage ``data[i:end]`` as :func:`next_word` finds them: writes their
     hashes to ``out`` (at least ``(end - i) // 2 + 2`` long) and returns how many. Plain bytes
