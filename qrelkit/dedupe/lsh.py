@@ -79,15 +79,19 @@ def _first_of_keys(keys, skip, r, out, counts, pk, pi):
     none); passages with ``skip`` set take no part. The keys are partitioned by their top ``r``
     bits, in corpus order, so each partition's lookup table is small."""
     shift = np.uint64(64 - r)
-    counts[:] = 0
+    parts = len(counts) - 1
+    for p in range(parts + 1):
+        counts[p] = 0
     for i in range(len(keys)):
         if not skip[i]:
             counts[np.int64(keys[i] >> shift) + 1] += 1
     big = 0
-    for p in range(len(counts) - 1):
+    for p in range(parts):
         big = max(big, counts[p + 1])
         counts[p + 1] += counts[p]
-    fill = counts[:-1].copy()
+    fill = np.empty(parts, np.int64)
+    for p in range(parts):
+        fill[p] = counts[p]
     for i in range(len(keys)):
         if not skip[i]:
             p = np.int64(keys[i] >> shift)
@@ -97,9 +101,11 @@ def _first_of_keys(keys, skip, r, out, counts, pk, pi):
     size = _table_size(big)
     tk = np.empty(size, np.uint64)
     tv = np.empty(size, np.int32)
-    for p in range(len(counts) - 1):
-        mask = np.uint64(_table_size(counts[p + 1] - counts[p]) - 1)
-        tv[: mask + np.uint64(1)] = -1
+    for p in range(parts):
+        size = _table_size(counts[p + 1] - counts[p])
+        for t in range(size):
+            tv[t] = -1
+        mask = np.uint64(size - 1)
         for t in range(counts[p], counts[p + 1]):
             k = pk[t]
             slot = k & mask
@@ -167,10 +173,14 @@ def _firsts_of(first, i, buf):
     """The distinct passages that ``i`` shares a band key with, sorted, in ``buf``; returns how many."""
     m = 0
     for b in range(first.shape[0]):
-        if first[b, i] >= 0:
-            buf[m] = first[b, i]
+        v = first[b, i]
+        if v >= 0:  # insertion sort: a few values at most (and less to compile than a sort)
+            q = m
+            while q > 0 and buf[q - 1] > v:
+                buf[q] = buf[q - 1]
+                q -= 1
+            buf[q] = v
             m += 1
-    buf[:m].sort()
     u = 0
     for q in range(m):
         if q == 0 or buf[q] != buf[q - 1]:

@@ -124,10 +124,13 @@ def _min_hash(xs, m, a, b, cur):
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
-def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count):
+def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_vals, sh_count, block_end):
+    """Signatures of the passages (CSR ``data``, ``offsets``), in ``len(block_end)`` blocks of
+    passages, each with its own buffers. With ``keep``, block ``k``'s shingles go one passage
+    after the other from ``sh_vals[sh_cap[lo]]`` (its first passage's slot) to ``block_end[k]``."""
     npass = len(offsets) - 1
     K = a.shape[0]
-    blocks = min(npass, 256)  # units of work, each with its own buffers
+    blocks = len(block_end)
     for blk in nb.prange(blocks):
         lo, hi = blk * npass // blocks, (blk + 1) * npass // blocks
         cap = 0
@@ -138,23 +141,20 @@ def _signatures(data, offsets, n, cls, tab, a, b, sig, nwords, keep, sh_cap, sh_
         acc = np.empty(cap // 2 + 2, np.uint64)
         own = np.empty(0 if keep else cap // 2 + 2, np.uint32)
         cur = np.empty(K, np.uint32)
+        at = sh_cap[lo] if keep else 0
         for p in range(lo, hi):
             count = passage_words(data, offsets[p], offsets[p + 1], cls, tab, codes, words)
-            # the passage's shingles go straight to its slot of sh_vals when they are kept
-            xs = sh_vals[sh_cap[p] : sh_cap[p + 1]] if keep else own
+            # kept shingles go straight to sh_vals: at <= sh_cap[p], so they stay in the block's slots
+            xs = sh_vals[at : at + sh_cap[p + 1] - sh_cap[p]] if keep else own
             m = _shingle_values(words, count, n, xs, acc)
             nwords[p] = count
             if keep:
                 sh_count[p] = m
+                at += m
             _min_hash(xs, m, a, b, cur)
             for k in range(K):
                 sig[p, k] = cur[k]
-
-
-@nb.njit(parallel=True, nogil=True, cache=True)
-def _compact(sh_cap, sh_vals, sh_count, starts, out):
-    for p in nb.prange(len(sh_count)):
-        out[starts[p] : starts[p + 1]] = sh_vals[sh_cap[p] : sh_cap[p] + sh_count[p]]
+        block_end[blk] = at
 
 
 @declared_defaults(DedupeParams)
@@ -197,14 +197,16 @@ def signatures(
         sh_count = np.zeros(n, np.int64)
     else:
         sh_cap, sh_vals, sh_count = np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    blocks = min(n, 256)  # units of work for the threads
+    block_end = np.zeros(blocks, np.int64)
     _signatures(data, offsets, ngram, byte_classes(norm), byte_codes(norm), a, b, sig, nwords,
-                keep_shingles, sh_cap, sh_vals, sh_count)
+                keep_shingles, sh_cap, sh_vals, sh_count, block_end)
     if not keep_shingles:
         return sig, nwords
     starts = np.zeros(n + 1, np.int64)
     np.cumsum(sh_count, out=starts[1:])
-    vals = np.empty(int(starts[-1]), np.uint32)
-    _compact(sh_cap, sh_vals, sh_count, starts, vals)
+    first = sh_cap[np.arange(blocks) * n // blocks]
+    vals = np.concatenate([sh_vals[s:e] for s, e in zip(first, block_end)] or [np.zeros(0, np.uint32)])
     return sig, nwords, (starts, vals)
 
 
