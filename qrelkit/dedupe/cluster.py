@@ -143,7 +143,8 @@ def exact_sets(signed: Signed, rows: np.ndarray, params: DedupeParams) -> tuple[
     base = offset_vals = 0
     for st_all, v_all in signed.shingles:
         n = len(st_all) - 1
-        sub = rows[(rows >= base) & (rows < base + n)] - base
+        lo, hi = np.searchsorted(rows, [base, base + n])
+        sub = rows[lo:hi] - base
         if len(sub):
             st, vals = sorted_sets(st_all, v_all, sub)
             chunk_starts.append(st[:-1] + offset_vals)
