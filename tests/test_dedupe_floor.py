@@ -109,3 +109,21 @@ def test_the_next_chunk_is_read_while_this_one_is_signed(monkeypatch):
     assert overlapped == [True]
     # the signing kernel lets go of the GIL: the reader's Python code runs beside it
     assert minhash._signatures.targetoptions.get("nogil") is True
+
+
+@pytest.mark.parametrize("ids, bad", [
+    (["msmarco_passage_01_0000052", "msmarco_passage_02_0000052", "p"], None),  # same length, first and last 8 bytes
+    (["msmarco_passage_01_0000052", "msmarco_passage_02_0000052", "msmarco_passage_02_0000052"], "msmarco_passage_02_0000052"),
+    (["b", "a", "c", "a", "b"], "b"),  # the first id, in corpus order, that occurs twice
+    (["", "x", ""], ""),
+])
+def test_a_repeated_id_is_found_whatever_its_bytes(ids, bad):
+    from qrelkit.errors import InputError
+
+    table = pa.table({"pid": ids, "text": [f"passage {i}" for i in range(len(ids))]})
+    if bad is None:
+        assert cluster_corpus(table).stats["passages"] == len(ids)
+        return
+    with pytest.raises(InputError) as e:
+        cluster_corpus(table)
+    assert e.value.rule == "duplicate-id" and e.value.message == f"passage id {bad!r} occurs twice in the corpus"
