@@ -28,6 +28,10 @@ processes used meanwhile (measured by the parent):
   ``insert``, the lines read with ``json.loads``;
 * **datasketch** (``--peers datasketch``: about 20 minutes at 1M): its README loop, likewise.
 
+The peers hold every sketch and their LSH index in memory (rensa: about 5 GB at 1M): a peer runs at the
+larger size only when its peak RSS at the smaller one, grown with the passages, leaves
+``--peer-headroom-gb`` of the machine's memory free; a note says so when it does not.
+
 All tools use qrelkit's LSH parameters (128 permutations, 32 bands x 4 rows, threshold 0.6, word
 3-gram shingles of letters and digits, lower-cased). The peers verify candidates by the Jaccard
 their signatures estimate, qrelkit by the exact Jaccard of the shingle sets; rensa's and
@@ -572,6 +576,39 @@ def first_call(a, corpus: Path, params: dict, work: Path) -> dict:
     return out
 
 
+def mem_available_gb() -> float:
+    """MemAvailable of /proc/meminfo in GiB (inf where there is none)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float("inf")
+
+
+def peers_that_fit(peers: list[str], n: int, before: dict | None, a) -> tuple[list[str], list[str]]:
+    """The peers to run at ``n`` passages, and a note for each left out: a peer whose peak RSS at
+    the size before (``before``), grown with the passages, would not leave ``--peer-headroom-gb``
+    of the memory free now is not started (the machine is shared)."""
+    if before is None:
+        return peers, []
+    run, notes = [], []
+    free = mem_available_gb()
+    for p in peers:
+        t = _tool(before, p)
+        need = t["peak_rss_mb"] / 1024 * n / before["units"] if t else 0.0
+        if need > free - a.peer_headroom_gb:
+            notes.append(f"{p} was not run at {n / 1e6:g}M passages: its peak RSS at {before['label']} "
+                         f"({t['peak_rss_mb'] / 1024:.1f} GiB) grows to about {need:.0f} GiB, more than the "
+                         f"{free:.0f} GiB free less {a.peer_headroom_gb:g} GiB kept for the machine's other users")
+            print("  " + notes[-1], flush=True)
+        else:
+            run.append(p)
+    return run, notes
+
+
 def measure_size(n: int, campaign: Path, a, params: dict, peers: list[str], work: Path) -> tuple[dict, dict]:
     """Every tool on the corpus of ``n`` passages: (size_result, checks)."""
     corpus = campaign / "corpus.jsonl"
@@ -660,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", default="rensa-bulk,rensa-loop", help=f"peers to run, of {', '.join(PEERS)}")
     ap.add_argument("--peer-repeats", type=int, default=1, help="the peers' warm calls after the first")
     ap.add_argument("--skip-peers", action="store_true")
+    ap.add_argument("--peer-headroom-gb", type=float, default=6.0,
+                    help="a peer runs at the larger size only if its projected peak RSS leaves this much memory free")
     ap.add_argument("--compare-with", type=Path, metavar="SRC",
                     help="a source tree of qrelkit (a folder holding qrelkit/): measured beside, outputs compared")
     ap.add_argument("--first-repeats", type=int, default=5, help="warm calls after the first on the small corpus")
@@ -695,8 +734,11 @@ def main(argv: list[str] | None = None) -> int:
                         "corpus.jsonl", FIRST_PASSAGES)
     first = None if a.skip_first else first_call(a, small, params, work)
     results, checks = [], {}
+    left_out = []
     for n in sizes:
-        size, ch = measure_size(n, campaigns[n], a, params, peers, work)
+        run, notes = peers_that_fit(peers, n, results[-1] if results else None, a)
+        left_out += notes
+        size, ch = measure_size(n, campaigns[n], a, params, run, work)
         results.append(size)
         checks[size["label"]] = ch
     identical = [c["classes byte-identical to the code before"] for c in checks.values()
@@ -709,7 +751,8 @@ def main(argv: list[str] | None = None) -> int:
              "All tools with qrelkit's LSH parameters (128 permutations, 32 bands x 4 rows, threshold 0.6, word 3-gram "
              "shingles); the peers verify candidates by their signatures' estimated Jaccard, qrelkit by the exact "
              "Jaccard of shingle sets, and their hash functions differ: the classes differ (accuracy in the checks).",
-             "rensa has no tokenizer and no reader: it gets the words of Python's re, the shingles joined in Python."]
+             "rensa has no tokenizer and no reader: it gets the words of Python's re, the shingles joined in Python.",
+             *left_out]
     res = benchmark_result("dedupe", "Near-duplicate clustering", results, peers=("rensa", "datasketch"),
                            targets=targets_of(results, first), checks={
                                "sizes": checks, "classes identical to the code before": all(identical) if identical else None,

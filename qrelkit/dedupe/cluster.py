@@ -35,6 +35,7 @@ from qrelkit.dedupe.params import CANONICAL, LINKAGE, MODES, VERIFY, DedupeParam
 from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import iter_corpus, passages_upper_bound
+from qrelkit.io.strings import string_keys
 
 CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()), ("class_size", pa.int32())])
 SMALL_COMPONENT = 32  # verified components up to this size get all their pairs checked (star classes)
@@ -91,6 +92,22 @@ def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
     return passages_upper_bound(corpus)
 
 
+def _may_repeat(pids: pa.Array) -> bool:
+    """Whether the ids do not all differ (a null counts as no id): a 64-bit key of each id's bytes
+    (:func:`qrelkit.io.strings.string_keys`: equal ids have equal keys), sorted; only the ids whose
+    key repeats are compared as strings. Hashing every id into a set of strings cost ten times as
+    much."""
+    if pids.null_count:
+        return True
+    keys = string_keys(pids)
+    ordered = np.sort(keys)
+    again = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not len(again):
+        return False
+    suspects = pids.filter(pa.array(np.isin(keys, again)))
+    return pc.count_distinct(suspects).as_py() != len(suspects)
+
+
 def sign_corpus(
     corpus: str | os.PathLike | pa.Table,
     params: DedupeParams,
@@ -125,8 +142,7 @@ def sign_corpus(
         raise InputError("empty-file", "the corpus has no passages", file=None if isinstance(corpus, pa.Table) else str(corpus))
     sig = sig[:n]
     pids = pa.concat_arrays(pid_parts)
-    dup = pc.count_distinct(pids).as_py() != len(pids)
-    if dup:
+    if _may_repeat(pids):
         vc = pc.value_counts(pids)
         bad = vc.filter(pc.greater(vc.field("counts"), 1)).field("values")[0].as_py()
         raise InputError("duplicate-id", f"passage id {bad!r} occurs twice in the corpus",
@@ -143,7 +159,8 @@ def exact_sets(signed: Signed, rows: np.ndarray, params: DedupeParams) -> tuple[
     base = offset_vals = 0
     for st_all, v_all in signed.shingles:
         n = len(st_all) - 1
-        sub = rows[(rows >= base) & (rows < base + n)] - base
+        lo, hi = np.searchsorted(rows, [base, base + n])
+        sub = rows[lo:hi] - base
         if len(sub):
             st, vals = sorted_sets(st_all, v_all, sub)
             chunk_starts.append(st[:-1] + offset_vals)

@@ -109,18 +109,24 @@ def _shingle_values(words, count, n, xs, acc):
 @nb.njit(inline="always", cache=True)
 def _min_hash(xs, m, a, b, cur):
     """``cur[k]`` = the minimum over ``xs[0:m]`` of ``a[k] * x + b[k] mod 2^32`` (EMPTY when
-    ``m == 0``). The loop over permutations is the inner one: it vectorizes whatever ``m``."""
+    ``m == 0``). The loop over permutations is the inner one: it vectorizes whatever ``m``; four
+    shingles a round, so that ``cur`` is read and written once for four."""
     K = a.shape[0]
     for k in range(K):
         cur[k] = EMPTY
-    for q in range(0, m - 1, 2):
-        x, y = xs[q], xs[q + 1]
+    q = 0
+    while q + 4 <= m:
+        x0, x1, x2, x3 = xs[q], xs[q + 1], xs[q + 2], xs[q + 3]
         for k in range(K):
-            cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]), np.uint32(a[k] * y + b[k]))
-    if m % 2:
-        x = xs[m - 1]
+            ak, bk = a[k], b[k]
+            cur[k] = min(cur[k], min(np.uint32(ak * x0 + bk), np.uint32(ak * x1 + bk)),
+                         min(np.uint32(ak * x2 + bk), np.uint32(ak * x3 + bk)))
+        q += 4
+    while q < m:
+        x = xs[q]
         for k in range(K):
             cur[k] = min(cur[k], np.uint32(a[k] * x + b[k]))
+        q += 1
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
