@@ -17,7 +17,8 @@ import typer.main
 from qrelkit.cli import GROUPS, app, run
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("pandas", "pyarrow", "numpy", "scipy", "numba", "sklearn", "ir_measures", "matplotlib", "dask")
+# markdown_it: not heavy, but typer's help loads it through rich.markdown for nothing (0.07 s)
+HEAVY = ("pandas", "pyarrow", "numpy", "scipy", "numba", "sklearn", "ir_measures", "matplotlib", "dask", "markdown_it")
 
 # every help in one fresh process, in order: the first one that loads a heavy library is named
 SCRIPT = """
@@ -82,3 +83,20 @@ def test_a_command_imports_its_group_only():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(["qrelkit.cli.common", "qrelkit.cli.config_cmd", "qrelkit.cli.help"])
+
+
+def test_rich_markdown_put_off_still_works():
+    """The stand-in for rich.markdown (``qrelkit.cli.help.defer_markdown``) makes the real objects:
+    Markdown renders, other names and ``import rich.markdown`` give the real module."""
+    code = ("import sys\nfrom qrelkit.cli.help import defer_markdown\ndefer_markdown()\n"
+            "assert 'markdown_it' not in sys.modules\n"
+            "from rich.markdown import Markdown\nfrom rich.console import Console\n"
+            "c = Console(width=40, color_system=None)\n"
+            "with c.capture() as cap: c.print(Markdown('# Title\\n\\n* item'))\n"
+            "import rich.markdown\nfrom rich.markdown import Heading\n"
+            "print(type(Markdown('x')).__module__, rich.markdown.Heading is Heading, 'markdown_it' in sys.modules,"
+            " 'Title' in cap.get() and 'item' in cap.get())")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["rich.markdown", "True", "True", "True"]
