@@ -330,3 +330,36 @@ def test_topic_of_scores_several_judgment_sets_of_a_topic_as_each_alone(missing)
     assert ev.missing_by_run["c"] == ["v1", "v2", "v4"] and ev.missing_by_run["b"] == ["v3"]
     with pytest.raises(InputError, match=r"\[bad-option\].*v4"):
         evaluate(runs, variants, ["AP"], topic_of={"v1": "1", "v2": "1", "v3": "2"})
+
+
+def test_a_measure_is_hashed_once_per_evaluation_not_once_per_value(monkeypatch):
+    """Issue 24: ir-measures hashes a measure through its repr for every value it yields; evaluate()
+    hands its evaluators measures that hash once (fails before: a repr per value). Same values."""
+    from ir_measures.measures.base import Measure
+
+    from qrelkit.evaluate.measures import hashed_once
+
+    rows = [(f"r{i}", str(t), f"d{d}", float(100 - d)) for i in range(3) for t in range(40) for d in range(12)]
+    qrels = qrels_table([(str(t), f"d{d}", (t + d) % 3) for t in range(40) for d in range(0, 12, 2)])
+    measures = ["AP", "nDCG@10", "P@5", "Bpref", "Judged@10"]
+    before = evaluate(runs_table(rows), qrels, measures, rel=2)
+    calls = []
+    real = Measure.__repr__
+    monkeypatch.setattr(Measure, "__repr__", lambda self: calls.append(1) or real(self))
+    again = evaluate(runs_table(rows), qrels, measures, rel=2)
+    assert again.per_query.equals(before.per_query) and again.summary.equals(before.summary)
+    values = 3 * 40 * len(measures)
+    assert len(calls) < values / 4, f"{len(calls)} reprs for {values} values"
+    ap = parse_measures(["AP(rel=2)"])[0]
+    copy = hashed_once(ap)
+    assert copy == ap and hash(copy) == hash(ap) and str(copy) == "AP(rel=2)" and isinstance(copy, type(ap))
+    assert {copy: 1}[ap] == 1 and copy.NAME == "AP" and copy(cutoff=5) == ap(cutoff=5)
+
+
+def test_qrels_dict_keeps_topic_order_and_the_last_grade_of_a_repeat():
+    from qrelkit.evaluate.core import qrels_dict
+
+    q = qrels_table([("2", "a", 1), ("10", "b", 0), ("2", "c", 2), ("2", "a", 3), ("10", "d", -1), ("1", "e", 1)])
+    got = qrels_dict(q)
+    assert list(got) == ["2", "10", "1"] and got == {"2": {"a": 3, "c": 2}, "10": {"b": 0}, "1": {"e": 1}}
+    assert list(got["2"]) == ["a", "c"] and qrels_dict(qrels_table([("1", "x", -1)])) == {}

@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qrelkit.errors import InputError
-from qrelkit.evaluate.measures import computable, parse_measures, with_relevance
+from qrelkit.evaluate.measures import computable, hashed_once, parse_measures, with_relevance
 from qrelkit.io.qrels import QRELS_SCHEMA, judged
 from qrelkit.io.runs import RUN_SCHEMA, canonical_indices, qid_order
 from qrelkit.io.tables import read_metadata
@@ -132,10 +132,18 @@ def _as_table(t, columns: dict) -> pa.Table:
 def qrels_dict(qrels: pa.Table) -> dict[str, dict[str, int]]:
     """``{qid: {docid: grade}}`` for the judged rows (grade >= 0)."""
     q = judged(qrels)
-    out: dict[str, dict[str, int]] = {}
-    for qid, docid, rel in zip(q["qid"].to_pylist(), q["docid"].to_pylist(), q["rel"].to_pylist()):
-        out.setdefault(qid, {})[docid] = int(rel)
-    return out
+    if q.num_rows == 0:
+        return {}
+    # topics in order of first appearance, each one's rows in file order (a docid judged twice: the
+    # last grade), one dict made per topic rather than one lookup per row
+    enc = pc.dictionary_encode(q["qid"]).combine_chunks()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(enc.dictionary) + 1)).tolist()
+    docids = q["docid"].take(pa.array(order)).to_numpy(zero_copy_only=False).tolist()
+    rels = q["rel"].take(pa.array(order)).to_numpy(zero_copy_only=False).astype(np.int64).tolist()
+    return {qid: dict(zip(docids[s:e], rels[s:e]))
+            for qid, s, e in zip(enc.dictionary.to_pylist(), bounds[:-1], bounds[1:])}
 
 
 def _codes(values: pa.ChunkedArray | pa.Array, order: Sequence[str]) -> np.ndarray:
@@ -270,6 +278,7 @@ def evaluate(
     kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), list_topics, ranking)
     groups = _depth_groups(ms)
     per_depth = _run_dicts(kept, list_topics, groups.keys(), codes)
+    groups = {d: [(m, hashed_once(p)) for m, p in pairs] for d, pairs in groups.items()}
     evaluators = {d: (ir_measures.evaluator([p for _, p in pairs], qd), {p: m for m, p in pairs})
                   for d, pairs in groups.items()}
     present = {r for runs_d in per_depth.values() for r in runs_d}
