@@ -123,6 +123,15 @@ def _stages(res: dict) -> list[str]:
     return (["", "Stages (warm median) and notes per tool:", ""] + out) if out else []
 
 
+def reference(tools: list[dict]) -> tuple[dict, list[dict]]:
+    """The tool the others are compared with: qrelkit (the tool named so, else the first whose name
+    starts with it, else the first tool; a floor such as pyarrow's reader may come first), and the others."""
+    names = [t["tool"] for t in tools]
+    i = names.index("qrelkit") if "qrelkit" in names else next(
+        (k for k, n in enumerate(names) if n.startswith("qrelkit")), 0)
+    return tools[i], tools[:i] + tools[i + 1:]
+
+
 def _ratios(res: dict) -> list[str]:
     if res.get("ratios") is False:  # its "tools" are different paths of one program (bench_startup.py)
         return []
@@ -131,16 +140,17 @@ def _ratios(res: dict) -> list[str]:
         tools = size["tools"]
         if len(tools) < 2:
             continue
-        q = tools[0]
-        for p in tools[1:]:
+        q, others = reference(tools)
+        for p in others:
             fw = ratio(q["first"]["wall_s"], p["first"]["wall_s"]) if q.get("first") and p.get("first") else "n/a"
             out.append(f"- {_label(size)}: {q['tool']} against {p['tool']}: **{ratio(q['warm']['wall_s'], p['warm']['wall_s'])}** "
                        f"in warm wall time, {ratio(q['warm']['cpu_s'], p['warm']['cpu_s'])} in CPU time, "
                        f"{fw} in the first call's wall time.")
     if not out:
         return []
-    return ["", "Ratios (the first tool's time divided into the other's; both measured in this run on "
-            "the same input; above 1 means the first tool is faster):", ""] + out
+    return ["", "Ratios (qrelkit's time, or the first tool's where none is qrelkit, divided into each other "
+            "tool's; both measured in this run on the same input; above 1 means the tool named first is faster):",
+            ""] + out
 
 
 def _growth(res: dict) -> list[str]:
@@ -207,7 +217,7 @@ def summary(results: dict[str, dict]) -> str:
         if res is None:
             continue
         size = res["sizes"][-1]
-        q, *peers = size["tools"]
+        q, peers = reference(size["tools"])
         mine = f"{secs(q['warm']['wall_s'])} ({secs(q['first']['wall_s']) if q.get('first') else 'n/a'})"
         others = "; ".join(f"{p['tool']} {secs(p['warm']['wall_s'])} ({ratio(q['warm']['wall_s'], p['warm']['wall_s'])})"
                            for p in peers) or "none"

@@ -113,3 +113,25 @@ def test_tasks_are_never_compared_with_each_other():
     assert "Ratios" not in text  # one tool per size: nothing to compare
     assert "- import: growth of the warm time per judgment from 50k to 100k: qrelkit +10%." in text
     assert "- status: growth of the warm time per judgment from 50k to 100k: qrelkit -50%." in text
+
+
+def test_qrelkit_is_the_reference_even_when_a_floor_comes_first():
+    """pool.json lists pyarrow's reader (the floor) before qrelkit: ratios and the README row still
+    compare qrelkit with the others (before: the floor's time was shown as qrelkit's)."""
+    import _results as r
+
+    gen = _gen()
+    size = r.size_result("5M lines", 5_000_000, "line", [
+        r.tool_result("pyarrow floor", first=r.call(1.0, 1.5), warm=[r.call(1.0, 1.5)]),
+        r.tool_result("qrelkit", first=r.call(2.1, 3.0), warm=[r.call(2.0, 3.0)]),
+        r.tool_result("trectools", first=r.call(100.0, 100.0), warm=[r.call(100.0, 100.0)])])
+    res = r.benchmark_result("pool", "Pool", [size, size])
+    res["command"] = "python benchmarks/bench_pool.py"
+    row = gen.summary({"pool": res}).splitlines()[-1]
+    assert "| 2.00 s (2.10 s) | pyarrow floor 1.00 s (0.5x); trectools 100 s (50.0x) |" in row, row
+    block = gen.render(res) if hasattr(gen, "render") else "\n".join(gen._ratios(res))
+    assert "qrelkit against trectools" in block and "qrelkit against pyarrow floor" in block
+    assert "pyarrow floor against" not in block
+    names = [t["tool"] for t in size["tools"]]
+    assert gen.reference([{"tool": "qrelkit (text)"}, {"tool": "ir-measures"}])[0]["tool"] == "qrelkit (text)"
+    assert gen.reference([{"tool": "store a"}, {"tool": "store b"}])[0]["tool"] == "store a" and names[1] == "qrelkit"
