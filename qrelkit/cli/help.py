@@ -19,6 +19,7 @@ import sys
 import types
 from typing import Any, Callable
 
+import rich
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.panel import Panel
@@ -131,8 +132,6 @@ def defer_markdown() -> None:
     then replaces the stand-in."""
     if "rich.markdown" in sys.modules:
         return
-    import rich  # lazy: only help needs it (the package alone: its submodules load when used)
-
     class Markdown:
         """Stand-in for rich.markdown.Markdown: making one makes the real one."""
 
