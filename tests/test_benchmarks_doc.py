@@ -129,9 +129,8 @@ def test_qrelkit_is_the_reference_even_when_a_floor_comes_first():
     res["command"] = "python benchmarks/bench_pool.py"
     row = gen.summary({"pool": res}).splitlines()[-1]
     assert "| 2.00 s (2.10 s) | pyarrow floor 1.00 s (0.5x); trectools 100 s (50.0x) |" in row, row
-    block = gen.render(res) if hasattr(gen, "render") else "\n".join(gen._ratios(res))
+    block = gen.render(res)
     assert "qrelkit against trectools" in block and "qrelkit against pyarrow floor" in block
     assert "pyarrow floor against" not in block
-    names = [t["tool"] for t in size["tools"]]
     assert gen.reference([{"tool": "qrelkit (text)"}, {"tool": "ir-measures"}])[0]["tool"] == "qrelkit (text)"
-    assert gen.reference([{"tool": "store a"}, {"tool": "store b"}])[0]["tool"] == "store a" and names[1] == "qrelkit"
+    assert gen.reference([{"tool": "store a"}, {"tool": "store b"}])[0]["tool"] == "store a"

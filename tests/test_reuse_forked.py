@@ -4,6 +4,7 @@ scoring and the budget study (issue 24), pools that nest, results in order whate
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,13 @@ def test_results_in_submission_order_with_progress(workers):
     assert out == [105, 101, 104] and ticks == [1, 1, 1]
 
 
+def _pid(task):
+    return os.getpid(), shared()["base"] + task
+
+
 def test_a_single_task_forks_nothing():
-    assert fork_map(_read, [7], {"base": 1}, workers=4) == [8]
-    assert fork_map(_read, [], {"base": 1}, workers=4) == []
+    """One task runs in this process whatever the workers (fails if it forked: another pid)."""
+    assert fork_map(_pid, [7], {"base": 1}, workers=4) == [(os.getpid(), 8)]
+    assert fork_map(_pid, [], {"base": 1}, workers=4) == []
+    if can_fork():  # and two tasks with two workers do fork: the check above can tell
+        assert {pid for pid, _ in fork_map(_pid, [1, 2], {"base": 1}, workers=2)} != {os.getpid()}

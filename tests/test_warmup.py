@@ -16,9 +16,8 @@ import pytest
 from qrelkit import jit
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the kernels a warm-up leaves: dedupe cluster --dask's (compiled on the workers) and one nothing calls
-LEFT = {"qrelkit.dedupe.distributed._bucket_keys", "qrelkit.dedupe.distributed._first_pairs",
-        "qrelkit.dedupe.lsh.band_keys"}
+#: the kernels a warm-up leaves: dedupe cluster --dask's (compiled on the workers)
+LEFT = {"qrelkit.dedupe.distributed._bucket_keys", "qrelkit.dedupe.distributed._first_pairs"}
 
 
 def _doubled(x, out):

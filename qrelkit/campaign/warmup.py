@@ -9,7 +9,7 @@ the size of the input, the other paths are taken too: near-duplicates with every
 ``[dedupe]`` (verification, linkage, mode, canonical), the incremental index, the accuracy against
 a truth; CAL's simulation; the adjudication strategies; and each kernel's parallel or serial twin
 (:func:`qrelkit.jit.compile_twins`). Only ``dedupe cluster --dask``'s kernels are left (they
-compile on the workers), and ``lsh.band_keys``, which nothing calls.
+compile on the workers).
 """
 
 from __future__ import annotations

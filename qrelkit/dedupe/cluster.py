@@ -35,7 +35,7 @@ from qrelkit.dedupe.params import CANONICAL, LINKAGE, MODES, VERIFY, DedupeParam
 from qrelkit.errors import InputError
 from qrelkit.io.classes import read_classes
 from qrelkit.io.corpus import iter_corpus, passages_upper_bound
-from qrelkit.io.strings import string_keys
+from qrelkit.io.strings import rows_with_a_repeated_key, string_keys
 
 CLASS_TABLE_SCHEMA = pa.schema([("docid", pa.string()), ("class_id", pa.string()), ("class_size", pa.int32())])
 SMALL_COMPONENT = 32  # verified components up to this size get all their pairs checked (star classes)
@@ -93,18 +93,15 @@ def _passage_estimate(corpus: str | os.PathLike | pa.Table) -> int:
 
 
 def _may_repeat(pids: pa.Array) -> bool:
-    """Whether the ids do not all differ (a null counts as no id): a 64-bit key of each id's bytes
-    (:func:`qrelkit.io.strings.string_keys`: equal ids have equal keys), sorted; only the ids whose
-    key repeats are compared as strings. Hashing every id into a set of strings cost ten times as
-    much."""
+    """Whether the ids do not all differ (a null counts as no id): only the ids whose 64-bit key
+    repeats (:func:`qrelkit.io.strings.rows_with_a_repeated_key`) are compared as strings. Hashing
+    every id into a set of strings cost ten times as much."""
     if pids.null_count:
         return True
-    keys = string_keys(pids)
-    ordered = np.sort(keys)
-    again = ordered[1:][ordered[1:] == ordered[:-1]]
-    if not len(again):
+    rows = rows_with_a_repeated_key(string_keys(pids))
+    if not len(rows):
         return False
-    suspects = pids.filter(pa.array(np.isin(keys, again)))
+    suspects = pids.take(pa.array(rows))
     return pc.count_distinct(suspects).as_py() != len(suspects)
 
 

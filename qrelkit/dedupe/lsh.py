@@ -41,17 +41,6 @@ def band_key(sig, i, b, rows):
     return h
 
 
-@nb.njit(parallel=True, cache=True)
-def band_keys(sig, bands, rows):
-    """Band keys ``uint64[bands, n]`` (stored for incremental assignment)."""
-    n = sig.shape[0]
-    out = np.empty((bands, n), np.uint64)
-    for i in nb.prange(n):
-        for b in range(bands):
-            out[b, i] = band_key(sig, i, b, rows)
-    return out
-
-
 @nb.njit(cache=True)
 def _table_size(n):
     size = 16
@@ -458,6 +447,6 @@ def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:
 
 
 __all__ = [
-    "band_keys", "candidate_pairs", "choose_bands", "exact_jaccard", "first_with_key", "greedy_claims",
+    "candidate_pairs", "choose_bands", "exact_jaccard", "first_with_key", "greedy_claims",
     "s_curve", "threshold_estimate", "union_components", "verify_signatures",
 ]

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from qrelkit.dedupe.params import Normalization
+from qrelkit.io.strings import offsets_and_bytes
 
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
@@ -380,13 +381,7 @@ def string_buffers(texts: pa.Array | pa.ChunkedArray, norm: Normalization) -> tu
             texts = pc.if_else(ascii_, texts, pc.utf8_lower(texts))
             if isinstance(texts, pa.ChunkedArray):
                 texts = texts.combine_chunks()
-    bufs = texts.buffers()
-    n = len(texts)
-    if n == 0 or bufs[1] is None:
-        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
-    width = 8 if pa.types.is_large_string(texts.type) else 4
-    offsets = np.frombuffer(bufs[1], dtype=f"<i{width}", count=n + 1, offset=texts.offset * width).astype(np.int64)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    offsets, data = offsets_and_bytes(texts)
     return data, offsets
 
 

@@ -33,7 +33,7 @@ from qrelkit.errors import InputError
 from qrelkit.io.atomic import atomic_path
 # qid_order and canonical_indices stay importable from here too (callers outside io/ use them)
 from qrelkit.io.order import block_ranks, canonical_indices, canonical_order, natural_codes, qid_order  # noqa: F401
-from qrelkit.io.strings import all_equal, mix_keys, string_keys
+from qrelkit.io.strings import all_equal, mix_keys, rows_with_a_repeated_key, string_keys
 from qrelkit.io.text import Column, parse_columns, read_bytes
 from qrelkit.params import AS_DECLARED, declared_defaults, param
 from qrelkit.io.params import RunsParams
@@ -363,11 +363,9 @@ def _drop_duplicate_docids(res: _FileResult, docid: pa.ChunkedArray, qcodes: np.
     kept_idx = None if keep.all() else np.flatnonzero(keep)  # a dropped line never makes a later one a duplicate
     if kept_idx is not None:
         key = key[kept_idx]
-    srt = np.sort(key)
-    twice = srt[1:][srt[1:] == srt[:-1]]
-    if len(twice) == 0:
+    cand = rows_with_a_repeated_key(key)  # every row of a repeated pair, and rare key collisions
+    if len(cand) == 0:
         return
-    cand = np.flatnonzero(np.isin(key, twice))  # every row of a repeated pair, and rare key collisions
     if kept_idx is not None:
         cand = kept_idx[cand]
     pairs = pd.DataFrame({"q": qcodes[cand], "d": docid.take(pa.array(cand)).to_numpy(zero_copy_only=False)})

@@ -13,19 +13,23 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["string_keys", "mix_keys", "all_equal"]
+__all__ = ["string_keys", "mix_keys", "all_equal", "offsets_and_bytes", "rows_with_a_repeated_key"]
 
 _M = np.uint64(0x9E3779B97F4A7C15)  # odd constants: multiplying by one is a bijection of uint64
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _M3 = np.uint64(0x165667B19E3779F9)
 
 
-def _buffers(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets as int64, data bytes) of a string or binary array (a null's data is empty)."""
+def offsets_and_bytes(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets as int64, data bytes as uint8) of a string or binary array, its bytes not copied (a
+    chunked array's chunks combined; a null's data is empty). Value ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     n = len(arr)
     _, offsets, data = arr.buffers()[:3]
+    if offsets is None:
+        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     otype = np.dtype(np.int64 if large else np.int32)
     off = np.frombuffer(offsets, otype, count=n + 1, offset=arr.offset * otype.itemsize).astype(np.int64)
@@ -43,7 +47,7 @@ def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     >>> bool(k[0] == k[2]), bool(k[0] == k[1]), bool(k[3] == k[4])
     (True, False, True)
     """
-    off, raw = _buffers(arr)
+    off, raw = offsets_and_bytes(arr)
     n = len(off) - 1
     if n == 0:
         return np.zeros(0, np.uint64)
@@ -96,9 +100,22 @@ def all_equal(arr: pa.Array | pa.ChunkedArray, value: str) -> bool:
     """
     if arr.null_count:
         return False
-    off, raw = _buffers(arr)
+    off, raw = offsets_and_bytes(arr)
     raw_value = value.encode("utf-8")
     n, width = len(off) - 1, len(raw_value)
     if int(off[-1]) - int(off[0]) != n * width or not (np.diff(off) == width).all():
         return False
     return raw[int(off[0]):int(off[-1])].tobytes() == raw_value * n
+
+
+def rows_with_a_repeated_key(keys: np.ndarray) -> np.ndarray:
+    """The rows whose key occurs more than once (ascending), from one sort: with
+    :func:`string_keys`, every row of a repeated value and the rare rows whose values share a key;
+    the caller compares these few as strings.
+
+    >>> rows_with_a_repeated_key(np.array([5, 3, 5, 9, 3, 1], np.uint64)).tolist()
+    [0, 1, 2, 4]
+    """
+    ordered = np.sort(keys)
+    again = ordered[1:][ordered[1:] == ordered[:-1]]
+    return np.flatnonzero(np.isin(keys, again)) if len(again) else np.zeros(0, np.int64)
