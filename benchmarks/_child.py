@@ -5,13 +5,13 @@ a :func:`_results.tool_result` with the load other processes put on the machine 
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _procs import median_stages  # noqa: E402
 from _results import measure, tool_result  # noqa: E402
 
 
@@ -31,15 +31,10 @@ def child_run(imports, work, repeats: int, extra=None) -> None:
 
     first, warm, _ = measure(call, repeats)
     res = {"import_s": import_s, "first": first, "warm": warm, "peak_rss_mb": peak_rss_mb(),
-           "first_stages": stages[0], "stages": _median_stages(stages[1:] or stages[:1])}
+           "first_stages": stages[0], "stages": median_stages(stages[1:] or stages[:1], key=None)}
     if extra is not None:
         res.update(extra())
     emit_result(res)
-
-
-def _median_stages(stages: list[dict]) -> dict:
-    keys = [k for k, v in stages[0].items() if isinstance(v, (int, float))] if stages else []
-    return {k: statistics.median(s[k] for s in stages) for k in keys}
 
 
 def run_tool(name: str, cmd: list[str], *, idle_wait: float, note: str | None = None, **keep) -> dict:

@@ -83,65 +83,55 @@ def emit_result(res: dict) -> None:
     print(RESULT_TAG + json.dumps(res), flush=True)
 
 
-def record_result(res: dict, out_file, script: str, argv: list[str] | None) -> int:
-    """A benchmark's end: ``res`` gets the exact ``command`` (``python benchmarks/SCRIPT ARGS``),
-    is written to ``out_file`` as JSON and printed; returns 0 (the exit status)."""
-    res["command"] = f"python benchmarks/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = json.dumps(res, indent=2)
-    with open(out_file, "w") as fh:
-        fh.write(text)
-    print(text)
-    return 0
-
-
 class ChildFailed(RuntimeError):
     """A benchmark child exited with an error or printed no result."""
 
 
-def run_child_process(cmd: list[str], *, idle_wait: float = 0.0, cwd=None, env: dict | None = None,
-                      stderr_tail: int | None = None) -> dict:
-    """Run a benchmark child (after waiting up to ``idle_wait`` s for a quiet machine) and return
-    its result plus ``process_wall_s``, ``process_cpu_s``, ``process_peak_rss_mb`` (the child's
-    own, from ``wait4``), ``background_cores`` (others' load meanwhile) and
-    ``background_cores_before``. On failure the child's stderr (its last ``stderr_tail``
-    characters) goes to this stderr and :class:`ChildFailed` is raised."""
+def run_process(cmd: list[str], *, idle_wait: float = 0.0, cwd=None, env: dict | None = None,
+                stderr_tail: int | None = 2000) -> dict:
+    """Run ``cmd`` as a whole process timed from outside (after waiting up to ``idle_wait`` s for a
+    quiet machine): ``wall_s``, ``cpu_s`` and ``peak_rss_mb`` (this process's own, from ``wait4``),
+    ``background_cores`` (others' load meanwhile; NaN when it cannot be told), ``background_before``,
+    ``stdout`` and ``stderr``. ``env`` is the whole environment (None: this one's). On failure the
+    process's stderr (its last ``stderr_tail`` characters) goes to this stderr and
+    :class:`ChildFailed` is raised."""
     before = wait_idle(idle_wait)
     b0 = busy_cpu_s()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd,
-                                env=None if env is None else {**os.environ, **env})
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd, env=env)
         stdout = proc.stdout.read()
         proc.stdout.close()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own CPU time and peak RSS
+        _, status, usage = os.wait4(proc.pid, 0)  # this process's own CPU time and peak RSS
         wall = time.perf_counter() - t0
         b1 = busy_cpu_s()
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            err.seek(0)
-            text = err.read()
-            sys.stderr.write(text if stderr_tail is None else text[-stderr_tail:])
-            raise ChildFailed(f"benchmark process failed (exit {code}): {' '.join(cmd[:4])} ...")
-    line = next((ln for ln in stdout.splitlines() if ln.startswith(RESULT_TAG)), None)
+        err.seek(0)
+        stderr = err.read()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.stderr.write(stderr if stderr_tail is None else stderr[-stderr_tail:])
+        raise ChildFailed(f"benchmark process failed (exit {code}): {' '.join(cmd[:4])} ...")
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "background_cores": others_cores(b0, b1, cpu, wall), "background_before": before,
+            "stdout": stdout, "stderr": stderr}
+
+
+def run_child_process(cmd: list[str], *, idle_wait: float = 0.0, cwd=None, env: dict | None = None,
+                      stderr_tail: int | None = None) -> dict:
+    """Run a benchmark child (:func:`run_process`; ``env`` added to this environment) and return
+    its result plus ``process_wall_s``, ``process_cpu_s``, ``process_peak_rss_mb`` (the child's
+    own), ``background_cores`` (others' load meanwhile) and ``background_cores_before``."""
+    r = run_process(cmd, idle_wait=idle_wait, cwd=cwd, env=None if env is None else {**os.environ, **env},
+                    stderr_tail=stderr_tail)
+    line = next((ln for ln in r["stdout"].splitlines() if ln.startswith(RESULT_TAG)), None)
     if line is None:
         raise ChildFailed(f"benchmark process printed no result: {' '.join(cmd[:4])} ...")
     res = json.loads(line[len(RESULT_TAG):])
-    res["process_wall_s"] = wall
-    res["process_cpu_s"] = usage.ru_utime + usage.ru_stime
-    res["process_peak_rss_mb"] = usage.ru_maxrss / 1024
-    bg = others_cores(b0, b1, res["process_cpu_s"], wall)
-    if bg == bg:
-        res["background_cores"] = bg
-    res["background_cores_before"] = before
+    res["process_wall_s"] = r["wall_s"]
+    res["process_cpu_s"] = r["cpu_s"]
+    res["process_peak_rss_mb"] = r["peak_rss_mb"]
+    if r["background_cores"] == r["background_cores"]:
+        res["background_cores"] = r["background_cores"]
+    res["background_cores_before"] = r["background_before"]
     return res
-
-
-def profile_text(prof, lines: int) -> str:
-    """Stop a ``cProfile.Profile`` and return its ``lines`` most expensive calls (cumulative)."""
-    import io  # lazy: only profiled runs need these
-    import pstats  # lazy: likewise
-
-    prof.disable()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(lines)
-    return buf.getvalue()

@@ -73,3 +73,12 @@ def measure_each(setup, fn, repeats: int, teardown=None) -> tuple[dict, list[dic
 def measure_all(fn, repeats: int) -> tuple[dict, list[dict], list]:
     """:func:`_results.measure` keeping the value of every call: ``(first, warm, values)``."""
     return measure_each(lambda: None, lambda _: fn(), repeats)
+
+
+def tool_from_whole_processes(tool: str, runs: list[dict], *, note: str | None = None, **extra) -> dict:
+    """One tool measured as whole processes (:func:`_machine.run_process`): the first process is
+    the first call, the others the warm ones; the peak RSS the largest, others' load the median."""
+    return tool_result(tool, first=call(runs[0]["wall_s"], runs[0]["cpu_s"]),
+                       warm=[call(r["wall_s"], r["cpu_s"]) for r in runs[1:]],
+                       peak_rss_mb=max(r["peak_rss_mb"] for r in runs),
+                       background_cores=_median([r["background_cores"] for r in runs]), note=note, **extra)

@@ -173,3 +173,8 @@ def measure(fn, repeats: int, *, children: bool = False):
         value = fn()
         calls.append(call(time.perf_counter() - t0, cpu() - c0))
     return calls[0], calls[1:], value
+
+
+def tool_named(size: dict, name: str) -> dict | None:
+    """The tool called ``name`` among a size's (None when it did not run there)."""
+    return next((t for t in size["tools"] if t["tool"] == name), None)

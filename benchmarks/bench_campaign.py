@@ -266,7 +266,7 @@ def large_size(passages: int, a) -> tuple[list[dict], dict, list[dict]]:
     stages = {**prot["stages_s"], "outside the stages": prot["outside_stages_s"], "init": prot["init_s"],
               "CAL: the campaign's own bookkeeping": _bookkeeping(prot)}
     p_tool = tool_from_processes("qrelkit", [{**prot, "first": prot["call"]}], stages=stages,
-                                 note="one campaign per size in its own process (about a minute at 1M): "
+                                 note="one campaign per size in its own process: "
                                       "no warm repeat, the warm columns repeat the first call",
                                  overhead_share=prot["overhead_share"], judgments=prot["judgments"],
                                  cal_rounds=prot["cal_rounds"])

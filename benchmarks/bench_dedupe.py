@@ -26,7 +26,7 @@ processes used meanwhile (measured by the parent):
   ``query_all``, candidates verified by ``RMinHash.jaccard`` >= threshold, union-find, TSV;
 * **rensa, loop**: its README loop, ``RMinHash`` + ``update`` per passage, ``query`` then
   ``insert``, the lines read with ``json.loads``;
-* **datasketch** (``--peers datasketch``: about 20 minutes at 1M): its README loop, likewise.
+* **datasketch** (``--peers datasketch``; pure Python, far slower than rensa): its README loop, likewise.
 
 The peers hold every sketch and their LSH index in memory (rensa: about 5 GB at 1M): a peer runs at the
 larger size only when its peak RSS at the smaller one, grown with the passages, leaves
@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -67,7 +66,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
-from _results import benchmark_result, size_result, target, write_result  # noqa: E402
+from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEERS = ("rensa-bulk", "rensa-loop", "datasketch")
@@ -597,7 +596,7 @@ def peers_that_fit(peers: list[str], n: int, before: dict | None, a) -> tuple[li
     run, notes = [], []
     free = mem_available_gb()
     for p in peers:
-        t = _tool(before, p)
+        t = tool_named(before, p)
         need = t["peak_rss_mb"] / 1024 * n / before["units"] if t else 0.0
         if need > free - a.peer_headroom_gb:
             notes.append(f"{p} was not run at {n / 1e6:g}M passages: its peak RSS at {before['label']} "
@@ -642,28 +641,24 @@ def measure_size(n: int, campaign: Path, a, params: dict, peers: list[str], work
     return size_result(label, n, "passage", tools), checks
 
 
-def _tool(size: dict, name: str) -> dict | None:
-    return next((t for t in size["tools"] if t["tool"] == name), None)
-
-
 def targets_of(sizes: list[dict], first: dict | None) -> list[dict]:
     small, large = sizes[0], sizes[-1]
-    q = _tool(small, "qrelkit")
+    q = tool_named(small, "qrelkit")
     out = [target(f"qrelkit at {small['label']}: passages per second, warm wall",
                   small["units"] / q["warm"]["wall_s"], ">=", 200_000, "passages/s")]
     if large is not small:
         out.append(target(f"qrelkit's time per passage, {large['label']} / {small['label']}, warm wall",
-                          per_unit_growth(q, _tool(large, "qrelkit"), small["units"], large["units"]), "<=", 1.1, "x"))
+                          per_unit_growth(q, tool_named(large, "qrelkit"), small["units"], large["units"]), "<=", 1.1, "x"))
     if first is not None and "qrelkit, kernels cached" in first:
         f = first["qrelkit, kernels cached"]
         out.append(target(f"qrelkit's first call above a warm one, fresh process, kernels in numba's cache "
                           f"({first['passages']:,} passages), wall", f["first"]["wall_s"] - f["warm"]["wall_s"],
                           "<=", 0.3, "s"))
     for size in sizes:
-        before = _tool(size, "qrelkit (before)")
+        before = tool_named(size, "qrelkit (before)")
         if before is not None:
             out.append(target(f"qrelkit's peak RSS / the code before's, {size['label']}",
-                              _tool(size, "qrelkit")["peak_rss_mb"] / before["peak_rss_mb"], "<=", 1.1, "x"))
+                              tool_named(size, "qrelkit")["peak_rss_mb"] / before["peak_rss_mb"], "<=", 1.1, "x"))
     return out
 
 

@@ -34,17 +34,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
-from _machine import busy_cpu_s, others_cores, wait_idle  # noqa: E402
-from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
+from _machine import run_process  # noqa: E402
+from _procs import tool_from_whole_processes  # noqa: E402
+from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 import numpy as np
 
@@ -230,42 +228,14 @@ def compare(per_query, summary, peer_file: Path, run_of_file: dict, tied: set) -
             "unexplained": unexplained[:20], "n_unexplained": len(unexplained)}
 
 
-def run_command(cmd: list[str], idle_wait: float) -> dict:
-    """A whole command, timed from outside: a :func:`_results.call` plus its peak RSS and the load of
-    other processes meanwhile."""
-    wait_idle(idle_wait)
-    b0 = busy_cpu_s()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, err = proc.communicate()
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(err.decode(errors="replace")[-2000:])
-        raise SystemExit(f"command failed: {' '.join(cmd[:4])} ...")
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"ru": ru, "wall": wall, "b0": b0, "b1": busy_cpu_s()}
-
-
 def measure_command(name: str, cmd: list[str], runs: int, idle_wait: float, note: str) -> dict:
-    calls, peaks, loads = [], [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = run_command(cmd, idle_wait)
-        cpu = (r["ru"].ru_utime + r["ru"].ru_stime) - (before.ru_utime + before.ru_stime)
-        calls.append(call(r["wall"], cpu))
-        peaks.append(r["ru"].ru_maxrss / 1024)
-        loads.append(others_cores(r["b0"], r["b1"], cpu, r["wall"]))
-    out = tool_result(name, first=calls[0], warm=calls[1:], peak_rss_mb=max(peaks),
-                      background_cores=max(x for x in loads if x == x) if any(x == x for x in loads) else None,
-                      note=note)
-    w = out["warm"]
-    print(f"  {name:22s} first {calls[0]['wall_s']:.2f} s wall / {calls[0]['cpu_s']:.2f} s CPU; later runs median "
+    """A whole command in ``runs`` fresh processes (:func:`_machine.run_process`: each its own CPU
+    time and peak RSS); the first is the first call."""
+    out = tool_from_whole_processes(name, [run_process(cmd, idle_wait=idle_wait) for _ in range(runs)], note=note)
+    f, w = out["first"], out["warm"]
+    print(f"  {name:22s} first {f['wall_s']:.2f} s wall / {f['cpu_s']:.2f} s CPU; later runs median "
           f"{w['wall_s']:.2f} s wall / {w['cpu_s']:.2f} s CPU", flush=True)
     return out
-
-
-def _tool(size: dict, name: str) -> dict | None:
-    return next((t for t in size["tools"] if t["tool"] == name), None)
 
 
 def _cli() -> list[str]:
@@ -325,7 +295,7 @@ def measure_size(n: int, files: list[Path], rs, qrels_path: Path, tied: set, a) 
 
 def targets_of(sizes: list[dict]) -> list[dict]:
     small, large = sizes[0], sizes[-1]
-    text, parq = _tool(large, "qrelkit (text)"), _tool(large, "qrelkit (Parquet)")
+    text, parq = tool_named(large, "qrelkit (text)"), tool_named(large, "qrelkit (Parquet)")
     label = large["label"]
     out = [target(f"evaluation from text, {label} ({large['runs']} runs), warm wall", text["warm"]["wall_s"], "<=", 1.0, "s"),
            target(f"first evaluate() above a warm one (from Parquet, {label}), wall",
@@ -334,9 +304,9 @@ def targets_of(sizes: list[dict]) -> list[dict]:
                   text["first"]["wall_s"] - text["warm"]["wall_s"], "<=", 0.3, "s")]
     if small is not large:
         out.append(target(f"time per line from text, {label} / {small['label']}, warm wall",
-                          per_unit_growth(_tool(small, "qrelkit (text)"), text, small["units"], large["units"]),
+                          per_unit_growth(tool_named(small, "qrelkit (text)"), text, small["units"], large["units"]),
                           "<=", 1.1, "x"))
-    peer = _tool(large, "ir-measures")
+    peer = tool_named(large, "ir-measures")
     if peer is not None:
         out.append(target(f"ir-measures / qrelkit from text, {label}, warm wall",
                           peer["warm"]["wall_s"] / text["warm"]["wall_s"], ">=", 20, "x"))

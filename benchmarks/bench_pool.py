@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
-from _results import benchmark_result, size_result, target, write_result  # noqa: E402
+from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NAMES = ["qid", "q0", "docid", "rank", "score", "tag"]
@@ -299,13 +298,9 @@ def measure_size(label: str, files: list[Path], a, work: Path) -> tuple[dict, di
     return size_result(label, lines, "line", tools, runs=len(files)), check
 
 
-def _tool(size: dict, name: str) -> dict | None:
-    return next((t for t in size["tools"] if t["tool"] == name), None)
-
-
 def targets_of(sizes: list[dict]) -> list[dict]:
     small, large = sizes[0], sizes[-1]
-    q, floor = _tool(large, "qrelkit"), _tool(large, "pyarrow floor")
+    q, floor = tool_named(large, "qrelkit"), tool_named(large, "pyarrow floor")
     label = large["label"]
     out = [target(f"qrelkit's validated read / pyarrow's CSV reader, {label}, warm wall",
                   q["stages"]["read"] / floor["warm"]["wall_s"], "<=", 1.5, "x"),
@@ -315,8 +310,8 @@ def targets_of(sizes: list[dict]) -> list[dict]:
                   q["first"]["wall_s"] - q["warm"]["wall_s"], "<=", 0.3, "s")]
     if small is not large:
         out.append(target(f"qrelkit's time per line, {large['label']} / {small['label']}, warm wall",
-                          per_unit_growth(_tool(small, "qrelkit"), q, small["units"], large["units"]), "<=", 1.1, "x"))
-    t = _tool(large, "trectools")
+                          per_unit_growth(tool_named(small, "qrelkit"), q, small["units"], large["units"]), "<=", 1.1, "x"))
+    t = tool_named(large, "trectools")
     if t is not None:
         out.append(target(f"trectools / qrelkit, {label}, warm wall", t["warm"]["wall_s"] / q["warm"]["wall_s"],
                           ">=", 1.0, "x"))

@@ -33,7 +33,6 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,8 +40,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import (ChildFailed, busy_cpu_s, emit_result, others_cores, peak_rss_mb,  # noqa: E402
-                      run_child_process, wait_idle)
+from _machine import emit_result, peak_rss_mb, run_child_process, run_process  # noqa: E402
+from _procs import tool_from_whole_processes  # noqa: E402
 from _results import benchmark_result, call, measure, size_result, target, tool_result, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -60,8 +59,6 @@ CAMPAIGN_LIMIT_S = 10.0  # the first campaign run of the demo after a fresh inst
 
 def _cal_state(folder: Path) -> tuple[str, list[str], list[int]]:
     """Topic 1001's query and 200 judged passages: its relevant ones (up to 60), then others."""
-    import numpy as np
-
     from qrelkit.io.qrels import read_qrels
     from qrelkit.io.topics import read_topics
 
@@ -128,21 +125,10 @@ def _env(numba_cache: Path | None) -> dict:
 
 
 def _process(cmd: list[str], *, env: dict, cwd: Path, idle_wait: float) -> dict:
-    """A whole process timed from outside: wall, its CPU and peak RSS, others' load; stderr kept."""
-    before = wait_idle(idle_wait)
-    b0, t0 = busy_cpu_s(), time.perf_counter()
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=cwd, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        err.seek(0)
-        stderr = err.read()
-    cpu = usage.ru_utime + usage.ru_stime
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise ChildFailed(f"{' '.join(cmd[:4])} ... exit {code}: {stderr[-2000:]}")
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": usage.ru_maxrss / 1024, "stderr": stderr,
-            "background_cores": others_cores(b0, busy_cpu_s(), cpu, wall), "background_before": before}
+    """A whole process timed from outside (:func:`_machine.run_process`), its output left out."""
+    r = run_process(cmd, idle_wait=idle_wait, cwd=cwd, env=env)
+    del r["stdout"]
+    return r
 
 
 def _qrelkit() -> list[str]:
@@ -153,11 +139,7 @@ def _qrelkit() -> list[str]:
 def _whole(tool: str, cmds: list[list[str]], *, env: dict, cwd: Path, idle_wait: float, note: str) -> tuple[dict, list]:
     """A tool measured as whole processes: the first of ``cmds``, the others as the warm ones."""
     runs = [_process(c, env=env, cwd=cwd, idle_wait=idle_wait) for c in cmds]
-    res = tool_result(tool, first=call(runs[0]["wall_s"], runs[0]["cpu_s"]),
-                      warm=[call(r["wall_s"], r["cpu_s"]) for r in runs[1:]], import_s=None,
-                      peak_rss_mb=max(r["peak_rss_mb"] for r in runs),
-                      background_cores=statistics.median(r["background_cores"] for r in runs), note=note)
-    return res, runs
+    return tool_from_whole_processes(tool, runs, note=note), runs
 
 
 def _in_child(tool: str, name: str, data: Path, work: Path, *, repeats: int, numba_cache: Path | None,
@@ -229,7 +211,8 @@ def measure_size(n: int, a, out: Path, warm_cache: Path) -> tuple[dict, dict]:
         tools += _campaigns(data, work, warm_cache, a, extra)
     for d in [*colds, *work.glob("numba-cold-*")]:  # the cold caches were for one measurement each
         shutil.rmtree(d, ignore_errors=True)
-    return size_result(f"{n:,} passages", n, "passage", tools, topics=a.topics, groups=a.groups), extra
+    return size_result(f"{n:,} passages", n, "passage", tools, task="first calls and campaign runs", topics=a.topics,
+                       groups=a.groups), extra
 
 
 def _campaigns(data: Path, work: Path, warm_cache: Path, a, extra: dict) -> list[dict]:
@@ -365,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         warm_tool = [warm_up(warm_cache, a, out)]
     print("the command line ...", file=sys.stderr, flush=True)
     cli_tools, cli = command_line(a, out, warm_cache)
-    sizes, extra = [size_result("the command line and the install step", 1, "process", [*cli_tools, *warm_tool])], {}
+    sizes, extra = [size_result("the command line and the install step", 1, "process", [*cli_tools, *warm_tool],
+                                    task="the command line and the install step")], {}
     for n in sizes_n:
         print(f"{n:,} passages ...", file=sys.stderr, flush=True)
         s, extra[n] = measure_size(n, a, out, warm_cache)
@@ -379,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             "A fresh install is simulated by an empty NUMBA_CACHE_DIR (cold) or the one 'qrelkit warmup' filled; Python's "
             "bytecode and the operating system's file cache are warm (an install compiles the bytecode; a first run "
             "after a reboot also reads the files from disk).",
-            "The clustering's and the CAL iteration's imports load numba (0.3-0.5 s): it is in 'imports', not in the "
+            "The clustering's and the CAL iteration's imports load numba: it is in 'imports', not in the "
             "first call; the command line's help and 'import qrelkit' load no numba, pandas or pyarrow.",
             "The campaign: 'qrelkit campaign init' (untimed), then 'qrelkit campaign run --oracle' timed as a whole "
             "process, on the demo's protocol (configs/trec-dl-2022.toml); 'warm' runs it again on a new folder."])

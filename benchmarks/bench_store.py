@@ -2,7 +2,7 @@
 over many topics, and reading and writing a log with undos; each at two sizes, each in a fresh
 process (the first call beside the warm repeats).
 
-    python benchmarks/bench_store.py                      # every task at both sizes (~3 minutes)
+    python benchmarks/bench_store.py                      # every task at both sizes (several minutes)
     python benchmarks/bench_store.py --log                # only the log with undos
     python benchmarks/bench_store.py --tasks import status --sizes 20000 40000 --status-topics 40 80
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--status-topics", nargs=2, type=int, default=[100, 200], help="topics of the status stores")
     ap.add_argument("--log-sizes", nargs=2, type=int, default=[150_000, 300_000], help="judgments in the log with undos")
     ap.add_argument("--repeats", type=int, default=3, help="warm repeats after the first call, in each process")
-    ap.add_argument("--many-repeats", type=int, default=1, help="warm repeats of import-calls (20 s each at 100k)")
+    ap.add_argument("--many-repeats", type=int, default=1, help="warm repeats of import-calls (each as long as the first: see the result)")
     ap.add_argument("--writes", type=int, default=200, help="calls of write and undo in each process")
     ap.add_argument("--processes", type=int, default=1, help="fresh processes per task and size")
     ap.add_argument("--idle-wait", type=float, default=30.0, help="before each process, wait up to this long for a quiet machine")

@@ -27,8 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
-#: the benchmarks README.md's "How fast" table shows (largest size), in this order
+#: the benchmarks the root README.md's "How fast" table shows (largest size), in this order
 SUMMARY = ("pool", "eval", "dedupe", "cal", "reuse")
+#: the version of the result shape read here (benchmarks/_results.py's SCHEMA)
+SCHEMA = 1
+
+
+def is_result(res) -> bool:
+    """Whether a JSON value is a benchmark result in the shape of benchmarks/_results.py."""
+    return isinstance(res, dict) and res.get("schema") == SCHEMA and "benchmark" in res
 OPEN, CLOSE = "<!-- results:{} -->", "<!-- /results:{} -->"
 
 
@@ -160,6 +167,8 @@ def _growth(res: dict) -> list[str]:
         if len(sizes) < 2:
             continue
         a, b = sizes[0], sizes[-1]
+        if a["unit"] != b["unit"]:  # no time per unit to compare
+            continue
         parts = []
         for ta in a["tools"]:
             tb = next((t for t in b["tools"] if t["tool"] == ta["tool"]), None)
@@ -167,6 +176,8 @@ def _growth(res: dict) -> list[str]:
                 continue
             ua, ub = ta["warm"]["wall_s"] / a["units"], tb["warm"]["wall_s"] / b["units"]
             parts.append(f"{ta['tool']} {(ub / ua - 1) * 100:+.0f}%")
+        if not parts:
+            continue
         what = f"{task}: g" if task else "G"
         out.append(f"{what}rowth of the warm time per {a['unit']} from {a['label']} to {b['label']}: "
                    + ", ".join(parts) + ".")
@@ -232,7 +243,7 @@ def load_results(folder: Path) -> dict[str, dict]:
     out = {}
     for p in sorted(folder.glob("*.json")):
         res = json.loads(p.read_text())
-        if res.get("schema") != 1 or "benchmark" not in res:
+        if not is_result(res):
             raise SystemExit(f"{p}: not a benchmark result (benchmarks/_results.py's shape)")
         if p.stem != res["benchmark"]:
             raise SystemExit(f"{p}: holds benchmark {res['benchmark']!r}; name the file {res['benchmark']}.json")
@@ -267,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 res = json.loads(p.read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(res, dict) and res.get("schema") == 1 and "benchmark" in res:
+            if is_result(res):
                 RESULTS.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(p, RESULTS / f"{res['benchmark']}.json")
                 print(f"collected {p} -> benchmarks/results/{res['benchmark']}.json")

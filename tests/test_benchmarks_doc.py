@@ -134,3 +134,31 @@ def test_qrelkit_is_the_reference_even_when_a_floor_comes_first():
     assert "pyarrow floor against" not in block
     assert gen.reference([{"tool": "qrelkit (text)"}, {"tool": "ir-measures"}])[0]["tool"] == "qrelkit (text)"
     assert gen.reference([{"tool": "store a"}, {"tool": "store b"}])[0]["tool"] == "store a"
+
+
+def test_no_growth_line_between_sizes_of_different_units():
+    """A result whose first and last sizes count different units (bench_startup's command line in
+    processes, its campaigns in passages) has no time per unit to compare: no growth line (before: a
+    line with nothing after the colon)."""
+    import _results as r
+
+    gen = _gen()
+    one = r.tool_result("qrelkit --help", first=r.call(0.2, 0.2), warm=[r.call(0.2, 0.2)])
+    two = r.tool_result("evaluate()", first=r.call(0.2, 0.2), warm=[r.call(0.1, 0.1)])
+    res = r.benchmark_result("startup", "Start", [r.size_result("command line", 1, "process", [one]),
+                                                  r.size_result("50,000 passages", 50_000, "passage", [two]),
+                                                  r.size_result("200,000 passages", 200_000, "passage", [two])],
+                             ratios=False)
+    res["command"] = "python benchmarks/bench_startup.py"
+    text = gen.render(res)
+    assert "rowth" not in text and not any(line.rstrip().endswith(": .") for line in text.splitlines())
+    res["sizes"][0]["task"] = "command line"
+    for s in res["sizes"][1:]:
+        s["task"] = "first calls"
+    assert "first calls: growth of the warm time per passage from 50,000 passages to 200,000 passages" in gen.render(res)
+
+
+def test_the_generator_reads_the_shape_the_benchmarks_write():
+    import _results as r
+
+    assert _gen().SCHEMA == r.SCHEMA
