@@ -39,6 +39,25 @@ def test_equal_strings_have_equal_keys_and_short_distinct_ones_distinct_keys(val
     assert string_keys(pa.array(vals, pa.string())).tolist() == keys  # the same wherever the values sit
 
 
+@pytest.mark.parametrize("where", ["alone", "first", "last", "sliced"])
+def test_a_value_at_either_end_of_the_bytes_keys_as_in_the_middle(where):
+    """Keys are read in place from the data bytes: a value starting in the last 7 bytes, or ending
+    in the first 7, has its load moved inside the buffer; its key must be the one it has amid
+    other values (long neighbours on both sides)."""
+    for n in range(0, 18):
+        v = "".join("abcdefghijklmnopq"[i] for i in range(n))
+        middle = string_keys(pa.array(["x" * 20, v, "y" * 20]))[1]
+        if where == "alone":
+            arr, i = pa.array([v]), 0
+        elif where == "first":
+            arr, i = pa.array([v, "z" * 3]), 0
+        elif where == "last":
+            arr, i = pa.array(["z" * 3, v]), 1
+        else:  # a slice whose buffer holds bytes before and after it
+            arr, i = pa.array(["w" * 30, v, "w" * 2]).slice(1, 1), 0
+        assert string_keys(arr)[i] == middle, (where, n)
+
+
 def test_keys_of_look_alike_ids_differ_even_in_their_top_bits():
     """Ids that differ in one byte (of 8, of 9 to 16 bytes, or in the last 8 of longer ones) get
     keys whose top 40 bits differ: callers keep the top bits only (the pool does)."""

@@ -51,18 +51,8 @@ def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n = len(off) - 1
     if n == 0:
         return np.zeros(0, np.uint64)
-    lo, hi = int(off[0]), int(off[-1])
-    # 8 zero bytes before and after the data: an 8-byte load at (start) and at (end - 8) of any
-    # value stays inside; a uint64 array with a stride of one byte loads the 8 bytes at any offset
-    pad = np.empty(hi - lo + 16, np.uint8)
-    pad[:8] = 0
-    pad[8: 8 + hi - lo] = raw[lo:hi]
-    pad[8 + hi - lo:] = 0
-    words = np.ndarray(shape=(len(pad) - 7,), dtype="<u8", buffer=pad, strides=(1,))
-    starts = off[:-1] + (8 - lo)
     lens = np.diff(off)
-    first = words[starts]
-    last = words[starts + lens - 8]
+    first, last = _edge_words(raw, off)
     if int(lens.min()) < 8:  # keep a short value's own bytes only (little-endian: the low ones)
         shift = ((8 - np.minimum(lens, 8)) * 8).astype(np.uint64)
         first <<= shift
@@ -71,14 +61,36 @@ def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     # multiply-xorshift rounds, each a bijection of uint64: for a fixed first word, distinct last
     # words (or lengths) give distinct keys; the last multiplication stirs every bit into the top
     # ones, so that a caller may keep the top bits only
-    key = first * _M
-    key ^= key >> np.uint64(32)
+    key = first  # in place, through one scratch array (each temporary would be a fresh allocation)
+    tmp = np.empty_like(key)
+    key *= _M
+    key ^= np.right_shift(key, np.uint64(32), out=tmp)
     key ^= last
     key *= _M2
-    key ^= key >> np.uint64(29)
-    key ^= lens.astype(np.uint64)
+    key ^= np.right_shift(key, np.uint64(29), out=tmp)
+    key ^= lens.view(np.uint64)  # lengths are >= 0: the same bits
     key *= _M3
     return key
+
+
+def _edge_words(raw: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the 8 bytes from each value's start, the 8 bytes up to its end) as little-endian uint64,
+    read in place from the data bytes (a uint64 view with a stride of one byte loads 8 bytes at
+    any offset). A load that would leave the data (a value starting in its last 7 bytes, or ending
+    in its first 7) is moved inside and shifted back, so the value's own bytes come first; the
+    bytes beyond a short value are the caller's to clear."""
+    size = len(raw)
+    if size < 8:  # too short for one load: the same from a zero-padded copy
+        raw = np.concatenate([raw, np.zeros(8 - size, np.uint8)])
+    words = np.ndarray(shape=(len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))
+    starts, ends = off[:-1], off[1:] - 8
+    if starts[-1] <= len(raw) - 8:  # the usual case (offsets ascend): every load inside
+        first = words[starts]
+    else:
+        inside = np.minimum(starts, len(raw) - 8)
+        first = words[inside] >> ((starts - inside) * 8).astype(np.uint64)
+    last = words[np.maximum(ends, 0)] if ends[0] < 0 else words[ends]  # a value of <= 8 bytes: unused
+    return first, last
 
 
 def mix_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:

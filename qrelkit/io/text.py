@@ -241,7 +241,7 @@ def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Tabl
                 null_values=[],
                 true_values=[],
                 false_values=[],
-                check_utf8=True,
+                check_utf8=False,  # _fast_ready has checked the data is UTF-8 (ASCII, or it decoded)
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
@@ -255,7 +255,8 @@ def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Tabl
             if table.num_rows and pc.min(pc.binary_length(col)).as_py() == 0:
                 return None
     first = columns[0]
-    if first.kind in ("str", "skip") and table.num_rows and pc.any(pc.starts_with(table[first.name], "#")).as_py():
+    if (first.kind in ("str", "skip") and table.num_rows and b"#" in data  # one byte scan, then each value
+            and pc.any(pc.starts_with(table[first.name], "#")).as_py()):
         return None  # comment lines
     table = table.drop_columns([c.name for c in columns if c.kind == "skip"])
     for c in columns:
