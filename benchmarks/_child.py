@@ -5,13 +5,14 @@ a :func:`_results.tool_result` with the load other processes put on the machine 
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
-from _procs import median_stages  # noqa: E402
+from _procs import median_stages, tool_from_processes  # noqa: E402
 from _results import measure, tool_result  # noqa: E402
 
 
@@ -31,7 +32,8 @@ def child_run(imports, work, repeats: int, extra=None) -> None:
 
     first, warm, _ = measure(call, repeats)
     res = {"import_s": import_s, "first": first, "warm": warm, "peak_rss_mb": peak_rss_mb(),
-           "first_stages": stages[0], "stages": median_stages(stages[1:] or stages[:1], key=None)}
+           "first_stages": stages[0], "stages": median_stages(stages[1:] or stages[:1], key=None),
+           "warm_stages": stages[1:]}
     if extra is not None:
         res.update(extra())
     emit_result(res)
@@ -47,14 +49,43 @@ def run_tool(name: str, cmd: list[str], *, idle_wait: float, note: str | None = 
                       peak_rss_mb=r["peak_rss_mb"], background_cores=r.get("background_cores"),
                       stages=r.get("stages"), note=note, first_stages=r.get("first_stages"),
                       process_wall_s=r.get("process_wall_s"), **keep)
-    out["raw"] = {k: v for k, v in r.items() if k not in ("first", "warm", "stages", "first_stages")}
-    first, warm = out["first"], out["warm"]
+    out["raw"] = {k: v for k, v in r.items() if k not in ("first", "warm", "stages", "first_stages", "warm_stages")}
+    _print_tool(out)
+    return out
+
+
+def run_tools_in_rounds(tools: list[tuple[str, list[str], str | None]], rounds: int, *, idle_wait: float) -> list[dict]:
+    """Each ``(name, command, note)`` run ``rounds`` times in fresh processes, the tools taking turns
+    (A B, then B A, ...), so that a slow spell of a shared machine falls on every tool alike and a
+    ratio between them is not one spell's; each tool's processes merged
+    (:func:`_procs.tool_from_processes`: the median first call, every warm call; stages: the median
+    over every warm call, and over the first calls)."""
+    procs: dict[str, list[dict]] = {name: [] for name, _, _ in tools}
+    for r in range(rounds):
+        for name, cmd, _ in (tools if r % 2 == 0 else tools[::-1]):
+            try:
+                procs[name].append(run_child_process(cmd, idle_wait=idle_wait))
+            except ChildFailed as exc:
+                raise SystemExit(f"{name}: {exc}") from None
+    out = []
+    for name, _, note in tools:
+        ps = procs[name]
+        t = tool_from_processes(name, ps, note=note,
+                                stages=median_stages([s for p in ps for s in p.get("warm_stages", [])], key=None),
+                                first_stages=median_stages([p["first_stages"] for p in ps], key=None),
+                                process_wall_s=statistics.median(p["process_wall_s"] for p in ps))
+        _print_tool(t)
+        out.append(t)
+    return out
+
+
+def _print_tool(out: dict) -> None:
+    name, first, warm = out["tool"], out["first"], out["warm"]
     bg = out["background_cores"]
     print(f"  {name:22s} first {first['wall_s']:.2f} s wall / {first['cpu_s']:.2f} s CPU; warm median "
           f"{warm['wall_s']:.2f} s wall ({warm['wall_min_s']:.2f}-{warm['wall_max_s']:.2f}) / {warm['cpu_s']:.2f} s CPU "
           f"over {warm['n']}; peak {out['peak_rss_mb']:.0f} MB"
           + ("" if bg is None else f"; other load {bg:.2f} cores"), flush=True)
-    return out
 
 
 def per_unit_growth(small: dict, large: dict, units_small: int, units_large: int) -> float:

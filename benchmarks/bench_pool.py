@@ -9,7 +9,9 @@ default) into a cache folder and reused while their parameters match; the small 
 half of the run files, the large one all of them. At each size every tool runs in a fresh Python
 process that times its first call (what a user's command pays) and then ``--repeats`` warm calls,
 imports apart, wall and CPU seconds, its peak RSS (``VmHWM``), and the cores other processes used
-meanwhile (measured by the parent):
+meanwhile (measured by the parent). qrelkit and the floor run in ``--rounds`` such processes each,
+taking turns (floor, qrelkit, then qrelkit, floor, ...): this VM's speed drifts by a quarter from one
+minute to the next, and a ratio of two tools measured minutes apart would be the drift's:
 
 * **pyarrow floor**: ``pyarrow.csv.read_csv`` of every file with its own thread pool
   (``use_threads=True``), the five columns qrelkit needs with the types it needs (qid, docid and tag
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
+from _child import child_run, markdown, per_unit_growth, run_tool, run_tools_in_rounds  # noqa: E402
 from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -286,11 +288,12 @@ def measure_size(label: str, files: list[Path], a, work: Path) -> tuple[dict, di
     warm_cache(files)
     qpool = work / f"pool-qrelkit-{len(files)}.parquet"
     tpairs = work / f"pool-trectools-{len(files)}.tsv"
-    tools = [run_tool("pyarrow floor", _cmd("floor", listing, a), idle_wait=a.wait_idle,
-                      note="pyarrow.csv.read_csv of each file, its own threads: qid, docid, tag as strings, "
-                           "rank, score as float64; nothing checked or ordered"),
-             run_tool("qrelkit", _cmd("qrelkit", listing, a, qpool), idle_wait=a.wait_idle,
-                      note="read_runs (every rule checked, canonical order) + depth_pool + write_table (Parquet)")]
+    tools = run_tools_in_rounds(
+        [("pyarrow floor", _cmd("floor", listing, a), "pyarrow.csv.read_csv of each file, its own threads: qid, docid, "
+          "tag as strings, rank, score as float64; nothing checked or ordered"),
+         ("qrelkit", _cmd("qrelkit", listing, a, qpool),
+          "read_runs (every rule checked, canonical order) + depth_pool + write_table (Parquet)")],
+        a.rounds, idle_wait=a.wait_idle)
     if not a.skip_peers:
         tools.append(run_tool("trectools", _cmd("trectools", listing, a, tpairs, a.peer_repeats),
                               idle_wait=a.wait_idle, note="TrecRun per file + TrecPoolMaker.make_pool(topX)"))
@@ -330,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=3, help="warm calls after the first (qrelkit, floor)")
     p.add_argument("--peer-repeats", type=int, default=2, help="warm calls after the first (trectools)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="fresh processes of qrelkit and the floor, taking turns (trectools: one process)")
     p.add_argument("--skip-peers", action="store_true", help="no trectools (seconds instead of minutes)")
     p.add_argument("--one-size", action="store_true", help="the large size only")
     p.add_argument("--threads", type=int, default=None, help="qrelkit reader threads (default: library's)")
@@ -360,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     notes = [f"Generated runs ({a.topics} topics x {a.depth} documents each, seed {a.seed}, "
              f"{stats['distinct_at_pool_depth']['mean']:.0f} distinct documents per topic at depth "
              f"{stats['pool_depth']} over all {a.runs}); the small size is the first half of the run files.",
-             "Each tool in a fresh process: 'first' is its first call there, 'warm' the calls after it; imports apart.",
+             "Each tool in fresh processes: 'first' is the first call there (the median over the processes), "
+             "'warm' the calls after it; imports apart. qrelkit and the floor run in "
+             f"{a.rounds} rounds of one process each, taking turns, so that the machine's slow spells fall on both; "
+             "trectools in one process.",
              "qrelkit's pool breaks a score tie at rank k/k+1 by docid descending (trec_eval), trectools by "
              "docid ascending: the pools differ only there (see checks)."]
     res = benchmark_result("pool", "Reading runs and a depth-10 pool", sizes, peers=("trectools",),
