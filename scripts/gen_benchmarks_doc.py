@@ -2,6 +2,7 @@
 
     python scripts/gen_benchmarks_doc.py                     # rewrite the blocks from benchmarks/results/
     python scripts/gen_benchmarks_doc.py --collect bench-out # first copy bench-out/*.json results there
+                                                             # (a partial run is refused: --replace)
     python scripts/gen_benchmarks_doc.py --check             # exit 1 if the doc is not what the files give
 
 Each benchmark writes one result file in the shape of ``benchmarks/_results.py`` (``schema``,
@@ -251,6 +252,47 @@ def load_results(folder: Path) -> dict[str, dict]:
     return out
 
 
+def _sizes(res: dict) -> set[tuple]:
+    return {(size.get("task"), size["label"]) for size in res["sizes"]}
+
+
+def collect(folders: list[Path], *, replace: bool = False) -> int:
+    """Copy the results found in ``folders`` (and their subfolders) to benchmarks/results/; returns
+    the number refused. Refused, with the reason: two files holding one benchmark (which is the
+    run to keep is the user's to say), and, unless ``replace``, a result lacking sizes (or tasks)
+    the stored one has: a partial run (``bench_budget.py --tasks study``, ``--one-size``) would
+    otherwise drop the rest of a recorded benchmark."""
+    found: dict[str, list[tuple[Path, dict]]] = {}
+    for folder in folders:
+        for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
+            try:
+                res = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if is_result(res):
+                found.setdefault(res["benchmark"], []).append((p, res))
+    refused = 0
+    for name, files in found.items():
+        stored = RESULTS / f"{name}.json"
+        if len(files) > 1:
+            print(f"not collected: {name} is in {len(files)} files ({', '.join(str(p) for p, _ in files)}); "
+                  "keep one", file=sys.stderr)
+            refused += 1
+            continue
+        p, res = files[0]
+        lost = _sizes(json.loads(stored.read_text())) - _sizes(res) if stored.exists() else set()
+        if lost and not replace:
+            print(f"not collected: {p} lacks {len(lost)} size(s) that benchmarks/results/{name}.json holds "
+                  f"({', '.join(sorted(f'{t}: {lb}' if t else lb for t, lb in lost))}): a partial run; "
+                  "pass --replace to keep it anyway", file=sys.stderr)
+            refused += 1
+            continue
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, stored)
+        print(f"collected {p} -> benchmarks/results/{name}.json")
+    return refused
+
+
 def _replace(doc: str, name: str, text: str, where: str) -> str:
     o, c = OPEN.format(name), CLOSE.format(name)
     i, j = doc.find(o), doc.find(c)
@@ -270,18 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--collect", type=Path, action="append", default=[],
                     help="copy the benchmark results (*.json in the shape of benchmarks/_results.py) found in this folder "
                          "and its subfolders first")
+    ap.add_argument("--replace", action="store_true",
+                    help="let a collected result replace a stored one that holds sizes it lacks (a partial run)")
     ap.add_argument("--check", action="store_true", help="only check that the doc is up to date")
     a = ap.parse_args(argv)
-    for folder in a.collect:
-        for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
-            try:
-                res = json.loads(p.read_text())
-            except (OSError, ValueError):
-                continue
-            if is_result(res):
-                RESULTS.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(p, RESULTS / f"{res['benchmark']}.json")
-                print(f"collected {p} -> benchmarks/results/{res['benchmark']}.json")
+    refused = collect(a.collect, replace=a.replace) if a.collect else 0
     results = load_results(RESULTS)
     stale = 0
     for path, make in ((DOC, lambda d: regenerate(d, results)),
@@ -297,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(new)
             print(f"rewrote {path.relative_to(ROOT)}")
-    return 1 if stale else 0
+    return 2 if refused else (1 if stale else 0)
 
 
 if __name__ == "__main__":

@@ -162,3 +162,34 @@ def test_the_generator_reads_the_shape_the_benchmarks_write():
     import _results as r
 
     assert _gen().SCHEMA == r.SCHEMA
+
+
+def test_collect_refuses_a_partial_run_and_a_benchmark_in_two_files(tmp_path, monkeypatch, capsys):
+    """bench_study.py (bench_budget.py --tasks study) writes a budget result holding one task: collected,
+    it would have replaced the recorded result with every task; two files of one benchmark would
+    have been decided by their names' order."""
+    import _results as r
+
+    gen = _gen()
+    results = tmp_path / "results"
+    monkeypatch.setattr(gen, "RESULTS", results)
+    results.mkdir()
+    full = _result()
+    (results / "demo.json").write_text(json.dumps(full))
+    partial = dict(full, sizes=full["sizes"][1:])
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "demo.json").write_text(json.dumps(partial))
+    assert gen.collect([out]) == 1
+    assert json.loads((results / "demo.json").read_text()) == full  # kept
+    assert "lacks 1 size(s)" in capsys.readouterr().err
+    assert gen.collect([out], replace=True) == 0
+    assert json.loads((results / "demo.json").read_text())["sizes"] == partial["sizes"]
+    (out / "sub" / "again.json").write_text(json.dumps(full))
+    assert gen.collect([out]) == 1
+    assert "in 2 files" in capsys.readouterr().err
+    more = dict(full, sizes=full["sizes"] + [r.size_result("4M lines", 4_000_000, "line", full["sizes"][1]["tools"])])
+    (out / "sub" / "again.json").unlink()
+    (out / "demo.json").write_text(json.dumps(more))
+    assert gen.collect([out]) == 0  # more sizes than stored: collected
+    assert len(json.loads((results / "demo.json").read_text())["sizes"]) == 3
