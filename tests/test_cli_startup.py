@@ -100,3 +100,23 @@ def test_rich_markdown_put_off_still_works():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["rich.markdown", "True", "True", "True"]
+
+
+_LOADED = r"""
+import sys, importlib
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from numba.core.registry import CPUDispatcher
+loaded = sorted(f"{m}.{k}" for m, mod in list(sys.modules.items()) if m.startswith("qrelkit")
+                for k, v in vars(mod).items() if isinstance(v, CPUDispatcher) and v.signatures)
+print("scipy.stats" in sys.modules, loaded)
+"""
+
+
+def test_the_campaign_façade_loads_no_kernel_and_no_scipy_stats():
+    """`campaign status`, `init` and `import` load the campaign's façade: importing it must compile or
+    load no numba kernel (the tokenizer's tag table called a kernel from Python at import, half a
+    second) and not import scipy.stats (the leaderboard's interval, a second; `status` took 3 s)."""
+    r = subprocess.run([sys.executable, "-c", _LOADED, "qrelkit.campaign", "qrelkit.dedupe.tokenize", "qrelkit.cal.loop"],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False []", r.stdout

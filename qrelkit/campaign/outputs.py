@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy import stats
 
 from qrelkit.campaign.judging import Waiting
 from qrelkit.campaign.stages import Context
@@ -79,6 +78,8 @@ def leaderboard(per_query: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per run and measure: topics, mean and a t confidence interval over the topics (scipy), and
     the run's rank: runs whose means print equal (6 digits) share a rank ("1224"); rows in rank
     order, then by run name."""
+    from scipy import stats  # lazy: scipy.stats takes about a second to import; `campaign status` and `init` need none
+
     rows = []
     for (measure, run), g in per_query.groupby(["measure", "run"], sort=True):
         v = g["value"].to_numpy(dtype=float)
