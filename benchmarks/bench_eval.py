@@ -33,7 +33,6 @@ Result: ``bench-out/eval.json`` (the shape of ``benchmarks/_results.py``) and a 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -140,17 +139,6 @@ def child_main(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------- parent
-
-
-def ensure_runs(data: Path, runs: int, topics: int, depth: int, seed: int) -> None:
-    params = data / ".params.json"
-    if params.exists():
-        p = json.loads(params.read_text())
-        if (p.get("runs"), p.get("topics"), p.get("depth"), p.get("seed")) == (runs, topics, depth, seed):
-            return
-    from gen_runs import generate
-
-    generate(data, runs=runs, topics=topics, depth=depth, seed=seed)
 
 
 def make_qrels(run_table, path: Path, n_topics: int, n_docs: int, seed: int) -> dict:
@@ -338,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     from qrelkit.io.qrels import read_qrels
     from qrelkit.io.runs import read_runs
 
-    ensure_runs(a.data_dir, a.runs, a.topics, a.depth, a.seed)
+    import gen_runs  # lazy: numpy and pyarrow, which the children import as part of what they measure
+
+    gen_runs.ensure(a.data_dir, a.runs, a.topics, a.depth, a.seed)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     rs = read_runs(a.data_dir)  # untimed: qrels, canonical Parquet, tie lists, warm file cache
     qrels_path = a.out_dir / f"qrels-{a.judged_topics}x{a.judged_docs}.txt"

@@ -36,7 +36,6 @@ and the checks. A Markdown summary is printed too.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -156,37 +155,6 @@ def child_main(argv: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------- parent
-
-
-def ensure_data(data: Path, runs: int, topics: int, depth: int, seed: int) -> dict:
-    import gen_runs
-
-    meta = data / ".params.json"
-    if meta.exists():
-        try:
-            stats = json.loads(meta.read_text())
-        except ValueError:
-            stats = {}
-        same = all(stats.get(k) == v for k, v in
-                   {"runs": runs, "topics": topics, "depth": depth, "seed": seed,
-                    "generator_version": gen_runs.GENERATOR_VERSION}.items())
-        if same and all((data / f).exists() for f in stats.get("files", [None])):
-            d = stats["distinct_at_pool_depth"]
-            print(f"reusing {data} ({stats['lines']:,} lines; {d['mean']:.1f} distinct docs per topic "
-                  f"at depth {stats['pool_depth']})")
-            return stats
-    if data.exists() and any(data.iterdir()):
-        if not meta.exists():
-            raise SystemExit(f"{data} holds files that gen_runs.py did not write; choose another --data-dir")
-        # regenerate: remove only what the generator wrote before
-        try:
-            old = json.loads(meta.read_text())
-        except ValueError:
-            old = {}
-        for name in old.get("files", []):
-            (data / name).unlink(missing_ok=True)
-        meta.unlink()
-    return gen_runs.generate(data, runs=runs, topics=topics, depth=depth, seed=seed)
 
 
 def warm_cache(files: list[Path]) -> None:
@@ -349,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
     data = a.data_dir or a.out_dir / (f"runs-{a.runs}x{a.topics}x{a.depth}" + (f"-s{a.seed}" if a.seed else ""))
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    stats = ensure_data(data, a.runs, a.topics, a.depth, a.seed)
+    import gen_runs  # lazy: numpy and pyarrow, which the children import as part of what they measure
+
+    stats = gen_runs.ensure(data, a.runs, a.topics, a.depth, a.seed)
     work = a.out_dir / "bench-pool-work"
     work.mkdir(exist_ok=True)
     files = _run_files(data)

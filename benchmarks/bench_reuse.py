@@ -86,13 +86,10 @@ def group_of(i: int, teams: int) -> str:
 
 def ensure_runs(data: Path, work: Path, runs: int, topics: int, depth: int, seed: int) -> Path:
     """The generated run files (``data``) and their canonical Parquet (``work``)."""
-    params = data / ".params.json"
-    want = (runs, topics, depth, seed)
-    if not (params.exists() and tuple(json.loads(params.read_text()).get(k) for k in
-                                      ("runs", "topics", "depth", "seed")) == want):
-        from gen_runs import generate  # lazy: only when the runs are (re)made
+    import gen_runs  # lazy: the children never need it
 
-        generate(data, runs=runs, topics=topics, depth=depth, seed=seed)
+    gen_runs.ensure(data, runs, topics, depth, seed)
+    want = (runs, topics, depth, seed, gen_runs.GENERATOR_VERSION)
     canon = work / "runs-canonical.parquet"
     stamp = work / "runs-canonical.json"
     if not (canon.exists() and stamp.exists() and json.loads(stamp.read_text()).get("stamp") == list(want)):
