@@ -118,5 +118,5 @@ def test_the_campaign_façade_loads_no_kernel_and_no_scipy_stats():
     load no numba kernel (the tokenizer's tag table called a kernel from Python at import, half a
     second) and not import scipy.stats (the leaderboard's interval, a second; `status` took 3 s)."""
     r = subprocess.run([sys.executable, "-c", _LOADED, "qrelkit.campaign", "qrelkit.dedupe.tokenize", "qrelkit.cal.loop"],
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, timeout=300)
     assert r.stdout.strip() == "False []", r.stdout

@@ -58,6 +58,21 @@ def test_a_value_at_either_end_of_the_bytes_keys_as_in_the_middle(where):
         assert string_keys(arr)[i] == middle, (where, n)
 
 
+def test_keys_are_pinned():
+    """The pool orders documents by these keys' top bits: a change of the keys would change the
+    order of every pool (values computed with the code of issue 24's first reader, fb6be3f)."""
+    values = ["", "d1", "D1234567", "D12345678", "msmarco_passage_01_0000052", "é"]
+    want = [0, 9820028861910807848, 16420558301305147594, 2523248643938526410, 10139824614867391623,
+            1979404938766729516]
+    assert string_keys(pa.array(values)).tolist() == want
+    assert string_keys(pa.array(values, pa.large_string())).tolist() == want
+    chunked = pa.chunked_array([pa.array(values[:3]), pa.array(values[3:])])
+    assert string_keys(chunked).tolist() == want
+    with_nulls = pa.array(["x" * 20, None, "d1", None, ""])  # a null keys as the empty string
+    assert string_keys(with_nulls).tolist()[1:] == [0, want[1], 0, 0]
+    assert string_keys(pa.array(["x" * 20, ""])).tolist()[1] == 0  # an empty value at the end of the bytes
+
+
 def test_keys_of_look_alike_ids_differ_even_in_their_top_bits():
     """Ids that differ in one byte (of 8, of 9 to 16 bytes, or in the last 8 of longer ones) get
     keys whose top 40 bits differ: callers keep the top bits only (the pool does)."""

@@ -136,7 +136,7 @@ def _name_digit(b):
 def _pack(name: bytes) -> int:
     v = 0
     for c in name:
-        v = (v << 6) | int(_name_digit.py_func(c))  # the Python function: no kernel loaded at import
+        v = (v << 6) | int(getattr(_name_digit, "py_func", _name_digit)(c))  # the Python function: no kernel at import
     return v
 
 

@@ -76,9 +76,10 @@ def string_keys(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _edge_words(raw: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the 8 bytes from each value's start, the 8 bytes up to its end) as little-endian uint64,
     read in place from the data bytes (a uint64 view with a stride of one byte loads 8 bytes at
-    any offset). A load that would leave the data (a value starting in its last 7 bytes, or ending
-    in its first 7) is moved inside and shifted back, so the value's own bytes come first; the
-    bytes beyond a short value are the caller's to clear."""
+    any offset). A value starting in the data's last 7 bytes has its first load moved inside and
+    shifted back, so its own bytes come first (the bytes beyond a short value are the caller's to
+    clear); a value ending in the first 7 bytes is at most 7 bytes long, and its last word, read
+    from the start, is one the caller does not use."""
     size = len(raw)
     if size < 8:  # too short for one load: the same from a zero-padded copy
         raw = np.concatenate([raw, np.zeros(8 - size, np.uint8)])

@@ -178,7 +178,7 @@ def _fast_ready(data: bytes) -> tuple[bytes, bytes] | None:
     """Return (data, delimiter) when the fast path applies, else ``None``."""
     if not data or data.startswith(UTF8_BOM):  # pyarrow drops a BOM silently; the exact path too
         return None
-    if not data.isascii():  # pyarrow checks UTF-8 only in the columns it converts
+    if not data.isascii():  # the fast path's only UTF-8 check: pyarrow is told not to check again
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
