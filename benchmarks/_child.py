@@ -60,6 +60,8 @@ def run_tools_in_rounds(tools: list[tuple[str, list[str], str | None]], rounds: 
     ratio between them is not one spell's; each tool's processes merged
     (:func:`_procs.tool_from_processes`: the median first call, every warm call; stages: the median
     over every warm call, and over the first calls)."""
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, got {rounds}")
     procs: dict[str, list[dict]] = {name: [] for name, _, _ in tools}
     for r in range(rounds):
         for name, cmd, _ in (tools if r % 2 == 0 else tools[::-1]):
@@ -70,10 +72,14 @@ def run_tools_in_rounds(tools: list[tuple[str, list[str], str | None]], rounds: 
     out = []
     for name, _, note in tools:
         ps = procs[name]
+        warm_stages = [s for p in ps for s in p.get("warm_stages", [])]
+        firsts = [p.get("first_stages", {}) for p in ps]
         t = tool_from_processes(name, ps, note=note,
-                                stages=median_stages([s for p in ps for s in p.get("warm_stages", [])], key=None),
-                                first_stages=median_stages([p["first_stages"] for p in ps], key=None),
+                                stages=median_stages(warm_stages or firsts, key=None),  # no repeats: the first calls'
+                                first_stages=median_stages(firsts, key=None),
                                 process_wall_s=statistics.median(p["process_wall_s"] for p in ps))
+        t["raw"] = [{k: v for k, v in p.items() if k not in ("first", "warm", "stages", "first_stages", "warm_stages")}
+                    for p in ps]
         _print_tool(t)
         out.append(t)
     return out

@@ -11,7 +11,9 @@ highest; grades 0-3 drawn with a probability of relevance that falls with the be
 Measures: nDCG@10, AP and RR@10.
 
 At each size every tool runs in a fresh process that times its first call and then warm repeats
-(imports apart; wall and CPU; peak RSS; the load of other processes meanwhile):
+(imports apart; wall and CPU; peak RSS; the load of other processes meanwhile). The two qrelkit paths
+run in ``--rounds`` processes each (3), taking turns, merged (the median first call, every warm call),
+so that the VM's slow spells fall on both and a first call is not one process's:
 
 * **ir-measures on the files**: ``read_trec_qrels`` once, one ``evaluator(measures, qrels)`` (its
   bulk API: one evaluator for every run, pytrec_eval behind it), then ``evaluator.calc(read_trec_run(f))``
@@ -38,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
+from _child import child_run, markdown, per_unit_growth, run_tool, run_tools_in_rounds  # noqa: E402
 from _machine import run_process  # noqa: E402
 from _procs import tool_from_whole_processes  # noqa: E402
 from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
@@ -255,12 +257,13 @@ def measure_size(n: int, files: list[Path], rs, qrels_path: Path, tied: set, a) 
     write_table(rs.table.filter(pc.is_in(rs.table["run"], value_set=pa.array(names))), parquet, kind="runs",
                 params={"runs": str(a.data_dir)})
     me = [sys.executable, str(Path(__file__).resolve()), "--qrels", str(qrels_path), "--repeats", str(a.repeats)]
-    tools = [run_tool("qrelkit (text)", me + ["--child", "qrelkit_files", "--files", str(listing), "--out",
-                                            str(work / "qrelkit-files.parquet")], idle_wait=a.wait_idle,
-                      note="read_runs (every rule checked) + read_qrels + evaluate"),
-             run_tool("qrelkit (Parquet)", me + ["--child", "qrelkit_parquet", "--parquet", str(parquet), "--out",
-                                               str(work / "qrelkit-parquet.parquet")], idle_wait=a.wait_idle,
-                      note="load_canonical_runs (judged topics) + read_qrels + evaluate")]
+    tools = run_tools_in_rounds(
+        [("qrelkit (text)", me + ["--child", "qrelkit_files", "--files", str(listing), "--out",
+                                  str(work / "qrelkit-files.parquet")], "read_runs (every rule checked) + read_qrels + evaluate"),
+         ("qrelkit (Parquet)", me + ["--child", "qrelkit_parquet", "--parquet", str(parquet), "--out",
+                                     str(work / "qrelkit-parquet.parquet")],
+          "load_canonical_runs (judged topics) + read_qrels + evaluate")],
+        a.rounds, idle_wait=a.wait_idle)
     if not a.skip_command:
         tools.append(measure_command(
             "qrelkit eval score", _cli() + ["eval", "score", str(parquet), "-q", str(qrels_path), "-o",
@@ -316,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judged-docs", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3, help="warm calls after the first (qrelkit)")
     ap.add_argument("--peer-repeats", type=int, default=2, help="warm calls after the first (ir-measures)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="fresh processes of each qrelkit path, taking turns (ir-measures and the command: one series)")
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--skip-command", action="store_true", help="do not time 'qrelkit eval score' as a command")
     ap.add_argument("--one-size", action="store_true", help="the large size only")
@@ -326,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     from qrelkit.io.qrels import read_qrels
     from qrelkit.io.runs import read_runs
 
-    import gen_runs  # lazy: numpy and pyarrow, which the children import as part of what they measure
+    import gen_runs  # lazy: only the parent makes the runs
 
     gen_runs.ensure(a.data_dir, a.runs, a.topics, a.depth, a.seed)
     a.out_dir.mkdir(parents=True, exist_ok=True)

@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
 
     data = a.data_dir or a.out_dir / (f"runs-{a.runs}x{a.topics}x{a.depth}" + (f"-s{a.seed}" if a.seed else ""))
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    import gen_runs  # lazy: numpy and pyarrow, which the children import as part of what they measure
+    import gen_runs  # lazy: only the parent makes the runs
 
     stats = gen_runs.ensure(data, a.runs, a.topics, a.depth, a.seed)
     work = a.out_dir / "bench-pool-work"

@@ -252,8 +252,24 @@ def load_results(folder: Path) -> dict[str, dict]:
     return out
 
 
-def _sizes(res: dict) -> set[tuple]:
-    return {(size.get("task"), size["label"]) for size in res["sizes"]}
+def _lost_sizes(stored: dict, new: dict) -> list[str]:
+    """What ``new`` lacks of ``stored``: per task (a benchmark measuring several things), the sizes
+    of a task it does not hold, or fewer sizes of one (labels are not compared: some carry a
+    figure of their run, such as the judgments a soak made). A stored result without tasks is
+    compared by its number of sizes."""
+    def counts(res: dict) -> dict:
+        out: dict = {}
+        for size in res["sizes"]:
+            out[size.get("task")] = out.get(size.get("task"), 0) + 1
+        return out
+
+    have, got = counts(stored), counts(new)
+    lost = []
+    for task, n in have.items():
+        m = got.get(task, 0) if task is not None else sum(got.values())
+        if m < n:
+            lost.append(f"{n - m} of {n} size(s)" + (f" of task {task!r}" if task is not None else ""))
+    return lost
 
 
 def collect(folders: list[Path], *, replace: bool = False) -> int:
@@ -262,7 +278,7 @@ def collect(folders: list[Path], *, replace: bool = False) -> int:
     run to keep is the user's to say), and, unless ``replace``, a result lacking sizes (or tasks)
     the stored one has: a partial run (``bench_budget.py --tasks study``, ``--one-size``) would
     otherwise drop the rest of a recorded benchmark."""
-    found: dict[str, list[tuple[Path, dict]]] = {}
+    found: dict[str, dict[Path, dict]] = {}
     for folder in folders:
         for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
             try:
@@ -270,21 +286,24 @@ def collect(folders: list[Path], *, replace: bool = False) -> int:
             except (OSError, ValueError):
                 continue
             if is_result(res):
-                found.setdefault(res["benchmark"], []).append((p, res))
+                found.setdefault(res["benchmark"], {})[p.resolve()] = res  # a file found twice is one file
     refused = 0
     for name, files in found.items():
         stored = RESULTS / f"{name}.json"
         if len(files) > 1:
-            print(f"not collected: {name} is in {len(files)} files ({', '.join(str(p) for p, _ in files)}); "
-                  "keep one", file=sys.stderr)
+            print(f"not collected: {name} is in {len(files)} files ({', '.join(map(str, files))}); keep one",
+                  file=sys.stderr)
             refused += 1
             continue
-        p, res = files[0]
-        lost = _sizes(json.loads(stored.read_text())) - _sizes(res) if stored.exists() else set()
+        (p, res), = files.items()
+        try:
+            old = json.loads(stored.read_text()) if stored.exists() else None
+            lost = _lost_sizes(old, res) if is_result(old) else []
+        except (OSError, ValueError, KeyError, TypeError):
+            lost = []  # a stored file that is not a result holds nothing to keep
         if lost and not replace:
-            print(f"not collected: {p} lacks {len(lost)} size(s) that benchmarks/results/{name}.json holds "
-                  f"({', '.join(sorted(f'{t}: {lb}' if t else lb for t, lb in lost))}): a partial run; "
-                  "pass --replace to keep it anyway", file=sys.stderr)
+            print(f"not collected: {p} lacks {'; '.join(lost)} that benchmarks/results/{name}.json holds: a "
+                  "partial run; pass --replace to keep it anyway", file=sys.stderr)
             refused += 1
             continue
         RESULTS.mkdir(parents=True, exist_ok=True)

@@ -173,6 +173,9 @@ def test_collect_refuses_a_partial_run_and_a_benchmark_in_two_files(tmp_path, mo
     gen = _gen()
     results = tmp_path / "results"
     monkeypatch.setattr(gen, "RESULTS", results)
+    monkeypatch.setattr(gen, "DOC", tmp_path / "doc.md")
+    monkeypatch.setattr(gen, "README", tmp_path / "readme.md")
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
     results.mkdir()
     full = _result()
     (results / "demo.json").write_text(json.dumps(full))
@@ -182,14 +185,42 @@ def test_collect_refuses_a_partial_run_and_a_benchmark_in_two_files(tmp_path, mo
     (out / "demo.json").write_text(json.dumps(partial))
     assert gen.collect([out]) == 1
     assert json.loads((results / "demo.json").read_text()) == full  # kept
-    assert "lacks 1 size(s)" in capsys.readouterr().err
+    assert "lacks 1 of 2 size(s)" in capsys.readouterr().err
+    (tmp_path / "doc.md").write_text(f"{gen.OPEN.format('demo')}\n{gen.CLOSE.format('demo')}\n")
+    (tmp_path / "readme.md").write_text(f"{gen.OPEN.format('summary')}\n{gen.CLOSE.format('summary')}\n")
+    assert gen.main(["--collect", str(out)]) == 2  # the doc is still written from what is stored
     assert gen.collect([out], replace=True) == 0
     assert json.loads((results / "demo.json").read_text())["sizes"] == partial["sizes"]
     (out / "sub" / "again.json").write_text(json.dumps(full))
     assert gen.collect([out]) == 1
     assert "in 2 files" in capsys.readouterr().err
-    more = dict(full, sizes=full["sizes"] + [r.size_result("4M lines", 4_000_000, "line", full["sizes"][1]["tools"])])
     (out / "sub" / "again.json").unlink()
-    (out / "demo.json").write_text(json.dumps(more))
+    (out / "sub" / "demo.json").write_text(json.dumps(full))
+    (out / "demo.json").unlink()
+    assert gen.collect([out, out / "sub"]) == 0  # one file found through two folders: one file
+    more = dict(full, sizes=full["sizes"] + [r.size_result("4M lines", 4_000_000, "line", full["sizes"][1]["tools"])])
+    (out / "sub" / "demo.json").write_text(json.dumps(more))
     assert gen.collect([out]) == 0  # more sizes than stored: collected
     assert len(json.loads((results / "demo.json").read_text())["sizes"]) == 3
+
+
+def test_collect_compares_sizes_per_task_not_labels(tmp_path, monkeypatch):
+    """A label may carry a figure of its run (the judgments a soak made): a full run with other
+    labels is no partial run; a task missing, or a task with fewer sizes, is; a stored result
+    without tasks is compared by its number of sizes; a stored file that is no result is replaced."""
+    gen = _gen()
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(gen, "RESULTS", results)
+    base = _result()
+    relabelled = dict(base, sizes=[dict(sz, label=sz["label"] + " (1,234 judgments)") for sz in base["sizes"]])
+    assert gen._lost_sizes(base, relabelled) == []
+    tasks = dict(base, sizes=[dict(base["sizes"][0], task="a"), dict(base["sizes"][1], task="b")])
+    assert gen._lost_sizes(base, tasks) == []  # stored without tasks: two sizes, two sizes
+    assert gen._lost_sizes(tasks, dict(tasks, sizes=tasks["sizes"][:1])) == ["1 of 1 size(s) of task 'b'"]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "demo.json").write_text(json.dumps(base))
+    (results / "demo.json").write_text("{not json")
+    assert gen.collect([out]) == 0
+    assert json.loads((results / "demo.json").read_text()) == base
