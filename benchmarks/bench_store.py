@@ -207,7 +207,7 @@ def run_task(task: str, size: int, work: Path, a) -> tuple[dict, dict]:
     """The task at one size in ``--processes`` fresh processes: (size result, checks)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", task, "--size", str(size), "--work", str(work),
            "--repeats", str(a.repeats), "--many-repeats", str(a.many_repeats), "--writes", str(a.writes)]
-    procs = [run_child_process(cmd, idle_wait=a.idle_wait, cwd=ROOT, stderr_tail=4000) for _ in range(a.processes)]
+    procs = [run_child_process(cmd, idle_wait=a.wait_idle, cwd=ROOT, stderr_tail=4000) for _ in range(a.processes)]
     want = _expected(task, size, a)
     if task == "undo":  # the grade in force each undo retracted
         ok = all(v is not None for p in procs for v in p["values"])
@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--many-repeats", type=int, default=1, help="warm repeats of import-calls (each as long as the first: see the result)")
     ap.add_argument("--writes", type=int, default=200, help="calls of write and undo in each process")
     ap.add_argument("--processes", type=int, default=1, help="fresh processes per task and size")
-    ap.add_argument("--idle-wait", type=float, default=30.0, help="before each process, wait up to this long for a quiet machine")
+    ap.add_argument("--wait-idle", "--idle-wait", dest="wait_idle", type=float, default=30.0,
+                    help="before each process, wait up to this long for a quiet machine (--idle-wait: its former name)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
     ap.add_argument("--child", choices=list(TASKS), help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
