@@ -49,6 +49,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import hwm_mb  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 QRELKIT = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"]
 SIM_PARAMS = dict(n_topics=50, n_groups=20, runs_per_group=[5, 5], seed=0, layout="msmarco-v2")
@@ -85,7 +88,7 @@ class TreeSampler:
                     rss = p.memory_info().rss / 2**20
                     t = p.cpu_times()
                     self.cpu[p.pid] = t.user + t.system
-                    hwm = max(rss, _hwm_mb(p.pid))  # VmHWM: peaks between samples, or before the sampler began
+                    hwm = max(rss, hwm_mb(p.pid) or 0.0)  # VmHWM: peaks between samples, or before the sampler began
                     if p.pid not in self.peak:
                         cmd = " ".join(p.cmdline())
                         kind = "main" if p.pid == self.root.pid else (
@@ -113,16 +116,6 @@ class TreeSampler:
         return {"sampled_cpu_s": round(sum(self.cpu.values()), 2), "peak_rss_main_mb": round(main), "peak_rss_other_mb": others,
                 "peak_rss_max_process_mb": round(max([main, *others])), "peak_rss_sum_mb": round(self.peak_total),
                 "killed_over_limit": self.over}
-
-
-def _hwm_mb(pid: int) -> float:
-    """The process's peak RSS so far (``VmHWM``; 0 where /proc has none): a server's start, before
-    its sampler began, counts too."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            return next((int(x.split()[1]) / 1024 for x in fh if x.startswith("VmHWM:")), 0.0)
-    except OSError:
-        return 0.0
 
 
 def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None) -> dict:

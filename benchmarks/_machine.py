@@ -19,17 +19,26 @@ import time
 RESULT_TAG = "BENCH-RESULT "
 
 
-def peak_rss_mb() -> float:
-    """Peak RSS of this process in MB: ``VmHWM`` of /proc/self/status. ``ru_maxrss`` is only the
-    fallback: on Linux it survives ``execve``, so a child started by a parent that once held 1 GB
-    would report at least 1 GB."""
+def hwm_mb(pid: int | str = "self") -> float | None:
+    """A process's peak RSS so far in MB (``VmHWM`` of /proc/PID/status: a server's start, before
+    any sampler began, counts too); None where /proc has none (the process is gone, or no Linux)."""
     try:
-        with open("/proc/self/status") as fh:
+        with open(f"/proc/{pid}/status") as fh:
             for line in fh:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS of this process in MB: :func:`hwm_mb`. ``ru_maxrss`` is only the fallback: on Linux
+    it survives ``execve``, so a child started by a parent that once held 1 GB would report at
+    least 1 GB."""
+    hwm = hwm_mb()
+    if hwm is not None:
+        return hwm
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, kilobytes elsewhere
     return kb / (1024 * 1024) if sys.platform == "darwin" else kb / 1024
 

@@ -75,8 +75,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _campaign10m import _hwm_mb  # noqa: E402
-from _machine import busy_cpu_s, others_cores  # noqa: E402
+from _machine import busy_cpu_s, hwm_mb, others_cores  # noqa: E402
 from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 
 import httpx  # noqa: E402
@@ -469,7 +468,7 @@ class Usage:
         self.server_cpu = self.tree_cpu() - self.s0
         self.root_cpu = self.tree_cpu(root_only=True) - self.r0
         self.others = others_cores(self.b0, busy_cpu_s(), self.client_cpu + self.server_cpu, self.wall)
-        self.peak = sum(_hwm_mb(p.pid) for p in [self.root, *self.root.children(recursive=True)])
+        self.peak = sum(hwm_mb(p.pid) or 0.0 for p in [self.root, *self.root.children(recursive=True)])
 
     def figures(self) -> dict:
         return {"run_cpu_s": {"server": round(self.server_cpu, 2), "server_process": round(self.root_cpu, 2),

@@ -303,7 +303,7 @@ def _tree_usage(pid: int) -> dict:
     """CPU seconds of a server process and of its tree (its runner), and their peak RSS (VmHWM)."""
     import psutil  # lazy: the [bench] extra, only where a server is measured
 
-    from _campaign10m import _hwm_mb
+    from _machine import hwm_mb  # lazy: as psutil, only where a server is measured
 
     out = {"server_process": 0.0, "server_tree": 0.0, "peak_mb": 0.0}
     try:
@@ -319,7 +319,7 @@ def _tree_usage(pid: int) -> dict:
         out["server_tree"] += t.user + t.system
         if p.pid == pid:
             out["server_process"] = t.user + t.system
-        out["peak_mb"] += _hwm_mb(p.pid)
+        out["peak_mb"] += hwm_mb(p.pid) or 0.0
     return out
 
 
