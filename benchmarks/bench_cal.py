@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process  # noqa: E402
+from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process, warm_page_cache  # noqa: E402
 from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -379,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         st = make_state(folder, state, a.seed)
         work = a.out_dir / f"cal-work-{n}"
         work.mkdir(parents=True, exist_ok=True)
-        with open(corpus, "rb") as fh:  # page cache
-            while fh.read(64 << 20):
-                pass
+        warm_page_cache(corpus)
         res: dict[str, list] = {"qrelkit-features": []}
         for r in range(a.repeats):
             x = run_child("qrelkit-features", corpus, work, state, a.iterations, a.wait_idle)

@@ -66,6 +66,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child_run, markdown, per_unit_growth, run_tool  # noqa: E402
+from _machine import warm_page_cache  # noqa: E402
 from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -453,12 +454,6 @@ def head_corpus(src: Path, dst: Path, n: int) -> Path:
                 fout.write(line)
         dst.with_suffix(".tmp").replace(dst)
     return dst
-
-
-def warm_page_cache(path: Path) -> None:
-    with open(path, "rb") as fh:
-        while fh.read(1 << 24):
-            pass
 
 
 # =========================================================================== checks

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child_run, markdown, per_unit_growth, run_tool, run_tools_in_rounds  # noqa: E402
+from _machine import warm_page_cache  # noqa: E402
 from _results import benchmark_result, size_result, target, tool_named, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -157,13 +158,6 @@ def child_main(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- parent
 
 
-def warm_cache(files: list[Path]) -> None:
-    for f in files:
-        with open(f, "rb") as fh:
-            while fh.read(1 << 24):
-                pass
-
-
 def reference_pools(files: list[Path], depth: int):
     """(pairs by score desc/docid desc, pairs by score desc/docid asc, boundary-tie lists)."""
     import numpy as np
@@ -253,7 +247,7 @@ def measure_size(label: str, files: list[Path], a, work: Path) -> tuple[dict, di
     print(f"{label}: {len(files)} runs, {lines:,} lines", flush=True)
     listing = work / f"files-{len(files)}.txt"
     listing.write_text("".join(f"{f}\n" for f in files))
-    warm_cache(files)
+    warm_page_cache(*files)
     qpool = work / f"pool-qrelkit-{len(files)}.parquet"
     tpairs = work / f"pool-trectools-{len(files)}.tsv"
     tools = run_tools_in_rounds(
