@@ -45,7 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ChildFailed, cpu_s, emit_result, peak_rss_mb, run_child_process, warm_page_cache  # noqa: E402
-from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
+from _procs import median_stages, tool_from_processes  # noqa: E402
+from _results import benchmark_result, call, size_result, target, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -319,17 +320,13 @@ def _ms(x) -> str:
 
 
 def _tool(tool: str, runs: list[dict], feats: list[dict]) -> dict:
-    """One tool at one size in the shared shape: the first iteration of the first process, the
-    warm iterations of every process."""
-    warm = [c for x in runs for c in x["warm"]]
+    """One tool at one size in the shared shape (:func:`_procs.tool_from_processes`): the median of
+    the processes' first iterations, the warm iterations of every process, the largest peak RSS."""
     f = [x["features_s"] for x in (feats if tool == "qrelkit" else runs) if "features_s" in x]
     note = (f"one-time features {statistics.median(f):.1f} s (median over processes)" if f else None)
     if tool == "qrelkit":
         note = (note or "") + f"; ranker set-up (loads scikit-learn) {statistics.median([x['setup_s'] for x in runs]) * 1e3:.0f} ms"
-    return tool_result(tool, first=runs[0]["first"], warm=warm, import_s=runs[0]["import_s"],
-                       peak_rss_mb=statistics.median([x["peak_rss_mb"] for x in runs]),
-                       background_cores=statistics.median([x.get("background_cores", float("nan")) for x in runs]),
-                       stages=runs[0]["stages"], note=note)
+    return tool_from_processes(tool, runs, note=note, stages=median_stages(runs))
 
 
 def shared_result(report: dict, tools: list[str]) -> dict:
@@ -417,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             f_s = statistics.median(feats) if tool == "qrelkit" and feats else statistics.median([x["features_s"] for x in runs])
             load = statistics.median([x.get("background_cores", 0.0) for x in runs])
             print(f"| {int(n):,} | {tool} | **{_ms(med)} ms** ({_ms(min(its))}-{_ms(max(its))}) | {parts} ms | "
-                  f"{f_s:.1f} s | {statistics.median([x['peak_rss_mb'] for x in runs]):.0f} MB | {load:.2f} |")
+                  f"{f_s:.1f} s | {max(x['peak_rss_mb'] for x in runs):.0f} MB | {load:.2f} |")
         q = [t for x in s["results"].get("qrelkit", []) if "error" not in x for t in x["iteration_s"]]
         for tool in tools:
             if tool == "qrelkit" or not q:
