@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from _results import call, tool_result
+from _results import call, measure_each, tool_result
 
 
 def median_call(calls: list[dict]) -> dict | None:
@@ -46,28 +46,6 @@ def median_stages(procs: list[dict], key: str | None = "stages") -> dict:
     dicts = [p if key is None else p.get(key, {}) for p in procs]
     names = [k for d in dicts for k in d]
     return {k: _median([d.get(k) for d in dicts]) for k in dict.fromkeys(names)}
-
-
-def measure_each(setup, fn, repeats: int, teardown=None) -> tuple[dict, list[dict], list]:
-    """As :func:`_results.measure`, with ``setup()`` called untimed before each call and its
-    value given to ``fn`` (a fresh store for each import ...), and ``teardown(value of setup)``
-    untimed after it: ``(first, warm, the value of every call)``."""
-    import resource  # lazy: Unix only, and only where a child measures
-    import time  # lazy: likewise
-
-    def cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
-
-    calls, values = [], []
-    for _ in range(1 + repeats):
-        arg = setup()
-        c0, t0 = cpu(), time.perf_counter()
-        values.append(fn(arg))
-        calls.append(call(time.perf_counter() - t0, cpu() - c0))
-        if teardown is not None:
-            teardown(arg)
-    return calls[0], calls[1:], values
 
 
 def measure_all(fn, repeats: int) -> tuple[dict, list[dict], list]:

@@ -156,6 +156,15 @@ def measure(fn, repeats: int, *, children: bool = False):
     """Call ``fn()`` once (the first call) and ``repeats`` more times (warm), timing each:
     returns ``(first, warm, last_value)`` as :func:`call` dicts. CPU is this process's (all its
     threads), plus its reaped children's when ``children`` (forked workers)."""
+    first, warm, values = measure_each(lambda: None, lambda _: fn(), repeats, children=children)
+    return first, warm, values[-1]
+
+
+def measure_each(setup, fn, repeats: int, teardown=None, *, children: bool = False) -> tuple[dict, list[dict], list]:
+    """The one timing loop of the benchmarks: ``setup()`` untimed before each call, its value given
+    to ``fn`` (a fresh store for each import ...), ``teardown(that value)`` untimed after it; the
+    first call, then ``repeats`` warm ones. Returns ``(first, warm, the value of every call)``; CPU
+    as :func:`measure` says."""
     import resource  # lazy: Unix only, and only where a benchmark measures
     import time  # lazy: likewise
 
@@ -167,12 +176,15 @@ def measure(fn, repeats: int, *, children: bool = False):
             t += c.ru_utime + c.ru_stime
         return t
 
-    calls, value = [], None
+    calls, values = [], []
     for _ in range(1 + repeats):
+        arg = setup()
         c0, t0 = cpu(), time.perf_counter()
-        value = fn()
+        values.append(fn(arg))
         calls.append(call(time.perf_counter() - t0, cpu() - c0))
-    return calls[0], calls[1:], value
+        if teardown is not None:
+            teardown(arg)
+    return calls[0], calls[1:], values
 
 
 def tool_named(size: dict, name: str) -> dict | None:

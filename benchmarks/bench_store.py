@@ -50,8 +50,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
-from _procs import measure_all, measure_each, median_stages, tool_from_processes  # noqa: E402
-from _results import benchmark_result, size_result, write_result  # noqa: E402
+from _procs import measure_all, median_stages, tool_from_processes  # noqa: E402
+from _results import benchmark_result, measure_each, size_result, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = 200
