@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import hwm_mb  # noqa: E402
+from _machine import busy_cpu_s, hwm_mb, others_cores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QRELKIT = [sys.executable, "-c", "import sys; from qrelkit.cli import run; sys.exit(run(sys.argv[1:]))"]
@@ -122,8 +122,6 @@ def measured(cmd: list[str], log: Path, limit_mb: float, env: dict | None = None
     """Run ``cmd`` (its stdout returned, stderr to ``log``), timed and sampled: wall, CPU (the
     command's and its reaped descendants', Dask workers included), peak RSS, others' load."""
     import resource  # lazy: with the measure
-
-    from _machine import busy_cpu_s, others_cores
 
     r0, b0 = resource.getrusage(resource.RUSAGE_CHILDREN), busy_cpu_s()
     t0 = time.perf_counter()

@@ -156,15 +156,17 @@ def measure(fn, repeats: int, *, children: bool = False):
     """Call ``fn()`` once (the first call) and ``repeats`` more times (warm), timing each:
     returns ``(first, warm, last_value)`` as :func:`call` dicts. CPU is this process's (all its
     threads), plus its reaped children's when ``children`` (forked workers)."""
-    first, warm, values = measure_each(lambda: None, lambda _: fn(), repeats, children=children)
+    first, warm, values = measure_each(lambda: None, lambda _: fn(), repeats, children=children, keep=False)
     return first, warm, values[-1]
 
 
-def measure_each(setup, fn, repeats: int, teardown=None, *, children: bool = False) -> tuple[dict, list[dict], list]:
+def measure_each(setup, fn, repeats: int, teardown=None, *, children: bool = False,
+                 keep: bool = True) -> tuple[dict, list[dict], list]:
     """The one timing loop of the benchmarks: ``setup()`` untimed before each call, its value given
     to ``fn`` (a fresh store for each import ...), ``teardown(that value)`` untimed after it; the
-    first call, then ``repeats`` warm ones. Returns ``(first, warm, the value of every call)``; CPU
-    as :func:`measure` says."""
+    first call, then ``repeats`` warm ones. Returns ``(first, warm, the value of every call)`` (with
+    ``keep=False`` the last call's only: each value is released once the next is made, so that a
+    peak RSS read afterwards counts at most two); CPU as :func:`measure` says."""
     import resource  # lazy: Unix only, and only where a benchmark measures
     import time  # lazy: likewise
 
@@ -180,7 +182,11 @@ def measure_each(setup, fn, repeats: int, teardown=None, *, children: bool = Fal
     for _ in range(1 + repeats):
         arg = setup()
         c0, t0 = cpu(), time.perf_counter()
-        values.append(fn(arg))
+        v = fn(arg)
+        if keep:
+            values.append(v)
+        else:  # the previous value released now, inside the timed call, once the new one is made
+            values[:] = [v]
         calls.append(call(time.perf_counter() - t0, cpu() - c0))
         if teardown is not None:
             teardown(arg)

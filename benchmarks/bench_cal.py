@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             its = [t for x in runs for t in x["iteration_s"]]
             med = statistics.median(its)
-            stg = runs[0]["stages"]
+            stg = median_stages(runs)
             parts = " / ".join(_ms(v) for v in stg.values())
             f_s = statistics.median(feats) if tool == "qrelkit" and feats else statistics.median([x["features_s"] for x in runs])
             load = statistics.median([x.get("background_cores", 0.0) for x in runs])

@@ -86,7 +86,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _machine import busy_cpu_s, others_cores  # noqa: E402
+from _machine import busy_cpu_s, hwm_mb, others_cores  # noqa: E402
 from _results import benchmark_result, call, size_result, target, tool_result, write_result  # noqa: E402
 from bench_web_load import ServerProcess, check_store, free_port, load_avg, percentiles, read_truth  # noqa: E402
 
@@ -302,8 +302,6 @@ class Organizer:
 def _tree_usage(pid: int) -> dict:
     """CPU seconds of a server process and of its tree (its runner), and their peak RSS (VmHWM)."""
     import psutil  # lazy: the [bench] extra, only where a server is measured
-
-    from _machine import hwm_mb  # lazy: as psutil, only where a server is measured
 
     out = {"server_process": 0.0, "server_tree": 0.0, "peak_mb": 0.0}
     try:

@@ -45,3 +45,28 @@ def test_without_repeats_the_stages_are_the_first_calls(monkeypatch, capsys):
     assert a["stages"] == {"read": 1.0}
     with pytest.raises(SystemExit, match="at least 1"):
         _child.run_tools_in_rounds([("A", ["A"], None)], 0, idle_wait=0)
+
+
+def test_measure_keeps_only_the_last_value_measure_each_every_one():
+    """A child reads its peak RSS after measure(): the values of earlier calls must be gone by then
+    (at most two alive at once, as before the loops were one); measure_each keeps every value."""
+    import gc
+    import weakref
+
+    import _results
+
+    class Big:
+        pass
+
+    made = []
+
+    def fn():
+        made.append(weakref.ref(b := Big()))
+        return b
+
+    first, warm, last = _results.measure(fn, 3)
+    gc.collect()
+    assert [r() is not None for r in made] == [False, False, False, True] and last is made[-1]()
+    assert len(warm) == 3 and first["wall_s"] >= 0
+    _, _, values = _results.measure_each(lambda: None, lambda _: Big(), 2)
+    assert len(values) == 3
