@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ChildFailed, emit_result, peak_rss_mb, run_child_process  # noqa: E402
 from _procs import median_stages, tool_from_processes  # noqa: E402
-from _results import measure, tool_result  # noqa: E402
+from _results import measure  # noqa: E402
 
 
 def child_run(imports, work, repeats: int, extra=None) -> None:
@@ -40,18 +40,13 @@ def child_run(imports, work, repeats: int, extra=None) -> None:
 
 
 def run_tool(name: str, cmd: list[str], *, idle_wait: float, note: str | None = None, **keep) -> dict:
-    """Run one child and return its :func:`_results.tool_result` (plus its raw result under ``raw``)."""
-    try:
-        r = run_child_process(cmd, idle_wait=idle_wait)
-    except ChildFailed as exc:
-        raise SystemExit(f"{name}: {exc}") from None
-    out = tool_result(name, first=r["first"], warm=r["warm"], import_s=r["import_s"],
-                      peak_rss_mb=r["peak_rss_mb"], background_cores=r.get("background_cores"),
-                      stages=r.get("stages"), note=note, first_stages=r.get("first_stages"),
-                      process_wall_s=r.get("process_wall_s"), **keep)
-    out["raw"] = {k: v for k, v in r.items() if k not in ("first", "warm", "stages", "first_stages", "warm_stages")}
-    _print_tool(out)
+    """One child of one tool: :func:`run_tools_in_rounds` with one round (``keep``: keys added)."""
+    out = run_tools_in_rounds([(name, cmd, note)], 1, idle_wait=idle_wait)[0]
+    out.update(keep)
     return out
+
+
+_MERGED = ("first", "warm", "stages", "first_stages", "warm_stages")  # a child's keys the merged result holds
 
 
 def run_tools_in_rounds(tools: list[tuple[str, list[str], str | None]], rounds: int, *, idle_wait: float) -> list[dict]:
@@ -78,8 +73,7 @@ def run_tools_in_rounds(tools: list[tuple[str, list[str], str | None]], rounds: 
                                 stages=median_stages(warm_stages or firsts, key=None),  # no repeats: the first calls'
                                 first_stages=median_stages(firsts, key=None),
                                 process_wall_s=statistics.median(p["process_wall_s"] for p in ps))
-        t["raw"] = [{k: v for k, v in p.items() if k not in ("first", "warm", "stages", "first_stages", "warm_stages")}
-                    for p in ps]
+        t["raw"] = [{k: v for k, v in p.items() if k not in _MERGED} for p in ps]
         _print_tool(t)
         out.append(t)
     return out

@@ -22,16 +22,18 @@ import argparse
 import json
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _results import SCHEMA  # noqa: E402  (the version of the result shape the benchmarks write)
+
 RESULTS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 #: the benchmarks the root README.md's "How fast" table shows (largest size), in this order
 SUMMARY = ("pool", "eval", "dedupe", "cal", "reuse")
-#: the version of the result shape read here (benchmarks/_results.py's SCHEMA)
-SCHEMA = 1
 
 
 def is_result(res) -> bool:
@@ -257,13 +259,7 @@ def _lost_sizes(stored: dict, new: dict) -> list[str]:
     of a task it does not hold, or fewer sizes of one (labels are not compared: some carry a
     figure of their run, such as the judgments a soak made). A stored result without tasks is
     compared by its number of sizes."""
-    def counts(res: dict) -> dict:
-        out: dict = {}
-        for size in res["sizes"]:
-            out[size.get("task")] = out.get(size.get("task"), 0) + 1
-        return out
-
-    have, got = counts(stored), counts(new)
+    have, got = (Counter(size.get("task") for size in res["sizes"]) for res in (stored, new))
     lost = []
     for task, n in have.items():
         m = got.get(task, 0) if task is not None else sum(got.values())

@@ -134,9 +134,10 @@ def _name_digit(b):
 
 
 def _pack(name: bytes) -> int:
+    digit = getattr(_name_digit, "py_func", _name_digit)  # the Python function: no kernel loaded at import
     v = 0
     for c in name:
-        v = (v << 6) | int(getattr(_name_digit, "py_func", _name_digit)(c))  # the Python function: no kernel at import
+        v = (v << 6) | int(digit(c))
     return v
 
 

@@ -90,7 +90,7 @@ def _edge_words(raw: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarra
     else:
         inside = np.minimum(starts, len(raw) - 8)
         first = words[inside] >> ((starts - inside) * 8).astype(np.uint64)
-    last = words[np.maximum(ends, 0)] if ends[0] < 0 else words[ends]  # a value of <= 8 bytes: unused
+    last = words[np.maximum(ends, 0)]  # read from the start for a value ending in the first 7 bytes: unused
     return first, last
 
 
