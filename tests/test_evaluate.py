@@ -363,3 +363,41 @@ def test_qrels_dict_keeps_topic_order_and_the_last_grade_of_a_repeat():
     got = qrels_dict(q)
     assert list(got) == ["2", "10", "1"] and got == {"2": {"a": 3, "c": 2}, "10": {"b": 0}, "1": {"e": 1}}
     assert list(got["2"]) == ["a", "c"] and qrels_dict(qrels_table([("1", "x", -1)])) == {}
+
+
+@pytest.mark.parametrize("missing", ["zero", "skip", "error"])
+@pytest.mark.parametrize("ranking", ["trec_eval", "exact"])
+def test_evaluate_sets_gives_each_set_what_evaluate_gives_it_alone(missing, ranking):
+    """Issue 24: evaluate_sets() reads the runs once for several judgment sets (leave-one-group-out
+    scores official and left-out judgments together); each set's Evaluation is evaluate()'s for that
+    set alone: values, missing flags, unjudged counts, policy line. Sets judge different topics."""
+    from qrelkit.evaluate import Judgments, evaluate_sets
+
+    rows = [("a", "1", "x", 3.0), ("a", "1", "y", 2.0), ("a", "1", "z", 2.0), ("b", "1", "z", 5.0),
+            ("b", "1", "w", 1.0), ("a", "2", "y", 1.0), ("c", "2", "y", 4.0), ("c", "2", "x", 3.0),
+            ("b", "3", "x", 1.0), ("a", "3", "q", 0.5)]
+    runs = runs_table(rows)
+    sets = [qrels_table([("1", "x", 1), ("1", "z", 2), ("2", "y", 1), ("3", "x", 0)]),
+            qrels_table([("1", "x", 1), ("2", "y", 0), ("2", "x", 2)]),
+            qrels_table([("3", "q", 1), ("3", "x", 2), ("1", "w", -1), ("1", "z", 1)])]
+    measures = ["AP", "nDCG@2", "P@1", "Bpref", "Judged@2", "RR@1", "NumRet"]
+    names = ["a", "b", "c", "d"]
+    if missing == "error":  # run b misses topic 2 of the second set given: the error evaluate() gives it alone
+        with pytest.raises(InputError) as e:
+            evaluate_sets(runs, sets[2:] + sets, measures, missing=missing, run_names=names, ranking=ranking)
+        with pytest.raises(InputError) as alone:
+            evaluate(runs, sets[0], measures, missing=missing, run_names=names, ranking=ranking)
+        assert e.value.rule == "missing-topic" and str(e.value) == str(alone.value) and "'b'" in str(e.value)
+        return
+    official = Judgments(sets[0], measures, rel=2)
+    got = evaluate_sets(runs, [official] + sets[1:] + [official], measures, missing=missing, rel=2, run_names=names,
+                        ranking=ranking)
+    assert len(got) == 4
+    for ev, q in zip(got, sets + [sets[0]]):
+        alone = evaluate(runs, q, measures, missing=missing, rel=2, run_names=names, ranking=ranking)
+        assert ev.per_query.equals(alone.per_query) and ev.summary.equals(alone.summary)
+        assert (ev.topics, ev.runs, ev.missing_by_run, ev.unjudged_rows, ev.unjudged_topics, ev.policy_line()) == \
+               (alone.topics, alone.runs, alone.missing_by_run, alone.unjudged_rows, alone.unjudged_topics,
+                alone.policy_line())
+    with pytest.raises(InputError, match=r"\[bad-option\].*prepared for measures"):
+        evaluate_sets(runs, [official], measures)  # prepared with rel=2, scored without

@@ -13,15 +13,15 @@ __getattr__ = attach(__name__, {
         "tau_ap",
     ),
     "core": (
-        "MISSING_POLICIES", "RANKINGS", "Evaluation", "evaluate", "load_canonical_runs", "per_query_matrix",
-        "qrels_dict",
+        "MISSING_POLICIES", "RANKINGS", "Evaluation", "Judgments", "evaluate", "evaluate_sets", "load_canonical_runs",
+        "per_query_matrix", "qrels_dict",
     ),
     "duplicates": ("canonical_only_runs", "deduped_runs", "duplicate_effects", "plot_duplicates",),
     "measures": ("NCG", "computable", "parse_measures", "supported_names", "with_relevance",),
 })
 
 __all__ = [
-    "MISSING_POLICIES", "NCG", "RANKINGS", "Evaluation", "breakdown_from_rr", "canonical_only_runs", "computable", "correct", "deduped_runs",
-    "duplicate_effects", "evaluate", "leaderboard_correlation", "load_canonical_runs", "outcome_breakdown", "parse_measures",
+    "MISSING_POLICIES", "NCG", "RANKINGS", "Evaluation", "Judgments", "breakdown_from_rr", "canonical_only_runs", "computable", "correct", "deduped_runs",
+    "duplicate_effects", "evaluate", "evaluate_sets", "leaderboard_correlation", "load_canonical_runs", "outcome_breakdown", "parse_measures",
     "per_query_matrix", "plot_duplicates", "pvalue", "qrels_dict", "significance", "supported_names", "tau_ap", "with_relevance",
 ]

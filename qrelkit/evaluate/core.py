@@ -255,6 +255,99 @@ def evaluate(
     >>> result.summary.to_pandas().pivot(index="run", columns="measure", values="value").round(3).to_dict()
     {'P@1': {'a': 0.667, 'b': 0.333}, 'R@2': {'a': 0.833, 'b': 0.333}}
     """
+    return _evaluate_sets(runs, [qrels], measures, missing=missing, rel=rel, run_names=run_names, ranking=ranking,
+                          topic_of=topic_of)[0]
+
+
+@declared_defaults(EvalParams)
+def evaluate_sets(
+    runs: pa.Table,
+    qrels_sets: Sequence[pa.Table | Judgments],
+    measures: Iterable[str | ir_measures.Measure],
+    *,
+    missing: str = AS_DECLARED,
+    rel: int | None = None,
+    run_names: Sequence[str] | None = None,
+    ranking: str = AS_DECLARED,
+) -> list[Evaluation]:
+    """The same runs scored against several judgment sets (e.g. official qrels and a reduced copy
+    of them): one :class:`Evaluation` per set, each what :func:`evaluate` gives for that set
+    alone, but the runs are filtered, put in order and turned into ir-measures' input once for
+    all the sets. A set is a qrels table or :class:`Judgments` made for the same ``measures``
+    and ``rel`` (its evaluators are then built once for every call that scores against it).
+
+    Examples
+    --------
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> runs, qrels = toy_runs(), toy_qrels()
+    >>> from qrelkit.evaluate import evaluate_sets
+    >>> full, fewer = evaluate_sets(runs, [qrels, qrels.slice(0, 3)], ["P@1"])
+    >>> full.summary["value"].to_pylist() == evaluate(runs, qrels, ["P@1"]).summary["value"].to_pylist()
+    True
+    """
+    return _evaluate_sets(runs, list(qrels_sets), measures, missing=missing, rel=rel, run_names=run_names,
+                          ranking=ranking)
+
+
+class Judgments:
+    """Qrels made ready to score runs with some measures: the judged topics and ir-measures'
+    evaluators, built once. :func:`evaluate_sets` takes it in place of a qrels table, so that
+    scoring batch after batch of runs against the same qrels builds them once. ``topic_of`` as
+    in :func:`evaluate`.
+
+    >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
+    >>> from qrelkit.evaluate import Judgments, evaluate_sets
+    >>> official = Judgments(toy_qrels(), ["P@1"])
+    >>> [ev.summary["value"].to_pylist() for ev in evaluate_sets(toy_runs(), [official, official], ["P@1"])]
+    [[0.6666666666666666, 0.3333333333333333], [0.6666666666666666, 0.3333333333333333]]
+    """
+
+    def __init__(self, qrels: pa.Table, measures: Iterable[str | ir_measures.Measure], *, rel: int | None = None,
+                 topic_of: Mapping[str, str] | None = None):
+        self.measures = computable(with_relevance(parse_measures(measures), rel))
+        self.qd = qrels_dict(_as_table(qrels, {"qid": pa.string(), "docid": pa.string(), "rel": pa.int32()})
+                             .cast(QRELS_SCHEMA))
+        if not self.qd:
+            raise InputError("no-judgments", "the qrels hold no judged (grade >= 0) documents")
+        self.topics = qid_order(self.qd.keys())
+        self.lists_of = _lists_of(self.topics, topic_of)
+        self.own = all(self.lists_of[q] == q for q in self.topics)  # each topic scores its own lists
+        self.tpos = {q: i for i, q in enumerate(self.topics)}
+        mpos = {m: i for i, m in enumerate(self.measures)}
+        self.evaluators = {}
+        for d, pairs in _depth_groups(self.measures).items():
+            pairs = [(m, hashed_once(p)) for m, p in pairs]
+            # ir-measures hashes a measure by building its repr (microseconds, per value): look the
+            # provider's measure objects up by identity, falling back to equality for any other object
+            self.evaluators[d] = (ir_measures.evaluator([p for _, p in pairs], self.qd),
+                                  {p: mpos[m] for m, p in pairs}, {id(p): mpos[m] for m, p in pairs})
+
+    @property
+    def names(self) -> list[str]:
+        return [str(m) for m in self.measures]
+
+
+def _unjudged(runs: pa.Table, kept_rows: int, sets: list[Judgments], list_topics: list[str]) -> list[tuple[int, int]]:
+    """Per set: the run lines and topics of ``runs`` it does not judge."""
+    out = []
+    counts = None
+    for j in sets:
+        own = set(j.lists_of.values())
+        if len(own) == len(list_topics):  # the set judges every topic scored: the rows filtered out
+            rows = runs.num_rows - kept_rows
+            out.append((rows, len(set(pc.unique(runs["qid"]).to_pylist()) - own) if rows else 0))
+            continue
+        if counts is None:
+            vc = pc.value_counts(runs["qid"])
+            counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
+        out.append((sum(n for q, n in counts.items() if q not in own), sum(1 for q in counts if q not in own)))
+    return out
+
+
+@declared_defaults(EvalParams)
+def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str = AS_DECLARED, rel: int | None = None,
+                   run_names: Sequence[str] | None = None, ranking: str = AS_DECLARED,
+                   topic_of: Mapping[str, str] | None = None) -> list[Evaluation]:
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     if ranking not in RANKINGS:
@@ -262,57 +355,63 @@ def evaluate(
     ms = computable(with_relevance(parse_measures(measures), rel))
     names = [str(m) for m in ms]
     runs = _as_table(runs, {"run": pa.string(), "qid": pa.string(), "docid": pa.string(), "score": pa.float64()})
-    qrels = _as_table(qrels, {"qid": pa.string(), "docid": pa.string(), "rel": pa.int32()}).cast(QRELS_SCHEMA)
-    qd = qrels_dict(qrels)
-    if not qd:
-        raise InputError("no-judgments", "the qrels hold no judged (grade >= 0) documents")
-    topics = qid_order(qd.keys())
+    sets = [q if isinstance(q, Judgments) else Judgments(q, ms, topic_of=topic_of) for q in qrels_sets]
+    for j in sets:
+        if j.names != names:
+            raise InputError("bad-option", f"judgments prepared for measures {', '.join(j.names)}, scored with "
+                             f"{', '.join(names)}")
     all_runs = sorted(set(run_names) if run_names is not None else set(pc.unique(runs["run"]).to_pylist()))
-    lists_of = _lists_of(topics, topic_of)
-    list_topics = qid_order(set(lists_of.values()))
+    list_topics = qid_order({t for j in sets for t in j.lists_of.values()})
 
-    keep = pc.is_in(runs["qid"], value_set=pa.array(list_topics, pa.string()))
-    kept = runs.filter(keep)
-    unjudged_rows = runs.num_rows - kept.num_rows
-    unjudged_topics = len(set(pc.unique(runs["qid"]).to_pylist()) - set(list_topics)) if unjudged_rows else 0
+    kept = runs.filter(pc.is_in(runs["qid"], value_set=pa.array(list_topics, pa.string())))
+    unjudged = _unjudged(runs, kept.num_rows, sets, list_topics)
     kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), list_topics, ranking)
-    groups = _depth_groups(ms)
-    per_depth = _run_dicts(kept, list_topics, groups.keys(), codes)
-    groups = {d: [(m, hashed_once(p)) for m, p in pairs] for d, pairs in groups.items()}
-    evaluators = {d: (ir_measures.evaluator([p for _, p in pairs], qd), {p: m for m, p in pairs})
-                  for d, pairs in groups.items()}
+    per_depth = _run_dicts(kept, list_topics, _depth_groups(ms).keys(), codes)
+    values, is_missing = _score_runs(all_runs, per_depth, ms, sets, missing)
+    out = []
+    off = 0
+    for j, (unjudged_rows, unjudged_topics) in zip(sets, unjudged):
+        part = slice(off, off + len(j.topics))
+        off += len(j.topics)
+        v, miss = values[:, :, part], is_missing[:, part]
+        out.append(Evaluation(
+            per_query=_per_query_table(all_runs, j.topics, names, v, miss),
+            summary=_summary_table(all_runs, ms, names, v, miss, missing), measures=names, topics=j.topics,
+            runs=all_runs, missing=missing,
+            missing_by_run={r: [j.topics[i] for i in np.flatnonzero(miss[ri])] for ri, r in enumerate(all_runs)},
+            unjudged_rows=int(unjudged_rows), unjudged_topics=int(unjudged_topics), ranking=ranking))
+    return out
+
+
+def _score_runs(all_runs: list[str], per_depth: dict, ms: list, sets: list[Judgments],
+                missing: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every run's value of every measure on every topic of every set, the sets one after the
+    other (NaN for a skipped missing topic), and its missing flags: ``(runs, measures, topics)``
+    and ``(runs, topics)``."""
+    offsets = np.cumsum([0] + [len(j.topics) for j in sets]).tolist()
+    nm = len(ms)
+    values = np.full((len(all_runs), nm, offsets[-1]), np.nan)
+    is_missing = np.zeros((len(all_runs), offsets[-1]), bool)
     present = {r for runs_d in per_depth.values() for r in runs_d}
-    nq, nm = len(topics), len(ms)
-    tpos = {q: i for i, q in enumerate(topics)}
-    mpos = {m: i for i, m in enumerate(ms)}
-    # ir-measures hashes a measure by building its repr (microseconds, per value): look the
-    # provider's measure objects up by identity, falling back to equality for any other object
-    by_id = {d: {id(p): mpos[m] for m, p in pairs} for d, pairs in groups.items()}
-    values = np.full((len(all_runs), nm, nq), np.nan)
-    is_missing = np.zeros((len(all_runs), nq), bool)
-    missing_by_run: dict[str, list[str]] = {}
     for ri, r in enumerate(all_runs):
         rd = next(iter(per_depth.values())).get(r, {}) if r in present else {}
-        absent = [q for q in topics if lists_of[q] not in rd]
-        missing_by_run[r] = absent
-        if absent and missing == "error":
-            raise InputError("missing-topic", f"run {r!r} retrieved nothing for {len(absent)} judged topic(s): "
-                             f"{', '.join(absent[:5])} (policy 'error'; use --missing zero or skip)")
-        for q in absent:
-            is_missing[ri, tpos[q]] = True
+        for j, off in zip(sets, offsets):
+            is_missing[ri, off:off + len(j.topics)] = [j.lists_of[q] not in rd for q in j.topics]
+        if missing == "error" and is_missing[ri].any():
+            _missing_error(r, is_missing[ri], sets)
         if rd:
-            for d, (evaluator, back) in evaluators.items():
-                ids = by_id[d]
-                lists = per_depth[d][r]
-                for metric in evaluator.iter_calc(lists if topic_of is None else
-                                                  {q: lists[lists_of[q]] for q in topics if lists_of[q] in lists}):
-                    qi = tpos.get(metric.query_id)
-                    if qi is None or is_missing[ri, qi]:
-                        continue
-                    mi = ids.get(id(metric.measure))
-                    if mi is None:
-                        mi = mpos[back[metric.measure]]
-                    values[ri, mi, qi] = float(metric.value)
+            for j, off in zip(sets, offsets):
+                for d, (evaluator, back, ids) in j.evaluators.items():
+                    lists = per_depth[d][r]
+                    for metric in evaluator.iter_calc(lists if j.own else {q: lists[j.lists_of[q]] for q in j.topics
+                                                                           if j.lists_of[q] in lists}):
+                        qi = j.tpos.get(metric.query_id)
+                        if qi is None or is_missing[ri, off + qi]:
+                            continue
+                        mi = ids.get(id(metric.measure))
+                        if mi is None:
+                            mi = back[metric.measure]
+                        values[ri, mi, off + qi] = float(metric.value)
         # a measure a provider left out for a retrieved topic gets that measure's default
         for mi, m in enumerate(ms):
             row = values[ri, mi]
@@ -320,12 +419,18 @@ def evaluate(
             row[gap] = float(m.DEFAULT)
             if missing == "zero":
                 row[is_missing[ri]] = float(m.DEFAULT)
+    return values, is_missing
 
-    per_query = _per_query_table(all_runs, topics, names, values, is_missing)
-    summary = _summary_table(all_runs, ms, names, values, is_missing, missing)
-    return Evaluation(per_query=per_query, summary=summary, measures=names, topics=topics, runs=all_runs,
-                      missing=missing, missing_by_run=missing_by_run, unjudged_rows=int(unjudged_rows),
-                      unjudged_topics=int(unjudged_topics), ranking=ranking)
+
+def _missing_error(run: str, absent: np.ndarray, sets: list[Judgments]) -> None:
+    """``[missing-topic]`` for the first set whose topics ``run`` retrieved nothing for."""
+    off = 0
+    for j in sets:
+        gone = [j.topics[i] for i in np.flatnonzero(absent[off:off + len(j.topics)])]
+        off += len(j.topics)
+        if gone:
+            raise InputError("missing-topic", f"run {run!r} retrieved nothing for {len(gone)} judged topic(s): "
+                             f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
 
 
 def _lists_of(topics: list[str], topic_of: Mapping[str, str] | None) -> dict[str, str]:

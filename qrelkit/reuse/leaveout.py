@@ -10,11 +10,12 @@ out"; docs/protocol.md section 1, "Reusability") and its two variants:
    documents no run contributed) are removed from the qrels (``removal="remove"``) or marked
    unjudged (grade -1, ``removal="unjudged"``). Both give the same scores, because evaluation
    never counts a negative grade as judged; they differ in the reduced qrels written out.
-3. **Re-scoring.** Every run of the left-out unit — pooled or not — is scored with
-   :func:`qrelkit.evaluate.evaluate` on its unit's reduced qrels, once per unit. Only the left-out
-   unit's runs are re-scored (NIST practice): the other runs keep their official scores, and the
-   "left-out leaderboard" puts every run at its own left-out score. Units without unique judged
-   documents are not re-scored (their left-out scores equal the official ones).
+3. **Re-scoring.** Every run of the left-out unit — pooled or not — is scored on its unit's
+   reduced qrels, once per unit. Only the left-out unit's runs are re-scored (NIST practice): the
+   other runs keep their official scores, and the "left-out leaderboard" puts every run at its own
+   left-out score. Units without unique judged documents are not re-scored (their left-out scores
+   equal the official ones). One :func:`qrelkit.evaluate.evaluate_sets` call per unit gives its
+   runs' official scores (unless given) and their left-out scores, from one reading of the runs.
 4. **Fixed topic set.** Scores average over the same judged topics as the official scores: a topic
    whose every judgment a unit contributed alone keeps one placeholder non-relevant judgment (a
    docid no run can retrieve), so it scores as a judged topic with nothing relevant rather than
@@ -46,7 +47,7 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.evaluate import (
-    MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
+    MISSING_POLICIES, RANKINGS, Judgments, computable, evaluate_sets, leaderboard_correlation, parse_measures, with_relevance,
 )
 from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
@@ -169,9 +170,11 @@ def _reduced(st: dict, gone_rows: np.ndarray | None) -> pa.Table:
     return out
 
 
-def _task(task: tuple) -> tuple:
-    """``(kind, key, run codes, removed row indices or None)`` -> the evaluate() summary."""
-    kind, key, codes, gone_rows = task
+def _task(task: tuple) -> list[tuple]:
+    """``(unit, run codes, removed row indices or None, official?)`` -> the evaluate() summaries it
+    asks for, as ``(kind, unit, runs, measures, values)``: the official scores of the runs
+    (``official?``) and their left-out scores (removed rows given), from one reading of the runs."""
+    unit, codes, gone_rows, official = task
     st = shared()
     if st["run_bounds"] is not None:  # canonical tables hold each run's rows together: zero-copy slices
         starts, ends = st["run_bounds"]
@@ -179,10 +182,14 @@ def _task(task: tuple) -> tuple:
     else:
         runs = st["runs"].filter(pa.array(np.isin(st["run_code"], codes)))
     names = [st["run_names"][c] for c in codes]
-    ev = evaluate(runs, _reduced(st, gone_rows), st["measures"], missing=st["missing"], rel=st["rel"],
-                  run_names=names, ranking=st["ranking"])
-    s = ev.summary
-    return kind, key, s["run"].to_pylist(), s["measure"].to_pylist(), s["value"].to_pylist()
+    kinds = (["official"] if official else []) + (["unit"] if gone_rows is not None else [])
+    if official and "official" not in st:  # the official judgments, made ready once per process
+        st["official"] = Judgments(st["qrels"], st["measures"])
+    sets = ([st["official"]] if official else []) + ([_reduced(st, gone_rows)] if gone_rows is not None else [])
+    evs = evaluate_sets(runs, sets, st["measures"], missing=st["missing"], rel=st["rel"], run_names=names,
+                        ranking=st["ranking"])
+    return [(kind, unit, ev.summary["run"].to_pylist(), ev.summary["measure"].to_pylist(),
+             ev.summary["value"].to_pylist()) for kind, ev in zip(kinds, evs)]
 
 
 def _official_from(official, run_names: Sequence[str], names: Sequence[str]) -> dict:
@@ -427,9 +434,9 @@ def _removals(st: _Study, att, orphans: str, procedure: str) -> _Removals:
 def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: str, rel: int | None, ranking: str,
                          workers: int, official_given: bool, attribution: dict, progress: Callable[..., None] | None,
                          clock: list[float]) -> tuple[_Removals, list[tuple], int]:
-    """Official scoring (unless given) starts first, one part per worker; attribution runs
-    meanwhile in this process; then one evaluate() per unit with unique judged documents, largest first.
-    Returns the removals, the scoring results and the number of evaluate() calls."""
+    """Attribution, then one scoring task per unit (:func:`_task`), largest first: the official
+    scores of its runs unless given, and their left-out scores when the unit contributed judged
+    documents alone. Returns the removals, the scoring results and the number of tasks."""
     runs, run_names, nU = st.runs, st.run_names, st.nU
     rc = pc.index_in(runs["run"], value_set=pa.array(run_names, pa.string())).to_numpy(zero_copy_only=False)
     rc = rc.astype(np.int32)
@@ -444,30 +451,26 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
                               "judged_per_topic": st.judged_per_topic, "removal": removal, "measures": st.ms,
                               "missing": missing, "rel": rel, "ranking": ranking}, workers)
     try:
-        if not official_given:  # one part per worker: a worker's memory grows with the run lines it scores
-            order = np.arange(len(run_names), dtype=np.int64)
-            for i, ch in enumerate(np.array_split(order, workers) if workers > 1 else [order]):
-                if len(ch):
-                    scorer.submit(("official", i, ch, None))
-                    n_tasks += 1
         clock.append(time.perf_counter())
-
-        # attribution (meanwhile)
         att = build_attribution(runs, st.q, pooled=st.pooled_runs, **attribution)
         rm = _removals(st, att, attribution["orphans"], procedure)
         clock.append(time.perf_counter())
 
-        # left-out scores: one evaluate() per unit with unique judged documents, largest first
+        # per unit, largest first: its runs' official scores (unless given) and, when it contributed
+        # judged documents alone, their left-out scores, from one reading of the runs
         owner = rm.own["owner"]
         rows_of_unit = np.argsort(np.where(rm.has, owner, nU), kind="stable")
         bounds = np.searchsorted(np.where(rm.has, owner, nU)[rows_of_unit], np.arange(nU + 1))
-        units_todo = [u for u in range(nU) if rm.removed_judged[u] > 0]
+        units_todo = [u for u in range(nU) if rm.removed_judged[u] > 0 or not official_given]
         units_todo.sort(key=lambda u: (-int(rows_per_run[st.unit_runs[u]].sum()), u))
         for u in units_todo:
-            scorer.submit(("unit", u, st.unit_runs[u].astype(np.int64), rows_of_unit[bounds[u]:bounds[u + 1]]))
+            gone = rows_of_unit[bounds[u]:bounds[u + 1]] if rm.removed_judged[u] > 0 else None
+            scorer.submit((u, st.unit_runs[u].astype(np.int64), gone, not official_given))
             n_tasks += 1
         if progress is not None:
             progress(0, total=n_tasks)
+        if scorer.forked:  # while the workers score, this process loads what the tables need
+            import scipy.stats  # noqa: F401  lazy: ~0.3 s, for the rank correlations
         results = scorer.results(progress)
     finally:
         scorer.close()
@@ -478,10 +481,11 @@ def _collected_scores(results: list[tuple]) -> tuple[dict, dict]:
     """The official and the left-out scores by (run, measure)."""
     off: dict[tuple[str, str], float] = {}
     lo: dict[tuple[str, str], float] = {}
-    for kind, _key, rr, mm, vv in results:
-        target = off if kind == "official" else lo
-        for r, m, v in zip(rr, mm, vv):
-            target[(r, m)] = np.nan if v is None else float(v)
+    for task in results:
+        for kind, _unit, rr, mm, vv in task:
+            target = off if kind == "official" else lo
+            for r, m, v in zip(rr, mm, vv):
+                target[(r, m)] = np.nan if v is None else float(v)
     return off, lo
 
 
