@@ -1,6 +1,7 @@
 """Scoring runs with ir-measures: canonical order, judged topics only, a stated missing-topic policy.
 
-:func:`evaluate` is the one entry point. What it does, in order:
+:func:`evaluate` is the entry point (:func:`evaluate_sets` does the same for several judgment sets
+at once, reading the runs once). What it does, in order:
 
 1. **Judged topics.** Negative grades ("pooled, not judged") are dropped from the qrels; the
    topics left are the *judged topics*, the only ones scored and averaged over.
