@@ -399,5 +399,8 @@ def test_evaluate_sets_gives_each_set_what_evaluate_gives_it_alone(missing, rank
         assert (ev.topics, ev.runs, ev.missing_by_run, ev.unjudged_rows, ev.unjudged_topics, ev.policy_line()) == \
                (alone.topics, alone.runs, alone.missing_by_run, alone.unjudged_rows, alone.unjudged_topics,
                 alone.policy_line())
+    got[0].topics.append("zzz")  # an evaluation's lists are its own: the prepared judgments are unchanged
+    again = evaluate_sets(runs, [official], measures, missing=missing, rel=2, run_names=names, ranking=ranking)
+    assert again[0].summary.equals(got[0].summary) and again[0].topics == got[0].topics[:-1]
     with pytest.raises(InputError, match=r"\[bad-option\].*prepared for measures"):
         evaluate_sets(runs, [official], measures)  # prepared with rel=2, scored without

@@ -394,3 +394,22 @@ def test_row_order_of_the_run_table_does_not_matter(tiny):
     b = leave_out(shuffled, qrels, MANIFEST, depth=2, measures=["AP", "P@2"], workers=2)
     for k in a.tables():
         assert a.tables()[k].to_pandas().equals(b.tables()[k].to_pandas()), k
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("given", [False, True])
+def test_missing_error_names_the_first_run_by_name_as_evaluate_does(workers, given):
+    """Review of issue 24's scoring per unit: under ``missing="error"`` the study stops before any
+    scoring with evaluate()'s error for the first run by name that misses a judged topic (here
+    ``a``, in the smaller group; the larger group's ``c`` also misses it), whatever the workers,
+    official scores given or not."""
+    runs = make_runs({"a": {"1": ["x", "y"]}, "b": {"1": ["y"], "2": ["z"]}, "c": {"1": ["x", "y", "w"]},
+                      "d": {"1": ["w", "x"], "2": ["z"]}})  # group G1 (c, d) is the larger: scored first
+    qrels = make_qrels([("1", "x", 1), ("1", "y", 0), ("2", "z", 1)])
+    manifest = pd.DataFrame({"run": ["a", "b", "c", "d"], "group": ["G2", "G2", "G1", "G1"]})
+    with pytest.raises(InputError) as alone:
+        evaluate(runs, qrels, ["P@1"], missing="error")
+    off = evaluate(runs, qrels, ["P@1"]).summary if given else None
+    with pytest.raises(InputError) as e:
+        leave_out(runs, qrels, manifest, depth=1, measures=["P@1"], missing="error", workers=workers, official=off)
+    assert e.value.rule == "missing-topic" and str(e.value) == str(alone.value) and "'a'" in str(e.value)

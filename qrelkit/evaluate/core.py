@@ -275,7 +275,10 @@ def evaluate_sets(
     of them): one :class:`Evaluation` per set, each what :func:`evaluate` gives for that set
     alone, but the runs are filtered, put in order and turned into ir-measures' input once for
     all the sets. A set is a qrels table or :class:`Judgments` made for the same ``measures``
-    and ``rel`` (its evaluators are then built once for every call that scores against it).
+    and ``rel`` (its evaluators are then built once for every call that scores against it; a
+    table's topics score their own lists, as :func:`evaluate` without ``topic_of``). With
+    ``missing="error"`` the first run (by name) that retrieved nothing for a judged topic of any
+    set stops the call, with the error :func:`evaluate` gives for the first such set.
 
     Examples
     --------
@@ -294,7 +297,9 @@ class Judgments:
     """Qrels made ready to score runs with some measures: the judged topics and ir-measures'
     evaluators, built once. :func:`evaluate_sets` takes it in place of a qrels table, so that
     scoring batch after batch of runs against the same qrels builds them once. ``topic_of`` as
-    in :func:`evaluate`.
+    in :func:`evaluate`. Its attributes are its working state, to be read, not changed; it does
+    not pickle (its measures are ir-measures' objects made to hash once), so a process pool that
+    needs it makes its own, or shares it by forking.
 
     >>> from qrelkit.simulate.toy import toy_qrels, toy_runs
     >>> from qrelkit.evaluate import Judgments, evaluate_sets
@@ -377,7 +382,7 @@ def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str =
         v, miss = values[:, :, part], is_missing[:, part]
         out.append(Evaluation(
             per_query=_per_query_table(all_runs, j.topics, names, v, miss),
-            summary=_summary_table(all_runs, ms, names, v, miss, missing), measures=names, topics=j.topics,
+            summary=_summary_table(all_runs, ms, names, v, miss, missing), measures=names, topics=list(j.topics),
             runs=all_runs, missing=missing,
             missing_by_run={r: [j.topics[i] for i in np.flatnonzero(miss[ri])] for ri, r in enumerate(all_runs)},
             unjudged_rows=int(unjudged_rows), unjudged_topics=int(unjudged_topics), ranking=ranking))

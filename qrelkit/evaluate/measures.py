@@ -178,8 +178,8 @@ def hashed_once(m: ir_measures.Measure) -> ir_measures.Measure:
     ir-measures hashes a measure by building its repr, and its evaluators hash a measure for every
     value they yield (a set of the expected (measure, topic) pairs, one ``discard`` per value):
     about a quarter of an evaluation's time (issue 24). The copy hashes and compares as ``m``; it
-    is made for ir-measures' evaluators inside one evaluation and never leaves it (its class is
-    made here, so it does not pickle)."""
+    is made for ir-measures' evaluators, which live in one evaluation or in a
+    :class:`qrelkit.evaluate.Judgments` (its class is made here, so it does not pickle)."""
     base = type(m)
     cls = _HASHED_ONCE.get(base)
     if cls is None:

@@ -266,7 +266,7 @@ def _parse_fast(data: bytes, delim: bytes, columns: Sequence[Column]) -> pa.Tabl
                 return None
         elif c.kind == "int":
             col = table[c.name]
-            # ASCII digits only (one byte test a value), else the pattern (a minus sign)
+            # ASCII digits only (a test per value, no pattern), else the pattern (a minus sign)
             if not (pc.all(pc.ascii_is_decimal(col)).as_py()
                     or pc.all(pc.match_substring_regex(col, r"^-?[0-9]+$")).as_py()):
                 return None

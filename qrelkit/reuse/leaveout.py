@@ -183,9 +183,9 @@ def _task(task: tuple) -> list[tuple]:
         runs = st["runs"].filter(pa.array(np.isin(st["run_code"], codes)))
     names = [st["run_names"][c] for c in codes]
     kinds = (["official"] if official else []) + (["unit"] if gone_rows is not None else [])
-    if official and "official" not in st:  # the official judgments, made ready once per process
-        st["official"] = Judgments(st["qrels"], st["measures"])
-    sets = ([st["official"]] if official else []) + ([_reduced(st, gone_rows)] if gone_rows is not None else [])
+    if official and "_official_judgments" not in st:  # made ready once per process
+        st["_official_judgments"] = Judgments(st["qrels"], st["measures"])
+    sets = ([st["_official_judgments"]] if official else []) + ([_reduced(st, gone_rows)] if gone_rows is not None else [])
     evs = evaluate_sets(runs, sets, st["measures"], missing=st["missing"], rel=st["rel"], run_names=names,
                         ranking=st["ranking"])
     return [(kind, unit, ev.summary["run"].to_pylist(), ev.summary["measure"].to_pylist(),
@@ -261,14 +261,16 @@ def leave_out(
     provenance or are recomputed at ``depth``/``per_run_depth`` (see
     :func:`qrelkit.reuse.attribution.build_attribution` for ``uniqueness``, ``classes``,
     ``orphans`` and ``orphan_depth``). ``measures``, ``missing``, ``rel`` and ``ranking`` are passed to
-    :func:`qrelkit.evaluate.evaluate`; ``rel`` (default 1) is also the grade from which a
+    :func:`qrelkit.evaluate.evaluate_sets`; ``rel`` (default 1) is also the grade from which a
     document counts as relevant in counts and densities. ``topics`` restricts the study to those
     topics. ``official`` (run, measure, value — e.g. the summary of ``evaluate`` on the same
     qrels with the same settings) skips the official scoring. ``workers``: processes that score
     (default: 2 when there are at least 500,000 run lines and the platform can fork, else 1);
-    the results do not depend on it. ``progress``: called as ``progress(0, total=<scorings>)``
-    once the scorings (the official one and one per unit with removed documents) are known, then
-    ``progress(1)`` after each.
+    the results do not depend on it. With ``missing="error"``, the first run (by name) that
+    retrieved nothing for a judged topic stops the study before any scoring, with the error
+    :func:`qrelkit.evaluate.evaluate` gives. ``progress``: called as ``progress(0, total=<scorings>)``
+    once the scorings are known (one per unit; with ``official`` given, one per unit with removed
+    documents), then ``progress(1)`` after each.
 
     Examples
     --------
@@ -433,7 +435,7 @@ def _removals(st: _Study, att, orphans: str, procedure: str) -> _Removals:
 
 def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: str, rel: int | None, ranking: str,
                          workers: int, official_given: bool, attribution: dict, progress: Callable[..., None] | None,
-                         clock: list[float]) -> tuple[_Removals, list[tuple], int]:
+                         clock: list[float]) -> tuple[_Removals, list[list[tuple]], int]:
     """Attribution, then one scoring task per unit (:func:`_task`), largest first: the official
     scores of its runs unless given, and their left-out scores when the unit contributed judged
     documents alone. Returns the removals, the scoring results and the number of tasks."""
@@ -445,6 +447,8 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
     if len(rc) and bool(np.all(rc[1:] >= rc[:-1])):
         ids = np.arange(len(run_names))
         run_bounds = (np.searchsorted(rc, ids, side="left"), np.searchsorted(rc, ids, side="right"))
+    if missing == "error":
+        _missing_topic_check(st, rc)
     n_tasks = 0
     scorer = ForkPool(_task, {"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names,
                               "qrels": st.q, "topic": st.tcode, "topics": st.topics_list,
@@ -477,7 +481,22 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
     return rm, results, n_tasks
 
 
-def _collected_scores(results: list[tuple]) -> tuple[dict, dict]:
+def _missing_topic_check(st: _Study, rc: np.ndarray) -> None:
+    """``[missing-topic]`` (policy ``error``) for the first run, by name, that retrieved nothing for
+    a judged topic: the error :func:`qrelkit.evaluate.evaluate` gives for the official scores."""
+    idx = pc.index_in(st.runs["qid"], value_set=pa.array(st.topics_list, pa.string()))
+    judged_row = idx.is_valid().to_numpy(zero_copy_only=False)
+    tc = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    has = np.zeros((len(st.run_names), st.nT), bool)
+    has[rc[judged_row], tc[judged_row]] = True
+    for r, row in zip(st.run_names, has):
+        if not row.all():
+            gone = [st.topics_list[t] for t in np.flatnonzero(~row)]
+            raise InputError("missing-topic", f"run {r!r} retrieved nothing for {len(gone)} judged topic(s): "
+                             f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
+
+
+def _collected_scores(results: list[list[tuple]]) -> tuple[dict, dict]:
     """The official and the left-out scores by (run, measure)."""
     off: dict[tuple[str, str], float] = {}
     lo: dict[tuple[str, str], float] = {}
