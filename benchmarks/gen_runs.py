@@ -219,27 +219,22 @@ def ensure(data: Path, runs: int, topics: int, depth: int, seed: int) -> dict:
     removes only the files the generator wrote; a folder of other files is refused. Every benchmark
     on generated runs (pool, eval, reuse) goes through here, so none reuses another generator's runs."""
     meta = data / ".params.json"
-    if meta.exists():
-        try:
-            stats = json.loads(meta.read_text())
-        except ValueError:
-            stats = {}
-        same = all(stats.get(k) == v for k, v in
-                   {"runs": runs, "topics": topics, "depth": depth, "seed": seed,
-                    "generator_version": GENERATOR_VERSION}.items())
-        if same and all((data / f).exists() for f in stats.get("files", [None])):
-            d = stats["distinct_at_pool_depth"]
-            print(f"reusing {data} ({stats['lines']:,} lines; {d['mean']:.1f} distinct docs per topic "
-                  f"at depth {stats['pool_depth']})")
-            return stats
+    try:
+        stats = json.loads(meta.read_text()) if meta.exists() else {}
+    except ValueError:
+        stats = {}
+    same = all(stats.get(k) == v for k, v in
+               {"runs": runs, "topics": topics, "depth": depth, "seed": seed,
+                "generator_version": GENERATOR_VERSION}.items())
+    if same and all((data / f).exists() for f in stats.get("files", [None])):
+        d = stats["distinct_at_pool_depth"]
+        print(f"reusing {data} ({stats['lines']:,} lines; {d['mean']:.1f} distinct docs per topic "
+              f"at depth {stats['pool_depth']})")
+        return stats
     if data.exists() and any(data.iterdir()):
         if not meta.exists():
             raise SystemExit(f"{data} holds files that gen_runs.py did not write; choose another --data-dir")
-        try:
-            old = json.loads(meta.read_text())
-        except ValueError:
-            old = {}
-        for name in old.get("files", []):
+        for name in stats.get("files", []):  # regenerate: remove only what the generator wrote
             (data / name).unlink(missing_ok=True)
         meta.unlink()
     return generate(data, runs=runs, topics=topics, depth=depth, seed=seed)

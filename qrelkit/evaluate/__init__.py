@@ -14,7 +14,7 @@ __getattr__ = attach(__name__, {
     ),
     "core": (
         "MISSING_POLICIES", "RANKINGS", "Evaluation", "Judgments", "evaluate", "evaluate_sets", "load_canonical_runs",
-        "per_query_matrix", "qrels_dict",
+        "missing_topic_error", "per_query_matrix", "qrels_dict", "refuse_missing",
     ),
     "duplicates": ("canonical_only_runs", "deduped_runs", "duplicate_effects", "plot_duplicates",),
     "measures": ("NCG", "computable", "parse_measures", "supported_names", "with_relevance",),
@@ -22,6 +22,6 @@ __getattr__ = attach(__name__, {
 
 __all__ = [
     "MISSING_POLICIES", "NCG", "RANKINGS", "Evaluation", "Judgments", "breakdown_from_rr", "canonical_only_runs", "computable", "correct", "deduped_runs",
-    "duplicate_effects", "evaluate", "evaluate_sets", "leaderboard_correlation", "load_canonical_runs", "outcome_breakdown", "parse_measures",
-    "per_query_matrix", "plot_duplicates", "pvalue", "qrels_dict", "significance", "supported_names", "tau_ap", "with_relevance",
+    "duplicate_effects", "evaluate", "evaluate_sets", "leaderboard_correlation", "load_canonical_runs", "missing_topic_error", "outcome_breakdown", "parse_measures",
+    "per_query_matrix", "plot_duplicates", "pvalue", "qrels_dict", "refuse_missing", "significance", "supported_names", "tau_ap", "with_relevance",
 ]

@@ -333,20 +333,23 @@ class Judgments:
         return [str(m) for m in self.measures]
 
 
-def _unjudged(runs: pa.Table, kept_rows: int, sets: list[Judgments], list_topics: list[str]) -> list[tuple[int, int]]:
-    """Per set: the run lines and topics of ``runs`` it does not judge."""
+def _unjudged(runs: pa.Table, kept: pa.Table, sets: list[Judgments], list_topics: list[str]) -> list[tuple[int, int]]:
+    """Per set: the run lines and topics of ``runs`` it does not judge (``kept``: the lines of any
+    set's topics). The runs' topics are found once, and only when a set leaves lines unjudged."""
     out = []
-    counts = None
+    run_topics = kept_counts = None
     for j in sets:
         own = set(j.lists_of.values())
-        if len(own) == len(list_topics):  # the set judges every topic scored: the rows filtered out
-            rows = runs.num_rows - kept_rows
-            out.append((rows, len(set(pc.unique(runs["qid"]).to_pylist()) - own) if rows else 0))
-            continue
-        if counts is None:
-            vc = pc.value_counts(runs["qid"])
-            counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
-        out.append((sum(n for q, n in counts.items() if q not in own), sum(1 for q in counts if q not in own)))
+        if len(own) == len(list_topics):  # the set judges every topic kept
+            rows = runs.num_rows - kept.num_rows
+        else:
+            if kept_counts is None:
+                vc = pc.value_counts(kept["qid"])
+                kept_counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()))
+            rows = runs.num_rows - sum(kept_counts.get(q, 0) for q in own)
+        if rows and run_topics is None:
+            run_topics = set(pc.unique(runs["qid"]).to_pylist())
+        out.append((rows, len(run_topics - own) if rows else 0))
     return out
 
 
@@ -370,15 +373,14 @@ def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str =
     list_topics = qid_order({t for j in sets for t in j.lists_of.values()})
 
     kept = runs.filter(pc.is_in(runs["qid"], value_set=pa.array(list_topics, pa.string())))
-    unjudged = _unjudged(runs, kept.num_rows, sets, list_topics)
+    unjudged = _unjudged(runs, kept, sets, list_topics)
     kept, codes = _ensure_canonical(kept.select(["run", "qid", "docid", "score"]), list_topics, ranking)
     per_depth = _run_dicts(kept, list_topics, _depth_groups(ms).keys(), codes)
-    values, is_missing = _score_runs(all_runs, per_depth, ms, sets, missing)
+    ends = np.cumsum([len(j.topics) for j in sets]).tolist()
+    parts = [slice(e - len(j.topics), e) for j, e in zip(sets, ends)]  # each set's topics in the scored arrays
+    values, is_missing = _score_runs(all_runs, per_depth, ms, sets, parts, missing)
     out = []
-    off = 0
-    for j, (unjudged_rows, unjudged_topics) in zip(sets, unjudged):
-        part = slice(off, off + len(j.topics))
-        off += len(j.topics)
+    for j, part, (unjudged_rows, unjudged_topics) in zip(sets, parts, unjudged):
         v, miss = values[:, :, part], is_missing[:, part]
         out.append(Evaluation(
             per_query=_per_query_table(all_runs, j.topics, names, v, miss),
@@ -389,24 +391,27 @@ def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str =
     return out
 
 
-def _score_runs(all_runs: list[str], per_depth: dict, ms: list, sets: list[Judgments],
+def _score_runs(all_runs: list[str], per_depth: dict, ms: list, sets: list[Judgments], parts: list[slice],
                 missing: str) -> tuple[np.ndarray, np.ndarray]:
-    """Every run's value of every measure on every topic of every set, the sets one after the
-    other (NaN for a skipped missing topic), and its missing flags: ``(runs, measures, topics)``
+    """Every run's value of every measure on every topic of every set, each set's topics at its
+    part (NaN for a skipped missing topic), and its missing flags: ``(runs, measures, topics)``
     and ``(runs, topics)``."""
-    offsets = np.cumsum([0] + [len(j.topics) for j in sets]).tolist()
-    nm = len(ms)
-    values = np.full((len(all_runs), nm, offsets[-1]), np.nan)
-    is_missing = np.zeros((len(all_runs), offsets[-1]), bool)
-    present = {r for runs_d in per_depth.values() for r in runs_d}
+    n = parts[-1].stop if parts else 0
+    values = np.full((len(all_runs), len(ms), n), np.nan)
+    is_missing = np.zeros((len(all_runs), n), bool)
+    lists_of_run = next(iter(per_depth.values()), {})  # every depth holds the same runs and topics
     for ri, r in enumerate(all_runs):
-        rd = next(iter(per_depth.values())).get(r, {}) if r in present else {}
-        for j, off in zip(sets, offsets):
-            is_missing[ri, off:off + len(j.topics)] = [j.lists_of[q] not in rd for q in j.topics]
+        rd = lists_of_run.get(r, {})
+        for j, part in zip(sets, parts):
+            is_missing[ri, part] = [j.lists_of[q] not in rd for q in j.topics]
         if missing == "error" and is_missing[ri].any():
-            _missing_error(r, is_missing[ri], sets)
+            for j, part in zip(sets, parts):  # the first set with a topic the run missed
+                gone = [j.topics[i] for i in np.flatnonzero(is_missing[ri, part])]
+                if gone:
+                    raise missing_topic_error(r, gone)
         if rd:
-            for j, off in zip(sets, offsets):
+            for j, part in zip(sets, parts):
+                off = part.start
                 for d, (evaluator, back, ids) in j.evaluators.items():
                     lists = per_depth[d][r]
                     for metric in evaluator.iter_calc(lists if j.own else {q: lists[j.lists_of[q]] for q in j.topics
@@ -428,15 +433,21 @@ def _score_runs(all_runs: list[str], per_depth: dict, ms: list, sets: list[Judgm
     return values, is_missing
 
 
-def _missing_error(run: str, absent: np.ndarray, sets: list[Judgments]) -> None:
-    """``[missing-topic]`` for the first set whose topics ``run`` retrieved nothing for."""
-    off = 0
-    for j in sets:
-        gone = [j.topics[i] for i in np.flatnonzero(absent[off:off + len(j.topics)])]
-        off += len(j.topics)
-        if gone:
-            raise InputError("missing-topic", f"run {run!r} retrieved nothing for {len(gone)} judged topic(s): "
-                             f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
+def missing_topic_error(run: str, topics: Sequence[str]) -> InputError:
+    """The error of the ``error`` missing-topic policy: ``run`` retrieved nothing for the judged
+    ``topics``."""
+    return InputError("missing-topic", f"run {run!r} retrieved nothing for {len(topics)} judged topic(s): "
+                      f"{', '.join(topics[:5])} (policy 'error'; use --missing zero or skip)")
+
+
+def refuse_missing(run_names: Sequence[str], topics: Sequence[str], absent: np.ndarray) -> None:
+    """The ``error`` missing-topic policy checked before any work, as :func:`evaluate` applies
+    it: ``absent[r, t]`` says run ``r`` retrieved nothing for judged topic ``t``; the first such
+    run (in the order of ``run_names``, by name for evaluate's) is :func:`missing_topic_error`."""
+    rows = np.flatnonzero(absent.any(axis=1))
+    if len(rows):
+        r = int(rows[0])
+        raise missing_topic_error(run_names[r], [topics[t] for t in np.flatnonzero(absent[r])])
 
 
 def _lists_of(topics: list[str], topic_of: Mapping[str, str] | None) -> dict[str, str]:

@@ -40,7 +40,8 @@ import pyarrow.compute as pc
 from qrelkit.cal.params import CalParams
 from qrelkit.errors import InputError
 from qrelkit.evaluate import (
-    MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, with_relevance,
+    MISSING_POLICIES, RANKINGS, computable, evaluate, leaderboard_correlation, parse_measures, refuse_missing,
+    with_relevance,
 )
 from qrelkit.evaluate.params import EvalParams
 from qrelkit.io.order import canonical_indices, competition_ranks
@@ -426,12 +427,7 @@ def _prepare(runs: pa.Table, qrels: pa.Table, manifest: pd.DataFrame | None, *, 
 
 def _refuse_missing(col: _Collection) -> None:
     """The ``error`` missing-topic policy, checked before any work (as evaluate() would)."""
-    absent = col.ends - col.starts == 0
-    if absent.any():
-        r = int(np.argwhere(absent)[0][0])
-        gone = [col.topics[t] for t in np.flatnonzero(absent[r])]
-        raise InputError("missing-topic", f"run {col.run_names[r]!r} retrieved nothing for {len(gone)} judged "
-                         f"topic(s): {', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
+    refuse_missing(col.run_names, col.topics, col.ends - col.starts == 0)
 
 
 def _universes(col: _Collection, names: list[tuple[str, str, int]], extra: Mapping) -> None:

@@ -47,7 +47,8 @@ import pyarrow.compute as pc
 
 from qrelkit.errors import InputError
 from qrelkit.evaluate import (
-    MISSING_POLICIES, RANKINGS, Judgments, computable, evaluate_sets, leaderboard_correlation, parse_measures, with_relevance,
+    MISSING_POLICIES, RANKINGS, Judgments, computable, evaluate_sets, leaderboard_correlation, parse_measures,
+    refuse_missing, with_relevance,
 )
 from qrelkit.io.order import competition_ranks
 from qrelkit.io.qrels import QRELS_SCHEMA, judged, sort_qrels
@@ -171,25 +172,27 @@ def _reduced(st: dict, gone_rows: np.ndarray | None) -> pa.Table:
 
 
 def _task(task: tuple) -> list[tuple]:
-    """``(unit, run codes, removed row indices or None, official?)`` -> the evaluate() summaries it
-    asks for, as ``(kind, unit, runs, measures, values)``: the official scores of the runs
-    (``official?``) and their left-out scores (removed rows given), from one reading of the runs."""
-    unit, codes, gone_rows, official = task
+    """``(run codes, removed row indices or None, official?)`` -> ``(kind, runs, measures, values)``
+    of the scorings it asks for, from one reading of the runs: the official scores (``official?``)
+    and the left-out scores (removed rows given)."""
+    codes, gone_rows, official = task
     st = shared()
     if st["run_bounds"] is not None:  # canonical tables hold each run's rows together: zero-copy slices
         starts, ends = st["run_bounds"]
         runs = pa.concat_tables([st["runs"].slice(int(starts[c]), int(ends[c] - starts[c])) for c in codes])
     else:
         runs = st["runs"].filter(pa.array(np.isin(st["run_code"], codes)))
-    names = [st["run_names"][c] for c in codes]
-    kinds = (["official"] if official else []) + (["unit"] if gone_rows is not None else [])
-    if official and "_official_judgments" not in st:  # made ready once per process
-        st["_official_judgments"] = Judgments(st["qrels"], st["measures"])
-    sets = ([st["_official_judgments"]] if official else []) + ([_reduced(st, gone_rows)] if gone_rows is not None else [])
-    evs = evaluate_sets(runs, sets, st["measures"], missing=st["missing"], rel=st["rel"], run_names=names,
-                        ranking=st["ranking"])
-    return [(kind, unit, ev.summary["run"].to_pylist(), ev.summary["measure"].to_pylist(),
-             ev.summary["value"].to_pylist()) for kind, ev in zip(kinds, evs)]
+    sets = []
+    if official:
+        if "_official_judgments" not in st:  # made ready once per process
+            st["_official_judgments"] = Judgments(st["qrels"], st["measures"])
+        sets.append(("official", st["_official_judgments"]))
+    if gone_rows is not None:
+        sets.append(("unit", _reduced(st, gone_rows)))
+    evs = evaluate_sets(runs, [q for _, q in sets], st["measures"], missing=st["missing"], rel=st["rel"],
+                        run_names=[st["run_names"][c] for c in codes], ranking=st["ranking"])
+    return [(kind, ev.summary["run"].to_pylist(), ev.summary["measure"].to_pylist(), ev.summary["value"].to_pylist())
+            for (kind, _), ev in zip(sets, evs)]
 
 
 def _official_from(official, run_names: Sequence[str], names: Sequence[str]) -> dict:
@@ -449,7 +452,6 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
         run_bounds = (np.searchsorted(rc, ids, side="left"), np.searchsorted(rc, ids, side="right"))
     if missing == "error":
         _missing_topic_check(st, rc)
-    n_tasks = 0
     scorer = ForkPool(_task, {"runs": runs, "run_code": rc, "run_bounds": run_bounds, "run_names": run_names,
                               "qrels": st.q, "topic": st.tcode, "topics": st.topics_list,
                               "judged_per_topic": st.judged_per_topic, "removal": removal, "measures": st.ms,
@@ -469,31 +471,26 @@ def _attribute_and_score(st: _Study, *, procedure: str, removal: str, missing: s
         units_todo.sort(key=lambda u: (-int(rows_per_run[st.unit_runs[u]].sum()), u))
         for u in units_todo:
             gone = rows_of_unit[bounds[u]:bounds[u + 1]] if rm.removed_judged[u] > 0 else None
-            scorer.submit((u, st.unit_runs[u].astype(np.int64), gone, not official_given))
-            n_tasks += 1
+            scorer.submit((st.unit_runs[u].astype(np.int64), gone, not official_given))
         if progress is not None:
-            progress(0, total=n_tasks)
+            progress(0, total=len(units_todo))
         if scorer.forked:  # while the workers score, this process loads what the tables need
             import scipy.stats  # noqa: F401  lazy: ~0.3 s, for the rank correlations
         results = scorer.results(progress)
     finally:
         scorer.close()
-    return rm, results, n_tasks
+    return rm, results, len(units_todo)
 
 
 def _missing_topic_check(st: _Study, rc: np.ndarray) -> None:
-    """``[missing-topic]`` (policy ``error``) for the first run, by name, that retrieved nothing for
-    a judged topic: the error :func:`qrelkit.evaluate.evaluate` gives for the official scores."""
+    """The ``error`` missing-topic policy before any scoring, as the official scores would apply it
+    (:func:`qrelkit.evaluate.refuse_missing`: the first run by name)."""
     idx = pc.index_in(st.runs["qid"], value_set=pa.array(st.topics_list, pa.string()))
     judged_row = idx.is_valid().to_numpy(zero_copy_only=False)
     tc = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False).astype(np.int64)
     has = np.zeros((len(st.run_names), st.nT), bool)
     has[rc[judged_row], tc[judged_row]] = True
-    for r, row in zip(st.run_names, has):
-        if not row.all():
-            gone = [st.topics_list[t] for t in np.flatnonzero(~row)]
-            raise InputError("missing-topic", f"run {r!r} retrieved nothing for {len(gone)} judged topic(s): "
-                             f"{', '.join(gone[:5])} (policy 'error'; use --missing zero or skip)")
+    refuse_missing(st.run_names, st.topics_list, ~has)
 
 
 def _collected_scores(results: list[list[tuple]]) -> tuple[dict, dict]:
@@ -501,7 +498,7 @@ def _collected_scores(results: list[list[tuple]]) -> tuple[dict, dict]:
     off: dict[tuple[str, str], float] = {}
     lo: dict[tuple[str, str], float] = {}
     for task in results:
-        for kind, _unit, rr, mm, vv in task:
+        for kind, rr, mm, vv in task:
             target = off if kind == "official" else lo
             for r, m, v in zip(rr, mm, vv):
                 target[(r, m)] = np.nan if v is None else float(v)
