@@ -2,7 +2,8 @@
 
     python scripts/gen_benchmarks_doc.py                     # rewrite the blocks from benchmarks/results/
     python scripts/gen_benchmarks_doc.py --collect bench-out # first copy bench-out/*.json results there
-                                                             # (a partial run is refused: --replace)
+                                                             # (a partial run is refused: --replace;
+                                                             # a run under other load too: --allow-load)
     python scripts/gen_benchmarks_doc.py --check             # exit 1 if the doc is not what the files give
 
 Each benchmark writes one result file in the shape of ``benchmarks/_results.py`` (``schema``,
@@ -34,6 +35,9 @@ DOC = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 #: the benchmarks the root README.md's "How fast" table shows (largest size), in this order
 SUMMARY = ("pool", "eval", "dedupe", "cal", "reuse")
+#: the most cores other processes may have used while a tool was measured, for its result to be
+#: collected: a result measured on a busy machine gives figures that are not the tool's
+MAX_OTHER_LOAD = 0.25
 
 
 def is_result(res) -> bool:
@@ -268,12 +272,20 @@ def _lost_sizes(stored: dict, new: dict) -> list[str]:
     return lost
 
 
-def collect(folders: list[Path], *, replace: bool = False) -> int:
+def _under_load(res: dict, limit: float = MAX_OTHER_LOAD) -> list[str]:
+    """The tools of ``res`` measured while other processes used more than ``limit`` cores (their
+    ``background_cores``), as "tool at size: N cores"."""
+    return [f"{t['tool']} at {_label(size)}: {t['background_cores']:.2f} cores" for size in res["sizes"]
+            for t in size["tools"] if (t.get("background_cores") or 0.0) > limit]
+
+
+def collect(folders: list[Path], *, replace: bool = False, allow_load: bool = False) -> int:
     """Copy the results found in ``folders`` (and their subfolders) to benchmarks/results/; returns
     the number refused. Refused, with the reason: two files holding one benchmark (which is the
-    run to keep is the user's to say), and, unless ``replace``, a result lacking sizes (or tasks)
-    the stored one has: a partial run (``bench_budget.py --tasks study``, ``--one-size``) would
-    otherwise drop the rest of a recorded benchmark."""
+    run to keep is the user's to say); unless ``allow_load``, a result with a tool measured while
+    other processes used more than :data:`MAX_OTHER_LOAD` cores; and, unless ``replace``, a result
+    lacking sizes (or tasks) the stored one has: a partial run (``bench_budget.py --tasks study``,
+    ``--one-size``) would otherwise drop the rest of a recorded benchmark."""
     found: dict[str, dict[Path, dict]] = {}
     for folder in folders:
         for p in sorted(folder.rglob("*.json")):  # the web and campaign benchmarks write into subfolders
@@ -292,6 +304,13 @@ def collect(folders: list[Path], *, replace: bool = False) -> int:
             refused += 1
             continue
         (p, res), = files.items()
+        busy = _under_load(res)
+        if busy and not allow_load:
+            print(f"not collected: {p} was measured on a busy machine ({'; '.join(busy[:3])}"
+                  f"{'; ...' if len(busy) > 3 else ''}; more than {MAX_OTHER_LOAD} cores of other load): run it again "
+                  "on a quiet machine, or pass --allow-load to keep it anyway", file=sys.stderr)
+            refused += 1
+            continue
         try:
             old = json.loads(stored.read_text()) if stored.exists() else None
             lost = _lost_sizes(old, res) if is_result(old) else []
@@ -329,9 +348,11 @@ def main(argv: list[str] | None = None) -> int:
                          "and its subfolders first")
     ap.add_argument("--replace", action="store_true",
                     help="let a collected result replace a stored one that holds sizes it lacks (a partial run)")
+    ap.add_argument("--allow-load", action="store_true",
+                    help=f"collect a result measured while other processes used more than {MAX_OTHER_LOAD} cores")
     ap.add_argument("--check", action="store_true", help="only check that the doc is up to date")
     a = ap.parse_args(argv)
-    refused = collect(a.collect, replace=a.replace) if a.collect else 0
+    refused = collect(a.collect, replace=a.replace, allow_load=a.allow_load) if a.collect else 0
     results = load_results(RESULTS)
     stale = 0
     for path, make in ((DOC, lambda d: regenerate(d, results)),

@@ -224,3 +224,28 @@ def test_collect_compares_sizes_per_task_not_labels(tmp_path, monkeypatch):
     (results / "demo.json").write_text("{not json")
     assert gen.collect([out]) == 0
     assert json.loads((results / "demo.json").read_text()) == base
+
+
+def test_collect_refuses_a_result_measured_on_a_busy_machine(tmp_path, monkeypatch, capsys):
+    """Nine results were once recorded while other jobs took 1.4-1.8 of the machine's 2 cores: their
+    JSON said so, but they were collected and rendered as qrelkit's figures."""
+    gen = _gen()
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(gen, "RESULTS", results)
+    busy = _result()
+    busy["sizes"][1]["tools"][1]["background_cores"] = 1.43
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "demo.json").write_text(json.dumps(busy))
+    assert gen._under_load(busy) == ["peer at 2M lines: 1.43 cores"]
+    assert gen._under_load(_result()) == []  # 0.01 cores, and none recorded
+    assert gen.collect([out]) == 1
+    assert not (results / "demo.json").exists()
+    err = capsys.readouterr().err
+    assert "busy machine (peer at 2M lines: 1.43 cores" in err and "--allow-load" in err
+    assert gen.collect([out], allow_load=True) == 0
+    assert json.loads((results / "demo.json").read_text()) == busy
+    busy["sizes"][1]["tools"][1]["background_cores"] = gen.MAX_OTHER_LOAD  # at the limit: collected
+    (out / "demo.json").write_text(json.dumps(busy))
+    assert gen.collect([out]) == 0
