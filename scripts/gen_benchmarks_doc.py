@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 from collections import Counter
@@ -274,16 +275,26 @@ def _lost_sizes(stored: dict, new: dict) -> list[str]:
 
 def _under_load(res: dict, limit: float = MAX_OTHER_LOAD) -> list[str]:
     """The tools of ``res`` measured while other processes used more than ``limit`` cores (their
-    ``background_cores``), as "tool at size: N cores"."""
-    return [f"{t['tool']} at {_label(size)}: {t['background_cores']:.2f} cores" for size in res["sizes"]
-            for t in size["tools"] if (t.get("background_cores") or 0.0) > limit]
+    ``background_cores``: the median over the tool's processes), or with that load unknown, as
+    "tool at size: N cores" or "tool at size: other load not recorded"."""
+    out = []
+    for size in res.get("sizes") or []:
+        where = f"{size.get('task') + ', ' if size.get('task') else ''}{size.get('label', '?')}"
+        for t in size.get("tools") or []:
+            load = t.get("background_cores")
+            if not isinstance(load, (int, float)) or not math.isfinite(load):
+                out.append(f"{t.get('tool', '?')} at {where}: other load not recorded")
+            elif load > limit:
+                out.append(f"{t.get('tool', '?')} at {where}: {load:.2f} cores")
+    return out
 
 
 def collect(folders: list[Path], *, replace: bool = False, allow_load: bool = False) -> int:
     """Copy the results found in ``folders`` (and their subfolders) to benchmarks/results/; returns
     the number refused. Refused, with the reason: two files holding one benchmark (which is the
     run to keep is the user's to say); unless ``allow_load``, a result with a tool measured while
-    other processes used more than :data:`MAX_OTHER_LOAD` cores; and, unless ``replace``, a result
+    other processes used more than :data:`MAX_OTHER_LOAD` cores, or with that load unrecorded
+    (:func:`_under_load`); and, unless ``replace``, a result
     lacking sizes (or tasks) the stored one has: a partial run (``bench_budget.py --tasks study``,
     ``--one-size``) would otherwise drop the rest of a recorded benchmark."""
     found: dict[str, dict[Path, dict]] = {}
@@ -304,21 +315,23 @@ def collect(folders: list[Path], *, replace: bool = False, allow_load: bool = Fa
             refused += 1
             continue
         (p, res), = files.items()
-        busy = _under_load(res)
-        if busy and not allow_load:
-            print(f"not collected: {p} was measured on a busy machine ({'; '.join(busy[:3])}"
-                  f"{'; ...' if len(busy) > 3 else ''}; more than {MAX_OTHER_LOAD} cores of other load): run it again "
-                  "on a quiet machine, or pass --allow-load to keep it anyway", file=sys.stderr)
-            refused += 1
-            continue
+        busy = [] if allow_load else _under_load(res)
         try:
             old = json.loads(stored.read_text()) if stored.exists() else None
             lost = _lost_sizes(old, res) if is_result(old) else []
         except (OSError, ValueError, KeyError, TypeError):
             lost = []  # a stored file that is not a result holds nothing to keep
-        if lost and not replace:
-            print(f"not collected: {p} lacks {'; '.join(lost)} that benchmarks/results/{name}.json holds: a "
-                  "partial run; pass --replace to keep it anyway", file=sys.stderr)
+        lost = [] if replace else lost
+        reasons = []
+        if busy:
+            reasons.append(f"it was measured on a busy machine ({'; '.join(busy[:3])}{'; ...' if len(busy) > 3 else ''}; "
+                           f"the limit is {MAX_OTHER_LOAD} cores of other load): run it again on a quiet machine, or "
+                           "pass --allow-load to keep it anyway")
+        if lost:
+            reasons.append(f"it lacks {'; '.join(lost)} that benchmarks/results/{name}.json holds: a partial run; "
+                           "pass --replace to keep it anyway")
+        if reasons:
+            print(f"not collected: {p}: {' And '.join(reasons)}", file=sys.stderr)
             refused += 1
             continue
         RESULTS.mkdir(parents=True, exist_ok=True)

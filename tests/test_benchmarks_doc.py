@@ -27,10 +27,11 @@ def _result(**over):
     small = r.size_result("1M lines", 1_000_000, "line", [
         r.tool_result("qrelkit", first=r.call(1.2, 2.0), warm=[r.call(1.0, 1.9), r.call(1.1, 2.0), r.call(0.9, 1.8)],
                       import_s=0.2, peak_rss_mb=500, background_cores=0.01, stages={"read": 0.6, "pool": 0.3}),
-        r.tool_result("peer", first=r.call(20.0, 20.0), warm=[r.call(19.0, 19.0)], import_s=1.0, peak_rss_mb=900)])
+        r.tool_result("peer", first=r.call(20.0, 20.0), warm=[r.call(19.0, 19.0)], import_s=1.0, peak_rss_mb=900,
+                      background_cores=0.0)])
     large = r.size_result("2M lines", 2_000_000, "line", [
-        r.tool_result("qrelkit", first=r.call(2.2, 4.0), warm=[r.call(2.2, 4.0)]),
-        r.tool_result("peer", first=r.call(40.0, 40.0), warm=[r.call(40.0, 40.0)])])
+        r.tool_result("qrelkit", first=r.call(2.2, 4.0), warm=[r.call(2.2, 4.0)], background_cores=0.02),
+        r.tool_result("peer", first=r.call(40.0, 40.0), warm=[r.call(40.0, 40.0)], background_cores=0.0)])
     res = r.benchmark_result("demo", "Demo", [small, large], targets=[r.target("pool of 2M lines", 2.2, "<=", 1.0, "s")],
                              checks={"same pool": True}, notes=["the peer filters nothing"])
     res["command"] = "python benchmarks/bench_demo.py --x 1"
@@ -228,24 +229,49 @@ def test_collect_compares_sizes_per_task_not_labels(tmp_path, monkeypatch):
 
 def test_collect_refuses_a_result_measured_on_a_busy_machine(tmp_path, monkeypatch, capsys):
     """Nine results were once recorded while other jobs took 1.4-1.8 of the machine's 2 cores: their
-    JSON said so, but they were collected and rendered as qrelkit's figures."""
+    JSON said so, but they were collected and rendered as qrelkit's figures. A load not recorded
+    (None, NaN) is no quiet machine either."""
     gen = _gen()
+    assert gen.MAX_OTHER_LOAD == 0.25
     results = tmp_path / "results"
     results.mkdir()
     monkeypatch.setattr(gen, "RESULTS", results)
-    busy = _result()
-    busy["sizes"][1]["tools"][1]["background_cores"] = 1.43
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    for attr in ("DOC", "README"):
+        monkeypatch.setattr(gen, attr, tmp_path / f"{attr}.md")
+        (tmp_path / f"{attr}.md").write_text(f"{gen.OPEN.format('demo')}\n{gen.CLOSE.format('demo')}\n"
+                                             f"{gen.OPEN.format('summary')}\n{gen.CLOSE.format('summary')}\n")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "demo.json").write_text(json.dumps(busy))
-    assert gen._under_load(busy) == ["peer at 2M lines: 1.43 cores"]
-    assert gen._under_load(_result()) == []  # 0.01 cores, and none recorded
-    assert gen.collect([out]) == 1
-    assert not (results / "demo.json").exists()
+
+    def with_load(load):
+        res = _result()
+        for size in res["sizes"]:
+            for t in size["tools"]:
+                t["background_cores"] = 0.01
+        res["sizes"][1]["tools"][1]["background_cores"] = load
+        return res
+
+    assert gen._under_load(with_load(0.01)) == []
+    assert gen._under_load(with_load(1.43)) == ["peer at 2M lines: 1.43 cores"]
+    assert gen._under_load(with_load(None)) == ["peer at 2M lines: other load not recorded"]
+    assert gen._under_load(with_load(float("nan"))) == ["peer at 2M lines: other load not recorded"]
+    for load, refused in ((1.43, 1), (gen.MAX_OTHER_LOAD + 0.01, 1), (None, 1), (gen.MAX_OTHER_LOAD, 0), (0.0, 0)):
+        (results / "demo.json").unlink(missing_ok=True)
+        (out / "demo.json").write_text(json.dumps(with_load(load)))
+        assert gen.collect([out]) == refused, load
+        assert (results / "demo.json").exists() == (not refused)
     err = capsys.readouterr().err
     assert "busy machine (peer at 2M lines: 1.43 cores" in err and "--allow-load" in err
-    assert gen.collect([out], allow_load=True) == 0
-    assert json.loads((results / "demo.json").read_text()) == busy
-    busy["sizes"][1]["tools"][1]["background_cores"] = gen.MAX_OTHER_LOAD  # at the limit: collected
+    busy = with_load(1.43)
     (out / "demo.json").write_text(json.dumps(busy))
-    assert gen.collect([out]) == 0
+    assert gen.main(["--collect", str(out)]) == 2
+    assert gen.main(["--collect", str(out), "--allow-load"]) == 0
+    assert json.loads((results / "demo.json").read_text()) == busy
+    partial_and_busy = dict(busy, sizes=busy["sizes"][1:])  # both reasons in one message
+    (out / "demo.json").write_text(json.dumps(partial_and_busy))
+    assert gen.collect([out]) == 1
+    err = capsys.readouterr().err
+    assert "busy machine" in err and "lacks 1 of 2 size(s)" in err
+    malformed = {**busy, "sizes": [{"units": 1, "tools": [{"first": {}}]}]}
+    assert gen._under_load(malformed) == ["? at ?: other load not recorded"]
