@@ -98,7 +98,7 @@ def ratio(a: float, b: float) -> str:
 
 def _label(size: dict) -> str:
     """A size's name in the tables: its task first, when the result measures several tasks."""
-    return f"{size['task']}, {size['label']}" if size.get("task") else size["label"]
+    return f"{size['task']}, {size.get('label', '?')}" if size.get("task") else size.get("label", "?")
 
 
 def _by_task(sizes: list[dict]) -> dict:
@@ -279,7 +279,7 @@ def _under_load(res: dict, limit: float = MAX_OTHER_LOAD) -> list[str]:
     "tool at size: N cores" or "tool at size: other load not recorded"."""
     out = []
     for size in res.get("sizes") or []:
-        where = f"{size.get('task') + ', ' if size.get('task') else ''}{size.get('label', '?')}"
+        where = _label(size)
         for t in size.get("tools") or []:
             load = t.get("background_cores")
             if not isinstance(load, (int, float)) or not math.isfinite(load):
@@ -287,6 +287,16 @@ def _under_load(res: dict, limit: float = MAX_OTHER_LOAD) -> list[str]:
             elif load > limit:
                 out.append(f"{t.get('tool', '?')} at {where}: {load:.2f} cores")
     return out
+
+
+def _lost_of_stored(stored: Path, new: dict) -> list[str]:
+    """:func:`_lost_sizes` of the result stored at ``stored`` (nothing to keep when there is none,
+    or when the file holds no result)."""
+    try:
+        old = json.loads(stored.read_text()) if stored.exists() else None
+        return _lost_sizes(old, new) if is_result(old) else []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def collect(folders: list[Path], *, replace: bool = False, allow_load: bool = False) -> int:
@@ -316,12 +326,7 @@ def collect(folders: list[Path], *, replace: bool = False, allow_load: bool = Fa
             continue
         (p, res), = files.items()
         busy = [] if allow_load else _under_load(res)
-        try:
-            old = json.loads(stored.read_text()) if stored.exists() else None
-            lost = _lost_sizes(old, res) if is_result(old) else []
-        except (OSError, ValueError, KeyError, TypeError):
-            lost = []  # a stored file that is not a result holds nothing to keep
-        lost = [] if replace else lost
+        lost = [] if replace else _lost_of_stored(stored, res)
         reasons = []
         if busy:
             reasons.append(f"it was measured on a busy machine ({'; '.join(busy[:3])}{'; ...' if len(busy) > 3 else ''}; "

@@ -353,10 +353,10 @@ def _unjudged(runs: pa.Table, kept: pa.Table, sets: list[Judgments], list_topics
     return out
 
 
-@declared_defaults(EvalParams)
-def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str = AS_DECLARED, rel: int | None = None,
-                   run_names: Sequence[str] | None = None, ranking: str = AS_DECLARED,
+def _evaluate_sets(runs: pa.Table, qrels_sets: list, measures, *, missing: str, rel: int | None,
+                   run_names: Sequence[str] | None, ranking: str,
                    topic_of: Mapping[str, str] | None = None) -> list[Evaluation]:
+    """:func:`evaluate` and :func:`evaluate_sets`, their defaults resolved."""
     if missing not in MISSING_POLICIES:
         raise InputError("bad-option", f"missing-topic policy must be one of {', '.join(MISSING_POLICIES)}, got {missing!r}")
     if ranking not in RANKINGS:
