@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import bad_id_row, check_corpus, count_passages, iter_corpus
+from qrelkit.io.corpus import bad_id_row, check_corpus, count_passages, iter_corpus, line_chunks
 
 # ids: printable, without whitespace, some of them beyond ASCII
 ID = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Z", "Co", "Cn")), min_size=1, max_size=12)
@@ -64,8 +64,40 @@ def test_valid_corpus_counts_and_fingerprint(tmp_path, corpus):
     assert c.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert c.size == path.stat().st_size and c.mtime_ns == path.stat().st_mtime_ns
     assert c.documents == (rows[0][2] is not None)
-    read = pa.concat_tables(iter_corpus(path))
+    read = pa.concat_tables(list(iter_corpus(path, chunk_bytes=chunk)))  # every chunk held to the end
     assert read["pid"].to_pylist() == [r[0] for r in rows]
+    assert read["text"].to_pylist() == [r[1] for r in rows]
+    assert read["docid"].to_pylist() == [r[2] for r in rows]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "tsv"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_chunks_read_through_one_buffer_own_their_rows(tmp_path, fmt, gz):
+    """The text readers read a file through one buffer, overwritten chunk after chunk: the rows of
+    a chunk must not point into it. Every chunk is held until the end, and the rows are the ones a
+    single chunk gives (lines of every length, some longer than a chunk)."""
+    rows = [(f"p{i}", ("w%d " % i) * (1 + (i * 37) % 90), f"d{i % 7}") for i in range(3000)]
+    rows[1500] = ("long", "x " * 5000, "d0")  # longer than a chunk: it waits for its end
+    path = _write(tmp_path, fmt, [_line(fmt, *r) for r in rows], gz, False)
+    whole = pa.concat_tables(list(iter_corpus(path, chunk_bytes=64 << 20)))
+    chunks = list(iter_corpus(path, chunk_bytes=4096))
+    assert len(chunks) > 50
+    assert pa.concat_tables(chunks).equals(whole)
+    assert whole["text"].to_pylist() == [r[1] for r in rows]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_chunk_still_viewed_is_not_written_over(tmp_path, gz):
+    """A reused chunk that something still views (a reader that let go of it late) is left alone:
+    the next chunk is read into a new buffer. Copied chunks and reused ones are the same bytes."""
+    data = b"".join(b"line %d %s\n" % (i, b"x" * (i % 300)) for i in range(5000)) + b"last, no break"
+    p = tmp_path / ("c.txt.gz" if gz else "c.txt")
+    p.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    views = [(off, memoryview(chunk)) for off, _, chunk in line_chunks(p, 1000, reuse=True)]
+    assert b"".join(bytes(v) for _, v in views) == data + b"\n"
+    copies = [(off, chunk) for off, _, chunk in line_chunks(p, 1000)]
+    assert [(off, bytes(v)) for off, v in views] == copies
+    assert all(type(c) is bytes for _, c in copies)
 
 
 DEFECTS = ["not-utf8", "bad-json", "space-id", "tab-id", "empty-id", "duplicate-id", "no-text", "docid-space"]
