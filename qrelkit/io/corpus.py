@@ -74,11 +74,41 @@ def blocks(fh, size: int, path: str | os.PathLike) -> Iterator[bytes]:
         yield block
 
 
-def _read_into(fh, view: memoryview, path: str | os.PathLike, line: int) -> int:
-    """``fh.readinto(view)``; a damaged or truncated gzip stream is ``bad-gzip`` at ``line``, the
-    first line not read whole."""
+def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray, int]]:
+    """:func:`chunks_of` with the number of lines of each chunk (each byte copied once). With
+    ``reuse``, :func:`_reused_chunks`."""
+    if reuse:
+        yield from _reused_chunks(fh, size, path)
+        return
+    offset, line = 0, 1
+    rest = b""
+    read = blocks(fh, size, path)
+    while True:
+        try:
+            block = next(read, None)
+        except InputError as err:  # a damaged gzip stream: the first line not read whole is its line
+            raise InputError(err.rule, f"{err.message} (read up to here, no further)", file=err.file, line=line) from None
+        if block is None:
+            break
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            rest += block
+            continue
+        chunk = b"".join((rest, memoryview(block)[: cut + 1])) if rest else block[: cut + 1]
+        rest = block[cut + 1 :]
+        lines = chunk.count(b"\n")
+        yield offset, line, chunk, lines
+        offset += len(chunk)
+        line += lines
+    if rest:  # the last line without its break: as it would be with one (a TSV line "\t" is no blank)
+        yield offset, line, rest + b"\n", 1
+
+
+def _read(fh, into: int | memoryview, path: str | os.PathLike, line: int) -> bytes | int:
+    """``fh.read(into)`` (a size) or ``fh.readinto(into)`` (a view); a damaged or truncated gzip
+    stream is ``bad-gzip`` at ``line``, the first line not read whole."""
     try:
-        return fh.readinto(view)
+        return fh.read(into) if isinstance(into, int) else fh.readinto(into)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InputError("bad-gzip", f"cannot decompress: {printable(exc, 120)} (read up to here, no further)",
                          file=str(path), line=line) from None
@@ -86,8 +116,8 @@ def _read_into(fh, view: memoryview, path: str | os.PathLike, line: int) -> int:
 
 def _room(buf: bytearray, n: int) -> bytearray:
     """``buf`` at length ``n`` (cut, or grown with zeros), or a new buffer of that length when
-    ``buf`` cannot be resized: something still holds a view of it (pyarrow's reader may let go of
-    its input a moment after the read returned), and the next read must not write under it."""
+    ``buf`` cannot be resized: something still holds a view of it (seen once, in a Dask feature
+    build; the holder was not found), and the next read must not write under it."""
     try:
         buf.append(0)  # a resize: refused while a view of the buffer is held
     except BufferError:
@@ -99,52 +129,55 @@ def _room(buf: bytearray, n: int) -> bytearray:
     return buf
 
 
-def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes, int]]:
-    """:func:`chunks_of` with the number of lines of each chunk. The file is read ``size`` bytes at
-    a time into one buffer, kept from chunk to chunk: fresh memory costs a page fault per 4 KiB,
-    and reading a block and copying the chunk out of it into fresh memory each time was a third of
-    a clustering's page faults at 4M passages. With ``reuse`` each chunk is that buffer itself (a
-    ``bytearray``, overwritten when the next chunk is asked for: for a caller done with a chunk by
-    then, whose results do not point into it); else a copy (``bytes``)."""
+def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytearray | bytes, int]]:
+    """:func:`_counted_chunks` through one buffer kept from chunk to chunk: each chunk is that
+    ``bytearray`` itself, overwritten when the next one is asked for (for a caller done with a
+    chunk by then; the last line without its break comes as ``bytes``). Fresh memory costs a page
+    fault per 4 KiB: reading every block into fresh memory, then copying the chunk out, was a third
+    of a clustering's page faults at 4M passages. The first read, and the one after a short read
+    (the end of the stream), are as large as what they read: a small file stays small."""
     offset, line = 0, 1
-    buf, rest = bytearray(size), b""  # rest: the start of a line not read to its end yet
+    buf, rest, full = bytearray(), b"", False
     while True:
-        buf = _room(buf, len(rest) + size)
-        buf[: len(rest)] = rest
-        with memoryview(buf) as view:
-            got = _read_into(fh, view[len(rest):], path, line)
-            end = len(rest) + got
-            cut = buf.rfind(b"\n", len(rest), end)
-            if got and cut < 0:
-                rest = bytes(view[:end])
-                continue
-            rest = bytes(view[cut + 1: end]) if got else rest
-            chunk = None if not got or reuse else bytes(view[: cut + 1])
+        if full:  # the last read filled its room: read into the buffer again
+            buf = _room(buf, len(rest) + size)
+            buf[: len(rest)] = rest
+            with memoryview(buf) as view:
+                got = _read(fh, view[len(rest):], path, line)
+            del buf[len(rest) + got:]
+        else:
+            block = _read(fh, size, path, line)
+            buf, got = bytearray(rest), len(block)
+            buf += block
+        full = got == size
         if not got:
             break
-        if reuse:
-            del buf[cut + 1:]  # no view of it is held: the allocation stays (CPython only shrinks below half)
-            chunk = buf
-        lines = chunk.count(b"\n")
-        yield offset, line, chunk, lines
+        cut = buf.rfind(b"\n", len(rest))
+        with memoryview(buf) as view:
+            rest = bytes(view[cut + 1:])
+        if cut < 0:  # no line ends in this block
+            continue
+        del buf[cut + 1:]  # no view of it is held: the allocation stays (CPython only shrinks below half)
+        lines = buf.count(b"\n")
+        yield offset, line, buf, lines
         offset += cut + 1
         line += lines
     if rest:  # the last line without its break: as it would be with one (a TSV line "\t" is no blank)
         yield offset, line, rest + b"\n", 1
 
 
-def chunks_of(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes]]:
+def chunks_of(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
     """Yield (byte offset, first line number, bytes) chunks of the binary stream ``fh`` (of the file
     ``path``) that end at line boundaries; the last one gets its missing line break. ``reuse``:
-    :func:`_counted_chunks`."""
+    :func:`_reused_chunks` (``fh`` needs ``readinto`` then)."""
     for offset, line, chunk, _ in _counted_chunks(fh, size, path, reuse=reuse):
         yield offset, line, chunk
 
 
-def line_chunks(path: Path, size: int, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes]]:
+def line_chunks(path: Path, size: int, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
     """Yield (byte offset, first line number, bytes) chunks of a file (gunzipped when it is
     gzip: offsets in the uncompressed stream) that end at line boundaries. ``reuse``:
-    :func:`_counted_chunks`."""
+    :func:`_reused_chunks`."""
     with open_bytes(path) as fh:
         yield from chunks_of(fh, size, path, reuse=reuse)
 
@@ -457,11 +490,6 @@ class _Hashing:
         if block and self.progress is not None:
             self.progress(len(block))
         return block
-
-    def readinto(self, view: memoryview) -> int:
-        block = self.read(len(view))
-        view[: len(block)] = block
-        return len(block)
 
     def hexdigest(self) -> str:
         while self.read(8 << 20):  # what the readers left (a gzip stream's padding, a Parquet footer)
