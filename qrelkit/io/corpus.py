@@ -104,7 +104,7 @@ def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterat
         yield offset, line, rest + b"\n", 1
 
 
-def _read(fh, into: int | memoryview, path: str | os.PathLike, line: int) -> bytes | int:
+def _read_some(fh, into: int | memoryview, path: str | os.PathLike, line: int) -> bytes | int:
     """``fh.read(into)`` (a size) or ``fh.readinto(into)`` (a view); a damaged or truncated gzip
     stream is ``bad-gzip`` at ``line``, the first line not read whole."""
     try:
@@ -143,10 +143,10 @@ def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytear
             buf = _room(buf, len(rest) + size)
             buf[: len(rest)] = rest
             with memoryview(buf) as view:
-                got = _read(fh, view[len(rest):], path, line)
+                got = _read_some(fh, view[len(rest):], path, line)
             del buf[len(rest) + got:]
         else:
-            block = _read(fh, size, path, line)
+            block = _read_some(fh, size, path, line)
             buf, got = bytearray(rest), len(block)
             buf += block
         full = got == size
