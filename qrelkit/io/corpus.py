@@ -75,8 +75,8 @@ def blocks(fh, size: int, path: str | os.PathLike) -> Iterator[bytes]:
 
 
 def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray, int]]:
-    """:func:`chunks_of` with the number of lines of each chunk (each byte copied once). With
-    ``reuse``, :func:`_reused_chunks`."""
+    """:func:`chunks_of` with the number of lines of each chunk: ``bytes``, each byte copied once;
+    with ``reuse``, :func:`_reused_chunks`."""
     if reuse:
         yield from _reused_chunks(fh, size, path)
         return
@@ -129,13 +129,14 @@ def _room(buf: bytearray, n: int) -> bytearray:
     return buf
 
 
-def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytearray | bytes, int]]:
-    """:func:`_counted_chunks` through one buffer kept from chunk to chunk: each chunk is that
-    ``bytearray`` itself, overwritten when the next one is asked for (for a caller done with a
-    chunk by then; the last line without its break comes as ``bytes``). Fresh memory costs a page
-    fault per 4 KiB: reading every block into fresh memory, then copying the chunk out, was a third
-    of a clustering's page faults at 4M passages. The first read, and the one after a short read
-    (the end of the stream), are as large as what they read: a small file stays small."""
+def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes | bytearray, int]]:
+    """:func:`_counted_chunks` through a buffer kept from chunk to chunk: each chunk is that
+    ``bytearray``, overwritten when the next one is asked for (for a caller done with a chunk by
+    then; the last line without its break comes as ``bytes``). Fresh memory costs a page fault per
+    4 KiB: reading every block into fresh memory, then copying the chunk out, was a third of a
+    clustering's page faults at 4M passages. The first read, and the one after a short read (for a
+    file or a gzip stream, its end), go to fresh memory as large as what they read, so a small file
+    stays small; a new buffer also comes when the kept one is still viewed (:func:`_room`)."""
     offset, line = 0, 1
     buf, rest, full = bytearray(), b"", False
     while True:
@@ -169,15 +170,16 @@ def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytear
 def chunks_of(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
     """Yield (byte offset, first line number, bytes) chunks of the binary stream ``fh`` (of the file
     ``path``) that end at line boundaries; the last one gets its missing line break. ``reuse``:
-    :func:`_reused_chunks` (``fh`` needs ``readinto`` then)."""
+    the chunks are one ``bytearray`` overwritten from chunk to chunk (:func:`_reused_chunks`;
+    ``fh`` needs ``readinto`` then)."""
     for offset, line, chunk, _ in _counted_chunks(fh, size, path, reuse=reuse):
         yield offset, line, chunk
 
 
 def line_chunks(path: Path, size: int, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
     """Yield (byte offset, first line number, bytes) chunks of a file (gunzipped when it is
-    gzip: offsets in the uncompressed stream) that end at line boundaries. ``reuse``:
-    :func:`_reused_chunks`."""
+    gzip: offsets in the uncompressed stream) that end at line boundaries. ``reuse``: as
+    :func:`chunks_of`."""
     with open_bytes(path) as fh:
         yield from chunks_of(fh, size, path, reuse=reuse)
 
