@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from qrelkit.errors import InputError
-from qrelkit.io.corpus import bad_id_row, check_corpus, count_passages, iter_corpus, line_chunks
+from qrelkit.io.corpus import bad_id_row, check_corpus, count_passages, iter_corpus, line_chunks, reused_line_chunks
 
 # ids: printable, without whitespace, some of them beyond ASCII
 ID = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Z", "Co", "Cn")), min_size=1, max_size=12)
@@ -93,7 +93,7 @@ def test_a_chunk_still_viewed_is_not_written_over(tmp_path, gz):
     data = b"".join(b"line %d %s\n" % (i, b"x" * (i % 300)) for i in range(5000)) + b"last, no break"
     p = tmp_path / ("c.txt.gz" if gz else "c.txt")
     p.write_bytes(gzip.compress(data, mtime=0) if gz else data)
-    views = [(off, memoryview(chunk)) for off, _, chunk in line_chunks(p, 1000, reuse=True)]
+    views = [(off, memoryview(chunk)) for off, _, chunk in reused_line_chunks(p, 1000)]
     assert b"".join(bytes(v) for _, v in views) == data + b"\n"
     copies = [(off, chunk) for off, _, chunk in line_chunks(p, 1000)]
     assert [(off, bytes(v)) for off, v in views] == copies
@@ -108,7 +108,7 @@ def test_one_buffer_serves_every_chunk_and_a_small_file_stays_small(tmp_path, mo
 
     p = tmp_path / "c.jsonl"
     p.write_bytes(b"".join(b'{"pid": "p%d", "text": "t %d"}\n' % (i, i) for i in range(2000)))
-    chunks = [chunk for _, _, chunk in line_chunks(p, 4096, reuse=True)]
+    chunks = [chunk for _, _, chunk in reused_line_chunks(p, 4096)]
     assert len(chunks) > 5 and all(c is chunks[0] for c in chunks)
     sized = []
     room = corpus._room
@@ -117,7 +117,7 @@ def test_one_buffer_serves_every_chunk_and_a_small_file_stays_small(tmp_path, mo
     small.write_bytes(b'{"pid": "p1", "text": "one"}\n')
     assert sum(t.num_rows for t in iter_corpus(small)) == 1
     assert not sized  # no read into a kept buffer: one read as large as the file, then its end
-    list(line_chunks(p, 4096, reuse=True))
+    list(reused_line_chunks(p, 4096))
     assert sized and max(sized) < 2 * 4096  # a large file: the kept buffer, a block and a line
 
 

@@ -64,32 +64,26 @@ def open_bytes(path: Path):
 def blocks(fh, size: int, path: str | os.PathLike) -> Iterator[bytes]:
     """``fh.read(size)`` until the end of the binary stream ``fh`` (of the file ``path``); a damaged
     or truncated gzip stream is ``bad-gzip``."""
-    while True:
-        try:
-            block = fh.read(size)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise InputError("bad-gzip", f"cannot decompress: {printable(exc, 120)}", file=str(path)) from None
-        if not block:
-            return
+    while block := _read_some(fh, size, path):
         yield block
 
 
-def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray, int]]:
-    """:func:`chunks_of` with the number of lines of each chunk: ``bytes``, each byte copied once;
-    with ``reuse``, :func:`_reused_chunks`."""
-    if reuse:
-        yield from _reused_chunks(fh, size, path)
-        return
+def _read_some(fh, into: int | memoryview, path: str | os.PathLike, line: int | None = None) -> bytes | int:
+    """``fh.read(into)`` (a size) or ``fh.readinto(into)`` (a view); a damaged or truncated gzip
+    stream is ``bad-gzip`` (at ``line`` when given: the first line not read whole)."""
+    try:
+        return fh.read(into) if isinstance(into, int) else fh.readinto(into)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        where = " (read up to here, no further)" if line is not None else ""
+        raise InputError("bad-gzip", f"cannot decompress: {printable(exc, 120)}{where}", file=str(path),
+                         line=line) from None
+
+
+def _counted_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes, int]]:
+    """:func:`chunks_of` with the number of lines of each chunk (each byte copied once)."""
     offset, line = 0, 1
     rest = b""
-    read = blocks(fh, size, path)
-    while True:
-        try:
-            block = next(read, None)
-        except InputError as err:  # a damaged gzip stream: the first line not read whole is its line
-            raise InputError(err.rule, f"{err.message} (read up to here, no further)", file=err.file, line=line) from None
-        if block is None:
-            break
+    while block := _read_some(fh, size, path, line):
         cut = block.rfind(b"\n")
         if cut < 0:
             rest += block
@@ -102,16 +96,6 @@ def _counted_chunks(fh, size: int, path: Path, *, reuse: bool = False) -> Iterat
         line += lines
     if rest:  # the last line without its break: as it would be with one (a TSV line "\t" is no blank)
         yield offset, line, rest + b"\n", 1
-
-
-def _read_some(fh, into: int | memoryview, path: str | os.PathLike, line: int) -> bytes | int:
-    """``fh.read(into)`` (a size) or ``fh.readinto(into)`` (a view); a damaged or truncated gzip
-    stream is ``bad-gzip`` at ``line``, the first line not read whole."""
-    try:
-        return fh.read(into) if isinstance(into, int) else fh.readinto(into)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputError("bad-gzip", f"cannot decompress: {printable(exc, 120)} (read up to here, no further)",
-                         file=str(path), line=line) from None
 
 
 def _room(buf: bytearray, n: int) -> bytearray:
@@ -167,21 +151,26 @@ def _reused_chunks(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes 
         yield offset, line, rest + b"\n", 1
 
 
-def chunks_of(fh, size: int, path: Path, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
+def chunks_of(fh, size: int, path: Path) -> Iterator[tuple[int, int, bytes]]:
     """Yield (byte offset, first line number, bytes) chunks of the binary stream ``fh`` (of the file
-    ``path``) that end at line boundaries; the last one gets its missing line break. ``reuse``:
-    the chunks are one ``bytearray`` overwritten from chunk to chunk (:func:`_reused_chunks`;
-    ``fh`` needs ``readinto`` then)."""
-    for offset, line, chunk, _ in _counted_chunks(fh, size, path, reuse=reuse):
+    ``path``) that end at line boundaries; the last one gets its missing line break."""
+    for offset, line, chunk, _ in _counted_chunks(fh, size, path):
         yield offset, line, chunk
 
 
-def line_chunks(path: Path, size: int, *, reuse: bool = False) -> Iterator[tuple[int, int, bytes | bytearray]]:
+def line_chunks(path: Path, size: int) -> Iterator[tuple[int, int, bytes]]:
     """Yield (byte offset, first line number, bytes) chunks of a file (gunzipped when it is
-    gzip: offsets in the uncompressed stream) that end at line boundaries. ``reuse``: as
-    :func:`chunks_of`."""
+    gzip: offsets in the uncompressed stream) that end at line boundaries."""
     with open_bytes(path) as fh:
-        yield from chunks_of(fh, size, path, reuse=reuse)
+        yield from chunks_of(fh, size, path)
+
+
+def reused_line_chunks(path: Path, size: int) -> Iterator[tuple[int, int, bytes | bytearray]]:
+    """:func:`line_chunks` through one buffer (:func:`_reused_chunks`): each chunk is a
+    ``bytearray`` overwritten when the next one is asked for, for a caller done with it by then."""
+    with open_bytes(path) as fh:
+        for offset, line, chunk, _ in _reused_chunks(fh, size, path):
+            yield offset, line, chunk
 
 
 def row_lines(chunk: bytes, first_line: int, blank: bytes = BLANK_JSON) -> np.ndarray:
@@ -455,7 +444,7 @@ def iter_corpus_file(path: str | os.PathLike, *, chunk_bytes: int = 32 << 20, ch
                 return
             yield normalize_chunk(pa.Table.from_batches([batch]), p, None)
     parse = jsonl_chunk if fmt == "jsonl" else tsv_chunk
-    for _, first_line, chunk in line_chunks(p, chunk_bytes, reuse=True):  # the rows own their memory
+    for _, first_line, chunk in reused_line_chunks(p, chunk_bytes):  # the rows own their memory
         yield parse(chunk, p, first_line)
 
 
